@@ -1,0 +1,15 @@
+include(CMakePackageConfigHelpers)
+install(TARGETS tilejit EXPORT tilejitTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/tilejit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT tilejitTargets NAMESPACE tilejit:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilejit)
+configure_package_config_file(cmake/tilejitConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/tilejitConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilejit)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/tilejitConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tilejitConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/tilejitConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilejit)
+if(TARGET tilejit_cli)
+  install(TARGETS tilejit_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()

@@ -1,0 +1,32 @@
+// GPU code generation: tile IR → LLVM IR (NVVM intrinsics) → PTX through LLVM's NVPTX backend.
+// This header includes no LLVM header.
+#pragma once
+#include <string>
+
+#include "ir/ir.h"
+#include "tilejit/export.h"
+
+namespace tilejit::codegen {
+
+struct CodegenOptions {
+  std::string arch = "sm_90a";  // sm_80, sm_86, sm_89, sm_90, sm_90a
+  int num_warps = 4;
+  int num_stages = 1;
+};
+
+struct PtxResult {
+  std::string ptx;            // PTX text (.version 8.5)
+  std::string entry;          // the .entry name (the kernel's function name, sanitized)
+  int shared_bytes = 0;       // dynamic shared memory the launch must provide
+  int num_threads = 128;      // 32 · num_warps
+};
+
+/// Lowers `fn` to LLVM IR, runs the LLVM verifier and the O3 pipeline, and emits PTX for opts.arch.
+/// Throws CompileError naming the op (and its source line) that could not be lowered.
+TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts);
+/// The LLVM IR module text after lowering (before optimization), verified; used by tests and `tilejit ir --llvm`.
+TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts);
+/// LLVM's version string ("19.1.7"), part of the compile-cache key.
+TILEJIT_EXPORT std::string llvm_version();
+
+}  // namespace tilejit::codegen

@@ -1,0 +1,68 @@
+// Memory that kernels read and write: device memory (GPU) or host memory (CPU interpreter).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tilejit/launch.h"
+
+namespace tilejit {
+
+/// A stream of the current device (RAII over CUstream).
+class Stream {
+ public:
+  Stream();                     // creates a non-blocking stream; throws DriverError without a GPU
+  ~Stream();
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+  void synchronize();
+  void *handle() const { return handle_; }  // CUstream
+ private:
+  void *handle_ = nullptr;
+};
+
+/// An owning, untyped allocation of `bytes` bytes, on the GPU (cuMemAlloc) or in host memory for the
+/// interpreter (256-byte aligned). Move-only. GPU errors throw DriverError naming the driver call.
+class Buffer {
+ public:
+  Buffer() = default;
+  /// Allocates on `where` (Backend::Auto resolves as in resolve_backend()).
+  Buffer(size_t bytes, Backend where);
+  ~Buffer();
+  Buffer(Buffer &&o) noexcept;
+  Buffer &operator=(Buffer &&o) noexcept;
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+
+  uint64_t address() const { return addr_; }   // device address, or host address in the interpreter
+  size_t bytes() const { return bytes_; }
+  bool on_gpu() const { return on_gpu_; }
+  /// Copies host data in/out (synchronous). Throws Error when the range exceeds the buffer.
+  void upload(const void *src, size_t bytes, size_t offset = 0);
+  void download(void *dst, size_t bytes, size_t offset = 0) const;
+  /// Fills every byte with `value` (used to poison outputs in tests).
+  void fill_bytes(uint8_t value);
+
+  template <class T> void upload(std::span<const T> v) { upload(v.data(), v.size_bytes()); }
+  template <class T> void upload(const std::vector<T> &v) { upload(v.data(), v.size() * sizeof(T)); }
+  template <class T> std::vector<T> download_as(size_t count) const {
+    std::vector<T> out(count);
+    download(out.data(), count * sizeof(T));
+    return out;
+  }
+
+ private:
+  uint64_t addr_ = 0;
+  size_t bytes_ = 0;
+  bool on_gpu_ = false;
+};
+
+/// A raw pointer argument: device memory the caller owns (e.g. from PyTorch), or host memory for the
+/// interpreter. `bytes` bounds the interpreter's out-of-bounds check (0 = unchecked).
+struct DevicePtr {
+  uint64_t address = 0;
+  size_t bytes = 0;
+};
+
+}  // namespace tilejit

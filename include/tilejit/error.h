@@ -1,0 +1,27 @@
+// Exceptions thrown by tilejit. Every message is a sentence naming what failed and the values involved.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace tilejit {
+
+/// Base class of every tilejit exception.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+/// A kernel body was traced with invalid shapes/dtypes/arguments. The message names the op, the shapes
+/// and dtypes, and the user's source line ("file:line").
+struct TraceError : Error { using Error::Error; };
+/// The IR failed verification (an internal invariant or a pass bug); the message prints the op.
+struct VerifyError : Error { using Error::Error; };
+/// Lowering to LLVM IR / PTX failed.
+struct CompileError : Error { using Error::Error; };
+/// A CUDA driver call failed, or no driver is present; names the call, the driver's error name and the kernel.
+struct DriverError : Error {
+  DriverError(const std::string &msg, int code = -1) : Error(msg), code(code) {}
+  int code;  // CUresult value, or -1 when the driver could not be loaded
+};
+/// The CPU interpreter found a fault: an out-of-bounds unmasked access, a division by zero, ...
+struct InterpError : Error { using Error::Error; };
+
+}  // namespace tilejit

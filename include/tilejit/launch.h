@@ -1,0 +1,47 @@
+// Launch configuration shared by the GPU runtime and the CPU interpreter.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "tilejit/types.h"
+
+namespace tilejit {
+
+/// Number of programs along each axis (program_id(0..2) ranges over [0, x), [0, y), [0, z)).
+struct Grid {
+  uint32_t x = 1, y = 1, z = 1;
+  uint64_t size() const { return uint64_t(x) * y * z; }
+};
+
+/// Where a launch runs. Auto: the CPU interpreter when the environment variable TILEJIT_INTERPRET is set
+/// to a non-empty value other than "0", otherwise the GPU (throws DriverError if there is none).
+enum class Backend { Auto, GPU, Interpreter };
+/// Resolves Backend::Auto as documented above.
+Backend resolve_backend(Backend b);
+/// True when a CUDA driver (libcuda.so.1) can be loaded and reports at least one device. Never throws.
+bool gpu_available();
+
+class Stream;
+
+/// Per-launch options (as in Triton: num_warps threads groups per program, num_stages pipelining depth).
+struct LaunchConfig {
+  int num_warps = 4;            // 1, 2, 4, 8, 16 (threads per program = 32 · num_warps)
+  int num_stages = 1;           // software-pipelining depth (honoured by later issues; part of the key)
+  Backend backend = Backend::Auto;
+  Stream *stream = nullptr;     // GPU stream; null: the default stream of the current device
+  std::string arch;             // "sm_80", "sm_90a", ...; empty: the device's own arch
+};
+
+/// One kernel argument after binding (pointers are device addresses on the GPU, host addresses in the
+/// interpreter). `bytes` is the size of the allocation a pointer points into (0 if unknown); the
+/// interpreter uses it to detect out-of-bounds accesses.
+struct KernelArg {
+  enum class Kind { Ptr, Int, Float } kind = Kind::Int;
+  uint64_t ptr = 0;
+  int64_t i = 0;
+  double f = 0;
+  size_t bytes = 0;
+};
+
+}  // namespace tilejit

@@ -1,0 +1,22 @@
+// Verifier, printer and optimization passes over the tile IR. One pass per file (ir/passes/*.cpp).
+#pragma once
+#include <string>
+
+#include "ir/ir.h"
+
+namespace tilejit::ir {
+
+/// Checks structural and type invariants (operand counts, shapes, dtypes, dominance, terminators).
+/// Throws VerifyError with the offending op printed and its source location.
+void verify(const Function &fn);
+/// Stable textual form (value names %0, %1, ... assigned in program order; params by name).
+std::string print(const Function &fn);
+
+void fold_constants(Function &fn);   // evaluates ops whose operands are all constants
+void canonicalize(Function &fn);     // algebraic identities (x+0, x*1, broadcast of splat, ...)
+void cse(Function &fn);              // common-subexpression elimination of pure ops
+void dce(Function &fn);              // removes unused pure ops and unused loop-carried values
+/// The standard pipeline: verify, fold, canonicalize, cse, dce (to a fixed point), verify.
+void optimize(Function &fn);
+
+}  // namespace tilejit::ir

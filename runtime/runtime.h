@@ -1,0 +1,34 @@
+// The GPU runtime: compile (through the cache), load and launch kernels with the CUDA driver, which is
+// dlopen'ed at run time (libcuda.so.1), so machines without a driver still run the interpreter.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "tilejit/buffer.h"
+#include "tilejit/launch.h"
+
+namespace tilejit::runtime {
+
+/// A kernel loaded on the current device (owned by the runtime's module cache; lives until exit).
+struct LoadedKernel {
+  void *function = nullptr;   // CUfunction
+  std::string name;
+  int shared_bytes = 0;       // dynamic shared memory per launch
+  int num_threads = 0;
+  int num_regs = 0;           // from cuFuncGetAttribute
+};
+
+/// The current device's arch as a codegen target: "sm_90a" for compute capability 9.0, "sm_80", ...
+std::string device_arch();
+
+/// Compiles `fn` for `opts` (through the in-process and on-disk caches of PTX and cubin) and loads it.
+/// Throws CompileError or DriverError (naming the driver call, its error name and the kernel).
+const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOptions &opts);
+
+/// Launches on `stream` (null: default stream). `args` must match fn's params in order and kind.
+void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &params,
+            const std::vector<KernelArg> &args, Stream *stream);
+
+}  // namespace tilejit::runtime
