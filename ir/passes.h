@@ -11,6 +11,9 @@ namespace tilejit::ir {
 void verify(const Function &fn);
 /// Stable textual form (value names %0, %1, ... assigned in program order; params by name).
 std::string print(const Function &fn);
+/// print(fn) with each op's source location appended (" loc(file:line:column)"); for debugging only, since
+/// print(fn) is the compile-cache key and must not depend on where the user wrote the kernel.
+std::string print_with_locations(const Function &fn);
 
 void fold_constants(Function &fn);   // evaluates ops whose operands are all constants
 void canonicalize(Function &fn);     // algebraic identities (x+0, x*1, broadcast of splat, ...)

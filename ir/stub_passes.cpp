@@ -2,11 +2,9 @@
 #include "ir/passes.h"
 #include "tilejit/error.h"
 namespace tilejit::ir {
-void verify(const Function &) {}
-std::string print(const Function &) { throw Error("ir::print: not implemented yet"); }
 void fold_constants(Function &) {}
 void canonicalize(Function &) {}
 void cse(Function &) {}
 void dce(Function &) {}
-void optimize(Function &) {}
+void optimize(Function &fn) { verify(fn); }
 }  // namespace tilejit::ir
