@@ -1,0 +1,125 @@
+// Tile operations of the kernel DSL. Each one records an IR op (with the caller's source line) into the
+// kernel being traced, and checks its inputs first: a violation throws TraceError with a sentence naming
+// the op, the shapes/dtypes involved and the user's "file:line", e.g.
+//   "dot: inner dimensions differ: a is 64x32 (bf16), b is 64x64 (bf16) at kernels/foo.cpp:42".
+//
+// Shapes: every tile dim is a power of two (arange, full, zeros, reshape, broadcast_to results checked).
+// Binary/ternary ops broadcast numpy-style (aligned from the right; size-1 and missing leading dims stretch;
+// scalars splat) and promote dtypes as Triton: both float → the wider (bf16 with f16 → f32); int with float
+// → the float; two ints → the wider (i1 with an int → the int). Literals are weak (see tile.h).
+#pragma once
+#include <concepts>
+#include <cstdint>
+#include <functional>
+#include <source_location>
+#include <type_traits>
+#include <vector>
+
+#include "tilejit/tile.h"
+#include "tilejit/types.h"
+
+namespace tilejit {
+
+using SrcLoc = std::source_location;
+
+// ---- sources ----
+/// Index of this program along `axis` (0..2): i32 scalar.
+Tile program_id(int axis, SrcLoc loc = SrcLoc::current());
+/// Number of programs along `axis` (0..2): i32 scalar.
+Tile num_programs(int axis, SrcLoc loc = SrcLoc::current());
+/// [start, start+1, ..., end-1]: i32 [end-start]; end-start must be a power of two, values must fit i32.
+Tile arange(int64_t start, int64_t end, SrcLoc loc = SrcLoc::current());
+/// A tile of `shape` (empty = scalar) filled with `value` converted to `dtype` (ints truncate).
+Tile full(std::vector<int64_t> shape, double value, DType dtype, SrcLoc loc = SrcLoc::current());
+Tile zeros(std::vector<int64_t> shape, DType dtype, SrcLoc loc = SrcLoc::current());
+/// Same shape and dtype as t (t must not be a pointer tile).
+Tile zeros_like(const Tile &t, SrcLoc loc = SrcLoc::current());
+Tile full_like(const Tile &t, double value, SrcLoc loc = SrcLoc::current());
+
+// ---- shape manipulation ----
+/// Same elements (row-major) in a new shape; element counts must match; dims powers of two.
+Tile reshape(const Tile &t, std::vector<int64_t> shape, SrcLoc loc = SrcLoc::current());
+/// 2-D transpose.
+Tile trans(const Tile &t, SrcLoc loc = SrcLoc::current());
+/// General permutation: result dim i = source dim perm[i].
+Tile trans(const Tile &t, std::vector<int64_t> perm, SrcLoc loc = SrcLoc::current());
+/// Inserts a dim of size 1 at `axis` (0..rank; negative counts from the end, -1 = append).
+Tile expand_dims(const Tile &t, int axis, SrcLoc loc = SrcLoc::current());
+/// Broadcasts (numpy rules) to `shape`.
+Tile broadcast_to(const Tile &t, std::vector<int64_t> shape, SrcLoc loc = SrcLoc::current());
+
+// ---- elementwise ----
+/// a where cond else b; cond must be i1 (a bool literal is accepted). a, b promoted; all broadcast.
+Tile where(const Tile &cond, const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
+Tile minimum(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
+Tile maximum(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
+/// Float math; int tiles are cast to f32 first. Result dtype = (float) operand dtype.
+Tile exp(const Tile &x, SrcLoc loc = SrcLoc::current());
+Tile exp2(const Tile &x, SrcLoc loc = SrcLoc::current());
+Tile log(const Tile &x, SrcLoc loc = SrcLoc::current());
+Tile log2(const Tile &x, SrcLoc loc = SrcLoc::current());
+Tile sqrt(const Tile &x, SrcLoc loc = SrcLoc::current());
+Tile rsqrt(const Tile &x, SrcLoc loc = SrcLoc::current());
+Tile tanh(const Tile &x, SrcLoc loc = SrcLoc::current());
+Tile sigmoid(const Tile &x, SrcLoc loc = SrcLoc::current());
+/// |x| for ints (kept int) and floats.
+Tile abs(const Tile &x, SrcLoc loc = SrcLoc::current());
+/// a*b+c (floats; ints cast to f32); operands promoted and broadcast.
+Tile fma(const Tile &a, const Tile &b, const Tile &c, SrcLoc loc = SrcLoc::current());
+/// Converts to `dtype` (float→int truncates toward zero). Pointer tiles cannot be cast.
+Tile cast(const Tile &t, DType dtype, SrcLoc loc = SrcLoc::current());
+/// Ceiling division of int tiles: (a + b - 1) / b.
+Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
+
+/// Host-side ceiling division of plain integers (also Constexpr<int>), usable for grid sizes.
+template <class T>
+struct host_integer_of { using type = T; };
+template <class T>
+struct host_integer_of<Constexpr<T>> { using type = T; };
+template <class T>
+concept HostInteger = std::integral<typename host_integer_of<std::remove_cvref_t<T>>::type>;
+template <HostInteger A, HostInteger B>
+constexpr auto cdiv(A a, B b) {
+  using R = std::common_type_t<typename host_integer_of<A>::type, typename host_integer_of<B>::type>;
+  return R((R(a) + R(b) - 1) / R(b));
+}
+
+// ---- memory ----
+/// Loads the pointer tile `ptr` (shape S) → values of the pointee dtype, shape S (ptr, mask and other are
+/// broadcast together). `mask` (i1) disables lanes, which read `other` (0 when absent; only with a mask).
+/// `other` must have the pointee dtype or be a literal.
+Tile load(const Tile &ptr, const Tile &mask = {}, const Tile &other = {}, SrcLoc loc = SrcLoc::current());
+/// Stores `value` (pointee dtype, or a literal; broadcast to ptr's shape) where mask is on (all lanes when
+/// absent). A value of another dtype is an error: cast it explicitly.
+void store(const Tile &ptr, const Tile &value, const Tile &mask = {}, SrcLoc loc = SrcLoc::current());
+/// Atomically adds `value` at ptr (relaxed, device scope) where mask is on; returns the old values.
+Tile atomic_add(const Tile &ptr, const Tile &value, const Tile &mask = {}, SrcLoc loc = SrcLoc::current());
+
+// ---- reductions (axis may be negative; the result drops that axis) ----
+/// Sum along axis; ints narrower than i32 are summed as i32; floats keep their dtype.
+Tile sum(const Tile &t, int axis, SrcLoc loc = SrcLoc::current());
+Tile max(const Tile &t, int axis, SrcLoc loc = SrcLoc::current());
+Tile min(const Tile &t, int axis, SrcLoc loc = SrcLoc::current());
+/// i32 index of the first maximum / minimum along axis.
+Tile argmax(const Tile &t, int axis, SrcLoc loc = SrcLoc::current());
+Tile argmin(const Tile &t, int axis, SrcLoc loc = SrcLoc::current());
+
+// ---- matrix product ----
+/// a [M,K] · b [K,N] + acc → f32 [M,N]. a and b: same dtype, one of f16/bf16/f32; M, N, K ≥ 16;
+/// acc: f32 [M,N] (zeros when absent). allow_tf32 lets f32 inputs use TF32 tensor cores.
+Tile dot(const Tile &a, const Tile &b, const Tile &acc = {}, bool allow_tf32 = false,
+         SrcLoc loc = SrcLoc::current());
+
+// ---- control flow ----
+/// for (iv = start; iv < end; iv += step) body(iv). Bounds are int scalars (tiles or literals): i32, or i64
+/// if any bound is i64. Handles that existed before the loop and are reassigned in the body become
+/// loop-carried values; after the call they hold the loop's results. A reassigned handle must keep its
+/// type (shape and dtype). A handle holding a C++ literal cannot be carried: initialise it with full().
+void for_range(const Tile &start, const Tile &end, const Tile &step, const std::function<void(I32)> &body,
+               SrcLoc loc = SrcLoc::current());
+/// if (cond) then_fn() else else_fn(); cond is an i1 scalar. Handles reassigned in either branch get the
+/// branch's value afterwards (the other branch keeps the outer value); both must have the same type.
+void if_(const Tile &cond, const std::function<void()> &then_fn, const std::function<void()> &else_fn = {},
+         SrcLoc loc = SrcLoc::current());
+
+}  // namespace tilejit
