@@ -1,0 +1,177 @@
+// Attention forward in the DSL: FlashAttention-2's loop order (arXiv 2307.08691, Algorithm 1).
+//
+// Program (start_m, batch·head) owns query rows [start_m·BLOCK_M, +BLOCK_M). It keeps the running row max
+// m_i, the running row sum l_i and the unnormalized output acc in f32, streams K/V in blocks of BLOCK_N,
+// and normalizes once after the loop. Scores are pre-multiplied by scale·log2(e) so the softmax uses exp2
+// (one multiply folded into the scale instead of one per exp). With causal masking the loop stops at the
+// diagonal block, so key blocks above the diagonal are never loaded.
+#include <cmath>
+#include <limits>
+
+#include "codegen/codegen.h"
+#include "tilejit/attention.h"
+#include "tilejit/error.h"
+#include "tilejit/kernel.h"
+#include "tilejit/ops.h"
+
+namespace tilejit::attention {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <class T>
+auto &attention_kernel() {
+  static auto kernel = Kernel(
+      "attention_fwd",
+      [](Ptr<T> Q, Ptr<T> K, Ptr<T> V, Ptr<T> O, Ptr<f32> LSE, F32 qk_scale_log2, I32 heads, I32 seqlen_q,
+         I32 seqlen_k, I32 stride_qb, I32 stride_qh, I32 stride_qs, I32 stride_kb, I32 stride_kh, I32 stride_ks,
+         I32 stride_vb, I32 stride_vh, I32 stride_vs, I32 stride_ob, I32 stride_oh, I32 stride_os,
+         Constexpr<int> BLOCK_M, Constexpr<int> BLOCK_N, Constexpr<int> HEAD_DIM, Constexpr<bool> CAUSAL) {
+        const float neg_inf = -std::numeric_limits<float>::infinity();
+        auto start_m = program_id(0);
+        auto bh = program_id(1);
+        auto b = bh / heads;
+        auto h = bh % heads;
+
+        auto offs_m = start_m * BLOCK_M + arange(0, BLOCK_M);
+        auto offs_n = arange(0, BLOCK_N);
+        auto offs_d = arange(0, HEAD_DIM);
+        auto row_ok = offs_m < seqlen_q;
+
+        auto q_ptrs = Q + (b * stride_qb + h * stride_qh) + offs_m(_, None) * stride_qs + offs_d(None, _);
+        auto q = load(q_ptrs, row_ok(_, None), 0.f);  // [BLOCK_M, HEAD_DIM], stays in registers
+        auto k_base = K + (b * stride_kb + h * stride_kh);
+        auto v_base = V + (b * stride_vb + h * stride_vh);
+
+        auto m_i = full({BLOCK_M}, neg_inf, DType::f32);
+        auto l_i = zeros({BLOCK_M}, DType::f32);
+        auto acc = zeros({BLOCK_M, HEAD_DIM}, DType::f32);
+
+        Tile end_n = seqlen_k;
+        if (CAUSAL) end_n = minimum(seqlen_k, (start_m + 1) * BLOCK_M);  // skip blocks above the diagonal
+
+        for_range(0, end_n, BLOCK_N, [&](I32 start_n) {
+          auto cols = start_n + offs_n;
+          auto col_ok = cols < seqlen_k;
+          // K is read transposed, [HEAD_DIM, BLOCK_N], so that s = q · kᵀ is a plain dot.
+          auto k_t = load(k_base + cols(None, _) * stride_ks + offs_d(_, None), col_ok(None, _), 0.f);
+          auto s = dot(q, k_t) * qk_scale_log2;  // [BLOCK_M, BLOCK_N] f32, log2 units
+          if (CAUSAL)
+            s = where(col_ok(None, _) & (offs_m(_, None) >= cols(None, _)), s, neg_inf);
+          else
+            s = where(col_ok(None, _), s, neg_inf);
+
+          auto m_new = maximum(m_i, max(s, 1));
+          // A row that has seen no visible key yet keeps m = -inf; subtract 0 instead so exp2 gives 0, not NaN.
+          auto m_sub = where(m_new == neg_inf, 0.f, m_new);
+          auto p = exp2(s - m_sub(_, None));
+          auto alpha = exp2(m_i - m_sub);
+          l_i = l_i * alpha + sum(p, 1);
+
+          auto v = load(v_base + cols(_, None) * stride_vs + offs_d(None, _), col_ok(_, None), 0.f);
+          acc = dot(p.to(T::dtype), v, acc * alpha(_, None));
+          m_i = m_new;
+        });
+
+        // Rows that saw no key (l = 0) get output 0 and logsumexp -inf.
+        auto l_safe = where(l_i == 0.f, 1.f, l_i);
+        auto out = acc / l_safe(_, None);
+        auto o_ptrs = O + (b * stride_ob + h * stride_oh) + offs_m(_, None) * stride_os + offs_d(None, _);
+        store(o_ptrs, out.to(T::dtype), row_ok(_, None));
+        auto lse = where(l_i == 0.f, neg_inf, (m_i + log2(l_safe)) * kLn2);
+        store(LSE + bh * seqlen_q + offs_m, lse, row_ok);
+      });
+  return kernel;
+}
+
+void check_shape(const Shape &s, const Options &opt) {
+  auto pow2 = [](int x) { return x > 0 && (x & (x - 1)) == 0; };
+  if (s.batch < 0 || s.heads < 0 || s.seqlen_q < 0 || s.seqlen_k < 0)
+    throw TraceError("attention::forward: sizes must be non-negative");
+  if (!pow2(s.head_dim) || s.head_dim < 16 || s.head_dim > 256)
+    throw TraceError("attention::forward: head_dim " + std::to_string(s.head_dim) +
+                     " is not supported (a power of two in [16, 256])");
+  if (!pow2(opt.block_m) || !pow2(opt.block_n) || opt.block_m < 16 || opt.block_n < 16)
+    throw TraceError("attention::forward: BLOCK_M and BLOCK_N must be powers of two ≥ 16");
+  if (opt.causal && s.seqlen_q != s.seqlen_k)
+    throw TraceError("attention::forward: causal masking needs seqlen_q == seqlen_k (got " +
+                     std::to_string(s.seqlen_q) + " and " + std::to_string(s.seqlen_k) + ")");
+  if (opt.dtype != DType::bf16 && opt.dtype != DType::f16)
+    throw TraceError("attention::forward: dtype must be bf16 or f16");
+  int64_t heads_total = int64_t(s.batch) * s.heads;
+  if (heads_total > 65535)
+    throw TraceError("attention::forward: batch·heads = " + std::to_string(heads_total) +
+                     " exceeds the grid's y limit 65535");
+}
+
+LaunchConfig launch_config(const Options &opt) {
+  LaunchConfig cfg;
+  cfg.num_warps = opt.num_warps;
+  cfg.num_stages = opt.num_stages;
+  cfg.backend = opt.backend;
+  cfg.stream = opt.stream;
+  cfg.arch = opt.arch;
+  return cfg;
+}
+
+// Calls f(kernel, args...) with the kernel for opt.dtype and the full argument list.
+template <class F, class PQ, class PO, class PL>
+decltype(auto) with_args(const Shape &s, const Options &opt, const PQ &q, const PQ &k, const PQ &v, PO &out,
+                         PL &lse, F &&f) {
+  float scale = opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim));
+  int D = s.head_dim;
+  int sqs = D, sqh = s.seqlen_q * D, sqb = s.heads * sqh;
+  int sks = D, skh = s.seqlen_k * D, skb = s.heads * skh;
+  auto call = [&](auto &kernel) -> decltype(auto) {
+    return f(kernel, q, k, v, out, lse, scale * kLog2e, s.heads, s.seqlen_q, s.seqlen_k, sqb, sqh, sqs, skb,
+             skh, sks, skb, skh, sks, sqb, sqh, sqs, opt.block_m, opt.block_n, D, opt.causal);
+  };
+  if (opt.dtype == DType::bf16) return call(attention_kernel<bf16>());
+  return call(attention_kernel<f16>());
+}
+
+}  // namespace
+
+double forward_flops(const Shape &s, bool causal) {
+  double f = 4.0 * s.batch * s.heads * double(s.seqlen_q) * s.seqlen_k * s.head_dim;
+  return causal ? f / 2 : f;
+}
+
+void forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const Shape &s,
+             const Options &opt) {
+  check_shape(s, opt);
+  size_t esz = 2;
+  auto need = [&](const Buffer &b, size_t bytes, const char *name) {
+    if (b.bytes() < bytes)
+      throw TraceError(std::string("attention::forward: buffer '") + name + "' holds " +
+                       std::to_string(b.bytes()) + " bytes, the shape needs " + std::to_string(bytes));
+  };
+  size_t nq = size_t(s.batch) * s.heads * s.seqlen_q, nk = size_t(s.batch) * s.heads * s.seqlen_k;
+  need(q, nq * s.head_dim * esz, "q");
+  need(k, nk * s.head_dim * esz, "k");
+  need(v, nk * s.head_dim * esz, "v");
+  need(out, nq * s.head_dim * esz, "out");
+  need(lse, nq * 4, "lse");
+  if (nq == 0) return;
+  Grid grid{uint32_t((s.seqlen_q + opt.block_m - 1) / opt.block_m), uint32_t(s.batch * s.heads), 1};
+  auto cfg = launch_config(opt);
+  with_args(s, opt, q, k, v, out, lse, [&](auto &kernel, auto &&...args) { kernel.launch(grid, cfg, args...); });
+}
+
+std::string forward_ir(const Shape &s, const Options &opt) {
+  check_shape(s, opt);
+  DevicePtr p{};
+  return with_args(s, opt, p, p, p, p, p, [&](auto &kernel, auto &&...args) { return kernel.ir(args...); });
+}
+
+std::string forward_ptx(const Shape &s, const Options &opt) {
+  check_shape(s, opt);
+  DevicePtr p{};
+  auto cfg = launch_config(opt);
+  if (cfg.arch.empty()) cfg.arch = "sm_90a";
+  return with_args(s, opt, p, p, p, p, p,
+                   [&](auto &kernel, auto &&...args) { return kernel.ptx(cfg, args...).ptx; });
+}
+
+}  // namespace tilejit::attention

@@ -1,0 +1,67 @@
+// Tiled matmul: one program per BLOCK_M×BLOCK_N tile of c, a K loop accumulating dot products in f32.
+#include "tilejit/error.h"
+#include "tilejit/kernel.h"
+#include "kernels/builtins.h"
+#include "tilejit/kernels.h"
+#include "codegen/codegen.h"
+#include "tilejit/ops.h"
+
+namespace tilejit::kernels {
+
+template <class T>
+auto &matmul_kernel() {
+  static auto kernel = Kernel("matmul", [](Ptr<T> a, Ptr<T> b, Ptr<T> c, I32 M, I32 N, I32 K, I32 lda, I32 ldb,
+                                           I32 ldc, Constexpr<int> BLOCK_M, Constexpr<int> BLOCK_N,
+                                           Constexpr<int> BLOCK_K) {
+    auto offs_m = program_id(0) * BLOCK_M + arange(0, BLOCK_M);
+    auto offs_n = program_id(1) * BLOCK_N + arange(0, BLOCK_N);
+    auto offs_k = arange(0, BLOCK_K);
+    auto acc = zeros({BLOCK_M, BLOCK_N}, DType::f32);
+    for_range(0, K, BLOCK_K, [&](I32 k0) {
+      auto ks = k0 + offs_k;
+      auto a_tile = load(a + offs_m(_, None) * lda + ks(None, _), (offs_m(_, None) < M) & (ks(None, _) < K), 0.f);
+      auto b_tile = load(b + ks(_, None) * ldb + offs_n(None, _), (ks(_, None) < K) & (offs_n(None, _) < N), 0.f);
+      acc = dot(a_tile, b_tile, acc);
+    });
+    auto mask = (offs_m(_, None) < M) & (offs_n(None, _) < N);
+    store(c + offs_m(_, None) * ldc + offs_n(None, _), acc.to(T::dtype), mask);
+  });
+  return kernel;
+}
+
+template <class T>
+void matmul_t(const Buffer &a, const Buffer &b, Buffer &c, int M, int N, int K, const LaunchConfig &cfg,
+              MatmulBlocks bl) {
+  Grid grid{uint32_t((M + bl.m - 1) / bl.m), uint32_t((N + bl.n - 1) / bl.n)};
+  matmul_kernel<T>().launch(grid, cfg, a, b, c, M, N, K, K, N, N, bl.m, bl.n, bl.k);
+}
+
+void matmul(const Buffer &a, const Buffer &b, Buffer &c, int M, int N, int K, DType dtype, const LaunchConfig &cfg,
+            MatmulBlocks blocks) {
+  if (M <= 0 || N <= 0 || K <= 0) throw TraceError("matmul: M, N, K must be positive");
+  switch (dtype) {
+    case DType::f32: return matmul_t<f32>(a, b, c, M, N, K, cfg, blocks);
+    case DType::f16: return matmul_t<f16>(a, b, c, M, N, K, cfg, blocks);
+    case DType::bf16: return matmul_t<bf16>(a, b, c, M, N, K, cfg, blocks);
+    default: throw TraceError("matmul: dtype must be f32, f16 or bf16");
+  }
+}
+
+template <class T>
+std::string matmul_text_t(const BuiltinSpec &spec, Render what) {
+  DevicePtr p{};
+  auto &k = matmul_kernel<T>();
+  int n = 4096;
+  if (what == Render::IR) return k.ir(p, p, p, n, n, n, n, n, n, spec.block_m, spec.block_n, spec.block_k);
+  return k.ptx(ptx_config(spec), p, p, p, n, n, n, n, n, n, spec.block_m, spec.block_n, spec.block_k).ptx;
+}
+
+std::string matmul_text(const BuiltinSpec &spec, Render what) {
+  switch (spec.dtype) {
+    case DType::f32: return matmul_text_t<f32>(spec, what);
+    case DType::f16: return matmul_text_t<f16>(spec, what);
+    default: return matmul_text_t<bf16>(spec, what);
+  }
+}
+
+}  // namespace tilejit::kernels

@@ -1,0 +1,203 @@
+// The tilejit command line: run and check the attention kernel, print a built-in kernel's IR or PTX.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <random>
+
+#include "tilejit/attention.h"
+#include "tilejit/error.h"
+#include "tilejit/kernels.h"
+#include "tilejit/numerics.h"
+#include "tools/attention_check.h"
+
+using namespace tilejit;
+
+namespace {
+
+struct AttentionArgs {
+  int batch = 1, heads = 4, seqlen_q = 256, seqlen_k = -1, head_dim = 64;
+  bool causal = false, check = false;
+  std::string dtype = "bf16", backend = "auto", arch;
+  int block_m = 64, block_n = 64, num_warps = 4, iters = 10, check_rows = 64;
+  uint64_t seed = 0;
+};
+
+Backend parse_backend(const std::string &s) {
+  if (s == "gpu") return Backend::GPU;
+  if (s == "interp") return Backend::Interpreter;
+  if (s == "auto") return gpu_available() ? Backend::GPU : Backend::Interpreter;
+  throw Error("unknown backend '" + s + "' (gpu, interp or auto)");
+}
+
+// Random inputs in [-1, 1), rounded to the dtype; returns the 16-bit payload and the exact float values.
+void random_tensor(size_t n, DType dt, std::mt19937_64 &rng, std::vector<uint16_t> &bits, std::vector<float> &vals) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  bits.resize(n);
+  vals.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    float x = dist(rng);
+    bits[i] = dt == DType::bf16 ? float_to_bf16(x) : float_to_f16(x);
+    vals[i] = dt == DType::bf16 ? bf16_to_float(bits[i]) : f16_to_float(bits[i]);
+  }
+}
+
+int run_attention(const AttentionArgs &a) {
+  attention::Shape shape{a.batch, a.heads, a.seqlen_q, a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, a.head_dim};
+  attention::Options opt;
+  opt.causal = a.causal;
+  opt.dtype = parse_dtype(a.dtype);
+  opt.block_m = a.block_m;
+  opt.block_n = a.block_n;
+  opt.num_warps = a.num_warps;
+  opt.backend = parse_backend(a.backend);
+  opt.arch = a.arch;
+  bool gpu = opt.backend == Backend::GPU;
+
+  uint64_t seed = a.seed ? a.seed : std::random_device{}();
+  std::mt19937_64 rng(seed);
+  size_t nq = size_t(shape.batch) * shape.heads * shape.seqlen_q * shape.head_dim;
+  size_t nk = size_t(shape.batch) * shape.heads * shape.seqlen_k * shape.head_dim;
+  size_t nl = size_t(shape.batch) * shape.heads * shape.seqlen_q;
+  std::vector<uint16_t> qb, kb, vb;
+  std::vector<float> qf, kf, vf;
+  random_tensor(nq, opt.dtype, rng, qb, qf);
+  random_tensor(nk, opt.dtype, rng, kb, kf);
+  random_tensor(nk, opt.dtype, rng, vb, vf);
+
+  Buffer q(nq * 2, opt.backend), k(nk * 2, opt.backend), v(nk * 2, opt.backend);
+  Buffer out(nq * 2, opt.backend), lse(nl * 4, opt.backend);
+  q.upload(qb);
+  k.upload(kb);
+  v.upload(vb);
+  out.fill_bytes(0xff);  // NaN in bf16/f16 and f32: an unwritten element cannot pass the check
+  lse.fill_bytes(0xff);
+
+  std::optional<Stream> stream;
+  if (gpu) {
+    stream.emplace();
+    opt.stream = &*stream;
+  }
+  auto sync = [&] { if (stream) stream->synchronize(); };
+
+  auto t0 = std::chrono::steady_clock::now();
+  attention::forward(q, k, v, out, lse, shape, opt);  // first call: trace + compile (or cache hit)
+  sync();
+  double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  double ms = first_ms;
+  if (gpu) {
+    std::vector<double> times;
+    for (int i = 0; i < std::max(1, a.iters); ++i) {
+      auto s = std::chrono::steady_clock::now();
+      attention::forward(q, k, v, out, lse, shape, opt);
+      sync();
+      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+    }
+    std::sort(times.begin(), times.end());
+    ms = times[times.size() / 2];
+  }
+  double tflops = attention::forward_flops(shape, opt.causal) / (ms * 1e-3) / 1e12;
+  fmt::print("attention {} b={} h={} sq={} sk={} d={} causal={} dtype={} backend={}\n", gpu ? "gpu" : "interp",
+             shape.batch, shape.heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim, opt.causal, a.dtype,
+             gpu ? "gpu" : "interp");
+  fmt::print("  first call (trace+compile+run): {:.2f} ms\n", first_ms);
+  fmt::print("  time: {:.3f} ms ({}), {:.1f} TFLOP/s\n", ms, gpu ? "median of launches" : "one run", tflops);
+  if (!a.check) return 0;
+
+  // Every element must have been written (the poison is NaN), then sampled rows against float64.
+  auto ob = out.download_as<uint16_t>(nq);
+  auto lb = lse.download_as<float>(nl);
+  size_t bad = 0;
+  for (auto x : ob) bad += !std::isfinite(opt.dtype == DType::bf16 ? bf16_to_float(x) : f16_to_float(x));
+  if (bad) {
+    fmt::print("  CHECK FAILED: {} of {} output elements are not finite (unwritten or NaN)\n", bad, nq);
+    return 1;
+  }
+  double scale = 1.0 / std::sqrt(double(shape.head_dim));
+  std::uniform_int_distribution<int> pick_b(0, shape.batch - 1), pick_h(0, shape.heads - 1),
+      pick_i(0, shape.seqlen_q - 1);
+  double err2 = 0, ref2 = 0, lse_err = 0;
+  int rows = std::min<int>(a.check_rows, int(nl));
+  for (int r = 0; r < rows; ++r) {
+    int b = pick_b(rng), h = pick_h(rng);
+    int i = r == 0 ? shape.seqlen_q - 1 : r == 1 ? 0 : pick_i(rng);  // always include the edges
+    auto ref = tools::reference_row(qf, kf, vf, shape.heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim,
+                                    scale, opt.causal, b, h, i);
+    size_t base = ((size_t(b) * shape.heads + h) * shape.seqlen_q + i) * shape.head_dim;
+    for (int d = 0; d < shape.head_dim; ++d) {
+      double got = opt.dtype == DType::bf16 ? bf16_to_float(ob[base + d]) : f16_to_float(ob[base + d]);
+      err2 += (got - ref.out[d]) * (got - ref.out[d]);
+      ref2 += ref.out[d] * ref.out[d];
+    }
+    lse_err = std::max(lse_err, std::abs(double(lb[(size_t(b) * shape.heads + h) * shape.seqlen_q + i]) - ref.lse));
+  }
+  double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+  const double tol = 1e-2, lse_tol = 1e-3;  // bf16/f16 inputs and output, f32 accumulation
+  bool ok = rel <= tol && lse_err <= lse_tol;
+  fmt::print("  check ({} sampled rows vs float64, seed {}): rel. Frobenius error {:.3e} (bound {:.0e}), max |lse "
+             "error| {:.3e} (bound {:.0e}): {}\n",
+             rows, seed, rel, tol, lse_err, lse_tol, ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"tilejit: a C++ tile DSL JIT-compiled through LLVM NVPTX"};
+  app.require_subcommand(1);
+
+  AttentionArgs a;
+  auto *att = app.add_subcommand("attention", "run the attention forward kernel, time it, optionally check it");
+  att->add_option("--batch", a.batch, "batch size")->check(CLI::NonNegativeNumber);
+  att->add_option("--heads", a.heads, "heads")->check(CLI::NonNegativeNumber);
+  att->add_option("--seqlen-q", a.seqlen_q, "query length")->check(CLI::PositiveNumber);
+  att->add_option("--seqlen-k", a.seqlen_k, "key length (default: seqlen-q)");
+  att->add_option("--head-dim", a.head_dim, "head dimension");
+  att->add_flag("--causal", a.causal, "causal mask");
+  att->add_option("--dtype", a.dtype, "bf16 or f16")->check(CLI::IsMember({"bf16", "f16"}));
+  att->add_option("--backend", a.backend, "gpu, interp or auto")->check(CLI::IsMember({"gpu", "interp", "auto"}));
+  att->add_option("--arch", a.arch, "GPU arch (default: the device's)");
+  att->add_option("--block-m", a.block_m, "BLOCK_M");
+  att->add_option("--block-n", a.block_n, "BLOCK_N");
+  att->add_option("--num-warps", a.num_warps, "num_warps");
+  att->add_option("--iters", a.iters, "timed launches (GPU)");
+  att->add_flag("--check", a.check, "compare sampled rows against a float64 reference");
+  att->add_option("--check-rows", a.check_rows, "rows sampled by --check");
+  att->add_option("--seed", a.seed, "random seed (default: random)");
+
+  std::string kname;
+  kernels::BuiltinSpec spec;
+  std::string dtype = "bf16";
+  auto add_spec = [&](CLI::App *c) {
+    c->add_option("kernel", kname, "vector_add, softmax, matmul or attention")->required();
+    c->add_option("--dtype", dtype, "element dtype");
+    c->add_option("--head-dim", spec.head_dim, "attention head dim");
+    c->add_flag("--causal", spec.causal, "attention causal");
+    c->add_option("--block-m", spec.block_m, "BLOCK_M");
+    c->add_option("--block-n", spec.block_n, "BLOCK_N");
+    c->add_option("--block-k", spec.block_k, "BLOCK_K (matmul)");
+    c->add_option("--cols", spec.cols, "softmax row length");
+    c->add_option("--num-warps", spec.num_warps, "num_warps");
+  };
+  auto *ir = app.add_subcommand("ir", "print the tile IR of a built-in kernel");
+  add_spec(ir);
+  auto *ptx = app.add_subcommand("ptx", "print the PTX of a built-in kernel");
+  add_spec(ptx);
+  ptx->add_option("--arch", spec.arch, "sm_80, sm_86, sm_89, sm_90, sm_90a");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (att->parsed()) return run_attention(a);
+    spec.dtype = parse_dtype(dtype);
+    if (ir->parsed()) fmt::print("{}", kernels::builtin_ir(kname, spec));
+    if (ptx->parsed()) fmt::print("{}", kernels::builtin_ptx(kname, spec));
+    return 0;
+  } catch (const std::exception &e) {
+    fmt::print(stderr, "tilejit: error: {}\n", e.what());
+    return 1;
+  }
+}
