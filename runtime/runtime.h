@@ -27,6 +27,18 @@ std::string device_arch();
 /// Throws CompileError or DriverError (naming the driver call, its error name and the kernel).
 const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOptions &opts);
 
+/// Where the last get_kernel call found its kernel and what each step cost (for benchmarks and
+/// TILEJIT_DEBUG). Tracing time is the DSL's and not included.
+struct CompileStats {
+  std::string source;       // "memory" (in-process), "cubin cache", "ptx cache" or "compiled"
+  double codegen_ms = 0;    // codegen::compile_to_ptx (0 when PTX came from the cache)
+  double link_ms = 0;       // driver JIT, PTX → cubin (0 when the cubin came from the cache)
+  double load_ms = 0;       // cuModuleLoadData and function setup
+  double total_ms = 0;      // the whole get_kernel call, key hashing and cache I/O included
+};
+/// The statistics of the most recent get_kernel call in this process.
+CompileStats last_compile_stats();
+
 /// Launches on `stream` (null: default stream). `args` must match fn's params in order and kind.
 void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &params,
             const std::vector<KernelArg> &args, Stream *stream);

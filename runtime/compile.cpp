@@ -1,0 +1,128 @@
+// get_kernel: compile key → in-process map → on-disk cubin → on-disk PTX → codegen, then load.
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "codegen/codegen.h"
+#include "ir/passes.h"
+#include "runtime/cache.h"
+#include "runtime/device.h"
+#include "runtime/driver.h"
+#include "runtime/env.h"
+#include "runtime/kernel_artifact.h"
+#include "runtime/module.h"
+#include "runtime/runtime.h"
+#include "tilejit/error.h"
+
+#ifndef TILEJIT_VERSION
+#define TILEJIT_VERSION "unknown"
+#endif
+
+namespace tilejit::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::mutex g_mutex;  // guards the maps below; held while compiling, so a kernel is built once
+std::map<std::string, std::unique_ptr<LoadedKernel>> g_kernels;
+CompileStats g_last_stats;
+
+// How the parameters were specialized: part of the key, since codegen may rely on it.
+std::string specialization(const ir::Function &fn) {
+  std::string s;
+  for (const ir::ParamInfo &p : fn.params) {
+    s += fmt::format("{}:{}:{}{};", p.name, p.type.str(), p.align16 ? "a16" : "", p.div16 ? "d16" : "");
+  }
+  return s;
+}
+
+// Key of the PTX: everything codegen's output depends on.
+std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts) {
+  return hash_key({"tilejit-ptx-v1", TILEJIT_VERSION, codegen::llvm_version(), opts.arch,
+                   std::to_string(opts.num_warps), std::to_string(opts.num_stages), specialization(fn),
+                   ir::print(fn)});
+}
+
+// Key of the cubin: the PTX's key plus what the driver's JIT output depends on.
+std::string cubin_key(const std::string &ptx_key) {
+  const DeviceInfo &dev = current_device();
+  return hash_key({"tilejit-cubin-v1", ptx_key, fmt::format("cc{}.{}", dev.cc_major, dev.cc_minor),
+                   std::to_string(driver().version)});
+}
+
+std::optional<KernelArtifact> read_artifact(const std::string &dir, const std::string &key, const char *ext) {
+  std::optional<std::string> bytes = read_entry(dir, key, ext);
+  if (!bytes) return std::nullopt;
+  return decode_artifact(*bytes);
+}
+
+// The cache is an optimization: a failed write (read-only directory, full disk) is only reported.
+void write_artifact(const std::string &dir, const std::string &key, const char *ext, const KernelArtifact &a) {
+  try {
+    write_entry(dir, key, ext, encode_artifact(a));
+  } catch (const Error &e) {
+    debug_log("{}", e.what());
+  }
+}
+
+}  // namespace
+
+const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOptions &opts_in) {
+  auto t0 = Clock::now();
+  codegen::CodegenOptions opts = opts_in;
+  if (opts.arch.empty()) opts.arch = device_arch();
+  std::string key = ptx_key(fn, opts);
+
+  std::lock_guard lock(g_mutex);
+  CompileStats stats;
+  if (auto it = g_kernels.find(key); it != g_kernels.end()) {
+    stats.source = "memory";
+    stats.total_ms = ms_since(t0);
+    g_last_stats = stats;
+    return *it->second;
+  }
+
+  std::string dir = cache_dir();
+  std::string ckey = cubin_key(key);
+  std::optional<KernelArtifact> cubin = read_artifact(dir, ckey, "cubin");
+  stats.source = "cubin cache";
+  if (!cubin) {
+    std::optional<KernelArtifact> ptx = read_artifact(dir, key, "ptx");
+    stats.source = "ptx cache";
+    if (!ptx) {
+      auto tc = Clock::now();
+      codegen::PtxResult r = codegen::compile_to_ptx(fn, opts);
+      stats.codegen_ms = ms_since(tc);
+      ptx = KernelArtifact{r.entry, r.shared_bytes, r.num_threads, std::move(r.ptx)};
+      write_artifact(dir, key, "ptx", *ptx);
+      stats.source = "compiled";
+    }
+    auto tl = Clock::now();
+    cubin = KernelArtifact{ptx->entry, ptx->shared_bytes, ptx->num_threads, link_ptx_to_cubin(ptx->code, ptx->entry)};
+    stats.link_ms = ms_since(tl);
+    write_artifact(dir, ckey, "cubin", *cubin);
+  }
+  auto tload = Clock::now();
+  auto kernel = std::make_unique<LoadedKernel>(load_kernel(*cubin));
+  stats.load_ms = ms_since(tload);
+  stats.total_ms = ms_since(t0);
+  g_last_stats = stats;
+  debug_log("kernel '{}' ({} {} warps={} stages={}) from {}: codegen {:.2f} ms, link {:.2f} ms, load {:.2f} ms, "
+            "total {:.2f} ms; {} registers, {} B dynamic shared memory; key {} in {}",
+            kernel->name, fn.name, opts.arch, opts.num_warps, opts.num_stages, stats.source, stats.codegen_ms,
+            stats.link_ms, stats.load_ms, stats.total_ms, kernel->num_regs, kernel->shared_bytes, key, dir);
+  return *g_kernels.emplace(key, std::move(kernel)).first->second;
+}
+
+CompileStats last_compile_stats() {
+  std::lock_guard lock(g_mutex);
+  return g_last_stats;
+}
+
+}  // namespace tilejit::runtime

@@ -1,0 +1,53 @@
+#include "runtime/kernel_artifact.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace tilejit::runtime {
+namespace {
+constexpr std::string_view kPrefix = "tilejit-kernel ";
+
+// Parses "<field>=<value>" as the next space- or end-delimited word of `line`, advancing it.
+std::optional<std::string_view> take_field(std::string_view &line, std::string_view field) {
+  if (line.substr(0, field.size()) != field || line.size() <= field.size() || line[field.size()] != '=') {
+    return std::nullopt;
+  }
+  line.remove_prefix(field.size() + 1);
+  size_t end = line.find(' ');
+  std::string_view value = line.substr(0, end);
+  line.remove_prefix(end == std::string_view::npos ? line.size() : end + 1);
+  return value;
+}
+
+std::optional<int> to_int(std::optional<std::string_view> s) {
+  if (!s) return std::nullopt;
+  int v = 0;
+  auto [p, ec] = std::from_chars(s->data(), s->data() + s->size(), v);
+  if (ec != std::errc() || p != s->data() + s->size() || v < 0) return std::nullopt;
+  return v;
+}
+}  // namespace
+
+std::string encode_artifact(const KernelArtifact &a) {
+  return fmt::format("{}entry={} shared={} threads={}\n", kPrefix, a.entry, a.shared_bytes, a.num_threads) + a.code;
+}
+
+std::optional<KernelArtifact> decode_artifact(std::string_view bytes) {
+  if (bytes.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  size_t newline = bytes.find('\n');
+  if (newline == std::string_view::npos) return std::nullopt;
+  std::string_view line = bytes.substr(kPrefix.size(), newline - kPrefix.size());
+  KernelArtifact a;
+  auto entry = take_field(line, "entry");
+  auto shared = to_int(take_field(line, "shared"));
+  auto threads = to_int(take_field(line, "threads"));
+  if (!entry || entry->empty() || !shared || !threads || !line.empty()) return std::nullopt;
+  a.entry = std::string(*entry);
+  a.shared_bytes = *shared;
+  a.num_threads = *threads;
+  a.code = std::string(bytes.substr(newline + 1));
+  return a;
+}
+
+}  // namespace tilejit::runtime

@@ -1,0 +1,92 @@
+// runtime::launch: packs the kernel parameters and calls cuLaunchKernel.
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/driver.h"
+#include "runtime/runtime.h"
+#include "tilejit/error.h"
+
+namespace tilejit::runtime {
+namespace {
+
+const char *kind_name(KernelArg::Kind k) {
+  switch (k) {
+    case KernelArg::Kind::Ptr: return "a pointer";
+    case KernelArg::Kind::Int: return "an integer";
+    case KernelArg::Kind::Float: return "a float";
+  }
+  return "?";
+}
+
+// Stores one argument into an 8-byte slot in the layout the kernel's parameter expects.
+void pack(const ir::ParamInfo &p, const KernelArg &a, const std::string &kernel, uint64_t &slot) {
+  auto mismatch = [&](const char *expected) {
+    return Error(fmt::format("launch of kernel '{}': parameter '{}' of type {} needs {} argument, got {}",
+                             kernel, p.name, p.type.str(), expected, kind_name(a.kind)));
+  };
+  if (p.type.is_ptr()) {
+    if (a.kind != KernelArg::Kind::Ptr) throw mismatch("a pointer");
+    slot = a.ptr;  // a 64-bit device address
+    return;
+  }
+  switch (p.type.dtype()) {
+    case DType::i32: {
+      if (a.kind != KernelArg::Kind::Int) throw mismatch("an integer");
+      if (a.i < std::numeric_limits<int32_t>::min() || a.i > std::numeric_limits<int32_t>::max()) {
+        throw Error(fmt::format("launch of kernel '{}': argument {} for i32 parameter '{}' is out of the int32 range",
+                                kernel, a.i, p.name));
+      }
+      int32_t v = int32_t(a.i);
+      std::memcpy(&slot, &v, sizeof(v));
+      return;
+    }
+    case DType::i64: {
+      if (a.kind != KernelArg::Kind::Int) throw mismatch("an integer");
+      std::memcpy(&slot, &a.i, sizeof(a.i));
+      return;
+    }
+    case DType::f32: {
+      if (a.kind != KernelArg::Kind::Float && a.kind != KernelArg::Kind::Int) throw mismatch("a float");
+      float v = a.kind == KernelArg::Kind::Float ? float(a.f) : float(a.i);
+      std::memcpy(&slot, &v, sizeof(v));
+      return;
+    }
+    default:
+      throw Error(fmt::format("launch of kernel '{}': parameter '{}' has type {}; kernel parameters must be "
+                              "pointers, i32, i64 or f32", kernel, p.name, p.type.str()));
+  }
+}
+
+}  // namespace
+
+void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &params,
+            const std::vector<KernelArg> &args, Stream *stream) {
+  if (args.size() != params.size()) {
+    throw Error(fmt::format("launch of kernel '{}': {} arguments given, the kernel has {} parameters", k.name,
+                            args.size(), params.size()));
+  }
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // nothing to run
+  if (grid.x > uint32_t(std::numeric_limits<int32_t>::max()) || grid.y > 65535 || grid.z > 65535) {
+    throw Error(fmt::format("launch of kernel '{}': grid ({}, {}, {}) exceeds the CUDA limits (x < 2^31, "
+                            "y and z <= 65535)", k.name, grid.x, grid.y, grid.z));
+  }
+  std::vector<uint64_t> slots(args.size());
+  std::vector<void *> pointers(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    pack(params[i], args[i], k.name, slots[i]);
+    pointers[i] = &slots[i];
+  }
+  Driver &d = driver();
+  auto s = stream ? static_cast<cu::CUstream>(stream->handle()) : nullptr;
+  check(d.cuLaunchKernel(static_cast<cu::CUfunction>(k.function), grid.x, grid.y, grid.z, unsigned(k.num_threads),
+                         1, 1, unsigned(k.shared_bytes), s, pointers.data(), nullptr),
+        "cuLaunchKernel", k.name,
+        fmt::format("grid=({},{},{}) block=({},1,1) dynamic smem={} B", grid.x, grid.y, grid.z, k.num_threads,
+                    k.shared_bytes));
+}
+
+}  // namespace tilejit::runtime

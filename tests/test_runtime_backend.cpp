@@ -1,0 +1,91 @@
+// Backend selection and the errors a machine without a CUDA driver gives (no GPU needed).
+#include <catch2/catch.hpp>
+
+#include "runtime/device.h"
+#include "runtime/driver.h"
+#include "test_runtime_scoped_env.h"
+#include "tilejit/buffer.h"
+#include "tilejit/device.h"
+#include "tilejit/error.h"
+#include "tilejit/launch.h"
+#include "tilejit/timer.h"
+
+using namespace tilejit;
+using testing::ScopedEnv;
+
+TEST_CASE("resolve_backend follows TILEJIT_INTERPRET for Backend::Auto", "[runtime]") {
+  {
+    ScopedEnv env("TILEJIT_INTERPRET", "1");
+    CHECK(resolve_backend(Backend::Auto) == Backend::Interpreter);
+    CHECK(resolve_backend(Backend::GPU) == Backend::GPU);  // explicit choices are kept
+  }
+  {
+    ScopedEnv env("TILEJIT_INTERPRET", "0");
+    CHECK(resolve_backend(Backend::Auto) == Backend::GPU);
+  }
+  {
+    ScopedEnv env("TILEJIT_INTERPRET", "");
+    CHECK(resolve_backend(Backend::Auto) == Backend::GPU);
+  }
+  {
+    ScopedEnv env("TILEJIT_INTERPRET", std::nullopt);
+    CHECK(resolve_backend(Backend::Auto) == Backend::GPU);
+    CHECK(resolve_backend(Backend::Interpreter) == Backend::Interpreter);
+  }
+}
+
+TEST_CASE("a missing driver library gives a DriverError that names it and suggests the interpreter", "[runtime]") {
+  try {
+    runtime::load_driver("/nonexistent/libcuda.so.1");
+    FAIL("load_driver should have thrown");
+  } catch (const DriverError &e) {
+    std::string msg = e.what();
+    CHECK_THAT(msg, Catch::StartsWith("CUDA driver /nonexistent/libcuda.so.1 could not be loaded ("));
+    CHECK_THAT(msg, Catch::Contains("No such file"));  // dlerror's text is included
+    CHECK_THAT(msg, Catch::EndsWith("use Backend::Interpreter or set TILEJIT_INTERPRET=1"));
+    CHECK(e.code == -1);
+  }
+}
+
+TEST_CASE("a library that is not the CUDA driver is rejected, naming the missing entry point", "[runtime]") {
+  // libc loads fine but has no cuInit.
+  CHECK_THROWS_WITH(runtime::load_driver("libc.so.6"),
+                    Catch::Contains("libc.so.6 lacks the entry point cuInit") &&
+                        Catch::Contains("TILEJIT_INTERPRET=1"));
+}
+
+TEST_CASE("without a GPU, GPU objects throw DriverError and gpu_available is false", "[runtime]") {
+  if (gpu_available()) {
+    WARN("a GPU is present: the no-driver checks are skipped");
+    return;
+  }
+  CHECK_NOTHROW(gpu_available());  // never throws, also when asked again
+  CHECK_THROWS_AS(Buffer(1024, Backend::GPU), DriverError);
+  CHECK_THROWS_WITH(Buffer(1024, Backend::GPU), Catch::Contains("TILEJIT_INTERPRET=1"));
+  CHECK_THROWS_AS(Stream(), DriverError);
+  CHECK_THROWS_AS(GpuTimer(), DriverError);
+  CHECK_THROWS_AS(device_info(), DriverError);
+  {
+    ScopedEnv env("TILEJIT_INTERPRET", "1");
+    Buffer b(64, Backend::Auto);  // Auto resolves to the interpreter: host memory, no driver needed
+    CHECK_FALSE(b.on_gpu());
+  }
+}
+
+TEST_CASE("compute capabilities map to codegen targets", "[runtime]") {
+  CHECK(runtime::arch_for_compute_capability(9, 0) == "sm_90a");
+  CHECK(runtime::arch_for_compute_capability(8, 0) == "sm_80");
+  CHECK(runtime::arch_for_compute_capability(8, 6) == "sm_86");
+  CHECK(runtime::arch_for_compute_capability(8, 9) == "sm_89");
+  CHECK(runtime::arch_for_compute_capability(10, 0) == "sm_90");  // newer GPUs JIT sm_90 PTX
+  CHECK_THROWS_WITH(runtime::arch_for_compute_capability(7, 5), Catch::Contains("compute capability 7.5"));
+}
+
+TEST_CASE("describe_result names unknown results by number when no driver is loaded", "[runtime]") {
+  if (gpu_available()) return;
+  CHECK(runtime::describe_result(700) == "CUresult 700");
+  CHECK_THROWS_WITH(runtime::check(700, "cuLaunchKernel", "attn_fwd", "grid=(1,1,1)"),
+                    "cuLaunchKernel failed for kernel 'attn_fwd': CUresult 700; grid=(1,1,1)");
+  CHECK_THROWS_WITH(runtime::check(2, "cuMemAlloc"), "cuMemAlloc failed: CUresult 2");
+  CHECK_NOTHROW(runtime::check(0, "cuMemAlloc"));
+}
