@@ -1,0 +1,251 @@
+// KernelBase: argument binding, specialization keys, the trace cache and backend dispatch.
+#include "tilejit/kernel.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include "codegen/codegen.h"
+#include "dsl/trace_context.h"
+#include "interp/interpreter.h"
+#include "ir/ir.h"
+#include "ir/passes.h"
+#include "runtime/runtime.h"
+#include "tilejit/error.h"
+
+namespace tilejit {
+
+using detail::ArgValue;
+using detail::ParamDecl;
+using detail::ParamKind;
+
+namespace {
+
+std::string kind_name(const ParamDecl &p) {
+  switch (p.kind) {
+    case ParamKind::Ptr: return fmt::format("Ptr<{}>", dtype_name(p.dtype));
+    case ParamKind::I32: return "I32";
+    case ParamKind::I64: return "I64";
+    case ParamKind::F32: return "F32";
+    case ParamKind::ConstInt: return "Constexpr<int>";
+    case ParamKind::ConstInt64: return "Constexpr<int64_t>";
+    case ParamKind::ConstFloat: return "Constexpr<float>";
+    case ParamKind::ConstDouble: return "Constexpr<double>";
+    case ParamKind::ConstBool: return "Constexpr<bool>";
+  }
+  return "?";
+}
+
+std::string arg_kind_name(const ArgValue &a) {
+  switch (a.kind) {
+    case ArgValue::Kind::Pointer: return "a pointer";
+    case ArgValue::Kind::Integer: return fmt::format("the integer {}", a.i);
+    case ArgValue::Kind::Float: return fmt::format("the floating-point value {}", a.f);
+    case ArgValue::Kind::Bool: return a.i ? "true" : "false";
+  }
+  return "?";
+}
+
+bool is_runtime(ParamKind k) { return k == ParamKind::Ptr || k == ParamKind::I32 || k == ParamKind::I64 || k == ParamKind::F32; }
+
+/// The arguments of one launch after binding.
+struct Bound {
+  std::vector<ArgValue> values;       // one per parameter, normalized to the parameter's kind
+  std::vector<KernelArg> runtime;     // runtime parameters only, in order
+  std::vector<ir::ParamInfo> infos;   // runtime parameters only
+  std::string key;                    // specialization key
+};
+
+}  // namespace
+
+struct KernelBase::Impl {
+  std::string name;
+  std::vector<ParamDecl> params;
+  std::vector<std::string> names;
+  TraceFn trace;
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<ir::Function>> cache;
+
+  [[noreturn]] void bind_error(size_t i, const std::string &what) const {
+    throw TraceError(fmt::format("kernel {}: argument {} ({}, {}) {}", name, i, names[i], kind_name(params[i]), what));
+  }
+
+  Bound bind(std::span<const ArgValue> args) const {
+    if (args.size() != params.size()) {
+      std::string list;
+      for (size_t i = 0; i < params.size(); ++i)
+        list += fmt::format("{}{} {}", i ? ", " : "", kind_name(params[i]), names[i]);
+      throw TraceError(fmt::format("kernel {}: expected {} arguments ({}), got {}", name, params.size(), list,
+                                   args.size()));
+    }
+    Bound b;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const ParamDecl &p = params[i];
+      ArgValue a = args[i];
+      bool integral = a.kind == ArgValue::Kind::Integer || a.kind == ArgValue::Kind::Bool;
+      auto expect = [&](bool ok, const char *what) {
+        if (!ok) bind_error(i, fmt::format("needs {}, got {}", what, arg_kind_name(a)));
+      };
+      if (integral && a.too_large) bind_error(i, "got an unsigned value above INT64_MAX");
+      ir::ParamInfo info;
+      info.name = names[i];
+      KernelArg k;
+      switch (p.kind) {
+        case ParamKind::Ptr:
+          expect(a.kind == ArgValue::Kind::Pointer, "a Buffer, DevicePtr or pointer");
+          if (a.pointee >= 0 && DType(a.pointee) != p.dtype)
+            bind_error(i, fmt::format("got a host pointer to {} elements", dtype_name(DType(a.pointee))));
+          info.type.elem = {p.dtype, true};
+          info.align16 = a.address % 16 == 0;
+          k.kind = KernelArg::Kind::Ptr;
+          k.ptr = a.address;
+          k.bytes = a.bytes;
+          b.key += info.align16 ? "p16," : "p,";
+          break;
+        case ParamKind::I32:
+        case ParamKind::I64:
+          expect(integral, "an integer");
+          if (p.kind == ParamKind::I32 &&
+              (a.i < std::numeric_limits<int32_t>::min() || a.i > std::numeric_limits<int32_t>::max()))
+            bind_error(i, fmt::format("got {}, which does not fit i32 (use an I64 parameter)", a.i));
+          info.type.elem = {p.dtype, false};
+          info.div16 = a.i % 16 == 0;
+          k.kind = KernelArg::Kind::Int;
+          k.i = a.i;
+          b.key += info.div16 ? "i16," : "i,";
+          break;
+        case ParamKind::F32:
+          expect(a.kind != ArgValue::Kind::Pointer, "a number");
+          info.type.elem = {DType::f32, false};
+          k.kind = KernelArg::Kind::Float;
+          k.f = a.kind == ArgValue::Kind::Float ? a.f : double(a.i);
+          b.key += "f,";
+          break;
+        case ParamKind::ConstInt:
+        case ParamKind::ConstInt64:
+        case ParamKind::ConstBool:
+          expect(integral, p.kind == ParamKind::ConstBool ? "a bool" : "an integer");
+          if (p.kind == ParamKind::ConstInt &&
+              (a.i < std::numeric_limits<int>::min() || a.i > std::numeric_limits<int>::max()))
+            bind_error(i, fmt::format("got {}, which does not fit int", a.i));
+          if (p.kind == ParamKind::ConstBool) a.i = a.i != 0;
+          b.key += fmt::format("c{},", a.i);
+          break;
+        case ParamKind::ConstFloat:
+        case ParamKind::ConstDouble:
+          expect(a.kind == ArgValue::Kind::Float || a.kind == ArgValue::Kind::Integer, "a number");
+          if (a.kind == ArgValue::Kind::Integer) a.f = double(a.i);
+          if (p.kind == ParamKind::ConstFloat) a.f = double(float(a.f));
+          b.key += fmt::format("c{:a},", a.f);  // hex float: exact
+          break;
+      }
+      b.values.push_back(a);
+      if (is_runtime(p.kind)) {
+        b.runtime.push_back(k);
+        b.infos.push_back(std::move(info));
+      }
+    }
+    return b;
+  }
+
+  /// The traced and optimized function for b's specialization (traced on first use).
+  const ir::Function &get(const Bound &b) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(b.key);
+    if (it != cache.end()) return *it->second;
+    auto fn = std::make_unique<ir::Function>();
+    fn->name = name;
+    fn->params = b.infos;
+    std::vector<ir::Value *> by_param(params.size(), nullptr);
+    size_t r = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!is_runtime(params[i].kind)) continue;
+      ir::Value *v = fn->body->add_arg(b.infos[r].type);
+      v->name = b.infos[r].name;
+      by_param[i] = v;
+      ++r;
+    }
+    {
+      dsl::TraceContext ctx(*fn, std::move(by_param));
+      trace(b.values);
+    }
+    ir::optimize(*fn);
+    return *cache.emplace(b.key, std::move(fn)).first->second;
+  }
+};
+
+KernelBase::KernelBase(std::string name, std::vector<ParamDecl> params, std::vector<std::string> names,
+                       TraceFn trace)
+    : impl_(std::make_unique<Impl>()) {
+  if (!names.empty() && names.size() != params.size())
+    throw Error(fmt::format("Kernel {}: {} parameter names given for {} parameters", name, names.size(),
+                            params.size()));
+  if (names.empty())
+    for (size_t i = 0; i < params.size(); ++i) names.push_back(fmt::format("arg{}", i));
+  impl_->name = std::move(name);
+  impl_->params = std::move(params);
+  impl_->names = std::move(names);
+  impl_->trace = std::move(trace);
+}
+
+KernelBase::~KernelBase() = default;
+
+void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgValue> args) {
+  Bound b = impl_->bind(args);
+  if (grid.size() == 0) return;  // an empty grid is a valid no-op
+  Backend backend = resolve_backend(cfg.backend);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].on_gpu == 1 && backend == Backend::Interpreter)
+      impl_->bind_error(i, "is a GPU buffer but the launch runs on the CPU interpreter");
+    if (args[i].on_gpu == 0 && backend == Backend::GPU)
+      impl_->bind_error(i, "is a host (interpreter) buffer but the launch runs on the GPU");
+  }
+  const ir::Function &fn = impl_->get(b);
+  if (backend == Backend::Interpreter) {
+    interp::run(fn, grid, b.runtime);
+    return;
+  }
+  codegen::CodegenOptions opts;
+  opts.arch = cfg.arch.empty() ? runtime::device_arch() : cfg.arch;
+  opts.num_warps = cfg.num_warps;
+  opts.num_stages = cfg.num_stages;
+  const runtime::LoadedKernel &k = runtime::get_kernel(fn, opts);
+  runtime::launch(k, grid, fn.params, b.runtime, cfg.stream);
+}
+
+const ir::Function &KernelBase::function(std::span<const ArgValue> args) { return impl_->get(impl_->bind(args)); }
+
+std::string KernelBase::ir(std::span<const ArgValue> args) { return ir::print(function(args)); }
+
+codegen::PtxResult KernelBase::ptx(const LaunchConfig &cfg, std::span<const ArgValue> args) {
+  if (cfg.arch.empty())
+    throw Error(fmt::format("kernel {}: ptx() needs LaunchConfig::arch (e.g. \"sm_90a\"); there may be no GPU to ask",
+                            impl_->name));
+  const ir::Function &fn = function(args);
+  codegen::CodegenOptions opts;
+  opts.arch = cfg.arch;
+  opts.num_warps = cfg.num_warps;
+  opts.num_stages = cfg.num_stages;
+  return codegen::compile_to_ptx(fn, opts);
+}
+
+const std::string &KernelBase::name() const { return impl_->name; }
+const std::string &KernelBase::param_name(int i) const { return impl_->names.at(size_t(i)); }
+int KernelBase::num_params() const { return int(impl_->params.size()); }
+size_t KernelBase::num_specializations() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->cache.size();
+}
+
+namespace detail {
+Tile param_tile(int index) {
+  auto *ctx = dsl::TraceContext::current();
+  if (!ctx || index < 0 || size_t(index) >= ctx->params.size() || !ctx->params[size_t(index)])
+    throw TraceError(fmt::format("kernel parameter {} requested outside its kernel's trace", index));
+  return dsl::TileAccess::from_value(ctx->params[size_t(index)]);
+}
+}  // namespace detail
+
+}  // namespace tilejit

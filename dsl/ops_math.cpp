@@ -1,0 +1,96 @@
+// Elementwise math ops: where, minimum/maximum, float unary math, fma, cast, cdiv.
+#include <fmt/format.h>
+
+#include "dsl/semantic.h"
+#include "tilejit/ops.h"
+
+namespace tilejit {
+
+using dsl::TileAccess;
+using dsl::TraceContext;
+
+Tile where(const Tile &cond, const Tile &a, const Tile &b, SrcLoc loc) {
+  auto &ctx = TraceContext::require("where", loc);
+  dsl::require_valid(cond, "where", "the condition", loc);
+  if (TileAccess::is_int_literal(cond) || TileAccess::is_float_literal(cond) ||
+      (TileAccess::value(cond) && (cond.is_ptr() || cond.dtype() != DType::i1)))
+    dsl::fail(loc, fmt::format("where: the condition must be i1, got {}", dsl::describe(cond)));
+  auto u = dsl::unify(ctx, {&a, &b}, "where", loc);
+  ir::Value *c = dsl::to_value(ctx, cond, "where", "the condition", loc);
+  dsl::Shape shape;
+  if (!dsl::broadcast_shapes(c->type.shape, u.type.shape, shape))
+    dsl::fail(loc, fmt::format("where: cannot broadcast the condition {} with the values {}", dsl::describe(c->type),
+                               dsl::describe(u.type)));
+  c = dsl::broadcast_value(ctx, c, shape, "where", loc);
+  ir::Value *x = dsl::broadcast_value(ctx, u.values[0], shape, "where", loc);
+  ir::Value *y = dsl::broadcast_value(ctx, u.values[1], shape, "where", loc);
+  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Select, {c, x, y}, x->type, loc));
+}
+
+namespace {
+Tile binary(ir::OpKind kind, const char *name, const Tile &a, const Tile &b, const SrcLoc &loc) {
+  auto &ctx = TraceContext::require(name, loc);
+  auto u = dsl::unify(ctx, {&a, &b}, name, loc);
+  return TileAccess::from_value(dsl::emit(ctx, kind, u.values, u.type, loc));
+}
+
+/// Float unary math; ints are cast to f32 first (except abs, which keeps ints).
+Tile unary(ir::OpKind kind, const char *name, const Tile &x, const SrcLoc &loc, bool ints_ok = false) {
+  auto &ctx = TraceContext::require(name, loc);
+  ir::Value *v;
+  if (TileAccess::is_float_literal(x) || (!ints_ok && x.is_literal()))
+    v = dsl::materialize(ctx, x, DType::f32, {}, name, loc);
+  else
+    v = dsl::to_value(ctx, x, name, "the operand", loc);
+  if (v->type.is_ptr() || (ints_ok && v->type.dtype() == DType::i1))
+    dsl::fail(loc, fmt::format("{}: needs a numeric tile, got {}", name, dsl::describe(v->type)));
+  if (!ints_ok && !is_float(v->type.dtype())) v = dsl::cast_value(ctx, v, DType::f32, loc);
+  return TileAccess::from_value(dsl::emit(ctx, kind, {v}, v->type, loc));
+}
+}  // namespace
+
+Tile minimum(const Tile &a, const Tile &b, SrcLoc loc) { return binary(ir::OpKind::Minimum, "minimum", a, b, loc); }
+Tile maximum(const Tile &a, const Tile &b, SrcLoc loc) { return binary(ir::OpKind::Maximum, "maximum", a, b, loc); }
+
+Tile exp(const Tile &x, SrcLoc loc) { return unary(ir::OpKind::Exp, "exp", x, loc); }
+Tile exp2(const Tile &x, SrcLoc loc) { return unary(ir::OpKind::Exp2, "exp2", x, loc); }
+Tile log(const Tile &x, SrcLoc loc) { return unary(ir::OpKind::Log, "log", x, loc); }
+Tile log2(const Tile &x, SrcLoc loc) { return unary(ir::OpKind::Log2, "log2", x, loc); }
+Tile sqrt(const Tile &x, SrcLoc loc) { return unary(ir::OpKind::Sqrt, "sqrt", x, loc); }
+Tile rsqrt(const Tile &x, SrcLoc loc) { return unary(ir::OpKind::Rsqrt, "rsqrt", x, loc); }
+Tile tanh(const Tile &x, SrcLoc loc) { return unary(ir::OpKind::Tanh, "tanh", x, loc); }
+Tile sigmoid(const Tile &x, SrcLoc loc) { return unary(ir::OpKind::Sigmoid, "sigmoid", x, loc); }
+Tile abs(const Tile &x, SrcLoc loc) { return unary(ir::OpKind::Abs, "abs", x, loc, /*ints_ok=*/true); }
+
+Tile fma(const Tile &a, const Tile &b, const Tile &c, SrcLoc loc) {
+  auto &ctx = TraceContext::require("fma", loc);
+  auto u = dsl::unify(ctx, {&a, &b, &c}, "fma", loc);
+  if (!is_float(u.type.dtype())) {
+    for (auto &v : u.values) v = dsl::cast_value(ctx, v, DType::f32, loc);
+    u.type.elem.dtype = DType::f32;
+  }
+  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Fma, u.values, u.type, loc));
+}
+
+Tile cast(const Tile &t, DType dtype, SrcLoc loc) {
+  auto &ctx = TraceContext::require("cast", loc);
+  dsl::require_valid(t, "cast", "the source", loc);
+  if (t.is_literal()) return TileAccess::from_value(dsl::materialize(ctx, t, dtype, {}, "cast", loc));
+  ir::Value *v = TileAccess::value(t);
+  if (v->type.is_ptr())
+    dsl::fail(loc, fmt::format("cast: cannot cast the pointer tile {} to {}", dsl::describe(v->type), dtype_name(dtype)));
+  return TileAccess::from_value(dsl::cast_value(ctx, v, dtype, loc));
+}
+
+Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc) {
+  auto &ctx = TraceContext::require("cdiv", loc);
+  auto u = dsl::unify(ctx, {&a, &b}, "cdiv", loc);
+  if (!is_int(u.type.dtype()) || u.type.dtype() == DType::i1)
+    dsl::fail(loc, fmt::format("cdiv: needs integer operands, got {} and {}", dsl::describe(a), dsl::describe(b)));
+  ir::Value *one = dsl::make_constant(ctx, u.type, 1.0, 1, loc);
+  ir::Value *sum = dsl::emit(ctx, ir::OpKind::Add, {u.values[0], u.values[1]}, u.type, loc);
+  ir::Value *num = dsl::emit(ctx, ir::OpKind::Sub, {sum, one}, u.type, loc);
+  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Div, {num, u.values[1]}, u.type, loc));
+}
+
+}  // namespace tilejit

@@ -1,0 +1,90 @@
+// The state of one kernel trace: the function being built, the builder's insertion point, and the
+// registry of live Tile handles (so for_range / if_ can find the handles a body reassigns).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <source_location>
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/ir.h"
+#include "tilejit/tile.h"
+
+namespace tilejit::dsl {
+
+class TraceContext {
+ public:
+  /// Activates a trace of `fn` on this thread (nesting restores the previous one on destruction).
+  /// `params[i]` is the body argument of kernel parameter i (null for constexpr parameters).
+  TraceContext(ir::Function &fn, std::vector<ir::Value *> params);
+  ~TraceContext();
+  TraceContext(const TraceContext &) = delete;
+  TraceContext &operator=(const TraceContext &) = delete;
+
+  /// The active trace of this thread, or null.
+  static TraceContext *current();
+  /// The active trace; throws TraceError naming `op` when called outside a kernel trace.
+  static TraceContext &require(const char *op, const std::source_location &loc);
+
+  ir::Function &fn;
+  ir::Builder builder;
+  const uint32_t generation;               // distinguishes handles of this trace from stale ones
+  std::vector<ir::Value *> params;
+  std::map<uint64_t, Tile *> handles;      // live handles by registration id (id order = creation order)
+  uint64_t next_handle_id = 1;
+
+ private:
+  friend struct TileAccess;
+  TraceContext *previous_;
+};
+
+/// Privileged access to Tile's internals for the DSL implementation.
+struct TileAccess {
+  static Tile from_value(ir::Value *v);
+  static ir::Value *value(const Tile &t) { return t.kind_ == Tile::Kind::Value ? t.value_ : nullptr; }
+  static void set_value(Tile &t, ir::Value *v) {
+    t.kind_ = Tile::Kind::Value;
+    t.value_ = v;
+  }
+  static bool is_int_literal(const Tile &t) { return t.kind_ == Tile::Kind::Int; }
+  static bool is_float_literal(const Tile &t) { return t.kind_ == Tile::Kind::Float; }
+  static bool is_bool_literal(const Tile &t) { return t.kind_ == Tile::Kind::Bool; }
+  static int64_t int_literal(const Tile &t) { return t.ival_; }
+  static double float_literal(const Tile &t) { return t.fval_; }
+  /// Saved contents of a handle (value or literal), for snapshot/restore around loop and branch bodies.
+  struct State {
+    Tile::Kind kind;
+    ir::Value *value;
+    int64_t ival;
+    double fval;
+    bool operator==(const State &o) const {
+      return kind == o.kind && value == o.value && ival == o.ival && fval == o.fval;
+    }
+  };
+  static State state(const Tile &t) { return {t.kind_, t.value_, t.ival_, t.fval_}; }
+  static void restore(Tile &t, const State &s) {
+    t.kind_ = s.kind;
+    t.value_ = s.value;
+    t.ival_ = s.ival;
+    t.fval_ = s.fval;
+  }
+  static Tile from_state(const State &s) {
+    Tile t;
+    restore(t, s);
+    return t;
+  }
+  static bool state_is_value(const State &s) { return s.kind == Tile::Kind::Value; }
+  static bool state_is_empty(const State &s) { return s.kind == Tile::Kind::Empty; }
+  static bool state_is_literal(const State &s) {
+    return s.kind == Tile::Kind::Int || s.kind == Tile::Kind::Float || s.kind == Tile::Kind::Bool;
+  }
+  /// Registration bookkeeping (called by Tile's constructors and destructor).
+  static void register_handle(Tile &t);
+  static void unregister_handle(Tile &t);
+  /// Whether the handle belongs to the active trace `ctx`.
+  static bool in_trace(const Tile &t, const TraceContext &ctx) {
+    return t.handle_id_ != 0 && t.trace_gen_ == ctx.generation;
+  }
+};
+
+}  // namespace tilejit::dsl
