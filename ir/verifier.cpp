@@ -117,7 +117,11 @@ class Verifier {
   }
   /// The yield ending `region` must yield exactly `types`.
   void check_yield(const Op &op, const Block &region, const char *which) {
-    if (region.ops.empty() || region.ops.back()->kind != OpKind::Yield) fail(op, fmt::format("the {} region does not end with yield", which));
+    if (region.ops.empty() || region.ops.back()->kind != OpKind::Yield) {
+      for (auto &o : region.ops)
+        if (o->kind == OpKind::Yield) fail(*o, "yield is not the last op of its region");
+      fail(op, fmt::format("the {} region does not end with yield", which));
+    }
     const Op &y = *region.ops.back();
     if (y.num_operands() != op.num_results())
       fail(op, fmt::format("the {} region yields {} value(s) but the op has {} result(s)", which, y.num_operands(), op.num_results()));
@@ -264,12 +268,16 @@ class Verifier {
         expect_same_type(op, op.operand(1), op.operand(2), "value operand types");
         expect_same_type(op, op.operand(1), op.result(), "value operand and result types");
         break;
-      case OpKind::Cast:
+      case OpKind::Cast: {
         expect_results(op, 1);
-        expect_not_ptr(op, op.operand(0));
-        expect_not_ptr(op, op.result());
         expect_shape(op, op.operand(0)->type.shape);
+        // Pointers convert only to pointers (a pointee change) or to/from i64 (the address).
+        const Type &from = op.operand(0)->type, &to = op.result()->type;
+        auto addr_like = [](const Type &t) { return t.is_ptr() || t.dtype() == DType::i64; };
+        if ((from.is_ptr() || to.is_ptr()) && !(addr_like(from) && addr_like(to)))
+          fail(op, fmt::format("'cast' between {} and {}: pointers cast only to pointers or i64", from.str(), to.str()));
         break;
+      }
       case OpKind::PtrAdd:
         expect_results(op, 1);
         if (!op.operand(0)->type.is_ptr()) fail(op, fmt::format("'ptr_add' operand 0 must be a pointer tile, not {}", ts(op.operand(0))));
