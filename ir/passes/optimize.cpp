@@ -1,0 +1,25 @@
+// optimize: the standard pipeline. Verifies the input (a failure there is a DSL bug), runs fold,
+// canonicalize, cse and dce until the printed IR stops changing (bounded: each round only shrinks or
+// simplifies the IR, the bound is a guard against a rewrite cycle), and verifies the result (a failure
+// there is a pass bug).
+#include "ir/passes.h"
+
+namespace tilejit::ir {
+
+void optimize(Function &fn) {
+  verify(fn);
+  constexpr int kMaxRounds = 16;
+  std::string before = print(fn);
+  for (int round = 0; round < kMaxRounds; ++round) {
+    fold_constants(fn);
+    canonicalize(fn);
+    cse(fn);
+    dce(fn);
+    std::string after = print(fn);
+    if (after == before) break;
+    before = std::move(after);
+  }
+  verify(fn);
+}
+
+}  // namespace tilejit::ir

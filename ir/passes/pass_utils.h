@@ -1,0 +1,68 @@
+// Helpers shared by the optimization passes (internal to ir/passes).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "ir/ir.h"
+
+namespace tilejit::ir::passes {
+
+/// The value of a Constant op (a splat of one scalar over the result shape).
+struct ConstValue {
+  bool is_float = false;
+  double f = 0.0;   // when is_float
+  int64_t i = 0;    // otherwise (i1: 0 or 1)
+};
+
+/// v's constant value when v is the result of a Constant op.
+inline std::optional<ConstValue> constant_of(const Value *v) {
+  if (!v || !v->def || v->def->kind != OpKind::Constant || v->type.is_ptr()) return std::nullopt;
+  ConstValue c;
+  c.is_float = is_float(v->type.dtype());
+  if (c.is_float) c.f = v->def->attrs.fvalue;
+  else c.i = v->type.dtype() == DType::i1 ? (v->def->attrs.ivalue != 0) : v->def->attrs.ivalue;
+  return c;
+}
+
+/// True when v is an integer constant equal to k.
+inline bool is_int_const(const Value *v, int64_t k) {
+  auto c = constant_of(v);
+  return c && !c->is_float && c->i == k;
+}
+/// True when v is a float constant equal to k, with the same sign bit (so -0.0 and +0.0 differ).
+inline bool is_float_const(const Value *v, double k) {
+  auto c = constant_of(v);
+  return c && c->is_float && c->f == k && std::signbit(c->f) == std::signbit(k);
+}
+
+/// Turns `op` (one result, no regions) into a Constant holding `c`, keeping its result Value (so its uses
+/// need not change) and its source location.
+inline void make_constant(Op &op, const ConstValue &c) {
+  op.kind = OpKind::Constant;
+  op.operands.clear();
+  op.attrs = Attrs{};
+  if (c.is_float) op.attrs.fvalue = c.f;
+  else op.attrs.ivalue = c.i;
+}
+
+/// Ops that neither read nor write memory and have no regions: safe to CSE, and to erase when unused.
+inline bool is_pure(OpKind k) {
+  switch (k) {
+    case OpKind::Load: case OpKind::Store: case OpKind::AtomicAdd:
+    case OpKind::For: case OpKind::If: case OpKind::Yield:
+      return false;
+    default:
+      return true;
+  }
+}
+
+/// Replaces every use of op's result i by `to` in the function, for i in all results.
+inline void replace_results(Function &fn, Op &op, const std::vector<Value *> &to) {
+  for (int i = 0; i < op.num_results(); ++i) replace_all_uses(*fn.body, op.result(i), to[size_t(i)]);
+}
+
+/// Erases the op at index `i` of `b` (its results must have no uses left).
+inline void erase_op(Block &b, size_t i) { b.ops.erase(b.ops.begin() + long(i)); }
+
+}  // namespace tilejit::ir::passes
