@@ -7,6 +7,7 @@
 
 #include "interp/numerics.h"
 #include "test_interp_helpers.h"
+#include "tilejit/numerics.h"
 
 using namespace tilejit;
 using namespace tilejit::interp;
@@ -144,4 +145,15 @@ TEST_CASE("integer wrapping, float to int conversion and tf32 rounding", "[inter
   CHECK(round_to_tf32(1.0f + 0x1p-11f) == 1.0f + 0x1p-10f);  // tie rounds away from zero
   CHECK(round_to_tf32(1.0f + 0x1p-12f) == 1.0f);
   CHECK(round_to_tf32(-1.0f - 0x1p-11f) == -1.0f - 0x1p-10f);
+}
+
+TEST_CASE("interp rounding agrees with the public float conversions (tilejit/numerics.h)", "[interp][numerics]") {
+  Rng r;
+  INFO("seed " << r.seed);
+  for (int i = 0; i < 200000; ++i) {
+    const float x = float(random_wide(r, -30, 20));
+    INFO("x = " << x);
+    REQUIRE(double_to_f16_bits(x) == tilejit::float_to_f16(x));
+    REQUIRE(double_to_bf16_bits(x) == tilejit::float_to_bf16(x));
+  }
 }
