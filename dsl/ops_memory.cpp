@@ -31,7 +31,7 @@ void check_value_dtype(const Tile &value, DType pointee, const ir::Type &ptr_typ
   dsl::require_valid(value, op, what, loc);
   if (value.is_literal()) return;
   if (value.is_ptr() || value.dtype() != pointee)
-    dsl::fail(loc, fmt::format("{}: {} has dtype {} but the pointer {} holds {}; cast it with .to(DType::{})", op,
+    dsl::fail(loc, fmt::format("{}: {} is {} but the pointer {} holds {}; cast it with .to(DType::{})", op,
                                what, dsl::describe(value), dsl::describe(ptr_type), dtype_name(pointee),
                                dtype_name(pointee)));
 }
