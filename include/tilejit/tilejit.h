@@ -1,9 +1,15 @@
-// Umbrella header: everything a kernel author or host program needs.
+// Umbrella header: every public header of tilejit (types, memory, launch, the DSL, built-in kernels).
 #pragma once
+#include "tilejit/attention.h"
 #include "tilejit/buffer.h"
+#include "tilejit/device.h"
 #include "tilejit/error.h"
+#include "tilejit/export.h"
 #include "tilejit/kernel.h"
+#include "tilejit/kernels.h"
 #include "tilejit/launch.h"
+#include "tilejit/numerics.h"
 #include "tilejit/ops.h"
 #include "tilejit/tile.h"
+#include "tilejit/timer.h"
 #include "tilejit/types.h"
