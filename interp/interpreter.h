@@ -2,6 +2,20 @@
 // numerics (values rounded to their dtype after every op: bf16/f16 round-to-nearest-even, f32 arithmetic,
 // dot accumulating in f32). It is the tests' oracle and the users' debugger (Backend::Interpreter, or
 // TILEJIT_INTERPRET=1).
+//
+// Semantics where C/LLVM leave a choice (details in the ops_*.cpp file of each op family):
+//  - floats are held as double, rounded to their dtype after every op (round-to-nearest-even, straight
+//    from the double: interp/numerics.h); transcendentals on f16/bf16 are rounded through f32 first;
+//  - integer div/rem by zero throws InterpError; INT_MIN / -1 wraps; shifts by amounts outside [0, bits)
+//    give 0 (shl) or the sign fill (shr);
+//  - cast float→int truncates toward zero, NaN → 0, out-of-range clamps (like PTX cvt.rzi); to i1: x != 0;
+//  - minimum/maximum and reduce max/min propagate NaN; arg_reduce picks the first NaN, else the first extreme;
+//  - reduce sum of f16/bf16/f32 accumulates in f32 sequentially along the axis;
+//  - dot accumulates a[m,k]·b[k,n] into acc in f32 in increasing k (fmaf for f32 operands; operands rounded
+//    to tf32, ties away, when allow_tf32);
+//  - masked-off lanes never touch memory; pointer arguments with bytes == 0 accept any address outside the
+//    first 4 KiB (they cannot be bounds-checked).
+// Programs run one after another, so atomic_add is trivially atomic and applies lanes in order.
 #pragma once
 #include <vector>
 
