@@ -9,7 +9,7 @@
 #include "tilejit/ops.h"
 
 using namespace tilejit;
-using namespace tilejit::testing;
+using namespace tilejit::interp_testing;
 
 namespace {
 const LaunchConfig kInterp{.backend = Backend::Interpreter};

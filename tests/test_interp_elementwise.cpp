@@ -10,7 +10,7 @@
 #include "tilejit/error.h"
 
 using namespace tilejit;
-using namespace tilejit::testing;
+using namespace tilejit::interp_testing;
 using K = ir::OpKind;
 
 namespace {

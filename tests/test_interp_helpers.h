@@ -12,7 +12,7 @@
 #include "ir/builder.h"
 #include "ir/ir.h"
 
-namespace tilejit::testing {
+namespace tilejit::interp_testing {
 
 inline ir::Type T(std::vector<int64_t> shape, DType d) { return ir::Type{std::move(shape), ElemType{d, false}}; }
 inline ir::Type P(DType d, std::vector<int64_t> shape = {}) { return ir::Type{std::move(shape), ElemType{d, true}}; }
@@ -196,4 +196,4 @@ inline double ref_round(double x, DType d) {
   }
 }
 
-}  // namespace tilejit::testing
+}  // namespace tilejit::interp_testing

@@ -9,7 +9,7 @@
 #include "tilejit/error.h"
 
 using namespace tilejit;
-using namespace tilejit::testing;
+using namespace tilejit::interp_testing;
 using K = ir::OpKind;
 
 namespace {

@@ -11,7 +11,7 @@
 
 using namespace tilejit;
 using namespace tilejit::interp;
-using namespace tilejit::testing;
+using namespace tilejit::interp_testing;
 
 namespace {
 

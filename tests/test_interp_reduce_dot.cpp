@@ -7,7 +7,7 @@
 #include "test_interp_helpers.h"
 
 using namespace tilejit;
-using namespace tilejit::testing;
+using namespace tilejit::interp_testing;
 using K = ir::OpKind;
 
 namespace {

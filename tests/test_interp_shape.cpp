@@ -4,7 +4,7 @@
 #include "test_interp_helpers.h"
 
 using namespace tilejit;
-using namespace tilejit::testing;
+using namespace tilejit::interp_testing;
 using K = ir::OpKind;
 
 TEST_CASE("broadcast stretches size-1 dims; expand_dims inserts them", "[interp][shape]") {
