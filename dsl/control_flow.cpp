@@ -95,6 +95,11 @@ void for_range(const Tile &start, const Tile &end, const Tile &step, const std::
   for (auto &e : entries) {
     std::optional<State> now = current_state(ctx, e);
     if (!e.arg) {
+      if (now && !(*now == e.outer) && TileAccess::state_is_empty(e.outer))
+        dsl::fail(loc, fmt::format("for_range: a Tile declared without a value before the loop was assigned inside "
+                                   "it (now {}); give it an initial value (e.g. zeros()) before the loop so it can "
+                                   "be carried",
+                                   describe_state(*now)));
       if (now && !(*now == e.outer))
         dsl::fail(loc, fmt::format("for_range: a variable holding {} before the loop was reassigned inside it "
                                    "(now {}); only tiles can be carried by a loop: initialise it with full() or "

@@ -189,6 +189,11 @@ TEST_CASE("for_range: errors", "[dsl][loops][errors]") {
   REQUIRE_THROWS_WITH(trace(literal_carried),
                       Contains("for_range: a variable holding literal 0 before the loop was reassigned") &&
                           Contains(at(line)));
+  REQUIRE_THROWS_WITH(trace([] {
+                        Tile t;
+                        for_range(0, 4, 1, [&](I32 k) { t = k * 2; });
+                      }),
+                      Contains("for_range: a Tile declared without a value before the loop was assigned inside it"));
   REQUIRE_THROWS_WITH(trace([] { for_range(0, 1.5f, 1, [](I32) {}); }),
                       Contains("for_range: the end must be an integer scalar, got literal 1.5"));
   REQUIRE_THROWS_WITH(trace([] { for_range(0, arange(0, 16), 1, [](I32) {}); }),
