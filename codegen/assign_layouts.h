@@ -1,0 +1,39 @@
+// Layout assignment: gives every tile value (rank ≥ 1) of a function a distributed Layout. Pure; no LLVM.
+//
+// Forward propagation in program order (see codegen/layout.h for what a layout is):
+// - anchors (Constant, Arange, Splat, Trans, Reshape results) take the default layout of their shape;
+// - elementwise ops (and Load/AtomicAdd through their pointer) take the layout of their first tile operand
+//   that is not *rematerializable* (Constant/Splat/Arange and elementwise ops over those: they can be
+//   recomputed in any layout for free), or of the first tile operand when all are;
+// - Reduce/ArgReduce → slice of the operand's layout; ExpandDims → the operand's parent when the operand is
+//   a slice missing exactly one parent dim, otherwise the default layout of the shape the result is
+//   broadcast to (its only use), with the operand converted; Broadcast keeps the operand's parameters;
+// - Dot takes its accumulator's layout (default [M,N] when the accumulator is rematerializable);
+// - For: region args start with their init's layout and are re-assigned to the yielded layout until it is
+//   stable (so a constant-initialized accumulator takes the layout the loop body produces);
+//   If results take the then-branch's yielded layouts.
+// The lowering converts operands whose layout differs from what an op needs (required_operand_layout).
+#pragma once
+#include <unordered_map>
+#include <unordered_set>
+
+#include "codegen/layout.h"
+#include "ir/ir.h"
+#include "tilejit/export.h"
+
+namespace tilejit::codegen {
+
+struct TILEJIT_EXPORT LayoutPlan {
+  std::unordered_map<const ir::Value *, Layout> layouts;
+  std::unordered_set<const ir::Value *> rematerializable;
+  /// The layout of a tile value (throws CompileError for scalars or unknown values).
+  const Layout &of(const ir::Value *v) const;
+  bool has(const ir::Value *v) const { return layouts.count(v) != 0; }
+};
+
+TILEJIT_EXPORT LayoutPlan assign_layouts(const ir::Function &fn, int num_warps);
+
+/// True for pure elementwise ops (the result has the shape of every operand).
+TILEJIT_EXPORT bool is_elementwise(ir::OpKind k);
+
+}  // namespace tilejit::codegen

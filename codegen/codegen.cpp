@@ -1,0 +1,360 @@
+// The codegen pipeline: plan layouts and axis info, lower the tile IR to one LLVM kernel, verify, optimize,
+// emit PTX. Also the core of the Lowering state (values, conversions, thread geometry, shared memory).
+#include "codegen/codegen.h"
+
+#include <cctype>
+
+#include <fmt/format.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/Metadata.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "codegen/emit_ptx.h"
+#include "codegen/lowering.h"
+#include "tilejit/error.h"
+
+namespace tilejit::codegen {
+
+// ------------------------------------------------------------------------------------------------ state --
+
+Lowering::Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLVMContext &ctx,
+                   llvm::Module &mod)
+    : fn(fn), opts(opts), ctx(ctx), mod(mod), b(ctx) {
+  if (opts.num_warps < 1 || opts.num_warps > 32 || !is_pow2(opts.num_warps))
+    throw CompileError(fmt::format("codegen: num_warps must be a power of two in [1, 32], got {} (kernel '{}')",
+                                   opts.num_warps, fn.name));
+  entry_.clear();
+  for (char c : fn.name) entry_ += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (entry_.empty() || std::isdigit(static_cast<unsigned char>(entry_[0]))) entry_ = "k_" + entry_;
+}
+
+void Lowering::fail(const std::string &why) const {
+  if (!cur_op) throw CompileError(fmt::format("codegen: kernel '{}': {}", fn.name, why));
+  throw CompileError(fmt::format("codegen: cannot lower op '{}' at {} in kernel '{}': {}", ir::op_name(cur_op->kind),
+                                 cur_op->loc.str(), fn.name, why));
+}
+
+llvm::Function *Lowering::intrinsic(unsigned id, llvm::ArrayRef<llvm::Type *> tys) {
+  return llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::ID(id), tys);
+}
+
+llvm::BasicBlock *Lowering::new_block(const char *name) { return llvm::BasicBlock::Create(ctx, name, kernel); }
+
+llvm::Type *Lowering::reg_type(ElemType t) {
+  if (t.is_ptr) return llvm::PointerType::get(ctx, 1);
+  switch (t.dtype) {
+    case DType::i1: return b.getInt1Ty();
+    case DType::i8: return b.getInt8Ty();
+    case DType::i16: return b.getInt16Ty();
+    case DType::i32: return b.getInt32Ty();
+    case DType::i64: return b.getInt64Ty();
+    case DType::f16: return b.getHalfTy();
+    case DType::bf16: return b.getBFloatTy();
+    case DType::f32: return b.getFloatTy();
+    case DType::f64: return b.getDoubleTy();
+  }
+  return nullptr;
+}
+
+llvm::Type *Lowering::mem_type(ElemType t) {
+  if (t.is_ptr) return b.getInt64Ty();
+  if (t.dtype == DType::i1) return b.getInt8Ty();
+  return reg_type(t);
+}
+
+llvm::Type *Lowering::compute_type(DType t) {
+  if (t == DType::f16 || t == DType::bf16) return b.getFloatTy();
+  return reg_type(ElemType{t, false});
+}
+
+llvm::Value *Lowering::to_mem(llvm::Value *v, ElemType t) {
+  if (t.is_ptr) return b.CreatePtrToInt(v, b.getInt64Ty());
+  if (t.dtype == DType::i1) return b.CreateZExt(v, b.getInt8Ty());
+  return v;
+}
+
+llvm::Value *Lowering::from_mem(llvm::Value *v, ElemType t) {
+  if (t.is_ptr) return b.CreateIntToPtr(v, reg_type(t));
+  if (t.dtype == DType::i1) return b.CreateICmpNE(v, b.getInt8(0));
+  return v;
+}
+
+// ----------------------------------------------------------------------------------------------- values --
+
+const Tile &Lowering::get(const ir::Value *v) {
+  auto it = values_.find(v);
+  if (it == values_.end()) fail(fmt::format("an operand of type {} is used before it is defined", v->type.str()));
+  return it->second;
+}
+
+void Lowering::set(const ir::Value *v, Tile t) {
+  if (!v->type.is_scalar() && !t.is_scalar() && plan.has(v)) {
+    const Layout &want = plan.of(v);
+    if (!(*t.layout == want)) t = convert(t, v->type.elem, want);
+  }
+  values_[v] = std::move(t);
+}
+
+Tile Lowering::get_in(const ir::Value *v, const Layout &l) {
+  const Tile &t = get(v);
+  if (t.is_scalar()) return splat_tile(l, t.regs[0]);
+  if (*t.layout == l) return t;
+  if (t.layout->shape != l.shape)
+    fail(fmt::format("internal: operand of shape {} needed in shape {}", ir::shape_str(t.layout->shape),
+                     ir::shape_str(l.shape)));
+  if (same_distribution(*t.layout, l)) return Tile{l, t.regs};
+  if (plan.rematerializable.count(v)) return rematerialize(v, l, 0);
+  return convert(t, v->type.elem, l);
+}
+
+Tile Lowering::rematerialize(const ir::Value *v, const Layout &l, int depth) {
+  const ir::Op *def = v->def;
+  const ir::Op *saved = cur_op;
+  cur_op = def;
+  Tile t;
+  using K = ir::OpKind;
+  if (def->kind == K::Constant || def->kind == K::Arange) t = lower_source(*this, *def, &l);
+  else if (def->kind == K::Splat || def->kind == K::ExpandDims) t = lower_shape_op(*this, *def, &l);
+  else if (is_elementwise(def->kind)) t = lower_elementwise(*this, *def, &l);
+  else t = convert(get(v), v->type.elem, l);
+  cur_op = saved;
+  return t;
+}
+
+Tile Lowering::convert(const Tile &t, ElemType et, const Layout &to) {
+  if (t.is_scalar()) return splat_tile(to, t.regs[0]);
+  if (same_distribution(*t.layout, to)) return Tile{to, t.regs};
+  std::vector<int64_t> strides(to.rank());
+  int64_t s = 1;
+  for (int i = to.rank() - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= to.shape[i];
+  }
+  return redistribute(t, et, to, strides, strides);
+}
+
+// ------------------------------------------------------------------------------------- thread geometry --
+
+llvm::Value *Lowering::thread_base(const Layout &l, int i) {
+  int k = l.dims[i];
+  const auto &p = l.parent;
+  int t = p.threads_per_warp[k], w = p.warps_per_cta[k], s = p.size_per_thread[k];
+  llvm::Value *v = i32(0);
+  if (w > 1) v = b.CreateAnd(b.CreateLShr(warp_, l.warp_shift(k)), w - 1);
+  if (t > 1) {
+    llvm::Value *lane_k = b.CreateAnd(b.CreateLShr(lane_, l.lane_shift(k)), t - 1);
+    v = b.CreateOr(b.CreateShl(v, log2_exact(t)), lane_k);
+  }
+  v = b.CreateShl(v, log2_exact(s));
+  return b.CreateAnd(v, i32(l.shape[i] - 1));
+}
+
+llvm::Value *Lowering::coord(const Layout &l, int i, int64_t r) {
+  int64_t off = l.reg_offset(i, l.reg_index(r)[i]) & (l.shape[i] - 1);
+  return b.CreateOr(thread_base(l, i), i32(off));
+}
+
+llvm::Value *Lowering::linear_index(const Layout &l, int64_t r, const std::vector<int64_t> &strides) {
+  auto idx = l.reg_index(r);
+  llvm::Value *sum = i32(0);
+  int64_t c = 0;
+  for (int i = 0; i < l.rank(); ++i) {
+    if (l.shape[i] == 1) continue;
+    c += (l.reg_offset(i, idx[i]) & (l.shape[i] - 1)) * strides[i];
+    sum = b.CreateAdd(sum, b.CreateMul(thread_base(l, i), i32(strides[i])));
+  }
+  return b.CreateAdd(sum, i32(c));
+}
+
+llvm::Value *Lowering::owner_pred(const Layout &l) {
+  unsigned lm = l.lane_replication_mask(), wm = l.warp_replication_mask();
+  llvm::Value *p = b.getTrue();
+  if (lm) p = b.CreateICmpEQ(b.CreateAnd(lane_, lm), i32(0));
+  if (wm) p = b.CreateAnd(p, b.CreateICmpEQ(b.CreateAnd(warp_, wm), i32(0)));
+  return p;
+}
+
+// ----------------------------------------------------------------------------------------- shared memory --
+
+void Lowering::reserve_smem(int64_t bytes) {
+  smem_bytes_ = std::max(smem_bytes_, (bytes + 15) / 16 * 16);
+  if (!smem_) {
+    auto *ty = llvm::ArrayType::get(b.getInt8Ty(), 0);
+    smem_ = new llvm::GlobalVariable(mod, ty, false, llvm::GlobalValue::ExternalLinkage, nullptr, "tilejit_smem",
+                                     nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+    smem_->setAlignment(llvm::Align(16));
+  }
+}
+
+llvm::Value *Lowering::smem_addr(llvm::Value *index, llvm::Type *ty, int64_t base_bytes) {
+  if (!smem_) reserve_smem(0);
+  llvm::Value *p = smem_;
+  if (base_bytes) p = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), p, uint64_t(base_bytes));
+  return b.CreateInBoundsGEP(ty, p, index);
+}
+
+void Lowering::barrier() { b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_barrier0)); }
+
+Tile Lowering::redistribute(const Tile &src, ElemType et, const Layout &dst, const std::vector<int64_t> &src_strides,
+                            const std::vector<int64_t> &dst_strides, bool owners_only) {
+  const Layout &sl = *src.layout;
+  llvm::Type *mt = mem_type(et);
+  int64_t bytes = int64_t(mod.getDataLayout().getTypeAllocSize(mt));
+  int64_t numel = 1;
+  for (auto d : sl.shape) numel *= d;
+  reserve_smem(numel * bytes);
+  llvm::Align align{uint64_t(bytes)};
+  barrier();  // earlier readers of the buffer are done
+  emit_if(owners_only ? owner_pred(sl) : b.getTrue(), [&] {
+    for (int64_t r = 0; r < sl.num_regs(); ++r) {
+      if (sl.reg_is_duplicate(r)) continue;
+      b.CreateAlignedStore(to_mem(src.regs[size_t(r)], et), smem_addr(linear_index(sl, r, src_strides), mt), align);
+    }
+  });
+  barrier();
+  Tile out{dst, {}};
+  out.regs.reserve(size_t(dst.num_regs()));
+  for (int64_t r = 0; r < dst.num_regs(); ++r)
+    out.regs.push_back(from_mem(b.CreateAlignedLoad(mt, smem_addr(linear_index(dst, r, dst_strides), mt), align), et));
+  return out;
+}
+
+// --------------------------------------------------------------------------------------------- lowering --
+
+void Lowering::declare_kernel() {
+  std::vector<llvm::Type *> params;
+  for (const auto &p : fn.params) {
+    if (!p.type.is_scalar())
+      throw CompileError(fmt::format("codegen: parameter '{}' of kernel '{}' has tile type {}; parameters must be "
+                                     "scalars or pointers", p.name, fn.name, p.type.str()));
+    params.push_back(reg_type(p.type.elem));
+  }
+  auto *fty = llvm::FunctionType::get(b.getVoidTy(), params, false);
+  kernel = llvm::Function::Create(fty, llvm::GlobalValue::ExternalLinkage, entry_, mod);
+  kernel->setCallingConv(llvm::CallingConv::PTX_Kernel);
+  for (size_t i = 0; i < fn.params.size(); ++i) {
+    kernel->getArg(unsigned(i))->setName(fn.params[i].name);
+    if (fn.params[i].type.is_ptr() && fn.params[i].align16)
+      kernel->addParamAttr(unsigned(i), llvm::Attribute::getWithAlignment(ctx, llvm::Align(16)));
+  }
+  auto *md = mod.getOrInsertNamedMetadata("nvvm.annotations");
+  auto annotate = [&](const char *key, int value) {
+    llvm::Metadata *ops[] = {llvm::ValueAsMetadata::get(kernel), llvm::MDString::get(ctx, key),
+                             llvm::ValueAsMetadata::get(b.getInt32(uint32_t(value)))};
+    md->addOperand(llvm::MDNode::get(ctx, ops));
+  };
+  annotate("kernel", 1);
+  annotate("maxntidx", 32 * opts.num_warps);
+}
+
+void Lowering::run() {
+  plan = assign_layouts(fn, opts.num_warps);
+  axis = analyze_axis_info(fn);
+  declare_kernel();
+  b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
+  tid_ = b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");
+  lane_ = b.CreateAnd(tid_, 31, "lane");
+  warp_ = b.CreateLShr(tid_, 5, "warp");
+  for (size_t i = 0; i < fn.params.size(); ++i) bind(fn.param(int(i)), Tile{std::nullopt, {kernel->getArg(unsigned(i))}});
+  lower_block(*fn.body);
+  cur_op = nullptr;
+  b.CreateRetVoid();
+}
+
+void Lowering::lower_block(const ir::Block &blk) {
+  for (auto &op : blk.ops) {
+    cur_op = op.get();
+    lower_op(*op);
+  }
+}
+
+void Lowering::lower_op(const ir::Op &op) {
+  using K = ir::OpKind;
+  switch (op.kind) {
+    case K::Constant: case K::ProgramId: case K::NumPrograms: case K::Arange:
+      set(op.result(), lower_source(*this, op));
+      return;
+    case K::Splat: case K::Broadcast: case K::ExpandDims: case K::Trans: case K::Reshape:
+      set(op.result(), lower_shape_op(*this, op));
+      return;
+    case K::Load:
+      set(op.result(), lower_load(*this, op));
+      return;
+    case K::Store:
+      lower_store(*this, op);
+      return;
+    case K::AtomicAdd:
+      set(op.result(), lower_atomic_add(*this, op));
+      return;
+    case K::Reduce: case K::ArgReduce:
+      set(op.result(), lower_reduce(*this, op));
+      return;
+    case K::Dot:
+      set(op.result(), lower_dot(*this, op));
+      return;
+    case K::For:
+      lower_for(*this, op);
+      return;
+    case K::If:
+      lower_if(*this, op);
+      return;
+    case K::Yield:
+      return;  // read by the enclosing For/If
+    default:
+      if (is_elementwise(op.kind)) {
+        set(op.result(), lower_elementwise(*this, op));
+        return;
+      }
+      fail("this op is not supported by the GPU code generator");
+  }
+}
+
+// -------------------------------------------------------------------------------------------------- API --
+
+namespace {
+
+struct Lowered {
+  std::unique_ptr<llvm::LLVMContext> ctx = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> mod;
+  std::string entry;
+  int64_t shared_bytes = 0;
+};
+
+Lowered lower(const ir::Function &fn, const CodegenOptions &opts) {
+  Lowered out;
+  out.mod = std::make_unique<llvm::Module>(fn.name, *out.ctx);
+  prepare_module(*out.mod, target_machine(opts.arch));
+  Lowering l(fn, opts, *out.ctx, *out.mod);
+  l.run();
+  out.entry = l.entry_name();
+  out.shared_bytes = l.shared_bytes();
+  verify_or_throw(*out.mod, fn.name);
+  return out;
+}
+
+}  // namespace
+
+TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts) {
+  Lowered m = lower(fn, opts);
+  PtxResult r;
+  r.ptx = optimize_and_emit_ptx(*m.mod, opts.arch);
+  r.entry = m.entry;
+  r.shared_bytes = int(m.shared_bytes);
+  r.num_threads = 32 * opts.num_warps;
+  return r;
+}
+
+TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts) {
+  Lowered m = lower(fn, opts);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.mod->print(os, nullptr);
+  os.flush();
+  return s;
+}
+
+TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }
+
+}  // namespace tilejit::codegen

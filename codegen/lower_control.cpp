@@ -1,0 +1,124 @@
+// Structured control flow. For → an LLVM loop with one phi per register of every carried value (the induction
+// variable has the type of the lower bound); If → branches and phis. Conditions and bounds are scalars, which
+// every thread of the program holds with the same value, so barriers inside the regions are safe.
+#include <fmt/format.h>
+#include <llvm/IR/Constants.h>
+
+#include "codegen/lowering.h"
+
+namespace tilejit::codegen {
+namespace {
+
+const ir::Op *yield_of(const ir::Block &blk) {
+  if (blk.ops.empty() || blk.ops.back()->kind != ir::OpKind::Yield) return nullptr;
+  return blk.ops.back().get();
+}
+
+/// The yielded value i in the layout `like` has (or as a scalar).
+Tile yielded(Lowering &L, const ir::Op *y, int i, const ir::Value *like) {
+  if (!y || i >= y->num_operands()) L.fail(fmt::format("region does not yield value {}", i));
+  const ir::Value *v = y->operand(i);
+  if (like->type.is_scalar()) {
+    const Tile &t = L.get(v);
+    if (!t.is_scalar()) L.fail("a region yields a tile where a scalar is expected");
+    return t;
+  }
+  return L.get_in(v, L.layout_of(like));
+}
+
+}  // namespace
+
+void lower_for(Lowering &L, const ir::Op &op) {
+  auto &b = L.b;
+  const ir::Block &body = *op.region(0);
+  int n = op.num_operands() - 3;
+  llvm::Value *lb = L.get(op.operand(0)).regs[0];
+  llvm::Type *ivt = lb->getType();
+  if (!ivt->isIntegerTy()) L.fail("loop bounds must be integers");
+  llvm::Value *ub = b.CreateSExtOrTrunc(L.get(op.operand(1)).regs[0], ivt);
+  llvm::Value *step = b.CreateSExtOrTrunc(L.get(op.operand(2)).regs[0], ivt);
+  std::vector<Tile> inits;
+  for (int i = 0; i < n; ++i) {
+    const ir::Value *arg = body.arg(1 + i), *init = op.operand(3 + i);
+    inits.push_back(arg->type.is_scalar() ? L.get(init) : L.get_in(init, L.layout_of(arg)));
+  }
+  const ir::Op *saved = L.cur_op;
+  llvm::BasicBlock *pre = b.GetInsertBlock();
+  llvm::BasicBlock *header = L.new_block("for.header"), *loop = L.new_block("for.body"), *exit = L.new_block("for.exit");
+  b.CreateBr(header);
+  b.SetInsertPoint(header);
+  llvm::PHINode *iv = b.CreatePHI(ivt, 2, "iv");
+  iv->addIncoming(lb, pre);
+  std::vector<std::vector<llvm::PHINode *>> phis(static_cast<size_t>(n));
+  std::vector<Tile> carried(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    carried[size_t(i)].layout = inits[size_t(i)].layout;
+    for (llvm::Value *v : inits[size_t(i)].regs) {
+      auto *phi = b.CreatePHI(v->getType(), 2);
+      phi->addIncoming(v, pre);
+      phis[size_t(i)].push_back(phi);
+      carried[size_t(i)].regs.push_back(phi);
+    }
+  }
+  // A constant negative step counts down (iv > ub); any other step counts up (iv < ub).
+  auto *cstep = llvm::dyn_cast<llvm::ConstantInt>(step);
+  bool down = cstep && cstep->isNegative();
+  b.CreateCondBr(down ? b.CreateICmpSGT(iv, ub) : b.CreateICmpSLT(iv, ub), loop, exit);
+
+  b.SetInsertPoint(loop);
+  L.bind(body.arg(0), Tile{std::nullopt, {iv}});
+  for (int i = 0; i < n; ++i) L.bind(body.arg(1 + i), carried[size_t(i)]);
+  L.lower_block(body);
+  L.cur_op = saved;
+  const ir::Op *y = yield_of(body);
+  std::vector<Tile> next;
+  for (int i = 0; i < n; ++i) next.push_back(yielded(L, y, i, body.arg(1 + i)));
+  llvm::Value *iv_next = b.CreateAdd(iv, step);
+  llvm::BasicBlock *latch = b.GetInsertBlock();
+  iv->addIncoming(iv_next, latch);
+  for (int i = 0; i < n; ++i)
+    for (size_t r = 0; r < phis[size_t(i)].size(); ++r) phis[size_t(i)][r]->addIncoming(next[size_t(i)].regs[r], latch);
+  b.CreateBr(header);
+
+  b.SetInsertPoint(exit);
+  for (int i = 0; i < n; ++i) L.set(op.result(i), carried[size_t(i)]);
+}
+
+void lower_if(Lowering &L, const ir::Op &op) {
+  auto &b = L.b;
+  const Tile &c = L.get(op.operand(0));
+  if (!c.is_scalar()) L.fail("if needs a scalar condition");
+  const ir::Op *saved = L.cur_op;
+  llvm::BasicBlock *then_bb = L.new_block("if.then"), *else_bb = L.new_block("if.else"), *merge = L.new_block("if.end");
+  b.CreateCondBr(c.regs[0], then_bb, else_bb);
+  std::vector<std::vector<llvm::Value *>> incoming[2];
+  llvm::BasicBlock *ends[2];
+  llvm::BasicBlock *starts[2] = {then_bb, else_bb};
+  std::vector<Tile> results(size_t(op.num_results()));
+  for (int side = 0; side < 2; ++side) {
+    b.SetInsertPoint(starts[side]);
+    const ir::Block &blk = *op.region(side);
+    L.lower_block(blk);
+    L.cur_op = saved;
+    const ir::Op *y = yield_of(blk);
+    for (int i = 0; i < op.num_results(); ++i) {
+      Tile t = yielded(L, y, i, op.result(i));
+      results[size_t(i)].layout = t.layout;
+      incoming[side].push_back(t.regs);
+    }
+    ends[side] = b.GetInsertBlock();
+    b.CreateBr(merge);
+  }
+  b.SetInsertPoint(merge);
+  for (int i = 0; i < op.num_results(); ++i) {
+    for (size_t r = 0; r < incoming[0][size_t(i)].size(); ++r) {
+      auto *phi = b.CreatePHI(incoming[0][size_t(i)][r]->getType(), 2);
+      phi->addIncoming(incoming[0][size_t(i)][r], ends[0]);
+      phi->addIncoming(incoming[1][size_t(i)][r], ends[1]);
+      results[size_t(i)].regs.push_back(phi);
+    }
+    L.set(op.result(i), results[size_t(i)]);
+  }
+}
+
+}  // namespace tilejit::codegen

@@ -1,0 +1,223 @@
+// Global memory: Load, Store, AtomicAdd, one register (or one vector of consecutive registers) at a time.
+// Masked accesses branch around the access; a masked-off load yields `other` (0 by default).
+// Vectorization: when the thread holds v ≥ 2 consecutive elements along the last dim and the axis info
+// proves the pointers contiguous and aligned for v elements (and the mask uniform over them), one access of
+// v elements (≤ 16 bytes) is emitted. Stores and atomics are performed by the owner thread of each element
+// only (replicated copies would duplicate atomics).
+#include <fmt/format.h>
+#include <llvm/IR/Constants.h>
+
+#include <algorithm>
+
+#include "codegen/lowering.h"
+
+namespace tilejit::codegen {
+namespace {
+
+AxisInfo info(Lowering &L, const ir::Value *v) {
+  auto it = L.axis.find(v);
+  return it == L.axis.end() ? AxisInfo{} : it->second;
+}
+
+/// Elements per vector access along the last dim (1 = scalar accesses).
+int64_t vector_width(Lowering &L, const Layout &l, const ir::Value *ptr, const ir::Value *mask, int64_t esize) {
+  if (l.rank() == 0) return 1;
+  int last = l.rank() - 1;
+  AxisInfo p = info(L, ptr);
+  int64_t v = std::min<int64_t>({l.parent.size_per_thread[size_t(l.dims[size_t(last)])], p.contig,
+                                 p.div / esize, 16 / esize, l.shape[size_t(last)]});
+  if (mask) v = std::min(v, info(L, mask).constancy);
+  int64_t pow2 = 1;
+  while (pow2 * 2 <= v) pow2 *= 2;
+  return std::max<int64_t>(1, pow2);
+}
+
+/// The register holding the same element as r with the smallest index (r itself unless duplicated).
+int64_t canonical_reg(const Layout &l, int64_t r) {
+  auto idx = l.reg_index(r);
+  for (int i = 0; i < l.rank(); ++i) {
+    int64_t s = l.parent.size_per_thread[size_t(l.dims[size_t(i)])];
+    int64_t j = idx[size_t(i)] % s;
+    idx[size_t(i)] = idx[size_t(i)] - j + (j & (l.shape[size_t(i)] - 1));
+  }
+  return l.reg_from_index(idx);
+}
+
+/// Loads `v` consecutive elements at p (alignment v·esize); returns the register values.
+std::vector<llvm::Value *> load_group(Lowering &L, llvm::Value *p, ElemType et, int64_t v, llvm::Value *cond,
+                                      const std::vector<llvm::Value *> &other) {
+  auto &b = L.b;
+  llvm::Type *mt = L.mem_type(et);
+  int64_t esize = int64_t(L.mod.getDataLayout().getTypeAllocSize(mt));
+  llvm::Type *ty = v == 1 ? mt : llvm::FixedVectorType::get(mt, unsigned(v));
+  llvm::Align align(uint64_t(esize * v));
+  llvm::Value *loaded;
+  if (auto *c = llvm::dyn_cast<llvm::ConstantInt>(cond); c && c->isOne()) {
+    loaded = b.CreateAlignedLoad(ty, p, align);
+  } else {
+    llvm::BasicBlock *before = b.GetInsertBlock();
+    llvm::BasicBlock *then = L.new_block("load.then"), *done = L.new_block("load.end");
+    b.CreateCondBr(cond, then, done);
+    b.SetInsertPoint(then);
+    llvm::Value *x = b.CreateAlignedLoad(ty, p, align);
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    auto *phi = b.CreatePHI(ty, 2);
+    phi->addIncoming(x, then);
+    phi->addIncoming(llvm::Constant::getNullValue(ty), before);
+    loaded = phi;
+  }
+  std::vector<llvm::Value *> out;
+  for (int64_t e = 0; e < v; ++e) {
+    llvm::Value *x = v == 1 ? loaded : b.CreateExtractElement(loaded, uint64_t(e));
+    out.push_back(L.from_mem(x, et));
+  }
+  (void)other;
+  return out;
+}
+
+}  // namespace
+
+Tile lower_load(Lowering &L, const ir::Op &op) {
+  auto &b = L.b;
+  const ir::Value *res = op.result(), *ptr = op.operand(0);
+  const ir::Value *mask = op.num_operands() > 1 ? op.operand(1) : nullptr;
+  const ir::Value *other = op.num_operands() > 2 ? op.operand(2) : nullptr;
+  ElemType et = res->type.elem;
+  llvm::Type *rt = L.reg_type(et);
+  if (res->type.is_scalar()) {
+    llvm::Value *cond = mask ? L.get(mask).regs[0] : b.getTrue();
+    llvm::Value *x = load_group(L, L.get(ptr).regs[0], et, 1, cond, {})[0];
+    if (mask) x = b.CreateSelect(cond, x, other ? L.get(other).regs[0] : llvm::Constant::getNullValue(rt));
+    return Tile{std::nullopt, {x}};
+  }
+  const Layout &l = L.layout_of(res);
+  Tile p = L.get_in(ptr, l);
+  Tile m = mask ? L.get_in(mask, l) : splat_tile(l, b.getTrue());
+  Tile o = other ? L.get_in(other, l) : splat_tile(l, llvm::Constant::getNullValue(rt));
+  int64_t esize = int64_t(L.mod.getDataLayout().getTypeAllocSize(L.mem_type(et)));
+  int64_t v = vector_width(L, l, ptr, mask, esize);
+  int last = l.rank() - 1;
+  Tile out{l, std::vector<llvm::Value *>(size_t(l.num_regs()), nullptr)};
+  for (int64_t r = 0; r < l.num_regs(); ++r) {
+    if (out.regs[size_t(r)]) continue;
+    int64_t c = canonical_reg(l, r);
+    if (c != r) {
+      out.regs[size_t(r)] = out.regs[size_t(c)];
+      continue;
+    }
+    int64_t width = (l.reg_index(r)[size_t(last)] % v == 0) ? v : 1;
+    auto vals = load_group(L, p.regs[size_t(r)], et, width, m.regs[size_t(r)], {});
+    for (int64_t e = 0; e < width; ++e) {
+      size_t re = size_t(r + e);
+      out.regs[re] = mask ? b.CreateSelect(m.regs[re], vals[size_t(e)], o.regs[re]) : vals[size_t(e)];
+    }
+  }
+  return out;
+}
+
+void lower_store(Lowering &L, const ir::Op &op) {
+  auto &b = L.b;
+  const ir::Value *ptr = op.operand(0), *val = op.operand(1);
+  const ir::Value *mask = op.num_operands() > 2 ? op.operand(2) : nullptr;
+  ElemType et = val->type.elem;
+  et.is_ptr = false;
+  llvm::Type *mt = L.mem_type(et);
+  int64_t esize = int64_t(L.mod.getDataLayout().getTypeAllocSize(mt));
+  if (ptr->type.is_scalar()) {
+    llvm::Value *cond = b.CreateICmpEQ(L.tid(), L.i32(0));
+    if (mask) cond = b.CreateAnd(cond, L.get(mask).regs[0]);
+    llvm::Value *x = L.to_mem(L.get(val).regs[0], et);
+    llvm::Value *p = L.get(ptr).regs[0];
+    L.emit_if(cond, [&] { b.CreateAlignedStore(x, p, llvm::Align(uint64_t(esize))); });
+    return;
+  }
+  const Layout &l = L.layout_of(ptr);
+  Tile p = L.get_in(ptr, l);
+  Tile x = L.get_in(val, l);
+  Tile m = mask ? L.get_in(mask, l) : splat_tile(l, b.getTrue());
+  int64_t v = vector_width(L, l, ptr, mask, esize);
+  int last = l.rank() - 1;
+  llvm::Value *owner = L.owner_pred(l);
+  for (int64_t r = 0; r < l.num_regs(); ++r) {
+    if (l.reg_is_duplicate(r)) continue;
+    int64_t width = v;
+    if (l.reg_index(r)[size_t(last)] % v != 0) continue;  // inside a vector group already stored
+    llvm::Value *data;
+    if (width == 1) {
+      data = L.to_mem(x.regs[size_t(r)], et);
+    } else {
+      data = llvm::PoisonValue::get(llvm::FixedVectorType::get(mt, unsigned(width)));
+      for (int64_t e = 0; e < width; ++e) data = b.CreateInsertElement(data, L.to_mem(x.regs[size_t(r + e)], et), uint64_t(e));
+    }
+    llvm::Value *cond = b.CreateAnd(owner, m.regs[size_t(r)]);
+    llvm::Value *addr = p.regs[size_t(r)];
+    L.emit_if(cond, [&] { b.CreateAlignedStore(data, addr, llvm::Align(uint64_t(esize * width))); });
+  }
+}
+
+Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
+  auto &b = L.b;
+  const ir::Value *res = op.result(), *ptr = op.operand(0), *val = op.operand(1);
+  const ir::Value *mask = op.num_operands() > 2 ? op.operand(2) : nullptr;
+  ElemType et = res->type.elem;
+  llvm::Type *rt = L.reg_type(et);
+  if (et.is_ptr || et.dtype == DType::i1 || et.dtype == DType::i8 || et.dtype == DType::i16)
+    L.fail(fmt::format("atomic_add of {} is not supported (use i32, i64, f16, bf16, f32 or f64)", elem_type_name(et)));
+  bool fl = is_float(et.dtype);
+  int64_t esize = dtype_bytes(et.dtype);
+  auto atomic = [&](llvm::Value *addr, llvm::Value *x, llvm::Value *cond) -> llvm::Value * {
+    llvm::BasicBlock *before = b.GetInsertBlock();
+    llvm::BasicBlock *then = L.new_block("atomic.then"), *done = L.new_block("atomic.end");
+    b.CreateCondBr(cond, then, done);
+    b.SetInsertPoint(then);
+    llvm::Value *old = b.CreateAtomicRMW(fl ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add, addr, x,
+                                         llvm::MaybeAlign(uint64_t(esize)), llvm::AtomicOrdering::Monotonic);
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    auto *phi = b.CreatePHI(rt, 2);
+    phi->addIncoming(old, then);
+    phi->addIncoming(llvm::Constant::getNullValue(rt), before);
+    return phi;
+  };
+  if (ptr->type.is_scalar()) {
+    // One thread performs it; the old value is broadcast through shared memory.
+    llvm::Value *cond = b.CreateICmpEQ(L.tid(), L.i32(0));
+    if (mask) cond = b.CreateAnd(cond, L.get(mask).regs[0]);
+    llvm::Value *old = atomic(L.get(ptr).regs[0], L.get(val).regs[0], cond);
+    L.reserve_smem(esize);
+    L.barrier();
+    L.emit_if(b.CreateICmpEQ(L.tid(), L.i32(0)), [&] { b.CreateAlignedStore(old, L.smem_addr(L.i32(0), rt), llvm::Align(uint64_t(esize))); });
+    L.barrier();
+    return Tile{std::nullopt, {b.CreateAlignedLoad(rt, L.smem_addr(L.i32(0), rt), llvm::Align(uint64_t(esize)))}};
+  }
+  const Layout &l = L.layout_of(ptr);
+  Tile p = L.get_in(ptr, l);
+  Tile x = L.get_in(val, l);
+  Tile m = mask ? L.get_in(mask, l) : splat_tile(l, b.getTrue());
+  llvm::Value *owner = L.owner_pred(l);
+  Tile out{l, std::vector<llvm::Value *>(size_t(l.num_regs()), llvm::Constant::getNullValue(rt))};
+  bool replicated = l.lane_replication_mask() || l.warp_replication_mask();
+  for (int64_t r = 0; r < l.num_regs(); ++r) {
+    if (l.reg_is_duplicate(r)) {
+      replicated = true;
+      continue;
+    }
+    out.regs[size_t(r)] = atomic(p.regs[size_t(r)], x.regs[size_t(r)], b.CreateAnd(owner, m.regs[size_t(r)]));
+  }
+  bool used = false;
+  ir::walk(*L.fn.body, [&](ir::Op &o) {
+    for (auto *u : o.operands) used |= u == res;
+  });
+  if (!used || !replicated) return out;
+  // Copies held by non-owner threads (or duplicate registers) get the owner's old value.
+  std::vector<int64_t> strides(size_t(l.rank()));
+  int64_t s = 1;
+  for (int i = l.rank() - 1; i >= 0; --i) {
+    strides[size_t(i)] = s;
+    s *= l.shape[size_t(i)];
+  }
+  return L.redistribute(out, et, l, strides, strides, /*owners_only=*/true);
+}
+
+}  // namespace tilejit::codegen

@@ -1,0 +1,153 @@
+// Internal to codegen/: the state shared by the lowering of one ir::Function to one LLVM kernel, and the
+// per-family lowering entry points (lower_*.cpp). Includes LLVM headers: keep it out of public headers.
+//
+// Representation: every IR value becomes a Tile: for a scalar, one LLVM value that every thread holds; for
+// a tile, the thread's registers (one LLVM value each) in the order of its Layout (codegen/layout.h).
+// Register LLVM types: i1..i64, half, bfloat, float, double, and `ptr addrspace(1)` for pointers. In memory
+// (global and shared) i1 is one byte and pointers are 64-bit integers.
+#pragma once
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/assign_layouts.h"
+#include "codegen/axis_info.h"
+#include "codegen/codegen.h"
+#include "codegen/layout.h"
+#include "ir/ir.h"
+
+namespace tilejit::codegen {
+
+struct Tile {
+  std::optional<Layout> layout;      // empty: a scalar
+  std::vector<llvm::Value *> regs;   // scalar: exactly one
+  bool is_scalar() const { return !layout.has_value(); }
+};
+
+class Lowering {
+ public:
+  Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLVMContext &ctx, llvm::Module &mod);
+  /// Builds the kernel function in the module.
+  void run();
+  int64_t shared_bytes() const { return smem_bytes_; }
+  const std::string &entry_name() const { return entry_; }
+
+  // ---- shared state used by the lower_*.cpp families ----
+  const ir::Function &fn;
+  CodegenOptions opts;
+  llvm::LLVMContext &ctx;
+  llvm::Module &mod;
+  llvm::IRBuilder<> b;
+  llvm::Function *kernel = nullptr;
+  LayoutPlan plan;
+  AxisInfoMap axis;
+  const ir::Op *cur_op = nullptr;  // the op being lowered (error messages)
+
+  // ---- types ----
+  llvm::Type *reg_type(ElemType t);           // register type of one element
+  llvm::Type *mem_type(ElemType t);           // in-memory type (i1 → i8, pointer → i64)
+  llvm::Type *compute_type(DType t);          // f16/bf16 → float (math is done in f32), else reg type
+  llvm::Value *to_mem(llvm::Value *v, ElemType t);    // register value → memory representation
+  llvm::Value *from_mem(llvm::Value *v, ElemType t);  // memory representation → register value
+  llvm::Value *i32(int64_t v) { return b.getInt32(uint32_t(v)); }
+
+  // ---- values ----
+  const Tile &get(const ir::Value *v);
+  /// v's registers in layout `l` (converted through shared memory, or recomputed when rematerializable).
+  /// A scalar operand is splatted.
+  Tile get_in(const ir::Value *v, const Layout &l);
+  /// Records v's lowering, converting it to the planned layout when it differs.
+  void set(const ir::Value *v, Tile t);
+  /// Records v's lowering as is (region arguments: phis already in the planned layout).
+  void bind(const ir::Value *v, Tile t) { values_[v] = std::move(t); }
+  Tile convert(const Tile &t, ElemType et, const Layout &to);
+  /// The planned layout of a tile value.
+  const Layout &layout_of(const ir::Value *v) { return plan.of(v); }
+
+  // ---- thread geometry (i32 values) ----
+  llvm::Value *tid() { return tid_; }
+  llvm::Value *lane() { return lane_; }
+  llvm::Value *warp() { return warp_; }
+  /// Thread-dependent part of the coordinate along tile dim i, already masked with shape_i - 1.
+  llvm::Value *thread_base(const Layout &l, int i);
+  /// Coordinate (i32) of register r along tile dim i.
+  llvm::Value *coord(const Layout &l, int i, int64_t r);
+  /// Row-major linear index (i32) of register r with the given per-dim strides.
+  llvm::Value *linear_index(const Layout &l, int64_t r, const std::vector<int64_t> &strides);
+  /// i1: this thread is the owner of its elements (all replication bits zero).
+  llvm::Value *owner_pred(const Layout &l);
+
+  // ---- shared memory ----
+  /// Address of element `index` (i32) of type ty in the dynamic shared buffer (byte offset `base`).
+  llvm::Value *smem_addr(llvm::Value *index, llvm::Type *ty, int64_t base_bytes = 0);
+  void reserve_smem(int64_t bytes);
+  void barrier();
+  /// Writes `src` registers to shared memory at linear index Σ coord·src_strides, then every thread reads the
+  /// registers of `dst` at Σ coord·dst_strides. Both sides include barriers. owners_only: only the owner of
+  /// each element writes it (when replicated copies may differ, e.g. atomics' old values).
+  Tile redistribute(const Tile &src, ElemType et, const Layout &dst, const std::vector<int64_t> &src_strides,
+                    const std::vector<int64_t> &dst_strides, bool owners_only = false);
+
+  // ---- helpers ----
+  [[noreturn]] void fail(const std::string &why) const;
+  llvm::Function *intrinsic(unsigned id, llvm::ArrayRef<llvm::Type *> tys = {});
+  /// Creates a new basic block in the kernel.
+  llvm::BasicBlock *new_block(const char *name);
+  /// Emits `if (cond) { body() }` and returns nothing.
+  template <class F> void emit_if(llvm::Value *cond, F &&body) {
+    if (auto *c = llvm::dyn_cast<llvm::ConstantInt>(cond)) {
+      if (c->isOne()) body();
+      return;
+    }
+    llvm::BasicBlock *then = new_block("if.then"), *done = new_block("if.end");
+    b.CreateCondBr(cond, then, done);
+    b.SetInsertPoint(then);
+    body();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+  }
+
+  void lower_block(const ir::Block &blk);
+
+ private:
+  void lower_op(const ir::Op &op);
+  void declare_kernel();
+  Tile rematerialize(const ir::Value *v, const Layout &l, int depth);
+
+  std::unordered_map<const ir::Value *, Tile> values_;
+  llvm::GlobalVariable *smem_ = nullptr;
+  int64_t smem_bytes_ = 0;
+  llvm::Value *tid_ = nullptr, *lane_ = nullptr, *warp_ = nullptr;
+  std::string entry_;
+};
+
+// ---- per-family lowering (each returns the result Tile(s) in its natural layout; Lowering::set converts) --
+// lower_elementwise.cpp: sources, elementwise arithmetic, math, casts, pointer arithmetic.
+// `forced`: compute the result directly in this layout instead of the planned one (rematerialization).
+Tile lower_source(Lowering &L, const ir::Op &op, const Layout *forced = nullptr);  // Constant, ProgramId, NumPrograms, Arange
+Tile lower_elementwise(Lowering &L, const ir::Op &op, const Layout *forced = nullptr);  // is_elementwise ops
+/// Computes one elementwise op on register values (all in register types), for dtypes of `op`.
+llvm::Value *elementwise_scalar(Lowering &L, const ir::Op &op, const std::vector<llvm::Value *> &args);
+llvm::Value *cast_value(Lowering &L, llvm::Value *v, DType from, DType to);
+/// Tile of layout l whose every register is `v`.
+Tile splat_tile(const Layout &l, llvm::Value *v);
+// lower_convert.cpp: shape manipulation.
+Tile lower_shape_op(Lowering &L, const ir::Op &op, const Layout *forced = nullptr);  // Splat, Broadcast, ExpandDims, Trans, Reshape
+// lower_memory.cpp
+Tile lower_load(Lowering &L, const ir::Op &op);
+void lower_store(Lowering &L, const ir::Op &op);
+Tile lower_atomic_add(Lowering &L, const ir::Op &op);
+// lower_reduce.cpp
+Tile lower_reduce(Lowering &L, const ir::Op &op);                 // Reduce and ArgReduce
+// lower_dot.cpp
+Tile lower_dot(Lowering &L, const ir::Op &op);
+// lower_control.cpp (they record their results themselves)
+void lower_for(Lowering &L, const ir::Op &op);
+void lower_if(Lowering &L, const ir::Op &op);
+
+}  // namespace tilejit::codegen
