@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -118,6 +119,14 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOpt
             kernel->name, fn.name, opts.arch, opts.num_warps, opts.num_stages, stats.source, stats.codegen_ms,
             stats.link_ms, stats.load_ms, stats.total_ms, kernel->num_regs, kernel->shared_bytes, key, dir);
   return *g_kernels.emplace(key, std::move(kernel)).first->second;
+}
+
+void forget_loaded_kernels() {
+  std::lock_guard lock(g_mutex);
+  // Keep the LoadedKernel objects alive: callers may still hold references to them.
+  static std::vector<std::unique_ptr<LoadedKernel>> retired;
+  for (auto &[key, kernel] : g_kernels) retired.push_back(std::move(kernel));
+  g_kernels.clear();
 }
 
 CompileStats last_compile_stats() {

@@ -39,6 +39,10 @@ struct CompileStats {
 /// The statistics of the most recent get_kernel call in this process.
 CompileStats last_compile_stats();
 
+/// Forgets the in-process map of loaded kernels (the modules stay loaded), so that the next get_kernel
+/// goes to the on-disk cache. For tests of the cache.
+void forget_loaded_kernels();
+
 /// Launches on `stream` (null: default stream). `args` must match fn's params in order and kind.
 void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &params,
             const std::vector<KernelArg> &args, Stream *stream);
