@@ -193,3 +193,192 @@ TEST_CASE("canonicalize: algebraic identities that are exact", "[ir][passes]") {
 }
 )");
 }
+
+TEST_CASE("canonicalize: splats, masks, constant branches and empty loops", "[ir][passes]") {
+  FnBuilder f("canon2");
+  Value *out = f.param("out", P({}, DType::f32));
+  Value *x = f.param("x", f32s);
+  Value *row = f.op(OpKind::Splat, {x}, T({1, 64}, DType::f32));
+  Value *wide = f.op(OpKind::Broadcast, {row}, T({8, 64}, DType::f32));        // → splat %x
+  Value *red = f.axis_op(OpKind::Reduce, wide, f64x, 0);
+  Value *p = f.op(OpKind::PtrAdd, {f.op(OpKind::Splat, {out}, P({64}, DType::f32)), f.ci(i64x, 0)}, P({64}, DType::f32));  // → the splat
+  Value *v = f.op(OpKind::Load, {p, f.ci(T({64}, DType::i1), 1), f.cf(f64x, 2.0)}, f64x);  // mask dropped
+  Value *off = f.op(OpKind::Load, {p, f.ci(T({64}, DType::i1), 0), f.cf(f64x, 2.5)}, f64x);  // → 2.5
+  Value *t = f.ci(i1s, 1);
+  Op *br = f.begin_if(t, {f64x});
+  f.yield({f.op(OpKind::Add, {red, v}, f64x)});
+  f.else_of(br);
+  f.yield({off});
+  f.end();
+  Value *zero = f.ci(i32s, 0);
+  Op *loop = f.begin_for(zero, zero, f.ci(i32s, 1), {br->result(0)});            // runs zero times
+  f.yield({f.op(OpKind::Mul, {loop->region(0)->arg(1), off}, f64x)});
+  f.end();
+  f.b.create(OpKind::Store, {p, loop->result(0), f.ci(T({64}, DType::i1), 0)}, {});  // erased
+  f.b.create(OpKind::Store, {p, off, f.ci(T({64}, DType::i1), 1)}, {});              // mask dropped
+  canonicalize(f.fn);
+  CHECK_IR(f.fn, R"(tt.func @canon2(%out: ptr<f32>, %x: f32) {
+  %0 = splat %x : tensor<1x64xf32>
+  %1 = splat %x : tensor<8x64xf32>
+  %2 = reduce %1 {axis = 0, kind = sum} : tensor<64xf32>
+  %3 = splat %out : tensor<64xptr<f32>>
+  %4 = constant {value = 0} : tensor<64xi32>
+  %5 = constant {value = 1} : tensor<64xi1>
+  %6 = constant {value = 2} : tensor<64xf32>
+  %7 = load %3 : tensor<64xf32>
+  %8 = constant {value = 0} : tensor<64xi1>
+  %9 = constant {value = 2.5} : tensor<64xf32>
+  %10 = constant {value = 2.5} : tensor<64xf32>
+  %11 = constant {value = 1} : i1
+  %12 = add %2, %7 : tensor<64xf32>
+  %13 = constant {value = 0} : i32
+  %14 = constant {value = 1} : i32
+  %15 = constant {value = 0} : tensor<64xi1>
+  %16 = constant {value = 1} : tensor<64xi1>
+  store %3, %10 : tensor<64xf32>
+}
+)");
+  dce(f.fn);
+  CHECK_IR(f.fn, R"(tt.func @canon2(%out: ptr<f32>, %x: f32) {
+  %0 = splat %out : tensor<64xptr<f32>>
+  %1 = constant {value = 2.5} : tensor<64xf32>
+  store %0, %1 : tensor<64xf32>
+}
+)");
+}
+
+TEST_CASE("canonicalize: trans of trans composes permutations", "[ir][passes]") {
+  FnBuilder f("tt");
+  Value *x = f.param("x", f32s);
+  Value *a = f.op(OpKind::Exp, {f.op(OpKind::Splat, {x}, T({2, 3, 4}, DType::f32))}, T({2, 3, 4}, DType::f32));
+  Attrs p1; p1.ints = {1, 2, 0};
+  Attrs p2; p2.ints = {0, 2, 1};
+  Value *t1 = f.op(OpKind::Trans, {a}, T({3, 4, 2}, DType::f32), p1);
+  Value *t2 = f.op(OpKind::Trans, {t1}, T({3, 2, 4}, DType::f32), p2);
+  f.axis_op(OpKind::Reduce, t2, T({2, 4}, DType::f32), 0);
+  canonicalize(f.fn);
+  dce(f.fn);  // dce removes everything: nothing is stored; check before it instead
+  FnBuilder g("tt");
+  Value *y = g.param("x", f32s);
+  Value *b = g.op(OpKind::Exp, {g.op(OpKind::Splat, {y}, T({2, 3, 4}, DType::f32))}, T({2, 3, 4}, DType::f32));
+  Value *u1 = g.op(OpKind::Trans, {b}, T({3, 4, 2}, DType::f32), p1);
+  Value *u2 = g.op(OpKind::Trans, {u1}, T({3, 2, 4}, DType::f32), p2);
+  g.axis_op(OpKind::Reduce, u2, T({2, 4}, DType::f32), 0);
+  canonicalize(g.fn);
+  // result dim i = source dim p1[p2[i]]: [1, 0, 2]
+  CHECK_IR(g.fn, R"(tt.func @tt(%x: f32) {
+  %0 = splat %x : tensor<2x3x4xf32>
+  %1 = exp %0 : tensor<2x3x4xf32>
+  %2 = trans %1 {perm = [1, 2, 0]} : tensor<3x4x2xf32>
+  %3 = trans %1 {perm = [1, 0, 2]} : tensor<3x2x4xf32>
+  %4 = reduce %3 {axis = 0, kind = sum} : tensor<2x4xf32>
+}
+)");
+  CHECK(f.fn.body->ops.empty());
+}
+
+TEST_CASE("cse: merges identical pure ops in dominating scopes only", "[ir][passes]") {
+  FnBuilder f("cse");
+  Value *out = f.param("out", P({}, DType::f32));
+  Value *n = f.param("n", i32s);
+  Value *r1 = f.arange(0, 64), *r2 = f.arange(0, 64);
+  Value *s1 = f.op(OpKind::Splat, {out}, P({64}, DType::f32)), *s2 = f.op(OpKind::Splat, {out}, P({64}, DType::f32));
+  Value *p1 = f.op(OpKind::PtrAdd, {s1, r1}, P({64}, DType::f32)), *p2 = f.op(OpKind::PtrAdd, {s2, r2}, P({64}, DType::f32));
+  Value *l1 = f.op(OpKind::Load, {p1}, f64x), *l2 = f.op(OpKind::Load, {p2}, f64x);  // loads never merge
+  Value *c1 = f.cf(f64x, 0.0), *c2 = f.cf(f64x, -0.0);                                // different constants
+  Value *c = f.cmp(CmpPred::lt, n, f.ci(i32s, 5));
+  Op *br = f.begin_if(c, {f64x});
+  Value *inner = f.op(OpKind::Add, {l1, c1}, f64x);
+  Value *inner_arange = f.arange(0, 64);  // same as r1, which dominates: merged
+  f.yield({f.op(OpKind::Add, {inner, f.op(OpKind::Cast, {inner_arange}, f64x)}, f64x)});
+  f.else_of(br);
+  f.yield({f.op(OpKind::Add, {l2, c2}, f64x)});
+  f.end();
+  Value *again = f.op(OpKind::Add, {l1, c1}, f64x);  // same as `inner`, which does not dominate: kept
+  f.b.create(OpKind::Store, {p1, f.op(OpKind::Add, {br->result(0), again}, f64x)}, {});
+  cse(f.fn);
+  CHECK_IR(f.fn, R"(tt.func @cse(%out: ptr<f32>, %n: i32) {
+  %0 = arange {start = 0, end = 64} : tensor<64xi32>
+  %1 = splat %out : tensor<64xptr<f32>>
+  %2 = ptr_add %1, %0 : tensor<64xptr<f32>>
+  %3 = load %2 : tensor<64xf32>
+  %4 = load %2 : tensor<64xf32>
+  %5 = constant {value = 0} : tensor<64xf32>
+  %6 = constant {value = -0} : tensor<64xf32>
+  %7 = constant {value = 5} : i32
+  %8 = cmp %n, %7 {pred = lt} : i1
+  %9 = if %8 -> (tensor<64xf32>) {
+    %10 = add %3, %5 : tensor<64xf32>
+    %11 = cast %0 : tensor<64xi32> -> tensor<64xf32>
+    %12 = add %10, %11 : tensor<64xf32>
+    yield %12
+  } else {
+    %13 = add %4, %6 : tensor<64xf32>
+    yield %13
+  }
+  %14 = add %3, %5 : tensor<64xf32>
+  %15 = add %9, %14 : tensor<64xf32>
+  store %2, %15 : tensor<64xf32>
+}
+)");
+}
+
+TEST_CASE("dce: removes unused ops and loop-carried values, keeps stores", "[ir][passes]") {
+  FnBuilder f("dce");
+  Value *out = f.param("out", P({}, DType::f32));
+  Value *n = f.param("n", i32s);
+  Value *zero = f.ci(i32s, 0), *one = f.ci(i32s, 1);
+  Value *p = f.op(OpKind::PtrAdd, {f.op(OpKind::Splat, {out}, P({64}, DType::f32)), f.arange(0, 64)}, P({64}, DType::f32));
+  Value *acc0 = f.cf(f64x, 0.0), *dead0 = f.cf(f64x, 1.0), *swap0 = f.ci(i32s, 3);
+  f.op(OpKind::Exp, {acc0}, f64x);  // unused
+  // carried: acc (used after the loop), dead (only feeds itself), a/b (swap each other; b unused after)
+  Op *loop = f.begin_for(zero, n, one, {acc0, dead0, swap0, swap0});
+  Block *body = loop->region(0);
+  Value *v = f.op(OpKind::Load, {p}, f64x);
+  Value *acc = f.op(OpKind::Add, {body->arg(1), v}, f64x);
+  Value *dead = f.op(OpKind::Mul, {body->arg(2), v}, f64x);
+  f.b.create(OpKind::Store, {p, acc}, {});  // a store inside the loop keeps it
+  f.yield({acc, dead, body->arg(4), body->arg(3)});
+  f.end();
+  f.b.create(OpKind::Store, {p, f.op(OpKind::Add, {loop->result(0), f.op(OpKind::Cast, {f.op(OpKind::Splat, {loop->result(2)}, i64x)}, f64x)}, f64x)}, {});
+  // a loop without stores whose results are unused disappears entirely
+  Op *idle = f.begin_for(zero, n, one, {acc0});
+  f.yield({f.op(OpKind::Exp, {idle->region(0)->arg(1)}, f64x)});
+  f.end();
+  // an if with an unused result loses it
+  Op *br = f.begin_if(f.cmp(CmpPred::eq, n, zero), {f64x, i32s});
+  f.b.create(OpKind::Store, {p, acc0}, {});
+  f.yield({acc0, n});
+  f.else_of(br);
+  f.yield({dead0, zero});
+  f.end();
+  f.op(OpKind::Add, {br->result(1), one}, i32s);  // unused: removed, then if result 1 is unused too
+  dce(f.fn);
+  CHECK_IR(f.fn, R"(tt.func @dce(%out: ptr<f32>, %n: i32) {
+  %0 = constant {value = 0} : i32
+  %1 = constant {value = 1} : i32
+  %2 = splat %out : tensor<64xptr<f32>>
+  %3 = arange {start = 0, end = 64} : tensor<64xi32>
+  %4 = ptr_add %2, %3 : tensor<64xptr<f32>>
+  %5 = constant {value = 0} : tensor<64xf32>
+  %6 = constant {value = 3} : i32
+  %7:3 = for %8 = %0 to %n step %1 iter_args(%9 = %5, %10 = %6, %11 = %6) -> (tensor<64xf32>, i32, i32) {
+    %12 = load %4 : tensor<64xf32>
+    %13 = add %9, %12 : tensor<64xf32>
+    store %4, %13 : tensor<64xf32>
+    yield %13, %11, %10
+  }
+  %14 = splat %7#1 : tensor<64xi32>
+  %15 = cast %14 : tensor<64xi32> -> tensor<64xf32>
+  %16 = add %7#0, %15 : tensor<64xf32>
+  store %4, %16 : tensor<64xf32>
+  %17 = cmp %n, %0 {pred = eq} : i1
+  if %17 {
+    store %4, %5 : tensor<64xf32>
+    yield
+  } else {
+    yield
+  }
+}
+)");
+}

@@ -1,8 +1,10 @@
 // dce: removes ops whose results are never used and that have no effect on memory: pure ops, loads, and
-// for/if ops whose regions hold no store or atomic; removes unused for-loop carried values (result unused
-// and region argument used by nothing but its own slot of the yield) and unused if results. Stores and
+// for/if ops whose regions hold no store or atomic; removes for-loop carried values that nothing observable
+// depends on (see prune_for) and unused if results. Stores and
 // atomics always stay. Repeats until nothing changes, since each removal can make more values unused.
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "ir/passes.h"
 #include "ir/passes/pass_utils.h"
@@ -81,23 +83,58 @@ class Dce {
       for (size_t k = 0; k < r->args.size(); ++k) r->args[k]->index = int(k);
   }
 
-  /// Removes carried value k when result k is unused and region arg k+1 feeds nothing but yield slot k.
+  /// Marks every operand of `op` and of the ops nested in it.
+  template <class Mark> static void mark_operands(Op &op, Mark &&mark) {
+    for (Value *v : op.operands) mark(v);
+    for (auto &r : op.regions) walk(*r, [&](Op &o) {
+      for (Value *v : o.operands) mark(v);
+    });
+  }
+
+  /// Removes the carried values that nothing observable depends on. Carried value k is live when result k
+  /// is used after the loop, or when region argument k+1 is needed by the body: by an op with side
+  /// effects, or by the yielded value of another live carried value (transitively). Dead ones lose their
+  /// init, region argument, yield operand and result; their region argument's remaining uses (ops that
+  /// feed only dead values) read the init instead, and become unused for the next sweep.
   void prune_for(Op &op) {
     Block &body = *op.region(0);
     Op &yield = *body.ops.back();
-    for (int k = op.num_results() - 1; k >= 0; --k) {
-      Value *arg = body.arg(k + 1);
-      int self_uses = yield.operand(k) == arg ? 1 : 0;
-      if (uses(op.result(k)) || uses(arg) != self_uses) continue;
-      uses_[yield.operand(k)] -= 1;
-      uses_[op.operand(3 + k)] -= 1;
+    const int n = op.num_results();
+    std::vector<bool> live(size_t(n), false);
+    std::unordered_set<const Value *> needed;
+    std::vector<const Value *> work;
+    auto mark = [&](const Value *v) {
+      if (needed.insert(v).second) work.push_back(v);
+    };
+    for (int k = 0; k < n; ++k)
+      if (uses(op.result(k))) { live[size_t(k)] = true; mark(yield.operand(k)); }
+    for (auto &o : body.ops)
+      if (o.get() != &yield && has_side_effects(*o)) mark_operands(*o, mark);
+    while (!work.empty()) {
+      const Value *v = work.back();
+      work.pop_back();
+      if (v->def && v->def->parent == &body) {
+        mark_operands(*v->def, mark);
+      } else if (!v->def && v->block == &body && v->index > 0 && !live[size_t(v->index - 1)]) {
+        live[size_t(v->index - 1)] = true;
+        mark(yield.operand(v->index - 1));
+      }
+    }
+    bool pruned = false;
+    for (int k = n - 1; k >= 0; --k) {
+      if (live[size_t(k)]) continue;
       yield.operands.erase(yield.operands.begin() + k);
+      replace_all_uses(body, body.arg(k + 1), op.operand(3 + k));
       op.operands.erase(op.operands.begin() + 3 + k);
       op.results.erase(op.results.begin() + k);
       body.args.erase(body.args.begin() + 1 + k);
-      changed_ = true;
+      pruned = true;
     }
+    if (!pruned) return;
     renumber(op);
+    changed_ = true;
+    uses_.clear();  // uses moved from region arguments to inits: recount
+    count_uses_in(*fn_.body);
   }
 
   /// Removes unused results of an if and the matching yield operands of both regions.
