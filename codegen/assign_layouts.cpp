@@ -36,30 +36,44 @@ class Assigner {
     for (auto &op : b.ops) this->op(*op);
   }
 
-  // Records the single user of every value whose only use is a Broadcast (the ExpandDims hint).
+  // Records the users of every value (for the ExpandDims hint).
   void collect_uses(const ir::Block &b) {
     ir::walk(const_cast<ir::Block &>(b), [&](ir::Op &op) {
-      for (auto *o : op.operands) {
-        ++use_count_[o];
-        user_[o] = &op;
-      }
+      for (auto *o : op.operands) users_[o].push_back(&op);
     });
   }
 
  private:
   LayoutPlan &plan_;
   int num_warps_;
-  std::unordered_map<const ir::Value *, int> use_count_;
-  std::unordered_map<const ir::Value *, const ir::Op *> user_;
+  std::unordered_map<const ir::Value *, std::vector<const ir::Op *>> users_;
   std::unordered_set<const ir::Value *> tentative_;  // loop args whose init is rematerializable
 
-  bool free(const ir::Value *v) const {
-    return plan_.rematerializable.count(v) || tentative_.count(v);
+  // free: may take any layout without cost for the purpose of picking layouts (includes loop args whose
+  // layout is still open); remat: really recomputable at any use.
+  bool free(const ir::Value *v) const { return remat(v) || tentative_.count(v); }
+  bool remat(const ir::Value *v) const { return plan_.rematerializable.count(v) != 0; }
+  void mark_remat(const ir::Value *v, bool yes) {
+    if (yes) plan_.rematerializable.insert(v);
+    else plan_.rematerializable.erase(v);
   }
   void set(const ir::Value *v, Layout l) {
     if (!v->type.is_scalar()) plan_.layouts[v] = std::move(l);
   }
   Layout dflt(const ir::Value *v) const { return default_layout(v->type.shape, num_warps_); }
+
+  // The shape v is eventually broadcast to, following elementwise users (e.g. x[:, None] * stride + ptr,
+  // broadcast afterwards); v's own shape when no broadcast is found.
+  std::vector<int64_t> broadcast_target(const ir::Value *v, int depth = 0) {
+    for (const ir::Op *u : users_[v]) {
+      if (u->kind == ir::OpKind::Broadcast) return u->result()->type.shape;
+      if (depth < 8 && is_elementwise(u->kind) && u->result()->type.shape == v->type.shape) {
+        auto s = broadcast_target(u->result(), depth + 1);
+        if (s != v->type.shape) return s;
+      }
+    }
+    return v->type.shape;
+  }
 
   void op(const ir::Op &op) {
     using K = ir::OpKind;
@@ -93,14 +107,18 @@ class Assigner {
             return;
           }
         }
-        std::vector<int64_t> hint = res->type.shape;
-        if (use_count_[res] == 1 && user_[res]->kind == K::Broadcast) hint = user_[res]->result()->type.shape;
+        std::vector<int64_t> hint = broadcast_target(res);
         set(res, reshape_same_params(default_layout(hint, num_warps_), res->type.shape));
-        if (src->type.is_scalar() || free(src)) plan_.rematerializable.insert(res);
+        mark_remat(res, src->type.is_scalar() || remat(src));
         return;
       }
       case K::Broadcast:
-        set(res, reshape_same_params(plan_.of(op.operand(0)), res->type.shape));
+        if (free(op.operand(0))) {  // recomputed in whatever layout a user needs: plan the default
+          set(res, dflt(res));
+          mark_remat(res, remat(op.operand(0)));
+        } else {
+          set(res, reshape_same_params(plan_.of(op.operand(0)), res->type.shape));
+        }
         return;
       case K::Dot:
         set(res, free(op.operand(2)) ? dflt(res) : plan_.of(op.operand(2)));
@@ -125,9 +143,10 @@ class Assigner {
     }
     if (is_elementwise(op.kind) && tile) {
       const ir::Value *pick = nullptr;
-      bool all_free = true;
+      bool all_free = true, all_remat = true;
       for (auto *o : op.operands) {
         if (o->type.is_scalar()) continue;
+        all_remat = all_remat && remat(o);
         if (!free(o)) {
           all_free = false;
           if (!pick) pick = o;
@@ -136,8 +155,10 @@ class Assigner {
       if (!pick)
         for (auto *o : op.operands)
           if (!o->type.is_scalar()) { pick = o; break; }
-      set(res, pick ? plan_.of(pick) : dflt(res));
-      if (all_free) plan_.rematerializable.insert(res);
+      // Results computed only from rematerializable values are themselves rematerializable: plan them in
+      // the default layout (the one loads and stores vectorize best in), not their operands' layouts.
+      set(res, pick && !all_free ? plan_.of(pick) : dflt(res));
+      mark_remat(res, all_remat);
     }
   }
 

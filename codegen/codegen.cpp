@@ -116,7 +116,8 @@ Tile Lowering::rematerialize(const ir::Value *v, const Layout &l, int depth) {
   Tile t;
   using K = ir::OpKind;
   if (def->kind == K::Constant || def->kind == K::Arange) t = lower_source(*this, *def, &l);
-  else if (def->kind == K::Splat || def->kind == K::ExpandDims) t = lower_shape_op(*this, *def, &l);
+  else if (def->kind == K::Splat || def->kind == K::ExpandDims || def->kind == K::Broadcast)
+    t = lower_shape_op(*this, *def, &l);
   else if (is_elementwise(def->kind)) t = lower_elementwise(*this, *def, &l);
   else t = convert(get(v), v->type.elem, l);
   cur_op = saved;
@@ -193,6 +194,18 @@ llvm::Value *Lowering::smem_addr(llvm::Value *index, llvm::Type *ty, int64_t bas
   llvm::Value *p = smem_;
   if (base_bytes) p = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), p, uint64_t(base_bytes));
   return b.CreateInBoundsGEP(ty, p, index);
+}
+
+llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes) {
+  constexpr int64_t kStaticBudget = 40 * 1024;  // static shared memory is limited to 48 KB per kernel
+  bytes = (bytes + 15) / 16 * 16;
+  if (static_smem_bytes_ + bytes > kStaticBudget) return nullptr;
+  static_smem_bytes_ += bytes;
+  auto *ty = llvm::ArrayType::get(b.getInt8Ty(), uint64_t(bytes));
+  auto *g = new llvm::GlobalVariable(mod, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
+                                     "tilejit_staged", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+  g->setAlignment(llvm::Align(16));
+  return g;
 }
 
 void Lowering::barrier() { b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_barrier0)); }

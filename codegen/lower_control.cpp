@@ -43,6 +43,8 @@ void lower_for(Lowering &L, const ir::Op &op) {
     inits.push_back(arg->type.is_scalar() ? L.get(init) : L.get_in(init, L.layout_of(arg)));
   }
   const ir::Op *saved = L.cur_op;
+  stage_invariant_dot_operands(L, op);
+  L.cur_op = saved;
   llvm::BasicBlock *pre = b.GetInsertBlock();
   llvm::BasicBlock *header = L.new_block("for.header"), *loop = L.new_block("for.body"), *exit = L.new_block("for.exit");
   b.CreateBr(header);

@@ -13,7 +13,8 @@
 namespace tilejit::codegen {
 namespace {
 
-void stage(Lowering &L, const Tile &t, ElemType et, int64_t row_stride, int64_t base_bytes, bool tf32) {
+/// Writes tile t (rank 2, row-major with `row_stride`) at `base` (a shared-memory pointer).
+void stage(Lowering &L, const Tile &t, ElemType et, int64_t row_stride, llvm::Value *base, bool tf32) {
   auto &b = L.b;
   const Layout &l = *t.layout;
   llvm::Type *mt = L.mem_type(et);
@@ -23,7 +24,7 @@ void stage(Lowering &L, const Tile &t, ElemType et, int64_t row_stride, int64_t 
     llvm::Value *v = t.regs[size_t(r)];
     if (tf32) v = b.CreateBitCast(b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_f2tf32_rna), {v}), b.getFloatTy());
     llvm::Value *idx = L.linear_index(l, r, {row_stride, 1});
-    b.CreateAlignedStore(v, L.smem_addr(idx, mt, base_bytes), align);
+    b.CreateAlignedStore(L.to_mem(v, et), b.CreateInBoundsGEP(mt, base, idx), align);
   }
 }
 
@@ -34,6 +35,28 @@ llvm::Value *to_f32(Lowering &L, llvm::Value *v, DType t) {
 }
 
 }  // namespace
+
+void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op) {
+  bool staged_any = false;
+  ir::walk(*for_op.region(0), [&](ir::Op &op) {
+    if (op.kind != ir::OpKind::Dot) return;
+    for (int i = 0; i < 2; ++i) {
+      const ir::Value *v = op.operand(i);
+      if (L.persistent_operands.count(v) || !L.is_lowered(v) || v->type.rank() != 2) continue;
+      bool tf32 = op.attrs.flag && v->type.dtype() == DType::f32;
+      if (tf32) continue;  // staged values would depend on the dot's rounding; keep the general path
+      const Tile &t = L.get(v);
+      if (t.is_scalar()) continue;
+      int64_t bytes = v->type.numel() * dtype_bytes(v->type.dtype());
+      llvm::GlobalVariable *g = L.new_static_smem(bytes);
+      if (!g) continue;
+      stage(L, t, v->type.elem, v->type.shape[1], g, false);
+      L.persistent_operands[v] = g;
+      staged_any = true;
+    }
+  });
+  if (staged_any) L.barrier();
+}
 
 Tile lower_dot(Lowering &L, const ir::Op &op) {
   auto &b = L.b;
@@ -54,13 +77,25 @@ Tile lower_dot(Lowering &L, const ir::Op &op) {
   bool tf32 = op.attrs.flag;
   bool a_tf32 = tf32 && aet.dtype == DType::f32, b_tf32 = tf32 && bet.dtype == DType::f32;
 
-  int64_t a_bytes = M * K * dtype_bytes(aet.dtype);
-  int64_t b_base = (a_bytes + 15) / 16 * 16;
-  L.reserve_smem(b_base + K * N * dtype_bytes(bet.dtype));
-  L.barrier();
-  stage(L, ta, aet, K, 0, a_tf32);
-  stage(L, tb, bet, N, b_base, b_tf32);
-  L.barrier();
+  // Operands staged before an enclosing loop are read from their own arrays; the others go through the
+  // shared scratch buffer (a first, then b).
+  auto persistent = [&](const ir::Value *v) -> llvm::Value * {
+    auto it = L.persistent_operands.find(v);
+    return it == L.persistent_operands.end() ? nullptr : it->second;
+  };
+  llvm::Value *a_base = a_tf32 ? nullptr : persistent(av), *b_base = b_tf32 ? nullptr : persistent(bv);
+  bool stage_a = !a_base, stage_b = !b_base;
+  if (stage_a || stage_b) {
+    int64_t a_bytes = stage_a ? M * K * dtype_bytes(aet.dtype) : 0;
+    int64_t b_off = (a_bytes + 15) / 16 * 16;
+    L.reserve_smem(b_off + (stage_b ? K * N * dtype_bytes(bet.dtype) : 0));
+    if (stage_a) a_base = L.smem_addr(L.i32(0), b.getInt8Ty(), 0);
+    if (stage_b) b_base = L.smem_addr(L.i32(0), b.getInt8Ty(), b_off);
+    L.barrier();
+    if (stage_a) stage(L, ta, aet, K, a_base, a_tf32);
+    if (stage_b) stage(L, tb, bet, N, b_base, b_tf32);
+    L.barrier();
+  }
 
   // Per-thread row offsets (m·K) and columns (n), one per distinct register index along each dim.
   std::map<int64_t, llvm::Value *> rows, cols;
@@ -84,10 +119,10 @@ Tile lower_dot(Lowering &L, const ir::Op &op) {
   std::map<int64_t, llvm::Value *> a_vals, b_vals;
   llvm::Align aal(uint64_t(dtype_bytes(aet.dtype))), bal(uint64_t(dtype_bytes(bet.dtype)));
   for (auto &[i, row] : rows)
-    a_vals[i] = to_f32(L, b.CreateAlignedLoad(amt, L.smem_addr(b.CreateAdd(row, k), amt), aal), aet.dtype);
+    a_vals[i] = to_f32(L, L.from_mem(b.CreateAlignedLoad(amt, b.CreateInBoundsGEP(amt, a_base, b.CreateAdd(row, k)), aal), aet), aet.dtype);
   llvm::Value *krow = b.CreateMul(k, L.i32(N));
   for (auto &[i, col] : cols)
-    b_vals[i] = to_f32(L, b.CreateAlignedLoad(bmt, L.smem_addr(b.CreateAdd(krow, col), bmt, b_base), bal), bet.dtype);
+    b_vals[i] = to_f32(L, L.from_mem(b.CreateAlignedLoad(bmt, b.CreateInBoundsGEP(bmt, b_base, b.CreateAdd(krow, col)), bal), bet), bet.dtype);
   std::vector<llvm::Value *> next;
   for (int64_t r = 0; r < l.num_regs(); ++r) {
     auto idx = l.reg_index(r);

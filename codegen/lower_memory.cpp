@@ -6,6 +6,7 @@
 // only (replicated copies would duplicate atomics).
 #include <fmt/format.h>
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/InlineAsm.h>
 
 #include <algorithm>
 
@@ -43,13 +44,67 @@ int64_t canonical_reg(const Layout &l, int64_t r) {
   return l.reg_from_index(idx);
 }
 
+/// The type a vector of v elements of mt is moved as: 32-bit words when it spans ≥ 4 bytes (so the backend
+/// emits one ld/st.v{1,2,4}.b32 rather than splitting vectors of 16-bit types), else mt itself.
+llvm::Type *access_type(Lowering &L, llvm::Type *mt, int64_t esize, int64_t v) {
+  int64_t bytes = esize * v;
+  if (v == 1) return mt;
+  if (bytes == 4) return L.b.getInt32Ty();
+  if (bytes % 4 == 0) return llvm::FixedVectorType::get(L.b.getInt32Ty(), unsigned(bytes / 4));
+  return llvm::FixedVectorType::get(mt, unsigned(v));
+}
+
+/// A vector of 16-bit (or 8-bit) elements loaded as `words` 32-bit words by inline PTX, predicated on cond:
+/// LLVM 19 folds a <2 x i32> load feeding a bitcast back into a <4 x bf16> load, which NVPTX then splits
+/// into two loads. Where cond is false the words are unspecified (the caller selects `other` there).
+llvm::Value *asm_load_words(Lowering &L, llvm::Value *p, int64_t words, llvm::Value *cond) {
+  auto &b = L.b;
+  std::string outs, cons;
+  for (int64_t i = 0; i < words; ++i) {
+    outs += (i ? ", $" : "$") + std::to_string(i);
+    cons += "=r,";
+  }
+  std::string vec = words == 1 ? "" : ".v" + std::to_string(words);
+  std::string dst = words == 1 ? outs : "{" + outs + "}";
+  bool masked = !(llvm::isa<llvm::ConstantInt>(cond) && llvm::cast<llvm::ConstantInt>(cond)->isOne());
+  std::string text;
+  std::vector<llvm::Value *> args{b.CreatePtrToInt(p, b.getInt64Ty())};
+  std::vector<llvm::Type *> arg_types{b.getInt64Ty()};
+  if (masked) {
+    text = "{ .reg .pred p; setp.ne.b32 p, $" + std::to_string(words + 1) + ", 0; @p ld.global" + vec + ".b32 " + dst +
+           ", [$" + std::to_string(words) + "]; }";
+    cons += "l,r";
+    args.push_back(b.CreateZExt(cond, b.getInt32Ty()));
+    arg_types.push_back(b.getInt32Ty());
+  } else {
+    text = "ld.global" + vec + ".b32 " + dst + ", [$" + std::to_string(words) + "];";
+    cons += "l";
+  }
+  cons += ",~{memory}";
+  llvm::Type *ret = words == 1 ? static_cast<llvm::Type *>(b.getInt32Ty())
+                               : llvm::StructType::get(L.ctx, std::vector<llvm::Type *>(size_t(words), b.getInt32Ty()));
+  auto *fty = llvm::FunctionType::get(ret, arg_types, false);
+  llvm::Value *r = b.CreateCall(fty, llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true), args);
+  if (words == 1) return r;
+  llvm::Value *vecv = llvm::PoisonValue::get(llvm::FixedVectorType::get(b.getInt32Ty(), unsigned(words)));
+  for (int64_t i = 0; i < words; ++i) vecv = b.CreateInsertElement(vecv, b.CreateExtractValue(r, {unsigned(i)}), uint64_t(i));
+  return vecv;
+}
+
 /// Loads `v` consecutive elements at p (alignment v·esize); returns the register values.
 std::vector<llvm::Value *> load_group(Lowering &L, llvm::Value *p, ElemType et, int64_t v, llvm::Value *cond,
                                       const std::vector<llvm::Value *> &other) {
   auto &b = L.b;
   llvm::Type *mt = L.mem_type(et);
   int64_t esize = int64_t(L.mod.getDataLayout().getTypeAllocSize(mt));
-  llvm::Type *ty = v == 1 ? mt : llvm::FixedVectorType::get(mt, unsigned(v));
+  if (v > 1 && esize < 4 && (esize * v) % 4 == 0) {
+    llvm::Value *words = asm_load_words(L, p, esize * v / 4, cond);
+    llvm::Value *elems = b.CreateBitCast(words, llvm::FixedVectorType::get(mt, unsigned(v)));
+    std::vector<llvm::Value *> out;
+    for (int64_t e = 0; e < v; ++e) out.push_back(L.from_mem(b.CreateExtractElement(elems, uint64_t(e)), et));
+    return out;
+  }
+  llvm::Type *ty = access_type(L, mt, esize, v);
   llvm::Align align(uint64_t(esize * v));
   llvm::Value *loaded;
   if (auto *c = llvm::dyn_cast<llvm::ConstantInt>(cond); c && c->isOne()) {
@@ -67,6 +122,8 @@ std::vector<llvm::Value *> load_group(Lowering &L, llvm::Value *p, ElemType et, 
     phi->addIncoming(llvm::Constant::getNullValue(ty), before);
     loaded = phi;
   }
+  if (v > 1 && ty != llvm::FixedVectorType::get(mt, unsigned(v)))
+    loaded = b.CreateBitCast(loaded, llvm::FixedVectorType::get(mt, unsigned(v)));
   std::vector<llvm::Value *> out;
   for (int64_t e = 0; e < v; ++e) {
     llvm::Value *x = v == 1 ? loaded : b.CreateExtractElement(loaded, uint64_t(e));
@@ -149,6 +206,7 @@ void lower_store(Lowering &L, const ir::Op &op) {
     } else {
       data = llvm::PoisonValue::get(llvm::FixedVectorType::get(mt, unsigned(width)));
       for (int64_t e = 0; e < width; ++e) data = b.CreateInsertElement(data, L.to_mem(x.regs[size_t(r + e)], et), uint64_t(e));
+      data = b.CreateBitCast(data, access_type(L, mt, esize, width));
     }
     llvm::Value *cond = b.CreateAnd(owner, m.regs[size_t(r)]);
     llvm::Value *addr = p.regs[size_t(r)];

@@ -93,6 +93,14 @@ class Lowering {
   Tile redistribute(const Tile &src, ElemType et, const Layout &dst, const std::vector<int64_t> &src_strides,
                     const std::vector<int64_t> &dst_strides, bool owners_only = false);
 
+  // ---- loop-invariant dot operands ----
+  /// Dot operands defined outside a loop are staged once, before the loop, in a static shared array of
+  /// their own (row-major, their dtype); the dot inside the loop reads them from there.
+  std::unordered_map<const ir::Value *, llvm::GlobalVariable *> persistent_operands;
+  /// A new static shared array of `bytes` (16-byte aligned), or null when the static budget is exhausted.
+  llvm::GlobalVariable *new_static_smem(int64_t bytes);
+  bool is_lowered(const ir::Value *v) const { return values_.count(v) != 0; }
+
   // ---- helpers ----
   [[noreturn]] void fail(const std::string &why) const;
   llvm::Function *intrinsic(unsigned id, llvm::ArrayRef<llvm::Type *> tys = {});
@@ -124,6 +132,7 @@ class Lowering {
   int64_t smem_bytes_ = 0;
   llvm::Value *tid_ = nullptr, *lane_ = nullptr, *warp_ = nullptr;
   std::string entry_;
+  int64_t static_smem_bytes_ = 0;
 };
 
 // ---- per-family lowering (each returns the result Tile(s) in its natural layout; Lowering::set converts) --
@@ -146,6 +155,8 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op);
 Tile lower_reduce(Lowering &L, const ir::Op &op);                 // Reduce and ArgReduce
 // lower_dot.cpp
 Tile lower_dot(Lowering &L, const ir::Op &op);
+/// Before the loop `for_op`: stages its body's loop-invariant dot operands (Lowering::persistent_operands).
+void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op);
 // lower_control.cpp (they record their results themselves)
 void lower_for(Lowering &L, const ir::Op &op);
 void lower_if(Lowering &L, const ir::Op &op);
