@@ -1,0 +1,280 @@
+// Codegen on the GPU: each hand-built IR kernel of tests/test_codegen_kernels.h runs on the GPU and on the
+// CPU interpreter (the oracle) over the same fresh random inputs; outputs (poisoned first) must agree.
+// Tolerances per dtype are stated at each check (approximate PTX math vs libm, f32 summation order).
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "interp/interpreter.h"
+#include "runtime/runtime.h"
+#include "test_codegen_kernels.h"
+#include "tilejit/buffer.h"
+
+using namespace tilejit;
+using namespace tilejit::codegen::testing;
+
+namespace {
+
+/// One kernel argument given on both backends: a buffer with the same initial bytes, or a scalar.
+struct Arg {
+  std::vector<uint8_t> init;  // buffer contents (empty: scalar)
+  KernelArg scalar;
+  Buffer gpu, cpu;
+};
+
+Arg buffer_arg(const void *data, size_t bytes) {
+  Arg a;
+  a.init.assign(static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + bytes);
+  return a;
+}
+template <class T> Arg buffer_arg(const std::vector<T> &v) { return buffer_arg(v.data(), v.size() * sizeof(T)); }
+Arg poisoned(size_t bytes) {
+  std::vector<uint8_t> p(bytes, 0xff);
+  return buffer_arg(p);
+}
+Arg int_arg(int64_t v) {
+  Arg a;
+  a.scalar.kind = KernelArg::Kind::Int;
+  a.scalar.i = v;
+  return a;
+}
+
+std::vector<float> random_floats(size_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto &x : v) x = d(gen);
+  return v;
+}
+
+/// Runs fn on the interpreter and on the GPU; afterwards arg.cpu / arg.gpu hold each backend's buffers.
+void run_both(const ir::Function &fn, Grid grid, std::vector<Arg> &args, int num_warps = 4) {
+  for (Backend be : {Backend::Interpreter, Backend::GPU}) {
+    std::vector<KernelArg> ka;
+    for (auto &a : args) {
+      if (a.init.empty()) {
+        ka.push_back(a.scalar);
+        continue;
+      }
+      Buffer &buf = be == Backend::GPU ? a.gpu : a.cpu;
+      buf = Buffer(a.init.size(), be);
+      buf.upload(a.init.data(), a.init.size());
+      KernelArg k;
+      k.kind = KernelArg::Kind::Ptr;
+      k.ptr = buf.address();
+      k.bytes = a.init.size();
+      ka.push_back(k);
+    }
+    if (be == Backend::Interpreter) {
+      interp::run(fn, grid, ka);
+    } else {
+      codegen::CodegenOptions opts;
+      opts.arch = runtime::device_arch();
+      opts.num_warps = num_warps;
+      const auto &k = runtime::get_kernel(fn, opts);
+      runtime::launch(k, grid, fn.params, ka, nullptr);
+    }
+  }
+}
+
+template <class T> std::pair<std::vector<T>, std::vector<T>> outputs(const Arg &a) {
+  size_t n = a.init.size() / sizeof(T);
+  return {a.cpu.download_as<T>(n), a.gpu.download_as<T>(n)};
+}
+
+/// |gpu - cpu| ≤ atol + rtol·|cpu| elementwise. NaN (the 0xff poison) must be on both sides, and only
+/// where the kernel leaves elements unwritten (`unwritten_ok`): otherwise both backends skipping a store
+/// would pass unnoticed.
+void require_close(const std::vector<float> &cpu, const std::vector<float> &gpu, double rtol, double atol,
+                   const std::string &what, bool unwritten_ok = false) {
+  REQUIRE(cpu.size() == gpu.size());
+  size_t written = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) written += !std::isnan(cpu[i]);
+  INFO(what << ": " << written << " of " << cpu.size() << " elements written by the interpreter");
+  REQUIRE(written > 0);
+  if (!unwritten_ok) REQUIRE(written == cpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (std::isnan(cpu[i]) || std::isnan(gpu[i])) {
+      INFO(what << " element " << i << ": interpreter " << cpu[i] << ", GPU " << gpu[i]);
+      REQUIRE((std::isnan(cpu[i]) && std::isnan(gpu[i])));
+      continue;
+    }
+    if (std::isinf(cpu[i]) || std::isinf(gpu[i])) {
+      INFO(what << " element " << i << ": interpreter " << cpu[i] << ", GPU " << gpu[i]);
+      REQUIRE(cpu[i] == gpu[i]);
+      continue;
+    }
+    double err = std::abs(double(gpu[i]) - double(cpu[i])), bound = atol + rtol * std::abs(double(cpu[i]));
+    if (err > bound) {
+      INFO(what << " element " << i << ": interpreter " << cpu[i] << ", GPU " << gpu[i] << ", error " << err
+                << " > " << bound);
+      REQUIRE(err <= bound);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("codegen on the GPU: masked vector add matches the interpreter exactly", "[gpu][codegen]") {
+  const int64_t n = 5008;  // not a multiple of the block: the last program is masked
+  std::vector<Arg> args;
+  args.push_back(buffer_arg(random_floats(n, -10, 10, 1)));
+  args.push_back(buffer_arg(random_floats(n, -10, 10, 2)));
+  args.push_back(poisoned(n * 4));
+  args.push_back(int_arg(n));
+  run_both(vector_add(1024), Grid{uint32_t((n + 1023) / 1024)}, args);
+  auto [cpu, gpu] = outputs<float>(args[2]);
+  require_close(cpu, gpu, 0, 0, "vector_add");  // f32 adds: bit-identical
+}
+
+TEST_CASE("codegen on the GPU: row softmax (f32, bf16; shuffles and cross-warp reductions)", "[gpu][codegen]") {
+  struct Case { int64_t bm, bn; DType dt; int warps; int rows, cols; };
+  for (Case c : {Case{4, 128, F32, 4, 37, 112}, Case{4, 128, BF16, 4, 37, 128}, Case{1, 2048, F32, 8, 3, 2000},
+                 Case{2, 256, F32, 1, 5, 256}}) {
+    int64_t stride = c.bn;
+    auto x = random_floats(size_t(c.rows * stride), -4, 4, 3);
+    std::vector<Arg> args;
+    if (c.dt == BF16) {
+      std::vector<uint16_t> xb(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &x[i], 4);
+        xb[i] = uint16_t(bits >> 16);  // bf16 by truncation: any bf16 values will do as input
+      }
+      args.push_back(buffer_arg(xb));
+    } else {
+      args.push_back(buffer_arg(x));
+    }
+    args.push_back(poisoned(size_t(c.rows * stride) * dtype_bytes(c.dt)));
+    args.push_back(int_arg(c.rows));
+    args.push_back(int_arg(c.cols));
+    args.push_back(int_arg(stride));
+    run_both(softmax(c.bm, c.bn, c.dt), Grid{uint32_t((c.rows + c.bm - 1) / c.bm)}, args, c.warps);
+    std::vector<float> cpu, gpu;
+    if (c.dt == BF16) {
+      auto [cb, gb] = outputs<uint16_t>(args[1]);
+      for (size_t i = 0; i < cb.size(); ++i) {
+        uint32_t a = uint32_t(cb[i]) << 16, b = uint32_t(gb[i]) << 16;
+        float fa, fb;
+        std::memcpy(&fa, &a, 4);
+        std::memcpy(&fb, &b, 4);
+        cpu.push_back(fa);
+        gpu.push_back(fb);
+      }
+    } else {
+      std::tie(cpu, gpu) = outputs<float>(args[1]);
+    }
+    // f32: ex2.approx and a different summation order (≈1e-6 relative); bf16: one rounding step apart.
+    double rtol = c.dt == BF16 ? 1.6e-2 : 2e-5;
+    require_close(cpu, gpu, rtol, 1e-7, fmt::format("softmax {}x{} {} w{}", c.bm, c.bn, dtype_name(c.dt), c.warps),
+                  /*unwritten_ok=*/c.cols < stride);
+  }
+}
+
+TEST_CASE("codegen on the GPU: argmax/argmin and a cross-warp sum", "[gpu][codegen]") {
+  const int64_t block = 512, R = 32, C = 64, programs = 3;
+  std::vector<Arg> args;
+  args.push_back(buffer_arg(random_floats(size_t(block * programs), -100, 100, 4)));
+  args.push_back(poisoned(programs * 4));
+  args.push_back(buffer_arg(random_floats(size_t(R * C), -100, 100, 5)));
+  args.push_back(poisoned(C * 4));
+  args.push_back(poisoned(programs * 4));
+  run_both(arg_reductions(block, R, C), Grid{uint32_t(programs)}, args);
+  auto [ci, gi] = outputs<int32_t>(args[1]);
+  REQUIRE(ci == gi);
+  auto [cm, gm] = outputs<int32_t>(args[3]);
+  REQUIRE(cm == gm);
+  auto [cs, gs] = outputs<float>(args[4]);
+  require_close(cs, gs, 1e-5, 1e-3, "sum");  // 512 terms of ±100 in another order
+}
+
+TEST_CASE("codegen on the GPU: dot in a K loop (bf16, f16, f32)", "[gpu][codegen]") {
+  const int64_t M = 128, N = 192, K = 96;
+  for (DType dt : {BF16, DType::f16, F32}) {
+    auto a = random_floats(size_t(M * K), -1, 1, 6), b = random_floats(size_t(K * N), -1, 1, 7);
+    std::vector<Arg> args;
+    auto narrow = [&](const std::vector<float> &v) {
+      if (dt == F32) return buffer_arg(v);
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        // exact small multiples of 1/64 are representable in f16 and bf16
+        float q = std::round(v[i] * 64) / 64;
+        if (dt == BF16) {
+          uint32_t bits;
+          std::memcpy(&bits, &q, 4);
+          h[i] = uint16_t(bits >> 16);
+        } else {
+          _Float16 f = static_cast<_Float16>(q);
+          std::memcpy(&h[i], &f, 2);
+        }
+      }
+      return buffer_arg(h);
+    };
+    args.push_back(narrow(a));
+    args.push_back(narrow(b));
+    args.push_back(poisoned(M * N * 4));
+    args.push_back(int_arg(N));
+    args.push_back(int_arg(K));
+    run_both(matmul(64, 64, 32, dt), Grid{uint32_t(M / 64), uint32_t(N / 64)}, args);
+    auto [cpu, gpu] = outputs<float>(args[2]);
+    require_close(cpu, gpu, 1e-5, 1e-5, fmt::format("matmul {}", dtype_name(dt)));  // f32 fma, same order
+  }
+}
+
+TEST_CASE("codegen on the GPU: if, casts, atomics, math, transpose/reshape", "[gpu][codegen]") {
+  {
+    std::vector<Arg> args;
+    args.push_back(buffer_arg(random_floats(256 * 4, -5, 5, 8)));
+    args.push_back(poisoned(256 * 4 * 4));
+    run_both(branchy(), Grid{4}, args);
+    auto [cpu, gpu] = outputs<float>(args[1]);
+    require_close(cpu, gpu, 0, 0, "branchy");
+  }
+  {
+    std::vector<Arg> args;
+    args.push_back(buffer_arg(random_floats(128, -100, 100, 9)));
+    args.push_back(poisoned(128 * 64 * 4));
+    run_both(casts(), Grid{1}, args);
+    auto [cpu, gpu] = outputs<float>(args[1]);
+    require_close(cpu, gpu, 0, 0, "casts");
+  }
+  {
+    std::vector<Arg> args;
+    args.push_back(buffer_arg(random_floats(64, -10, 10, 10)));
+    std::vector<int32_t> cnt(64);
+    for (int i = 0; i < 64; ++i) cnt[size_t(i)] = i * 7 - 100;
+    args.push_back(buffer_arg(cnt));
+    args.push_back(poisoned(128 * 4));
+    args.push_back(int_arg(50));
+    run_both(atomics(), Grid{1}, args);
+    auto [ca, ga] = outputs<float>(args[0]);
+    require_close(ca, ga, 0, 0, "atomic accumulators");
+    auto [cc, gc] = outputs<int32_t>(args[1]);
+    REQUIRE(cc == gc);
+    auto [co, go] = outputs<uint32_t>(args[2]);
+    for (int i : {0, 1, 49, 100}) {
+      INFO("old value " << i);
+      REQUIRE(co[size_t(i)] == go[size_t(i)]);
+    }
+  }
+  for (DType dt : {F32, BF16}) {
+    std::vector<Arg> args;
+    args.push_back(buffer_arg(random_floats(256, 0.25f, 4.0f, 11)));
+    args.push_back(poisoned(256 * unary_math_ops().size() * 4));
+    run_both(unary_math(dt), Grid{1}, args, 2);
+    auto [cpu, gpu] = outputs<float>(args[1]);
+    // PTX approximations: ex2/lg2 ≈ 2 ulp, tanh.approx ≈ 2^-11 relative; bf16 results ≤ 1 bf16 ulp apart.
+    require_close(cpu, gpu, dt == BF16 ? 8e-3 : 1e-3, 1e-6, fmt::format("unary math {}", dtype_name(dt)));
+  }
+  {
+    std::vector<Arg> args;
+    args.push_back(buffer_arg(random_floats(16 * 32, -1, 1, 12)));
+    args.push_back(poisoned(16 * 32 * 4));
+    run_both(transpose_reshape(16, 32), Grid{1}, args);
+    auto [cpu, gpu] = outputs<float>(args[1]);
+    require_close(cpu, gpu, 0, 0, "transpose + reshape");
+  }
+}
