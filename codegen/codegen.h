@@ -9,15 +9,20 @@
 namespace tilejit::codegen {
 
 struct CodegenOptions {
-  std::string arch = "sm_90a";  // sm_80, sm_86, sm_89, sm_90, sm_90a
-  int num_warps = 4;
-  int num_stages = 1;
+  std::string arch = "sm_90a";  // sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a
+  int num_warps = 4;            // power of two in [1, 32]
+  int num_stages = 1;           // not used by the generated code yet (part of the cache key only)
 };
 
+/// Kernel ABI (what the runtime passes): one .param per ir::Function param, in order: pointers as 64-bit
+/// device addresses (.u64), i32/i64/f32 scalars by value in their natural size. Launch with a 1-D block of
+/// num_threads threads, the grid = programs (program_id(a) = %ctaid.{x,y,z}), and shared_bytes of dynamic
+/// shared memory. Loop-invariant dot operands additionally use static shared memory (at most 40 KB, declared
+/// in the PTX, so the driver accounts for it; the launch only provides shared_bytes).
 struct PtxResult {
   std::string ptx;            // PTX text (.version 8.5)
   std::string entry;          // the .entry name (the kernel's function name, sanitized)
-  int shared_bytes = 0;       // dynamic shared memory the launch must provide
+  int shared_bytes = 0;       // dynamic shared memory the launch must provide (may exceed 48 KB)
   int num_threads = 128;      // 32 · num_warps
 };
 
