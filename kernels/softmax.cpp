@@ -22,7 +22,7 @@ auto &softmax_kernel() {
     auto e = exp(z);
     auto y = e / sum(e, 0);
     store(out + row * row_stride + offs, y.to(T::dtype), mask);
-  });
+  }, {"in", "out", "cols", "row_stride", "BLOCK"});
   return kernel;
 }
 

@@ -13,7 +13,7 @@ auto &vector_add_kernel() {
     auto offs = program_id(0) * BLOCK + arange(0, BLOCK);
     auto mask = offs < n;
     store(out + offs, load(x + offs, mask, 0.f) + load(y + offs, mask, 0.f), mask);
-  });
+  }, {"x", "y", "out", "n", "BLOCK"});
   return kernel;
 }
 
