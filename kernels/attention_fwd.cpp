@@ -5,10 +5,15 @@
 // and normalizes once after the loop. Scores are pre-multiplied by scale·log2(e) so the softmax uses exp2
 // (one multiply folded into the scale instead of one per exp). With causal masking the loop stops at the
 // diagonal block, so key blocks above the diagonal are never loaded.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "codegen/codegen.h"
+#include "kernels/attention_internal.h"
+#include "runtime/runtime.h"
 #include "tilejit/attention.h"
 #include "tilejit/error.h"
 #include "tilejit/kernel.h"
@@ -81,7 +86,10 @@ auto &attention_kernel() {
         store(o_ptrs, out.to(T::dtype), row_ok(_, None));
         auto lse = where(l_i == 0.f, neg_inf, (m_i + log2(l_safe)) * kLn2);
         store(LSE + bh * seqlen_q + offs_m, lse, row_ok);
-      });
+      },
+      {"Q", "K", "V", "O", "LSE", "qk_scale_log2", "heads", "seqlen_q", "seqlen_k", "stride_qb", "stride_qh",
+       "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb", "stride_vh", "stride_vs", "stride_ob",
+       "stride_oh", "stride_os", "BLOCK_M", "BLOCK_N", "HEAD_DIM", "CAUSAL"});
   return kernel;
 }
 
@@ -117,21 +125,69 @@ LaunchConfig launch_config(const Options &opt) {
 
 // Calls f(kernel, args...) with the kernel for opt.dtype and the full argument list.
 template <class F, class PQ, class PO, class PL>
-decltype(auto) with_args(const Shape &s, const Options &opt, const PQ &q, const PQ &k, const PQ &v, PO &out,
-                         PL &lse, F &&f) {
+decltype(auto) with_args(const Shape &s, const Options &opt, const detail::Layout &L, const PQ &q, const PQ &k,
+                         const PQ &v, PO &out, PL &lse, F &&f) {
   float scale = opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim));
   int D = s.head_dim;
-  int sqs = D, sqh = s.seqlen_q * D, sqb = s.heads * sqh;
-  int sks = D, skh = s.seqlen_k * D, skb = s.heads * skh;
+  auto i32 = [](int64_t x) { return int(x); };  // range-checked by check_strides
   auto call = [&](auto &kernel) -> decltype(auto) {
-    return f(kernel, q, k, v, out, lse, scale * kLog2e, s.heads, s.seqlen_q, s.seqlen_k, sqb, sqh, sqs, skb,
-             skh, sks, skb, skh, sks, sqb, sqh, sqs, opt.block_m, opt.block_n, D, opt.causal);
+    return f(kernel, q, k, v, out, lse, scale * kLog2e, s.heads, s.seqlen_q, s.seqlen_k, i32(L.q.batch),
+             i32(L.q.head), i32(L.q.seq), i32(L.k.batch), i32(L.k.head), i32(L.k.seq), i32(L.v.batch),
+             i32(L.v.head), i32(L.v.seq), i32(L.o.batch), i32(L.o.head), i32(L.o.seq), opt.block_m, opt.block_n, D,
+             opt.causal);
   };
   if (opt.dtype == DType::bf16) return call(attention_kernel<bf16>());
   return call(attention_kernel<f16>());
 }
 
+detail::Layout contiguous_layout(const Shape &s) {
+  return {contiguous_strides(s.heads, s.seqlen_q, s.head_dim), contiguous_strides(s.heads, s.seqlen_k, s.head_dim),
+          contiguous_strides(s.heads, s.seqlen_k, s.head_dim), contiguous_strides(s.heads, s.seqlen_q, s.head_dim)};
+}
+
+// The kernel indexes with int32 arithmetic: every offset it forms must fit. Returns the furthest element.
+int64_t check_strides(const Strides &st, int seqlen, const Shape &s, const char *name) {
+  auto fail = [&](const std::string &why) {
+    return TraceError(fmt::format("attention::forward_strided: tensor '{}' strides (batch {}, head {}, seq {}, dim {}) "
+                                  "{}", name, st.batch, st.head, st.seq, st.dim, why));
+  };
+  if (st.dim != 1) throw fail("are not supported: the last dimension must be contiguous (stride 1)");
+  if (st.batch < 0 || st.head < 0 || st.seq < 0) throw fail("must not be negative");
+  int64_t last = int64_t(std::max(s.batch - 1, 0)) * st.batch + int64_t(std::max(s.heads - 1, 0)) * st.head +
+                 int64_t(std::max(seqlen - 1, 0)) * st.seq + (s.head_dim - 1);
+  if (last > std::numeric_limits<int32_t>::max())
+    throw fail(fmt::format("address element {}, beyond the kernel's int32 indexing", last));
+  return last;
+}
+
 }  // namespace
+
+namespace detail {
+
+void launch(const Pointers &p, const Shape &s, const Layout &L, const Options &opt) {
+  Grid grid{uint32_t((s.seqlen_q + opt.block_m - 1) / opt.block_m), uint32_t(s.batch * s.heads), 1};
+  auto cfg = launch_config(opt);
+  with_args(s, opt, L, p.q, p.k, p.v, p.out, p.lse,
+            [&](auto &kernel, auto &&...args) { kernel.launch(grid, cfg, args...); });
+}
+
+autotune::Compiled compile(const Pointers &p, const Shape &s, const Layout &L, const Options &opt) {
+  const ir::Function &fn = with_args(s, opt, L, p.q, p.k, p.v, p.out, p.lse, [&](auto &kernel, auto &&...args)
+                                         -> const ir::Function & { return kernel.function(args...); });
+  codegen::CodegenOptions co;
+  co.arch = opt.arch.empty() ? runtime::device_arch() : opt.arch;
+  co.num_warps = opt.num_warps;
+  co.num_stages = opt.num_stages;
+  const runtime::LoadedKernel &k = runtime::get_kernel(fn, co);
+  return {k.num_regs, k.shared_bytes, k.num_threads};
+}
+
+}  // namespace detail
+
+Strides contiguous_strides(int heads, int seqlen, int head_dim) {
+  int64_t seq = head_dim, head = int64_t(seqlen) * seq;
+  return {int64_t(heads) * head, head, seq, 1};
+}
 
 double forward_flops(const Shape &s, bool causal) {
   double f = 4.0 * s.batch * s.heads * double(s.seqlen_q) * s.seqlen_k * s.head_dim;
@@ -154,15 +210,52 @@ void forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buf
   need(out, nq * s.head_dim * esz, "out");
   need(lse, nq * 4, "lse");
   if (nq == 0) return;
-  Grid grid{uint32_t((s.seqlen_q + opt.block_m - 1) / opt.block_m), uint32_t(s.batch * s.heads), 1};
-  auto cfg = launch_config(opt);
-  with_args(s, opt, q, k, v, out, lse, [&](auto &kernel, auto &&...args) { kernel.launch(grid, cfg, args...); });
+  bool gpu = resolve_backend(opt.backend) == Backend::GPU;
+  for (const Buffer *b : {&q, &k, &v, static_cast<const Buffer *>(&out), static_cast<const Buffer *>(&lse)})
+    if (b->on_gpu() != gpu)
+      throw TraceError(fmt::format("attention::forward: a {} buffer was given for a launch on the {}",
+                                   b->on_gpu() ? "GPU" : "host (interpreter)", gpu ? "GPU" : "CPU interpreter"));
+  detail::Layout L = contiguous_layout(s);
+  auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
+  forward_strided(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), s, L.q, L.k, L.v, L.o, opt);
+}
+
+void forward_strided(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, const Shape &s,
+                     const Strides &q_strides, const Strides &k_strides, const Strides &v_strides,
+                     const Strides &o_strides, const Options &opt) {
+  detail::Layout L{q_strides, k_strides, v_strides, o_strides};
+  detail::Pointers p{q, k, v, out, lse};
+  detail::validate(p, s, L, opt);
+  if (int64_t(s.batch) * s.heads * s.seqlen_q == 0) return;
+  if (opt.autotune && resolve_backend(opt.backend) == Backend::GPU) {
+    detail::launch(p, s, L, detail::tuned_options(p, s, L, opt, {}, nullptr));
+    return;
+  }
+  detail::launch(p, s, L, opt);
+}
+
+void detail::validate(const Pointers &p, const Shape &s, const Layout &L, const Options &opt) {
+  check_shape(s, opt);
+  if (int64_t(s.batch) * s.heads * s.seqlen_q == 0) return;
+  auto extent = [&](DevicePtr d, int64_t last_element, size_t esz, const char *name) {
+    if (d.address == 0) throw TraceError(fmt::format("attention::forward_strided: pointer '{}' is null", name));
+    size_t need = size_t(last_element + 1) * esz;
+    if (d.bytes != 0 && d.bytes < need)
+      throw TraceError(fmt::format("attention::forward_strided: '{}' holds {} bytes, its shape and strides address {}",
+                                   name, d.bytes, need));
+  };
+  extent(p.q, check_strides(L.q, s.seqlen_q, s, "q"), 2, "q");
+  extent(p.k, check_strides(L.k, s.seqlen_k, s, "k"), 2, "k");
+  extent(p.v, check_strides(L.v, s.seqlen_k, s, "v"), 2, "v");
+  extent(p.out, check_strides(L.o, s.seqlen_q, s, "out"), 2, "out");
+  extent(p.lse, int64_t(s.batch) * s.heads * s.seqlen_q - 1, 4, "lse");
 }
 
 std::string forward_ir(const Shape &s, const Options &opt) {
   check_shape(s, opt);
   DevicePtr p{};
-  return with_args(s, opt, p, p, p, p, p, [&](auto &kernel, auto &&...args) { return kernel.ir(args...); });
+  return with_args(s, opt, contiguous_layout(s), p, p, p, p, p,
+                   [&](auto &kernel, auto &&...args) { return kernel.ir(args...); });
 }
 
 std::string forward_ptx(const Shape &s, const Options &opt) {
@@ -170,7 +263,7 @@ std::string forward_ptx(const Shape &s, const Options &opt) {
   DevicePtr p{};
   auto cfg = launch_config(opt);
   if (cfg.arch.empty()) cfg.arch = "sm_90a";
-  return with_args(s, opt, p, p, p, p, p,
+  return with_args(s, opt, contiguous_layout(s), p, p, p, p, p,
                    [&](auto &kernel, auto &&...args) { return kernel.ptx(cfg, args...).ptx; });
 }
 

@@ -5,6 +5,7 @@
 #include "tilejit/kernels.h"
 #include "codegen/codegen.h"
 #include "tilejit/ops.h"
+#include "runtime/runtime.h"
 
 namespace tilejit::kernels {
 
@@ -25,26 +26,49 @@ auto &matmul_kernel() {
     });
     auto mask = (offs_m(_, None) < M) & (offs_n(None, _) < N);
     store(c + offs_m(_, None) * ldc + offs_n(None, _), acc.to(T::dtype), mask);
-  });
+  }, {"a", "b", "c", "M", "N", "K", "lda", "ldb", "ldc", "BLOCK_M", "BLOCK_N", "BLOCK_K"});
   return kernel;
 }
 
-template <class T>
-void matmul_t(const Buffer &a, const Buffer &b, Buffer &c, int M, int N, int K, const LaunchConfig &cfg,
-              MatmulBlocks bl) {
+template <class T, class P>
+void matmul_t(const P &a, const P &b, const P &c, int M, int N, int K, const LaunchConfig &cfg, MatmulBlocks bl) {
   Grid grid{uint32_t((M + bl.m - 1) / bl.m), uint32_t((N + bl.n - 1) / bl.n)};
   matmul_kernel<T>().launch(grid, cfg, a, b, c, M, N, K, K, N, N, bl.m, bl.n, bl.k);
 }
 
-void matmul(const Buffer &a, const Buffer &b, Buffer &c, int M, int N, int K, DType dtype, const LaunchConfig &cfg,
-            MatmulBlocks blocks) {
+// Calls f(T{}) for the element type of `dtype` (f32, f16 or bf16).
+template <class F>
+decltype(auto) with_dtype(DType dtype, int M, int N, int K, F &&f) {
   if (M <= 0 || N <= 0 || K <= 0) throw TraceError("matmul: M, N, K must be positive");
   switch (dtype) {
-    case DType::f32: return matmul_t<f32>(a, b, c, M, N, K, cfg, blocks);
-    case DType::f16: return matmul_t<f16>(a, b, c, M, N, K, cfg, blocks);
-    case DType::bf16: return matmul_t<bf16>(a, b, c, M, N, K, cfg, blocks);
+    case DType::f32: return f(f32{});
+    case DType::f16: return f(f16{});
+    case DType::bf16: return f(bf16{});
     default: throw TraceError("matmul: dtype must be f32, f16 or bf16");
   }
+}
+
+void matmul(const Buffer &a, const Buffer &b, Buffer &c, int M, int N, int K, DType dtype, const LaunchConfig &cfg,
+            MatmulBlocks blocks) {
+  with_dtype(dtype, M, N, K, [&](auto t) { matmul_t<decltype(t)>(a, b, c, M, N, K, cfg, blocks); });
+}
+
+void matmul(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K, DType dtype, const LaunchConfig &cfg,
+            MatmulBlocks blocks) {
+  with_dtype(dtype, M, N, K, [&](auto t) { matmul_t<decltype(t)>(a, b, c, M, N, K, cfg, blocks); });
+}
+
+autotune::Compiled matmul_compile(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K, DType dtype,
+                                  const LaunchConfig &cfg, MatmulBlocks bl) {
+  return with_dtype(dtype, M, N, K, [&](auto t) {
+    const ir::Function &fn = matmul_kernel<decltype(t)>().function(a, b, c, M, N, K, K, N, N, bl.m, bl.n, bl.k);
+    codegen::CodegenOptions co;
+    co.arch = cfg.arch.empty() ? runtime::device_arch() : cfg.arch;
+    co.num_warps = cfg.num_warps;
+    co.num_stages = cfg.num_stages;
+    const runtime::LoadedKernel &k = runtime::get_kernel(fn, co);
+    return autotune::Compiled{k.num_regs, k.shared_bytes, k.num_threads};
+  });
 }
 
 template <class T>

@@ -35,7 +35,7 @@ Stream::Stream() {
 
 Stream::~Stream() {
   // Destructors must not throw; a failing destroy (e.g. during process teardown) is ignored.
-  if (!handle_) return;
+  if (!handle_ || !owned_) return;
   try {
     runtime::driver().cuStreamDestroy(static_cast<runtime::cu::CUstream>(handle_));
   } catch (...) {

@@ -1,5 +1,6 @@
 // get_kernel: compile key → in-process map → on-disk cubin → on-disk PTX → codegen, then load.
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,8 +31,9 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-std::mutex g_mutex;  // guards the maps below; held while compiling, so a kernel is built once
+std::mutex g_mutex;  // guards the maps below (not held while compiling)
 std::map<std::string, std::unique_ptr<LoadedKernel>> g_kernels;
+std::map<std::string, std::shared_future<const LoadedKernel *>> g_building;  // keys being built now
 CompileStats g_last_stats;
 
 // How the parameters were specialized: part of the key, since codegen may rely on it.
@@ -80,7 +82,10 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOpt
   if (opts.arch.empty()) opts.arch = device_arch();
   std::string key = ptx_key(fn, opts);
 
-  std::lock_guard lock(g_mutex);
+  // The lock guards the maps only: codegen (its own LLVMContext per call), the driver's JIT and the cache
+  // I/O run outside it, so the autotuner can build several configs on host threads at once. A key being
+  // built by another thread is waited for rather than built twice.
+  std::unique_lock lock(g_mutex);
   CompileStats stats;
   if (auto it = g_kernels.find(key); it != g_kernels.end()) {
     stats.source = "memory";
@@ -88,37 +93,62 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOpt
     g_last_stats = stats;
     return *it->second;
   }
-
-  std::string dir = cache_dir();
-  std::string ckey = cubin_key(key);
-  std::optional<KernelArtifact> cubin = read_artifact(dir, ckey, "cubin");
-  stats.source = "cubin cache";
-  if (!cubin) {
-    std::optional<KernelArtifact> ptx = read_artifact(dir, key, "ptx");
-    stats.source = "ptx cache";
-    if (!ptx) {
-      auto tc = Clock::now();
-      codegen::PtxResult r = codegen::compile_to_ptx(fn, opts);
-      stats.codegen_ms = ms_since(tc);
-      ptx = KernelArtifact{r.entry, r.shared_bytes, r.num_threads, std::move(r.ptx)};
-      write_artifact(dir, key, "ptx", *ptx);
-      stats.source = "compiled";
-    }
-    auto tl = Clock::now();
-    cubin = KernelArtifact{ptx->entry, ptx->shared_bytes, ptx->num_threads, link_ptx_to_cubin(ptx->code, ptx->entry)};
-    stats.link_ms = ms_since(tl);
-    write_artifact(dir, ckey, "cubin", *cubin);
+  if (auto it = g_building.find(key); it != g_building.end()) {
+    std::shared_future<const LoadedKernel *> pending = it->second;
+    lock.unlock();
+    const LoadedKernel &k = *pending.get();  // rethrows the builder's exception
+    lock.lock();
+    stats.source = "memory";
+    stats.total_ms = ms_since(t0);
+    g_last_stats = stats;
+    return k;
   }
-  auto tload = Clock::now();
-  auto kernel = std::make_unique<LoadedKernel>(load_kernel(*cubin));
-  stats.load_ms = ms_since(tload);
-  stats.total_ms = ms_since(t0);
+  std::promise<const LoadedKernel *> promise;
+  g_building.emplace(key, promise.get_future().share());
+  lock.unlock();
+
+  std::unique_ptr<LoadedKernel> kernel;
+  try {
+    std::string dir = cache_dir();
+    std::string ckey = cubin_key(key);
+    std::optional<KernelArtifact> cubin = read_artifact(dir, ckey, "cubin");
+    stats.source = "cubin cache";
+    if (!cubin) {
+      std::optional<KernelArtifact> ptx = read_artifact(dir, key, "ptx");
+      stats.source = "ptx cache";
+      if (!ptx) {
+        auto tc = Clock::now();
+        codegen::PtxResult r = codegen::compile_to_ptx(fn, opts);
+        stats.codegen_ms = ms_since(tc);
+        ptx = KernelArtifact{r.entry, r.shared_bytes, r.num_threads, std::move(r.ptx)};
+        write_artifact(dir, key, "ptx", *ptx);
+        stats.source = "compiled";
+      }
+      auto tl = Clock::now();
+      cubin = KernelArtifact{ptx->entry, ptx->shared_bytes, ptx->num_threads, link_ptx_to_cubin(ptx->code, ptx->entry)};
+      stats.link_ms = ms_since(tl);
+      write_artifact(dir, ckey, "cubin", *cubin);
+    }
+    auto tload = Clock::now();
+    kernel = std::make_unique<LoadedKernel>(load_kernel(*cubin));
+    stats.load_ms = ms_since(tload);
+    stats.total_ms = ms_since(t0);
+    debug_log("kernel '{}' ({} {} warps={} stages={}) from {}: codegen {:.2f} ms, link {:.2f} ms, load {:.2f} ms, "
+              "total {:.2f} ms; {} registers, {} B dynamic shared memory; key {} in {}",
+              kernel->name, fn.name, opts.arch, opts.num_warps, opts.num_stages, stats.source, stats.codegen_ms,
+              stats.link_ms, stats.load_ms, stats.total_ms, kernel->num_regs, kernel->shared_bytes, key, dir);
+  } catch (...) {
+    lock.lock();
+    g_building.erase(key);
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+  lock.lock();
   g_last_stats = stats;
-  debug_log("kernel '{}' ({} {} warps={} stages={}) from {}: codegen {:.2f} ms, link {:.2f} ms, load {:.2f} ms, "
-            "total {:.2f} ms; {} registers, {} B dynamic shared memory; key {} in {}",
-            kernel->name, fn.name, opts.arch, opts.num_warps, opts.num_stages, stats.source, stats.codegen_ms,
-            stats.link_ms, stats.load_ms, stats.total_ms, kernel->num_regs, kernel->shared_bytes, key, dir);
-  return *g_kernels.emplace(key, std::move(kernel)).first->second;
+  const LoadedKernel *loaded = g_kernels.emplace(key, std::move(kernel)).first->second.get();
+  g_building.erase(key);
+  promise.set_value(loaded);
+  return *loaded;
 }
 
 void forget_loaded_kernels() {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tilejit/autotune.h"
 #include "tilejit/buffer.h"
 #include "tilejit/launch.h"
 #include "tilejit/types.h"
@@ -28,7 +29,20 @@ struct Options {
   Backend backend = Backend::Auto;
   Stream *stream = nullptr;
   std::string arch;              // empty: the device's arch
+  /// GPU only: ignore block_m/block_n/num_warps/num_stages and use the autotuner's winner for this shape
+  /// (BLOCK_M ∈ {64,128}, BLOCK_N ∈ {32,64,128}, num_warps ∈ {4,8}, num_stages ∈ {1,2,3}), keyed by dtype,
+  /// head_dim, causal and the next powers of two of seqlen_q, seqlen_k and batch·heads. The first call for
+  /// a key tunes (seconds; outputs are restored afterwards), later calls and later processes reuse the winner.
+  bool autotune = false;
 };
+
+/// Element strides of a [batch, heads, seqlen, head_dim] tensor. The last dimension must be contiguous
+/// (dim == 1); the others must be ≥ 0 and every element's offset must fit in int32.
+struct Strides {
+  int64_t batch = 0, head = 0, seq = 0, dim = 1;
+};
+/// The strides of a contiguous (row-major) [batch, heads, seqlen, head_dim] tensor.
+Strides contiguous_strides(int heads, int seqlen, int head_dim);
 
 /// out = softmax(q·kᵀ·scale (+ causal mask)) · v, and lse = logsumexp of each query row's scaled scores
 /// (natural log). Buffers must live on the backend that runs (GPU or interpreter host memory).
@@ -36,6 +50,21 @@ struct Options {
 /// seqlen_q == seqlen_k; sizes must be > 0), DriverError on driver failures.
 void forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const Shape &shape,
              const Options &opt);
+
+/// forward() on raw pointers with arbitrary strides (e.g. PyTorch tensors in [b, s, h, d] memory order).
+/// q, k, v, out: `dtype` elements addressed through their Strides; lse: contiguous [batch, heads, seqlen_q]
+/// f32. DevicePtr::bytes, when non-zero, is checked against the furthest element addressed. Throws
+/// TraceError for a non-contiguous last dimension, negative or too large strides, null pointers and the
+/// shape errors of forward(); DriverError on driver failures.
+void forward_strided(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, const Shape &shape,
+                     const Strides &q_strides, const Strides &k_strides, const Strides &v_strides,
+                     const Strides &o_strides, const Options &opt);
+
+/// Runs the autotuner for this call's shape key (as Options::autotune does) and returns its result: the
+/// table of configs and times, the winner, where it came from. `out` and `lse` are restored afterwards.
+autotune::Result tune(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, const Shape &shape,
+                      const Strides &q_strides, const Strides &k_strides, const Strides &v_strides,
+                      const Strides &o_strides, const Options &opt, const autotune::Settings &settings = {});
 
 /// The tile IR / PTX of the attention kernel for a shape and options, without running it (arch from opt).
 std::string forward_ir(const Shape &shape, const Options &opt);

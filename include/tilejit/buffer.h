@@ -13,6 +13,10 @@ namespace tilejit {
 class Stream {
  public:
   Stream();                     // creates a non-blocking stream; throws DriverError without a GPU
+  /// Wraps a stream the caller owns (a CUstream from another library, e.g. PyTorch; null: the default
+  /// stream) without taking ownership: the destructor leaves it alone.
+  struct Borrow {};
+  Stream(Borrow, void *handle) : handle_(handle), owned_(false) {}
   ~Stream();
   Stream(const Stream &) = delete;
   Stream &operator=(const Stream &) = delete;
@@ -20,6 +24,7 @@ class Stream {
   void *handle() const { return handle_; }  // CUstream
  private:
   void *handle_ = nullptr;
+  bool owned_ = true;
 };
 
 /// An owning, untyped allocation of `bytes` bytes, on the GPU (cuMemAlloc) or in host memory for the

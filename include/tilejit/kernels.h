@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tilejit/autotune.h"
 #include "tilejit/buffer.h"
 #include "tilejit/launch.h"
 #include "tilejit/types.h"
@@ -23,6 +24,14 @@ struct MatmulBlocks { int m = 64, n = 64, k = 32; };
 /// computes exactly in f32, no tf32). One program per BLOCK_M×BLOCK_N tile of c.
 void matmul(const Buffer &a, const Buffer &b, Buffer &c, int M, int N, int K, DType dtype,
             const LaunchConfig &cfg, MatmulBlocks blocks = {});
+
+/// matmul on raw pointers (memory the caller owns, e.g. PyTorch tensors; DevicePtr::bytes 0 = unchecked).
+void matmul(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K, DType dtype, const LaunchConfig &cfg,
+            MatmulBlocks blocks = {});
+/// Traces, compiles and loads the matmul for these arguments on the GPU without launching it, and returns
+/// what the driver reports (registers, dynamic shared memory, threads): the autotuner's pruning input.
+autotune::Compiled matmul_compile(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K, DType dtype,
+                                  const LaunchConfig &cfg, MatmulBlocks blocks);
 
 /// Names of the built-in kernels that `tilejit ir` / `tilejit ptx` know.
 /// "vector_add", "softmax", "matmul", "attention".

@@ -1,0 +1,83 @@
+/* tilejit's C ABI: the attention forward and matmul on raw device pointers (e.g. PyTorch tensors through
+ * ctypes), compile statistics and the version. No C++ type crosses this interface.
+ *
+ * Every int-returning function returns TILEJIT_OK (0) or a nonzero TILEJIT_ERROR_* code; then
+ * tilejit_last_error() holds a sentence saying what was wrong (per thread, valid until the next call on
+ * that thread). Functions launch asynchronously on `stream` (a CUstream, NULL: the default stream) and do
+ * not synchronize, except when they compile or tune. Memory must be device memory of the current CUDA
+ * device (device 0, or $TILEJIT_DEVICE). */
+#ifndef TILEJIT_C_API_H
+#define TILEJIT_C_API_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  TILEJIT_OK = 0,
+  TILEJIT_ERROR_INVALID_ARGUMENT = 1, /* bad dtype, shape, stride, null pointer */
+  TILEJIT_ERROR_DRIVER = 2,           /* a CUDA driver call failed, or there is no GPU */
+  TILEJIT_ERROR_COMPILE = 3,          /* tracing/lowering the kernel failed */
+  TILEJIT_ERROR_INTERNAL = 4          /* anything else */
+};
+
+enum { TILEJIT_DTYPE_BF16 = 0, TILEJIT_DTYPE_F16 = 1, TILEJIT_DTYPE_F32 = 2 /* matmul only */ };
+
+/* out = softmax(q·kᵀ·scale (+ causal mask)) · v, per (batch, head).
+ * q, out: [batch, heads, seqlen_q, head_dim]; k, v: [batch, heads, seqlen_k, head_dim], dtype bf16 (0) or
+ * f16 (1), addressed through 4 strides in elements (batch, head, seq, dim); the dim stride must be 1.
+ * lse: contiguous [batch, heads, seqlen_q] f32 natural-log logsumexp of each row, or NULL (not wanted).
+ * head_dim: a power of two in [16, 256]; causal (nonzero) needs seqlen_q == seqlen_k.
+ * softmax_scale <= 0: 1/sqrt(head_dim). autotune nonzero: use the autotuner's config for this shape (the
+ * first call per shape bucket tunes, for seconds; later processes read the winner from the disk cache). */
+int tilejit_attention_forward(const void *q, const void *k, const void *v, void *out, float *lse, int dtype,
+                              int batch, int heads, int seqlen_q, int seqlen_k, int head_dim,
+                              const int64_t *q_strides, const int64_t *k_strides, const int64_t *v_strides,
+                              const int64_t *o_strides, int causal, float softmax_scale, int autotune,
+                              void *stream);
+
+/* Same with an explicit configuration (no tuning): BLOCK_M, BLOCK_N (powers of two >= 16), num_warps,
+ * num_stages. For benchmarks and experiments. */
+int tilejit_attention_forward_config(const void *q, const void *k, const void *v, void *out, float *lse,
+                                     int dtype, int batch, int heads, int seqlen_q, int seqlen_k, int head_dim,
+                                     const int64_t *q_strides, const int64_t *k_strides,
+                                     const int64_t *v_strides, const int64_t *o_strides, int causal,
+                                     float softmax_scale, int block_m, int block_n, int num_warps,
+                                     int num_stages, void *stream);
+
+/* c[M,N] = a[M,K]·b[K,N], contiguous row-major, dtype bf16 (0), f16 (1) or f32 (2), f32 accumulation.
+ * Uses the autotuner's config for the shape (the first call per shape bucket tunes). */
+int tilejit_matmul(const void *a, const void *b, void *c, int M, int N, int K, int dtype, void *stream);
+
+/* What one compile cost (milliseconds) and where the kernel came from. */
+typedef struct tilejit_compile_stats {
+  double trace_ms;   /* DSL trace + IR passes (0 when the trace was cached in this process) */
+  double codegen_ms; /* IR → LLVM → PTX (0 when the PTX or cubin came from the disk cache) */
+  double link_ms;    /* driver JIT PTX → cubin (0 on a cubin cache hit) */
+  double load_ms;    /* cuModuleLoadData and function setup */
+  double total_ms;   /* the whole call: trace + cache lookups + codegen + link + load */
+  char source[16];   /* "memory", "cubin cache", "ptx cache" or "compiled" */
+} tilejit_compile_stats;
+
+/* Traces, compiles and loads (without running) the attention kernel for this variant and configuration,
+ * and fills *stats. Run it in a fresh process with an empty TILEJIT_CACHE_DIR for the cold time, and in a
+ * second process for the warm (disk cache) time. */
+int tilejit_attention_compile(int dtype, int head_dim, int causal, int seqlen, int block_m, int block_n,
+                              int num_warps, int num_stages, tilejit_compile_stats *stats);
+
+/* The statistics of the most recent kernel compile/load lookup in this process (trace_ms is 0). */
+int tilejit_last_compile_stats(tilejit_compile_stats *stats);
+
+/* The message of the last failed call on this thread ("" if none). */
+const char *tilejit_last_error(void);
+
+/* "0.1.0" (the library's version). */
+const char *tilejit_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILEJIT_C_API_H */

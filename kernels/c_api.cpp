@@ -1,0 +1,206 @@
+// The C ABI, include/tilejit/c_api.h: argument checks, exceptions → error codes, borrowed streams.
+#include "tilejit/c_api.h"
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "kernels/attention_internal.h"
+#include "kernels/matmul_autotune.h"
+#include "runtime/runtime.h"
+#include "tilejit/attention.h"
+#include "tilejit/buffer.h"
+#include "tilejit/error.h"
+
+#ifndef TILEJIT_VERSION
+#define TILEJIT_VERSION "unknown"
+#endif
+
+using namespace tilejit;
+
+namespace {
+
+thread_local std::string g_last_error;
+
+// Runs f, turning exceptions into error codes and tilejit_last_error() text.
+template <class F>
+int guarded(const char *function, F &&f) {
+  try {
+    f();
+    g_last_error.clear();
+    return TILEJIT_OK;
+  } catch (const TraceError &e) {
+    g_last_error = fmt::format("{}: {}", function, e.what());
+    return TILEJIT_ERROR_INVALID_ARGUMENT;
+  } catch (const DriverError &e) {
+    g_last_error = fmt::format("{}: {}", function, e.what());
+    return TILEJIT_ERROR_DRIVER;
+  } catch (const CompileError &e) {
+    g_last_error = fmt::format("{}: {}", function, e.what());
+    return TILEJIT_ERROR_COMPILE;
+  } catch (const VerifyError &e) {
+    g_last_error = fmt::format("{}: {}", function, e.what());
+    return TILEJIT_ERROR_COMPILE;
+  } catch (const std::exception &e) {
+    g_last_error = fmt::format("{}: {}", function, e.what());
+    return TILEJIT_ERROR_INTERNAL;
+  } catch (...) {
+    g_last_error = fmt::format("{}: an unknown exception", function);
+    return TILEJIT_ERROR_INTERNAL;
+  }
+}
+
+DType attention_dtype(int dtype) {
+  if (dtype == TILEJIT_DTYPE_BF16) return DType::bf16;
+  if (dtype == TILEJIT_DTYPE_F16) return DType::f16;
+  throw TraceError(fmt::format("dtype {} is not supported (0: bf16, 1: f16)", dtype));
+}
+
+attention::Strides strides_of(const int64_t *s, const char *name) {
+  if (!s) throw TraceError(fmt::format("{} is null (4 strides in elements are needed: batch, head, seq, dim)", name));
+  return {s[0], s[1], s[2], s[3]};
+}
+
+DevicePtr device_ptr(const void *p) { return DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(p)), 0}; }
+
+// Scratch lse for callers who pass NULL: grown on demand, shared (nobody reads it).
+std::mutex g_scratch_mutex;
+std::optional<Buffer> g_scratch_lse;
+
+DevicePtr scratch_lse(size_t bytes, Stream &stream) {
+  std::lock_guard lock(g_scratch_mutex);
+  if (!g_scratch_lse || g_scratch_lse->bytes() < bytes) {
+    stream.synchronize();  // a kernel may still be writing the old scratch
+    g_scratch_lse.reset();
+    g_scratch_lse.emplace(bytes, Backend::GPU);
+  }
+  return DevicePtr{g_scratch_lse->address(), 0};
+}
+
+void attention_call(const void *q, const void *k, const void *v, void *out, float *lse, int dtype, int batch,
+                    int heads, int seqlen_q, int seqlen_k, int head_dim, const int64_t *q_strides,
+                    const int64_t *k_strides, const int64_t *v_strides, const int64_t *o_strides, int causal,
+                    float softmax_scale, attention::Options opt, void *stream) {
+  attention::Shape shape{batch, heads, seqlen_q, seqlen_k, head_dim};
+  opt.dtype = attention_dtype(dtype);
+  opt.causal = causal != 0;
+  opt.softmax_scale = softmax_scale > 0 ? softmax_scale : 0.f;
+  opt.backend = Backend::GPU;
+  attention::detail::Layout L{strides_of(q_strides, "q_strides"), strides_of(k_strides, "k_strides"),
+                              strides_of(v_strides, "v_strides"), strides_of(o_strides, "o_strides")};
+  // A stand-in address for a NULL lse, so that validation (before any GPU use) looks at the rest.
+  DevicePtr lse_ptr = lse ? device_ptr(lse) : DevicePtr{256, 0};
+  attention::detail::Pointers p{device_ptr(q), device_ptr(k), device_ptr(v), device_ptr(out), lse_ptr};
+  attention::detail::validate(p, shape, L, opt);
+  if (int64_t(batch) * heads * seqlen_q == 0) return;
+  Stream borrowed(Stream::Borrow{}, stream);
+  opt.stream = &borrowed;
+  if (!lse) p.lse = scratch_lse(size_t(batch) * heads * seqlen_q * 4, borrowed);
+  attention::forward_strided(p.q, p.k, p.v, p.out, p.lse, shape, L.q, L.k, L.v, L.o, opt);
+}
+
+void fill_stats(const runtime::CompileStats &s, double trace_ms, tilejit_compile_stats *out) {
+  out->trace_ms = trace_ms;
+  out->codegen_ms = s.codegen_ms;
+  out->link_ms = s.link_ms;
+  out->load_ms = s.load_ms;
+  out->total_ms = s.total_ms + trace_ms;
+  std::memset(out->source, 0, sizeof(out->source));
+  std::strncpy(out->source, s.source.c_str(), sizeof(out->source) - 1);
+}
+
+}  // namespace
+
+extern "C" {
+
+int tilejit_attention_forward(const void *q, const void *k, const void *v, void *out, float *lse, int dtype,
+                              int batch, int heads, int seqlen_q, int seqlen_k, int head_dim,
+                              const int64_t *q_strides, const int64_t *k_strides, const int64_t *v_strides,
+                              const int64_t *o_strides, int causal, float softmax_scale, int autotune,
+                              void *stream) {
+  return guarded("tilejit_attention_forward", [&] {
+    attention::Options opt;
+    opt.autotune = autotune != 0;
+    attention_call(q, k, v, out, lse, dtype, batch, heads, seqlen_q, seqlen_k, head_dim, q_strides, k_strides,
+                   v_strides, o_strides, causal, softmax_scale, opt, stream);
+  });
+}
+
+int tilejit_attention_forward_config(const void *q, const void *k, const void *v, void *out, float *lse,
+                                     int dtype, int batch, int heads, int seqlen_q, int seqlen_k, int head_dim,
+                                     const int64_t *q_strides, const int64_t *k_strides,
+                                     const int64_t *v_strides, const int64_t *o_strides, int causal,
+                                     float softmax_scale, int block_m, int block_n, int num_warps,
+                                     int num_stages, void *stream) {
+  return guarded("tilejit_attention_forward_config", [&] {
+    attention::Options opt;
+    opt.block_m = block_m;
+    opt.block_n = block_n;
+    opt.num_warps = num_warps;
+    opt.num_stages = num_stages;
+    attention_call(q, k, v, out, lse, dtype, batch, heads, seqlen_q, seqlen_k, head_dim, q_strides, k_strides,
+                   v_strides, o_strides, causal, softmax_scale, opt, stream);
+  });
+}
+
+int tilejit_matmul(const void *a, const void *b, void *c, int M, int N, int K, int dtype, void *stream) {
+  return guarded("tilejit_matmul", [&] {
+    DType dt = dtype == TILEJIT_DTYPE_BF16  ? DType::bf16
+               : dtype == TILEJIT_DTYPE_F16 ? DType::f16
+               : dtype == TILEJIT_DTYPE_F32 ? DType::f32
+                                            : throw TraceError(fmt::format(
+                                                  "dtype {} is not supported (0: bf16, 1: f16, 2: f32)", dtype));
+    if (M <= 0 || N <= 0 || K <= 0)
+      throw TraceError(fmt::format("M, N, K must be positive (got {}, {}, {})", M, N, K));
+    if (!a || !b || !c) throw TraceError(fmt::format("pointer '{}' is null", !a ? "a" : !b ? "b" : "c"));
+    Stream borrowed(Stream::Borrow{}, stream);
+    kernels::matmul_autotuned(device_ptr(a), device_ptr(b), device_ptr(c), M, N, K, dt, &borrowed);
+  });
+}
+
+int tilejit_attention_compile(int dtype, int head_dim, int causal, int seqlen, int block_m, int block_n,
+                              int num_warps, int num_stages, tilejit_compile_stats *stats) {
+  return guarded("tilejit_attention_compile", [&] {
+    if (!stats) throw TraceError("stats is null");
+    attention::Shape shape{1, 1, seqlen, seqlen, head_dim};
+    attention::Options opt;
+    opt.dtype = attention_dtype(dtype);
+    opt.causal = causal != 0;
+    opt.block_m = block_m;
+    opt.block_n = block_n;
+    opt.num_warps = num_warps;
+    opt.num_stages = num_stages;
+    opt.backend = Backend::GPU;
+    opt.arch = runtime::device_arch();  // loads the driver first, so its start-up is not counted as trace time
+    // Stand-in addresses, 256-byte aligned like cuMemAlloc's: compiled for, never dereferenced.
+    auto L = attention::detail::Layout{attention::contiguous_strides(1, seqlen, head_dim),
+                                       attention::contiguous_strides(1, seqlen, head_dim),
+                                       attention::contiguous_strides(1, seqlen, head_dim),
+                                       attention::contiguous_strides(1, seqlen, head_dim)};
+    DevicePtr fake{uint64_t(1) << 32, 0};
+    attention::detail::Pointers p{fake, fake, fake, fake, fake};
+    attention::detail::validate(p, shape, L, opt);
+    auto t0 = std::chrono::steady_clock::now();
+    attention::detail::compile(p, shape, L, opt);
+    double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    runtime::CompileStats s = runtime::last_compile_stats();
+    fill_stats(s, std::max(0.0, total - s.total_ms), stats);
+  });
+}
+
+int tilejit_last_compile_stats(tilejit_compile_stats *stats) {
+  return guarded("tilejit_last_compile_stats", [&] {
+    if (!stats) throw TraceError("stats is null");
+    fill_stats(runtime::last_compile_stats(), 0, stats);
+  });
+}
+
+const char *tilejit_last_error(void) { return g_last_error.c_str(); }
+
+const char *tilejit_version(void) { return TILEJIT_VERSION; }
+
+}  // extern "C"

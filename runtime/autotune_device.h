@@ -1,0 +1,38 @@
+// Device-memory helpers for tunable launches: scratch copies of inputs (rotation, so the L2 cache does not
+// flatter small shapes) and of outputs (snapshot/restore, so tuning never changes user data).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tilejit/buffer.h"
+
+namespace tilejit::autotune {
+
+/// Copies `bytes` bytes between device addresses, asynchronously on `stream` (null: default stream).
+/// Throws DriverError naming cuMemcpyDtoDAsync.
+void copy_device(uint64_t dst, uint64_t src, size_t bytes, Stream *stream);
+
+/// Copies of device ranges taken on a stream and put back later (tuning's snapshot/restore of outputs).
+class DeviceSnapshot {
+ public:
+  struct Range {
+    uint64_t address;
+    size_t bytes;
+  };
+  /// Allocates scratch and copies each range into it (ordered on `stream`).
+  void take(const std::vector<Range> &ranges, Stream *stream);
+  /// Copies the scratch back over the ranges (ordered on `stream`).
+  void restore(Stream *stream);
+
+ private:
+  std::vector<Range> ranges_;
+  std::vector<Buffer> copies_;
+};
+
+/// How many copies of the inputs tuning should rotate through so that their total exceeds the L2 cache
+/// several times over: 1 for inputs of `input_bytes` ≥ 64 MiB, at most 8, and never more than memory
+/// allows (`free_budget_bytes` for the extra copies).
+int rotation_count(size_t input_bytes, size_t free_budget_bytes = size_t(2) << 30);
+
+}  // namespace tilejit::autotune
