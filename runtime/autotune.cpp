@@ -112,12 +112,8 @@ void time_all(const Tunable &t, const Settings &s, std::vector<Trial> &trials) {
     int rotation = 0;
     for (Trial &tr : trials) {
       if (tr.status != "ok") continue;
-      if (s.measure) {
-        tr.ms = s.measure(tr.config);
-        continue;
-      }
       try {
-        tr.ms = time_on_gpu(t, s, tr.config, rotation);
+        tr.ms = s.measure ? s.measure(tr.config) : time_on_gpu(t, s, tr.config, rotation);
       } catch (const std::exception &e) {  // e.g. a launch out of resources: drop this config only
         tr.status = std::string("failed: ") + e.what();
       }

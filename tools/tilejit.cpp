@@ -13,6 +13,7 @@
 #include "tilejit/kernels.h"
 #include "tilejit/numerics.h"
 #include "tools/attention_check.h"
+#include "tools/tune_command.h"
 
 using namespace tilejit;
 
@@ -189,9 +190,11 @@ int main(int argc, char **argv) {
   add_spec(ptx);
   ptx->add_option("--arch", spec.arch, "sm_80, sm_86, sm_89, sm_90, sm_90a");
 
+  auto *tune = tools::add_tune_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
     if (att->parsed()) return run_attention(a);
+    if (tune->parsed()) return tools::run_tune_command();
     spec.dtype = parse_dtype(dtype);
     if (ir->parsed()) fmt::print("{}", kernels::builtin_ir(kname, spec));
     if (ptx->parsed()) fmt::print("{}", kernels::builtin_ptx(kname, spec));

@@ -1,0 +1,312 @@
+// The autotuner's logic without a GPU: a fake timing function, fake compile results (registers, shared
+// memory) for pruning, the winner, the in-memory and on-disk caches (round trip, corrupt or stale files
+// ignored), snapshot/restore of outputs, parallel compilation.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "runtime/autotune_store.h"
+#include "runtime/cache.h"
+#include "test_runtime_scoped_env.h"
+#include "tilejit/autotune.h"
+#include "tilejit/error.h"
+
+using namespace tilejit;
+using namespace tilejit::autotune;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fresh_dir() {
+  std::random_device rd;
+  return (fs::temp_directory_path() / ("tilejit-autotune-test-" + std::to_string(rd()) + std::to_string(rd())))
+      .string();
+}
+
+// A fake kernel: time = 1 ms / (BLOCK_M·BLOCK_N) scaled by warps, so bigger tiles "win" unless pruned.
+struct FakeKernel {
+  std::atomic<int> compiles{0}, snapshots{0}, restores{0};
+  std::mutex mu;
+  std::vector<std::string> events;  // "snapshot", "measure <config>", "restore" in order
+  Tunable tunable(const std::string &key) {
+    Tunable t;
+    t.kernel = "fake_kernel";
+    t.key = key;
+    t.arch = "sm_test";
+    t.configs = cartesian({{"BLOCK_M", {32, 64, 128}}, {"BLOCK_N", {32, 64}}}, {4, 8}, {1, 2});
+    t.compile = [this](const Config &c) {
+      ++compiles;
+      int bm = c.get("BLOCK_M"), bn = c.get("BLOCK_N");
+      if (bm == 32 && bn == 32 && c.num_warps == 8) throw CompileError("fake compile failure for tiny tiles");
+      Compiled r;
+      r.num_threads = 32 * c.num_warps;
+      r.num_regs = bm == 128 && c.num_warps == 8 ? 255 : 128;  // 255 × 256 = 65280: still fits
+      if (bm == 64 && bn == 32 && c.num_warps == 4) r.num_regs = 600;  // 600 × 128 > 64K: pruned
+      r.shared_bytes = bm * bn * 2 * c.num_stages * 16;                   // 128·64·2·2·16 = 512 KiB: pruned
+      return r;
+    };
+    t.snapshot = [this](Stream *) {
+      ++snapshots;
+      std::lock_guard l(mu);
+      events.push_back("snapshot");
+    };
+    t.restore = [this](Stream *) {
+      ++restores;
+      std::lock_guard l(mu);
+      events.push_back("restore");
+    };
+    t.flops = 1e9;
+    return t;
+  }
+  Settings settings(const std::string &dir) {
+    Settings s;
+    s.cache_dir = dir;
+    s.max_shared_bytes = 232448;  // the H100/H200 opt-in limit
+    s.threads = 4;
+    s.measure = [this](const Config &c) {
+      {
+        std::lock_guard l(mu);
+        events.push_back("measure " + c.str());
+      }
+      double ms = 1000.0 / (c.get("BLOCK_M") * c.get("BLOCK_N"));
+      return ms * (c.num_warps == 8 ? 0.9 : 1.0) * (c.num_stages == 2 ? 0.95 : 1.0) * (c.get("BLOCK_N") == 64 ? 0.99 : 1.0);
+    };
+    return s;
+  }
+};
+
+const Trial &trial_of(const Result &r, const std::string &config) {
+  for (const Trial &t : r.trials)
+    if (t.config.str() == config) return t;
+  FAIL("no trial for " << config);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("autotune configs: cartesian product, canonical text, named constants", "[autotune]") {
+  auto cs = cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3});
+  REQUIRE(cs.size() == 36);
+  CHECK(cs.front().str() == "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=1");
+  CHECK(cs.back().str() == "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=3");
+  std::set<std::string> distinct;
+  for (auto &c : cs) distinct.insert(c.str());
+  CHECK(distinct.size() == 36);
+  CHECK(cs[7].get("BLOCK_N") == 64);
+  CHECK_THROWS_WITH(cs[0].get("BLOCK_K"), Catch::Contains("no constant named 'BLOCK_K'") &&
+                                              Catch::Contains("BLOCK_M=64 BLOCK_N=32"));
+  CHECK(cartesian({}, {4}, {1}).size() == 1);
+}
+
+TEST_CASE("autotune prunes by shared memory and registers, drops failed compiles, picks the fastest",
+          "[autotune]") {
+  std::string dir = fresh_dir();
+  clear_memory_cache();
+  FakeKernel fk;
+  Tunable t = fk.tunable("prune");
+  Result r = tune(t, fk.settings(dir));
+  CHECK(r.source == "tuned");
+  REQUIRE(r.trials.size() == t.configs.size());
+  CHECK(fk.compiles == int(t.configs.size()));  // every candidate compiled before pruning
+
+  // 64×32, 4 warps: 600 registers × 128 threads > 65536.
+  CHECK_THAT(trial_of(r, "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=1").status,
+             Catch::StartsWith("pruned: 600 registers × 128 threads"));
+  // 128×64×2 stages: 524288 B of shared memory > 232448.
+  CHECK_THAT(trial_of(r, "BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2").status,
+             Catch::StartsWith("pruned: 524288 B dynamic shared memory"));
+  // 255 registers × 256 threads = 65280 fits.
+  CHECK(trial_of(r, "BLOCK_M=128 BLOCK_N=32 num_warps=8 num_stages=1").status == "ok");
+  CHECK_THAT(trial_of(r, "BLOCK_M=32 BLOCK_N=32 num_warps=8 num_stages=1").status,
+             Catch::StartsWith("failed: fake compile failure"));
+
+  // The fastest survivor by the fake timing: the largest tile that fits, 8 warps, 2 stages if it fits,
+  // BLOCK_N = 64 on a tie. Every 128×64 config has ≥ 262144 B: pruned; 128×32 and 64×64 fit with 1 stage
+  // only (131072 B), and 64×64 wins the tie → 1000/4096·0.9·0.99.
+  CHECK(r.best.str() == "BLOCK_M=64 BLOCK_N=64 num_warps=8 num_stages=1");
+  CHECK(r.best_ms == Approx(1000.0 / 4096 * 0.9 * 0.99));
+  for (const Trial &tr : r.trials) {
+    if (tr.status == "ok") CHECK(tr.ms >= r.best_ms);
+    else CHECK(tr.ms < 0);  // dropped configs are never timed
+  }
+  // Outputs are snapshot before the first timing and restored after the last, once.
+  CHECK(fk.snapshots == 1);
+  CHECK(fk.restores == 1);
+  REQUIRE(fk.events.size() >= 3);
+  CHECK(fk.events.front() == "snapshot");
+  CHECK(fk.events.back() == "restore");
+
+  std::string table = format_result(t, r);
+  CHECK_THAT(table, Catch::Contains("<== best") && Catch::Contains("winner: BLOCK_M=64 BLOCK_N=64 num_warps=8") &&
+                        Catch::Contains("TFLOP/s") && Catch::Contains("pruned: 600 registers"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("autotune winners are cached in memory and on disk; corrupt and stale files are ignored",
+          "[autotune]") {
+  std::string dir = fresh_dir();
+  clear_memory_cache();
+  FakeKernel fk;
+  Tunable t = fk.tunable("cache");
+  Settings s = fk.settings(dir);
+  Result first = tune(t, s);
+  REQUIRE(first.source == "tuned");
+  std::string path = entry_path(dir, entry_name(t));
+  CHECK(first.cache_file == path);
+  REQUIRE(fs::exists(path));
+  CHECK_THAT(path, Catch::Contains("autotune-") && Catch::EndsWith(".json"));
+  int compiles = fk.compiles;
+
+  SECTION("second call in the process: memory, nothing compiled or timed") {
+    Result again = tune(t, s);
+    CHECK(again.source == "memory");
+    CHECK(again.best == first.best);
+    CHECK(fk.compiles == compiles);
+    CHECK(fk.snapshots == 1);
+  }
+  SECTION("a new process (memory forgotten) reads the disk") {
+    clear_memory_cache();
+    Result again = tune(t, s);
+    CHECK(again.source == "disk");
+    CHECK(again.best == first.best);
+    CHECK(again.trials.empty());
+    CHECK(fk.compiles == compiles);
+  }
+  SECTION("another shape key or another candidate list is another entry") {
+    Tunable other = fk.tunable("cache-other-shape");
+    CHECK(entry_name(other) != entry_name(t));
+    Tunable fewer = t;
+    fewer.configs.pop_back();
+    CHECK(entry_name(fewer) != entry_name(t));
+    Tunable arch = t;
+    arch.arch = "sm_other";
+    CHECK(entry_name(arch) != entry_name(t));
+    CHECK(tune(other, s).source == "tuned");
+  }
+  SECTION("a corrupt file is ignored (and tuning runs again)") {
+    clear_memory_cache();
+    {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(long(runtime::kCacheHeaderBytes) + 5);
+      f.write("#####", 5);
+    }
+    Result again = tune(t, s);
+    CHECK(again.source == "tuned");
+    CHECK(again.best == first.best);
+    CHECK(fk.compiles == 2 * compiles);
+    clear_memory_cache();
+    CHECK(tune(t, s).source == "disk");  // rewritten
+  }
+  SECTION("a well-formed file naming a config that is not a candidate is ignored") {
+    clear_memory_cache();
+    Result fake = first;
+    fake.best.constants = {{"BLOCK_M", 4096}, {"BLOCK_N", 1}};
+    runtime::write_entry(dir, entry_name(t), "json", winner_payload(t, fake));
+    CHECK(tune(t, s).source == "tuned");
+  }
+  SECTION("garbage JSON with a valid checksum is ignored") {
+    clear_memory_cache();
+    runtime::write_entry(dir, entry_name(t), "json", "{\"kernel\": \"fake_kernel\", \"key\": ");
+    CHECK(tune(t, s).source == "tuned");
+  }
+  SECTION("use_cache = false tunes again and stores the new winner") {
+    Settings again = s;
+    again.use_cache = false;
+    CHECK(tune(t, again).source == "tuned");
+    CHECK(fk.compiles == 2 * compiles);
+  }
+  SECTION("an unwritable cache directory only loses the disk copy") {
+    clear_memory_cache();
+    std::string file_not_dir = dir + "/not-a-dir";
+    std::ofstream(file_not_dir) << "x";
+    Settings bad = s;
+    bad.cache_dir = file_not_dir;
+    CHECK(tune(t, bad).source == "tuned");
+    clear_memory_cache();
+    CHECK(tune(t, bad).source == "tuned");
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("autotune reports when no config survives, and restores outputs when timing throws", "[autotune]") {
+  std::string dir = fresh_dir();
+  clear_memory_cache();
+  FakeKernel fk;
+  Settings s = fk.settings(dir);
+
+  Tunable none = fk.tunable("none");
+  none.compile = [](const Config &c) -> Compiled {
+    throw CompileError("cannot lower " + c.str());
+  };
+  CHECK_THROWS_WITH(tune(none, s), Catch::Contains("no config can run") &&
+                                       Catch::Contains("BLOCK_M=32 BLOCK_N=32 num_warps=4 num_stages=1: failed: "
+                                                       "cannot lower"));
+  CHECK(fk.snapshots == 0);  // nothing was timed, nothing to restore
+
+  Tunable all_fail_timing = fk.tunable("timing-fails");
+  Settings throwing = s;
+  throwing.measure = [](const Config &) -> double { throw Error("launch failed"); };
+  CHECK_THROWS_WITH(tune(all_fail_timing, throwing), Catch::Contains("no config can run") &&
+                                                         Catch::Contains("failed: launch failed"));
+  CHECK(fk.snapshots == 1);
+  CHECK(fk.restores == 1);
+
+  Tunable empty = fk.tunable("empty");
+  empty.configs.clear();
+  CHECK_THROWS_WITH(tune(empty, s), Catch::Contains("candidate list is empty"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("autotune compiles candidates on several threads", "[autotune]") {
+  std::string dir = fresh_dir();
+  clear_memory_cache();
+  FakeKernel fk;
+  Tunable t = fk.tunable("threads");
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  std::atomic<int> running{0}, max_running{0};
+  t.compile = [&](const Config &) {
+    int now = ++running;
+    int prev = max_running;
+    while (now > prev && !max_running.compare_exchange_weak(prev, now)) {}
+    {
+      std::lock_guard l(mu);
+      ids.insert(std::this_thread::get_id());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    --running;
+    return Compiled{32, 0, 128};
+  };
+  Settings s = fk.settings(dir);
+  s.threads = 4;
+  Result r = tune(t, s);
+  CHECK(r.source == "tuned");
+  CHECK(ids.size() == 4);
+  CHECK(max_running > 1);
+
+  testing::ScopedEnv env("TILEJIT_AUTOTUNE_THREADS", "1");
+  clear_memory_cache();
+  ids.clear();
+  s.threads = 0;
+  s.use_cache = false;
+  tune(t, s);
+  CHECK(ids.size() == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("TILEJIT_PRINT_AUTOTUNING switches the decision printing", "[autotune]") {
+  {
+    testing::ScopedEnv env("TILEJIT_PRINT_AUTOTUNING", "1");
+    CHECK(print_enabled());
+  }
+  {
+    testing::ScopedEnv env("TILEJIT_PRINT_AUTOTUNING", "0");
+    CHECK_FALSE(print_enabled());
+  }
+}
