@@ -193,6 +193,10 @@ def make_peers(args):
     peers["mem-eff"] = sdpa(SDPBackend.EFFICIENT_ATTENTION)
     notes = {}
     try:
+        import torch._dynamo
+        for knob in ("cache_size_limit", "recompile_limit"):  # one compile per shape; never fall back to eager
+            if hasattr(torch._dynamo.config, knob):
+                setattr(torch._dynamo.config, knob, 256)
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
         flex = torch.compile(flex_attention, dynamic=False)
         masks = {}
@@ -310,6 +314,9 @@ def print_attention_row(row, names):
     cells = " ".join(f"{fmt_tf(row, n):>8}" for n in names)
     print(f"{row['shape']:<28} {status:<16} {cells} {ratio(row, 'tilejit', 'FA2'):>9} "
           f"{ratio(row, 'tilejit', 'cuDNN'):>9}", flush=True)
+    if "first_call_s" in row:
+        print(f"    tilejit first call (autotuning when the shape bucket is new): {row['first_call_s']:.2f} s",
+              flush=True)
     for impl, e in row["errors"].items():
         print(f"    {impl}: {e}", flush=True)
 

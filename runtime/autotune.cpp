@@ -37,7 +37,7 @@ int compile_threads(const Settings &s, size_t jobs) {
     std::string env = runtime::env_string("TILEJIT_AUTOTUNE_THREADS");
     if (!env.empty()) n = std::atoi(env.c_str());
   }
-  if (n <= 0) n = std::clamp(int(std::thread::hardware_concurrency()), 1, 8);
+  if (n <= 0) n = std::clamp(int(std::thread::hardware_concurrency()), 1, 16);
   return std::clamp(n, 1, int(std::max<size_t>(jobs, 1)));
 }
 
@@ -95,7 +95,7 @@ double time_on_gpu(const Tunable &t, const Settings &s, const Config &cfg, int &
   timer.stop(t.stream);
   double estimate = std::max<double>(timer.milliseconds(), 1e-3);
   int inner = std::clamp(int(std::ceil(s.min_sample_ms / estimate)), 1, 1000);
-  int repeats = estimate > 20 ? std::min(s.repeats, 5) : s.repeats;  // slow configs: fewer samples
+  int repeats = estimate > 5 ? std::min(s.repeats, 5) : s.repeats;  // slow configs: fewer samples
   std::vector<double> samples;
   for (int r = 0; r < std::max(1, repeats); ++r) {
     timer.start(t.stream);

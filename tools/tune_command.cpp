@@ -122,7 +122,7 @@ CLI::App *add_tune_command(CLI::App &app) {
   c->add_flag("--use-cache", a.use_cache, "print the cached winner if there is one instead of tuning again");
   c->add_option("--repeats", a.repeats, "timed samples per config (median wins)")->check(CLI::PositiveNumber);
   c->add_option("--warmup", a.warmup, "untimed launches per config")->check(CLI::NonNegativeNumber);
-  c->add_option("--threads", a.threads, "compile threads (0: TILEJIT_AUTOTUNE_THREADS or the hardware's, ≤ 8)");
+  c->add_option("--threads", a.threads, "compile threads (0: TILEJIT_AUTOTUNE_THREADS or the hardware's, ≤ 16)");
   return c;
 }
 

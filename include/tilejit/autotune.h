@@ -12,7 +12,7 @@
 //      so tuning never changes user data, and
 //   4. stores the winner in memory and on disk (atomic write), so a second process starts tuned.
 // TILEJIT_PRINT_AUTOTUNING=1 prints each decision (the table of configs and times, and the winner) to stderr.
-// TILEJIT_AUTOTUNE_THREADS=n sets the number of compile threads (default: hardware threads, at most 8).
+// TILEJIT_AUTOTUNE_THREADS=n sets the number of compile threads (default: hardware threads, at most 16).
 #pragma once
 #include <functional>
 #include <string>
@@ -88,7 +88,7 @@ struct Settings {
   int warmup = 3;             // untimed launches per config before timing
   int repeats = 15;           // timed samples per config; the median wins
   double min_sample_ms = 0.2; // each sample repeats the launch until it lasts about this long
-  int threads = 0;            // compile threads; 0: TILEJIT_AUTOTUNE_THREADS, else hardware threads (≤ 8)
+  int threads = 0;            // compile threads; 0: TILEJIT_AUTOTUNE_THREADS, else hardware threads (≤ 16)
   bool use_cache = true;      // false: tune even when a winner is cached (the new winner is stored)
   int max_shared_bytes = -1;  // -1: the device's opt-in limit per block
   int max_regs_per_block = 65536;
