@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "codegen/codegen.h"
 #include "dsl/trace_context.h"
@@ -67,6 +68,11 @@ struct KernelBase::Impl {
   TraceFn trace;
   std::mutex mu;
   std::map<std::string, std::unique_ptr<ir::Function>> cache;
+  // Loaded GPU kernels per (traced function, arch, num_warps, num_stages). The runtime's own cache is
+  // keyed by a hash of the printed IR; remembering its answer here keeps printing and hashing off the
+  // launch path (LoadedKernel references stay valid until exit).
+  std::map<std::tuple<const ir::Function *, std::string, int, int>, const runtime::LoadedKernel *> loaded;
+  uint64_t loaded_generation = 0;
 
   [[noreturn]] void bind_error(size_t i, const std::string &what) const {
     throw TraceError(fmt::format("kernel {}: argument {} ({}, {}) {}", name, i, names[i], kind_name(params[i]), what));
@@ -211,8 +217,22 @@ void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgV
   opts.arch = cfg.arch.empty() ? runtime::device_arch() : cfg.arch;
   opts.num_warps = cfg.num_warps;
   opts.num_stages = cfg.num_stages;
-  const runtime::LoadedKernel &k = runtime::get_kernel(fn, opts);
-  runtime::launch(k, grid, fn.params, b.runtime, cfg.stream);
+  auto key = std::make_tuple(&fn, opts.arch, opts.num_warps, opts.num_stages);
+  const runtime::LoadedKernel *k = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (uint64_t gen = runtime::loaded_kernels_generation(); gen != impl_->loaded_generation) {
+      impl_->loaded.clear();
+      impl_->loaded_generation = gen;
+    }
+    if (auto it = impl_->loaded.find(key); it != impl_->loaded.end()) k = it->second;
+  }
+  if (!k) {
+    k = &runtime::get_kernel(fn, opts);
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->loaded[key] = k;
+  }
+  runtime::launch(*k, grid, fn.params, b.runtime, cfg.stream);
 }
 
 const ir::Function &KernelBase::function(std::span<const ArgValue> args) { return impl_->get(impl_->bind(args)); }

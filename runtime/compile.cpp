@@ -1,4 +1,5 @@
 // get_kernel: compile key → in-process map → on-disk cubin → on-disk PTX → codegen, then load.
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <map>
@@ -151,8 +152,15 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOpt
   return *loaded;
 }
 
+namespace {
+std::atomic<uint64_t> g_generation{0};
+}  // namespace
+
+uint64_t loaded_kernels_generation() { return g_generation.load(std::memory_order_acquire); }
+
 void forget_loaded_kernels() {
   std::lock_guard lock(g_mutex);
+  g_generation.fetch_add(1, std::memory_order_acq_rel);
   // Keep the LoadedKernel objects alive: callers may still hold references to them.
   static std::vector<std::unique_ptr<LoadedKernel>> retired;
   for (auto &[key, kernel] : g_kernels) retired.push_back(std::move(kernel));

@@ -42,6 +42,9 @@ CompileStats last_compile_stats();
 /// Forgets the in-process map of loaded kernels (the modules stay loaded), so that the next get_kernel
 /// goes to the on-disk cache. For tests of the cache.
 void forget_loaded_kernels();
+/// Incremented by forget_loaded_kernels(); callers that memoize get_kernel's answer (the DSL's Kernel)
+/// drop their memo when it changes.
+uint64_t loaded_kernels_generation();
 
 /// Launches on `stream` (null: default stream). `args` must match fn's params in order and kind.
 void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &params,

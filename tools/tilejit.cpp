@@ -106,7 +106,10 @@ int run_attention(const AttentionArgs &a) {
              shape.batch, shape.heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim, opt.causal, a.dtype,
              gpu ? "gpu" : "interp");
   fmt::print("  first call (trace+compile+run): {:.2f} ms\n", first_ms);
-  fmt::print("  time: {:.3f} ms ({}), {:.1f} TFLOP/s\n", ms, gpu ? "median of launches" : "one run", tflops);
+  if (gpu)
+    fmt::print("  time: {:.3f} ms (median of {} launches), {:.1f} TFLOP/s\n", ms, std::max(1, a.iters), tflops);
+  else
+    fmt::print("  time: {:.1f} ms (one run on the CPU interpreter)\n", ms);
   if (!a.check) return 0;
 
   // Every element must have been written (the poison is NaN), then sampled rows against float64.
@@ -150,18 +153,20 @@ int run_attention(const AttentionArgs &a) {
 int main(int argc, char **argv) {
   CLI::App app{"tilejit: a C++ tile DSL JIT-compiled through LLVM NVPTX"};
   app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+  const auto arch_names = CLI::IsMember({"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"});
 
   AttentionArgs a;
   auto *att = app.add_subcommand("attention", "run the attention forward kernel, time it, optionally check it");
-  att->add_option("--batch", a.batch, "batch size")->check(CLI::NonNegativeNumber);
-  att->add_option("--heads", a.heads, "heads")->check(CLI::NonNegativeNumber);
+  att->add_option("--batch", a.batch, "batch size")->check(CLI::PositiveNumber);
+  att->add_option("--heads", a.heads, "heads")->check(CLI::PositiveNumber);
   att->add_option("--seqlen-q", a.seqlen_q, "query length")->check(CLI::PositiveNumber);
   att->add_option("--seqlen-k", a.seqlen_k, "key length (default: seqlen-q)");
   att->add_option("--head-dim", a.head_dim, "head dimension");
   att->add_flag("--causal", a.causal, "causal mask");
   att->add_option("--dtype", a.dtype, "bf16 or f16")->check(CLI::IsMember({"bf16", "f16"}));
   att->add_option("--backend", a.backend, "gpu, interp or auto")->check(CLI::IsMember({"gpu", "interp", "auto"}));
-  att->add_option("--arch", a.arch, "GPU arch (default: the device's)");
+  att->add_option("--arch", a.arch, "GPU arch (default: the device's)")->check(arch_names);
   att->add_option("--block-m", a.block_m, "BLOCK_M");
   att->add_option("--block-n", a.block_n, "BLOCK_N");
   att->add_option("--num-warps", a.num_warps, "num_warps");
@@ -188,7 +193,7 @@ int main(int argc, char **argv) {
   add_spec(ir);
   auto *ptx = app.add_subcommand("ptx", "print the PTX of a built-in kernel");
   add_spec(ptx);
-  ptx->add_option("--arch", spec.arch, "sm_80, sm_86, sm_89, sm_90, sm_90a");
+  ptx->add_option("--arch", spec.arch, "target GPU arch")->check(arch_names);
 
   auto *tune = tools::add_tune_command(app);
   CLI11_PARSE(app, argc, argv);
