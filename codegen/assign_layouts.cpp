@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/mma.h"
 #include "tilejit/error.h"
 
 namespace tilejit::codegen {
@@ -121,6 +122,10 @@ class Assigner {
         }
         return;
       case K::Dot:
+        if (dot_uses_mma(op, num_warps_)) {  // tensor cores: the accumulator layout of mma.sync
+          set(res, *mma_layout(res->type.shape, num_warps_));
+          return;
+        }
         set(res, free(op.operand(2)) ? dflt(res) : plan_.of(op.operand(2)));
         return;
       case K::For:

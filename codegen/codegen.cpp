@@ -13,6 +13,7 @@
 
 #include "codegen/emit_ptx.h"
 #include "codegen/lowering.h"
+#include "codegen/mma.h"
 #include "tilejit/error.h"
 
 namespace tilejit::codegen {
@@ -271,9 +272,27 @@ void Lowering::run() {
   lane_ = b.CreateAnd(tid_, 31, "lane");
   warp_ = b.CreateLShr(tid_, 5, "warp");
   for (size_t i = 0; i < fn.params.size(); ++i) bind(fn.param(int(i)), Tile{std::nullopt, {kernel->getArg(unsigned(i))}});
+  find_folded_trans();
   lower_block(*fn.body);
   cur_op = nullptr;
   b.CreateRetVoid();
+}
+
+void Lowering::find_folded_trans() {
+  std::unordered_map<const ir::Value *, std::vector<std::pair<const ir::Op *, int>>> uses;
+  std::vector<const ir::Op *> trans;
+  ir::walk(*fn.body, [&](ir::Op &op) {
+    for (int i = 0; i < op.num_operands(); ++i) uses[op.operand(i)].push_back({&op, i});
+    if (op.kind == ir::OpKind::Trans) trans.push_back(&op);
+  });
+  for (const ir::Op *t : trans) {
+    const ir::Value *r = t->result();
+    if (r->type.rank() != 2 || t->attrs.ints != std::vector<int64_t>{1, 0} || uses[r].empty()) continue;
+    bool only_mma_b = true;
+    for (auto [user, i] : uses[r])
+      only_mma_b = only_mma_b && user->kind == ir::OpKind::Dot && i == 1 && dot_uses_mma(*user, opts.num_warps);
+    if (only_mma_b) folded_trans.insert(r);
+  }
 }
 
 void Lowering::lower_block(const ir::Block &blk) {
@@ -290,6 +309,7 @@ void Lowering::lower_op(const ir::Op &op) {
       set(op.result(), lower_source(*this, op));
       return;
     case K::Splat: case K::Broadcast: case K::ExpandDims: case K::Trans: case K::Reshape:
+      if (folded_trans.count(op.result())) return;  // read by tensor-core dots from its operand
       set(op.result(), lower_shape_op(*this, op));
       return;
     case K::Load:

@@ -1,4 +1,5 @@
-// Dot: acc[M,N] += a[M,K] · b[K,N], correct rather than fast (tensor cores come later): a and b are staged
+// Dot: acc[M,N] += a[M,K] · b[K,N]. f16/bf16 dots of MMA-compatible shapes go to lower_dot_mma.cpp (tensor
+// cores); the rest (f32, tf32, small shapes) takes this correct-but-slow path: a and b are staged
 // row-major in shared memory in their own dtype (f32 operands rounded to tf32 first when allow_tf32), then
 // every thread runs an LLVM loop over K updating its accumulator registers with f32 fma. The result keeps
 // the accumulator's layout.
@@ -9,6 +10,7 @@
 #include <map>
 
 #include "codegen/lowering.h"
+#include "codegen/mma.h"
 
 namespace tilejit::codegen {
 namespace {
@@ -38,8 +40,14 @@ llvm::Value *to_f32(Lowering &L, llvm::Value *v, DType t) {
 
 void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op) {
   bool staged_any = false;
+  std::vector<const ir::Op *> mma_dots;
   ir::walk(*for_op.region(0), [&](ir::Op &op) {
     if (op.kind != ir::OpKind::Dot) return;
+    if (dot_uses_mma(op, L.opts.num_warps)) {
+      staged_any = stage_invariant_mma_operands(L, op) || staged_any;
+      mma_dots.push_back(&op);
+      return;
+    }
     for (int i = 0; i < 2; ++i) {
       const ir::Value *v = op.operand(i);
       if (L.persistent_operands.count(v) || !L.is_lowered(v) || v->type.rank() != 2) continue;
@@ -56,9 +64,11 @@ void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op) {
     }
   });
   if (staged_any) L.barrier();
+  for (const ir::Op *op : mma_dots) preload_mma_fragments(L, *op);
 }
 
 Tile lower_dot(Lowering &L, const ir::Op &op) {
+  if (dot_uses_mma(op, L.opts.num_warps)) return lower_dot_mma(L, op);
   auto &b = L.b;
   const ir::Value *av = op.operand(0), *bv = op.operand(1), *cv = op.operand(2), *res = op.result();
   if (av->type.rank() != 2 || bv->type.rank() != 2 || cv->type.rank() != 2)

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "codegen/assign_layouts.h"
@@ -99,6 +100,12 @@ class Lowering {
   std::unordered_map<const ir::Value *, llvm::GlobalVariable *> persistent_operands;
   /// A new static shared array of `bytes` (16-byte aligned), or null when the static budget is exhausted.
   llvm::GlobalVariable *new_static_smem(int64_t bytes);
+  /// Loop-invariant A operands of tensor-core dots whose fragments were loaded into registers before the
+  /// loop: per m16 tile mt and k16 tile kt, 4 registers (index (mt·KT + kt)·4 + i).
+  std::unordered_map<const ir::Value *, std::vector<llvm::Value *>> mma_a_fragments;
+  /// Trans results read only as the b operand of tensor-core dots: not lowered; the dot stages the Trans
+  /// operand [N, K] as is and reads it with non-transposing ldmatrix.
+  std::unordered_set<const ir::Value *> folded_trans;
   bool is_lowered(const ir::Value *v) const { return values_.count(v) != 0; }
 
   // ---- helpers ----
@@ -125,6 +132,7 @@ class Lowering {
  private:
   void lower_op(const ir::Op &op);
   void declare_kernel();
+  void find_folded_trans();
   Tile rematerialize(const ir::Value *v, const Layout &l, int depth);
 
   std::unordered_map<const ir::Value *, Tile> values_;
@@ -155,6 +163,13 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op);
 Tile lower_reduce(Lowering &L, const ir::Op &op);                 // Reduce and ArgReduce
 // lower_dot.cpp
 Tile lower_dot(Lowering &L, const ir::Op &op);
+// lower_dot_mma.cpp: dots for which dot_uses_mma holds (codegen/mma.h).
+Tile lower_dot_mma(Lowering &L, const ir::Op &op);
+/// Before a loop: stages the loop-invariant operands of one tensor-core dot inside it in swizzled static
+/// shared memory (true when it staged any; the caller then emits one barrier) ...
+bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot);
+/// ... and after that barrier loads the fragments of a staged A operand into registers when they are few.
+void preload_mma_fragments(Lowering &L, const ir::Op &dot);
 /// Before the loop `for_op`: stages its body's loop-invariant dot operands (Lowering::persistent_operands).
 void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op);
 // lower_control.cpp (they record their results themselves)

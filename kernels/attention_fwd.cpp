@@ -59,9 +59,10 @@ auto &attention_kernel() {
         for_range(0, end_n, BLOCK_N, [&](I32 start_n) {
           auto cols = start_n + offs_n;
           auto col_ok = cols < seqlen_k;
-          // K is read transposed, [HEAD_DIM, BLOCK_N], so that s = q · kᵀ is a plain dot.
-          auto k_t = load(k_base + cols(None, _) * stride_ks + offs_d(_, None), col_ok(None, _), 0.f);
-          auto s = dot(q, k_t) * qk_scale_log2;  // [BLOCK_M, BLOCK_N] f32, log2 units
+          // K is read as stored, [BLOCK_N, HEAD_DIM] (contiguous rows, vector loads); the tensor-core dot
+          // reads trans(k) straight from its shared-memory staging, no separate transpose.
+          auto k = load(k_base + cols(_, None) * stride_ks + offs_d(None, _), col_ok(_, None), 0.f);
+          auto s = dot(q, trans(k)) * qk_scale_log2;  // [BLOCK_M, BLOCK_N] f32, log2 units
           if (CAUSAL)
             s = where(col_ok(None, _) & (offs_m(_, None) >= cols(None, _)), s, neg_inf);
           else

@@ -4,6 +4,7 @@
 #pragma once
 #include <limits>
 
+#include "codegen/mma.h"
 #include "ir/passes.h"
 #include "test_ir_helpers.h"
 
@@ -129,6 +130,50 @@ inline Function matmul(int64_t bm, int64_t bn, int64_t bk, DType dt) {
   store(f, ptr_add(f, c, c_offs), loop->result(0));
   verify(f.fn);
   return std::move(f.fn);
+}
+
+// c[M,N] += a[M,K] · b for one BM×BN tile per program (tensor cores for f16/bf16): the accumulator starts
+// from c (loaded), a K loop of BK; b is [K,N] row-major, or with trans_b stored [N,K] row-major, loaded
+// [BN,BK] and transposed in the IR (the dot folds the Trans into its operand staging).
+inline Function matmul_acc(int64_t bm, int64_t bn, int64_t bk, DType dt, bool trans_b) {
+  FnBuilder f(trans_b ? "matmul_acc_bt" : "matmul_acc");
+  Value *a = f.param("a", P({}, dt), true), *b = f.param("b", P({}, dt), true), *c = f.param("c", P({}, F32), true);
+  Value *N = f.param("N", S(I32), false, true), *K = f.param("K", S(I32), false, true);
+  Value *pm = f.program_id(0), *pn = f.program_id(1);
+  Value *rm = bin(f, OpKind::Add, splat(f, bin(f, OpKind::Mul, pm, f.ci(S(I32), bm)), {bm}), f.arange(0, bm));
+  Value *rn = bin(f, OpKind::Add, splat(f, bin(f, OpKind::Mul, pn, f.ci(S(I32), bn)), {bn}), f.arange(0, bn));
+  Value *c_offs = bin(f, OpKind::Add, bcast(f, bin(f, OpKind::Mul, rm, splat(f, N, {bm})), 1, {bm, bn}), bcast(f, rn, 0, {bm, bn}));
+  Value *c_ptrs = ptr_add(f, c, c_offs);
+  Value *c0 = load(f, c_ptrs);
+  Op *loop = f.begin_for(f.ci(S(I32), 0), K, f.ci(S(I32), bk), {c0});
+  Value *k = loop->region(0)->arg(0), *acc = loop->region(0)->arg(1);
+  Value *rk = bin(f, OpKind::Add, splat(f, k, {bk}), f.arange(0, bk));
+  Value *a_offs = bin(f, OpKind::Add, bcast(f, bin(f, OpKind::Mul, rm, splat(f, K, {bm})), 1, {bm, bk}), bcast(f, rk, 0, {bm, bk}));
+  Value *av = load(f, ptr_add(f, a, a_offs)), *bv;
+  if (trans_b) {
+    Value *bt_offs = bin(f, OpKind::Add, bcast(f, bin(f, OpKind::Mul, rn, splat(f, K, {bn})), 1, {bn, bk}), bcast(f, rk, 0, {bn, bk}));
+    Attrs perm;
+    perm.ints = {1, 0};
+    bv = f.op(OpKind::Trans, {load(f, ptr_add(f, b, bt_offs))}, T({bk, bn}, dt), perm);
+  } else {
+    Value *b_offs = bin(f, OpKind::Add, bcast(f, bin(f, OpKind::Mul, rk, splat(f, N, {bk})), 1, {bk, bn}), bcast(f, rn, 0, {bk, bn}));
+    bv = load(f, ptr_add(f, b, b_offs));
+  }
+  Value *next = f.op(OpKind::Dot, {av, bv, acc}, T({bm, bn}, F32));
+  f.yield({next});
+  f.end();
+  store(f, c_ptrs, loop->result(0));
+  verify(f.fn);
+  return std::move(f.fn);
+}
+
+/// The first Dot op of fn.
+inline const Op *find_dot(Function &fn) {
+  const Op *dot = nullptr;
+  walk(*fn.body, [&](Op &op) {
+    if (!dot && op.kind == OpKind::Dot) dot = &op;
+  });
+  return dot;
 }
 
 // out = pid < 2 ? x * 2 : x + 1 (an if with a tile result), and a scalar if.

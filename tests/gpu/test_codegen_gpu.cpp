@@ -224,6 +224,54 @@ TEST_CASE("codegen on the GPU: dot in a K loop (bf16, f16, f32)", "[gpu][codegen
   }
 }
 
+// Tensor-core dots (mma.sync m16n8k16) against the interpreter: every block shape in {16..128}³ that has
+// an MMA layout for 4 warps, bf16 and f16, a loaded (random) accumulator, two K-loop steps, b as [K,N] and as
+// trans([N,K]). Inputs are multiples of 1/64 in [-1, 1] so every product and partial sum is exact in f32: the
+// GPU must match bit for bit whatever the summation order.
+TEST_CASE("codegen on the GPU: dot on tensor cores for many shapes (bf16, f16, acc, loop, transposed b)", "[gpu][codegen]") {
+  int cases = 0;
+  for (int64_t bm : {16, 32, 64, 128})
+    for (int64_t bn : {16, 32, 64, 128})
+      for (int64_t bk : {16, 32, 64, 128})
+          for (bool trans_b : {false, true}) {
+            if (bm * bn * bk > 128 * 64 * 64) continue;  // keep the sweep quick
+            DType dt = ((bm + bn + bk) / 16 + trans_b) % 2 ? BF16 : DType::f16;  // both dtypes, half the compiles
+            const int64_t M = bm * 2, N = bn, K = bk * 2;
+            uint32_t seed = uint32_t(bm * 7 + bn * 13 + bk * 17 + trans_b);
+            auto quant = [&](std::vector<float> v) {
+              std::vector<uint16_t> h(v.size());
+              for (size_t i = 0; i < v.size(); ++i) {
+                float q = std::round(v[i] * 64) / 64;
+                if (dt == BF16) {
+                  uint32_t bits;
+                  std::memcpy(&bits, &q, 4);
+                  h[i] = uint16_t(bits >> 16);
+                } else {
+                  _Float16 f = static_cast<_Float16>(q);
+                  std::memcpy(&h[i], &f, 2);
+                }
+              }
+              return buffer_arg(h);
+            };
+            auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
+            for (auto &x : c0) x = std::round(x * 64) / 64;
+            std::vector<Arg> args;
+            args.push_back(quant(random_floats(size_t(M * K), -1, 1, seed)));
+            args.push_back(quant(random_floats(size_t(K * N), -1, 1, seed + 1)));
+            args.push_back(buffer_arg(c0));
+            args.push_back(int_arg(N));
+            args.push_back(int_arg(K));
+            auto fn = matmul_acc(bm, bn, bk, dt, trans_b);
+            bool mma = codegen::dot_uses_mma(*find_dot(fn), 4);
+            run_both(fn, Grid{uint32_t(M / bm), uint32_t(N / bn)}, args);
+            auto [cpu, gpu] = outputs<float>(args[2]);
+            require_close(cpu, gpu, 0, 0, fmt::format("dot {}x{}x{} {}{} ({})", bm, bn, bk, dtype_name(dt),
+                                                      trans_b ? " trans_b" : "", mma ? "mma" : "fma"));
+            ++cases;
+          }
+  REQUIRE(cases > 40);
+}
+
 TEST_CASE("codegen on the GPU: if, casts, atomics, math, transpose/reshape", "[gpu][codegen]") {
   {
     std::vector<Arg> args;

@@ -1,0 +1,270 @@
+// Dot on tensor cores: acc[M,N] += a[M,K] · b[K,N] with mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.
+//
+// The result has the MMA accumulator layout (codegen/mma.h): each warp owns MT m16 tiles × NT n8 tiles and
+// each thread 4 f32 per tile. Operand fragments come from
+//   - registers, when a is already in the MMA layout of [M,K] with every warp holding whole rows (the C
+//     fragments of n8 tiles 2·kt and 2·kt+1 are the A fragment of k16 tile kt: attention's p → dot(p, v));
+//   - registers loaded once before the enclosing loop (loop-invariant a, e.g. attention's q);
+//   - shared memory otherwise: the operand is stored row-major with 16-byte chunks XOR-swizzled by row
+//     (swizzled_offset) and read with ldmatrix.x4 (a; b stored [N,K] when it is a folded Trans) or
+//     ldmatrix.x4.trans (b stored [K,N]). Loop-invariant operands live in static shared memory of their own,
+//     staged once before the loop; the others go through the dynamic scratch buffer.
+#include <fmt/format.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
+#include <algorithm>
+#include <array>
+
+#include "codegen/lowering.h"
+#include "codegen/mma.h"
+
+namespace tilejit::codegen {
+namespace {
+
+using Frag = std::array<llvm::Value *, 4>;
+constexpr int64_t kMaxPreloadedRegs = 16;  // registers of preloaded A fragments per thread
+
+struct Geometry {
+  int64_t M = 0, N = 0, K = 0, MT = 0, NT = 0, KT = 0;
+  int wm = 1, wn = 1;
+  llvm::Value *wm_idx = nullptr, *wn_idx = nullptr;  // this warp's position (i32)
+};
+
+Geometry geometry(Lowering &L, const Layout &l, int64_t K) {
+  Geometry g;
+  g.M = l.shape[0];
+  g.N = l.shape[1];
+  g.K = K;
+  g.wm = l.parent.warps_per_cta[0];
+  g.wn = l.parent.warps_per_cta[1];
+  g.MT = g.M / (16 * g.wm);
+  g.NT = g.N / (8 * g.wn);
+  g.KT = K / 16;
+  auto &b = L.b;
+  g.wm_idx = b.CreateAnd(b.CreateLShr(L.warp(), log2_exact(g.wn)), L.i32(g.wm - 1));
+  g.wn_idx = b.CreateAnd(L.warp(), L.i32(g.wn - 1));
+  return g;
+}
+
+/// Element offset (i32) of 16-byte chunk `chunk` of `row` in a swizzled [*, cols] tile (see swizzled_offset).
+llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols) {
+  auto &b = L.b;
+  int64_t chunks = cols / 8;
+  int64_t rows_per_line = std::max<int64_t>(1, 8 / chunks);
+  int64_t mask = std::min<int64_t>(8, chunks) - 1;
+  llvm::Value *phase = b.CreateAnd(b.CreateLShr(row, log2_exact(rows_per_line)), L.i32(mask));
+  return b.CreateAdd(b.CreateMul(row, L.i32(cols)), b.CreateShl(b.CreateXor(chunk, phase), 3));
+}
+
+/// Stores tile t ([rows, cols], 16-bit) swizzled at `base` (shared), vectors of up to 8 elements.
+void stage_swizzled(Lowering &L, const Tile &t, ElemType et, llvm::Value *base) {
+  auto &b = L.b;
+  const Layout &l = *t.layout;
+  int64_t cols = l.shape[1];
+  if (cols < 8) L.fail(fmt::format("internal: a tensor-core operand needs at least 8 columns, got {}", cols));
+  int64_t s = l.parent.size_per_thread[size_t(l.dims[1])];
+  int64_t v = std::min<int64_t>({s, 8, cols});
+  llvm::Type *mt = L.mem_type(et);
+  auto *vt = llvm::FixedVectorType::get(mt, unsigned(v));
+  for (int64_t r = 0; r < l.num_regs(); ++r) {
+    if (l.reg_is_duplicate(r) || l.reg_index(r)[1] % v) continue;
+    llvm::Value *row = L.coord(l, 0, r), *col = L.coord(l, 1, r);
+    llvm::Value *off = b.CreateOr(swizzled_chunk(L, row, b.CreateLShr(col, 3), cols), b.CreateAnd(col, 7));
+    llvm::Value *vec = llvm::UndefValue::get(vt);
+    for (int64_t j = 0; j < v; ++j) vec = b.CreateInsertElement(vec, t.regs[size_t(r + j)], uint64_t(j));
+    b.CreateAlignedStore(vec, b.CreateInBoundsGEP(mt, base, off), llvm::Align(uint64_t(2 * v)));
+  }
+}
+
+Frag ldmatrix(Lowering &L, llvm::Value *base, llvm::Value *elem_off, bool x4, bool trans) {
+  auto &b = L.b;
+  unsigned id = x4 ? (trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16
+                            : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16)
+                   : (trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16
+                            : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_b16);
+  llvm::Value *addr = b.CreateInBoundsGEP(b.getInt16Ty(), base, elem_off);
+  // LLVM 19 declares ldmatrix overloaded on the pointer type; older ones take a shared pointer.
+  llvm::Function *fn = llvm::Intrinsic::isOverloaded(llvm::Intrinsic::ID(id)) ? L.intrinsic(id, {addr->getType()})
+                                                                             : L.intrinsic(id);
+  llvm::Value *r = b.CreateCall(fn, {addr});
+  Frag f{};
+  for (unsigned i = 0; i < (x4 ? 4u : 2u); ++i) f[i] = b.CreateExtractValue(r, {i});
+  return f;
+}
+
+/// A fragment of m16 tile mt, k16 tile kt from a swizzled [M,K] tile.
+Frag load_a(Lowering &L, const Geometry &g, llvm::Value *base, int64_t mt, int64_t kt) {
+  auto &b = L.b;
+  llvm::Value *q = b.CreateLShr(L.lane(), 3), *r = b.CreateAnd(L.lane(), 7);
+  llvm::Value *rep = b.CreateAdd(L.i32(2 * mt), b.CreateAnd(q, 1));
+  llvm::Value *row = b.CreateAdd(b.CreateAdd(b.CreateShl(g.wm_idx, 3), r), b.CreateMul(rep, L.i32(8 * g.wm)));
+  llvm::Value *chunk = b.CreateAdd(L.i32(2 * kt), b.CreateLShr(q, 1));
+  return ldmatrix(L, base, swizzled_chunk(L, row, chunk, g.K), true, false);
+}
+
+/// B fragments (2 registers each) of n8 tiles nt0 and nt0+1 (when it exists) for k16 tile kt, from a swizzled
+/// [K,N] tile (transposing ldmatrix) or [N,K] tile (plain ldmatrix).
+Frag load_b(Lowering &L, const Geometry &g, llvm::Value *base, bool nk, int64_t nt0, int64_t kt) {
+  auto &b = L.b;
+  bool x4 = nt0 + 1 < g.NT;
+  llvm::Value *q = b.CreateLShr(L.lane(), 3), *r = b.CreateAnd(L.lane(), 7);
+  llvm::Value *half = b.CreateAnd(q, 1);  // second k half
+  llvm::Value *nt = L.i32(nt0);
+  if (x4) nt = b.CreateAdd(nt, b.CreateLShr(q, 1));
+  llvm::Value *n_chunk = b.CreateAdd(g.wn_idx, b.CreateMul(nt, L.i32(g.wn)));  // in units of 8 columns
+  if (nk) {
+    llvm::Value *row = b.CreateAdd(b.CreateShl(n_chunk, 3), r);
+    llvm::Value *chunk = b.CreateAdd(L.i32(2 * kt), half);
+    return ldmatrix(L, base, swizzled_chunk(L, row, chunk, g.K), x4, false);
+  }
+  llvm::Value *row = b.CreateAdd(L.i32(16 * kt), b.CreateAdd(r, b.CreateShl(half, 3)));
+  return ldmatrix(L, base, swizzled_chunk(L, row, n_chunk, g.N), x4, true);
+}
+
+/// Two 16-bit register values packed into one i32 (the first in the low half).
+llvm::Value *pack2(Lowering &L, llvm::Value *lo, llvm::Value *hi) {
+  auto &b = L.b;
+  auto *vt = llvm::FixedVectorType::get(lo->getType(), 2);
+  llvm::Value *v = b.CreateInsertElement(llvm::UndefValue::get(vt), lo, uint64_t(0));
+  v = b.CreateInsertElement(v, hi, uint64_t(1));
+  return b.CreateBitCast(v, b.getInt32Ty());
+}
+
+/// A fragment of (mt, kt) from a tile in the MMA layout of [M,K] (whole rows per warp).
+Frag a_from_regs(Lowering &L, const Tile &t, int64_t mt, int64_t kt) {
+  int64_t per_row = t.layout->regs_along(1);
+  auto reg = [&](int64_t ri, int64_t ci) { return t.regs[size_t(ri * per_row + ci)]; };
+  Frag f{};
+  for (int i = 0; i < 4; ++i) {
+    int64_t ri = 2 * mt + (i & 1), ci = 4 * kt + 2 * (i >> 1);
+    f[size_t(i)] = pack2(L, reg(ri, ci), reg(ri, ci + 1));
+  }
+  return f;
+}
+
+bool a_in_mma_registers(const Layout &a, int num_warps) {
+  auto want = mma_layout(a.shape, num_warps);
+  return want && want->parent.warps_per_cta[1] == 1 && same_distribution(a, *want);
+}
+
+/// The value staged for b (the Trans source when the Trans is folded) and whether it is [N,K].
+std::pair<const ir::Value *, bool> b_source(Lowering &L, const ir::Value *bv) {
+  if (L.folded_trans.count(bv)) return {bv->def->operand(0), true};
+  return {bv, false};
+}
+
+llvm::GlobalVariable *persistent(Lowering &L, const ir::Value *v) {
+  auto it = L.persistent_operands.find(v);
+  return it == L.persistent_operands.end() ? nullptr : it->second;
+}
+
+}  // namespace
+
+bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
+  bool staged = false;
+  for (int i = 0; i < 2; ++i) {
+    const ir::Value *v = dot.operand(i);
+    if (L.persistent_operands.count(v)) continue;
+    const ir::Value *src = i == 1 ? b_source(L, v).first : v;
+    if (!L.is_lowered(src)) continue;  // defined inside the loop
+    const Tile &t = L.get(src);
+    if (t.is_scalar()) continue;
+    if (i == 0 && a_in_mma_registers(*t.layout, L.opts.num_warps)) continue;
+    llvm::GlobalVariable *g = L.new_static_smem(src->type.numel() * 2);
+    if (!g) continue;
+    stage_swizzled(L, t, src->type.elem, g);
+    L.persistent_operands[v] = g;
+    staged = true;
+  }
+  return staged;
+}
+
+void preload_mma_fragments(Lowering &L, const ir::Op &dot) {
+  const ir::Value *av = dot.operand(0);
+  llvm::GlobalVariable *base = persistent(L, av);
+  if (!base || L.mma_a_fragments.count(av)) return;
+  auto l = mma_layout(dot.result()->type.shape, L.opts.num_warps);
+  Geometry g = geometry(L, *l, av->type.shape[1]);
+  if (g.MT * g.KT * 4 > kMaxPreloadedRegs) return;
+  std::vector<llvm::Value *> regs;
+  for (int64_t mt = 0; mt < g.MT; ++mt)
+    for (int64_t kt = 0; kt < g.KT; ++kt)
+      for (llvm::Value *r : load_a(L, g, base, mt, kt)) regs.push_back(r);
+  L.mma_a_fragments[av] = std::move(regs);
+}
+
+Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
+  auto &b = L.b;
+  const ir::Value *av = op.operand(0), *bv = op.operand(1), *cv = op.operand(2), *res = op.result();
+  const Layout &l = L.layout_of(res);
+  auto want = mma_layout(res->type.shape, L.opts.num_warps);
+  if (!want || !(l == *want)) L.fail("internal: a tensor-core dot's result is not in the MMA layout");
+  Geometry g = geometry(L, l, av->type.shape[1]);
+  Tile acc = L.get_in(cv, l);
+  bool bf16 = av->type.dtype() == DType::bf16;
+  auto [bsrc, b_nk] = b_source(L, bv);
+
+  // Where each operand's fragments come from.
+  const std::vector<llvm::Value *> *a_pre = nullptr;
+  if (auto it = L.mma_a_fragments.find(av); it != L.mma_a_fragments.end()) a_pre = &it->second;
+  const Tile *a_regs = nullptr;
+  llvm::Value *a_base = nullptr, *b_base = persistent(L, bv);
+  if (!a_pre) {
+    const Tile &ta = L.get(av);
+    if (ta.is_scalar()) L.fail("dot operands must be tiles");
+    if (a_in_mma_registers(*ta.layout, L.opts.num_warps)) a_regs = &ta;
+    else a_base = persistent(L, av);
+  }
+  bool stage_a = !a_pre && !a_regs && !a_base, stage_b = !b_base;
+  if (stage_a || stage_b) {
+    int64_t a_bytes = stage_a ? g.M * g.K * 2 : 0;
+    int64_t b_off = (a_bytes + 127) / 128 * 128;
+    L.reserve_smem(b_off + (stage_b ? g.K * g.N * 2 : 0));
+    if (stage_a) a_base = L.smem_addr(L.i32(0), b.getInt8Ty(), 0);
+    if (stage_b) b_base = L.smem_addr(L.i32(0), b.getInt8Ty(), b_off);
+    L.barrier();
+    if (stage_a) stage_swizzled(L, L.get(av), av->type.elem, a_base);
+    if (stage_b) {
+      const Tile &tb = L.get(bsrc);
+      if (tb.is_scalar()) L.fail("dot operands must be tiles");
+      stage_swizzled(L, tb, bsrc->type.elem, b_base);
+    }
+    L.barrier();
+  }
+
+  llvm::Function *mma = L.intrinsic(bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
+                                         : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32);
+  llvm::FunctionType *fty = mma->getFunctionType();
+  std::vector<llvm::Value *> c = acc.regs;
+  int64_t per_row = l.regs_along(1);  // 2·NT
+  auto acc_reg = [&](int64_t mt, int64_t nt, int i) { return size_t((2 * mt + (i >> 1)) * per_row + 2 * nt + (i & 1)); };
+  for (int64_t kt = 0; kt < g.KT; ++kt) {
+    std::vector<Frag> af(size_t(g.MT));
+    for (int64_t mt = 0; mt < g.MT; ++mt) {
+      if (a_pre) for (int i = 0; i < 4; ++i) af[size_t(mt)][size_t(i)] = (*a_pre)[size_t((mt * g.KT + kt) * 4 + i)];
+      else if (a_regs) af[size_t(mt)] = a_from_regs(L, *a_regs, mt, kt);
+      else af[size_t(mt)] = load_a(L, g, a_base, mt, kt);
+    }
+    std::vector<std::array<llvm::Value *, 2>> bf(size_t(g.NT));
+    for (int64_t nt = 0; nt < g.NT; nt += 2) {
+      Frag f = load_b(L, g, b_base, b_nk, nt, kt);
+      bf[size_t(nt)] = {f[0], f[1]};
+      if (nt + 1 < g.NT) bf[size_t(nt + 1)] = {f[2], f[3]};
+    }
+    for (int64_t mt = 0; mt < g.MT; ++mt)
+      for (int64_t nt = 0; nt < g.NT; ++nt) {
+        std::vector<llvm::Value *> args;
+        for (int i = 0; i < 4; ++i) args.push_back(af[size_t(mt)][size_t(i)]);
+        for (int i = 0; i < 2; ++i) args.push_back(bf[size_t(nt)][size_t(i)]);
+        for (int i = 0; i < 4; ++i) args.push_back(c[acc_reg(mt, nt, i)]);
+        for (unsigned i = 0; i < args.size(); ++i)
+          if (args[i]->getType() != fty->getParamType(i)) args[i] = b.CreateBitCast(args[i], fty->getParamType(i));
+        llvm::Value *d = b.CreateCall(mma, args);
+        for (int i = 0; i < 4; ++i) c[acc_reg(mt, nt, i)] = b.CreateExtractValue(d, {unsigned(i)});
+      }
+  }
+  return Tile{l, c};
+}
+
+}  // namespace tilejit::codegen

@@ -1,0 +1,43 @@
+#include "codegen/mma.h"
+
+#include <algorithm>
+
+namespace tilejit::codegen {
+
+std::optional<Layout> mma_layout(const std::vector<int64_t> &shape, int num_warps) {
+  if (shape.size() != 2 || !is_pow2(shape[0]) || !is_pow2(shape[1]) || shape[0] < 16) return std::nullopt;
+  int wm = int(std::min<int64_t>(num_warps, shape[0] / 16));
+  int wn = num_warps / wm;
+  if (shape[1] < 8 * int64_t(wn)) return std::nullopt;
+  Layout l;
+  l.parent.size_per_thread = {1, 2};
+  l.parent.threads_per_warp = {8, 4};
+  l.parent.warps_per_cta = {wm, wn};
+  l.parent.order = {1, 0};
+  l.dims = {0, 1};
+  l.shape = shape;
+  return l;
+}
+
+bool dot_uses_mma(const ir::Op &dot, int num_warps) {
+  if (dot.kind != ir::OpKind::Dot || dot.num_operands() < 3) return false;
+  const ir::Type &a = dot.operand(0)->type, &b = dot.operand(1)->type, &r = dot.result()->type;
+  if (a.rank() != 2 || b.rank() != 2 || r.rank() != 2 || a.is_ptr() || b.is_ptr()) return false;
+  DType da = a.dtype(), db = b.dtype();
+  if (da != db || (da != DType::f16 && da != DType::bf16)) return false;
+  if (r.dtype() != DType::f32 || a.shape[1] % 16 != 0 || !is_pow2(a.shape[1]) || !is_pow2(b.shape[1])) return false;
+  return mma_layout(r.shape, num_warps).has_value();
+}
+
+int64_t swizzle_phase(int64_t row, int64_t cols) {
+  int64_t chunks = cols / 8;
+  int64_t rows_per_line = std::max<int64_t>(1, 8 / chunks);  // rows sharing one 128-byte line
+  return (row / rows_per_line) & (std::min<int64_t>(8, chunks) - 1);
+}
+
+int64_t swizzled_offset(int64_t row, int64_t col, int64_t cols) {
+  int64_t chunk = (col / 8) ^ swizzle_phase(row, cols);
+  return row * cols + chunk * 8 + col % 8;
+}
+
+}  // namespace tilejit::codegen

@@ -1,0 +1,39 @@
+// Tensor-core (mma.sync m16n8k16) support shared by layout assignment and the dot lowering. Pure; no LLVM.
+//
+// The MMA accumulator layout is a blocked layout (codegen/layout.h), so elementwise ops, row reductions and
+// row broadcasts work on it unchanged: spt = [1, 2], tpw = [8, 4], wpc = [Wm, Wn], order = [1, 0]. Lane l
+// holds rows l/4 (+ 8·Wm·rep) and columns 2·(l%4) + {0,1} (+ 8·Wn·rep): exactly the C fragment of
+// m16n8k16, where a warp's m16 tile mt is made of its row repetitions 2·mt and 2·mt+1 (rows 8·wm + i and
+// 8·wm + 8·Wm + i, i < 8) and its n8 tile nt is column repetition nt (columns 8·wn + 8·Wn·nt + j). The
+// A operand's rows and the B operand's columns are read in that same order (ldmatrix takes one row
+// address per lane, so the rows of an m16 tile need not be contiguous).
+//
+// Warps tile M first: Wm = min(num_warps, M/16), Wn = num_warps/Wm; the layout exists when M ≥ 16 and
+// N ≥ 8·Wn.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "codegen/layout.h"
+#include "ir/ir.h"
+#include "tilejit/export.h"
+
+namespace tilejit::codegen {
+
+/// The MMA accumulator layout of a [M, N] tile, or nullopt when the shape is too small for num_warps.
+TILEJIT_EXPORT std::optional<Layout> mma_layout(const std::vector<int64_t> &shape, int num_warps);
+
+/// True when `dot` (an OpKind::Dot) lowers to mma.sync: both operands f16 or both bf16, rank 2, K a
+/// multiple of 16, and an MMA layout exists for its [M, N] result. Other dots keep the f32 FMA path.
+TILEJIT_EXPORT bool dot_uses_mma(const ir::Op &dot, int num_warps);
+
+/// Element offset of (row, col) in a row-major [rows, cols] tile of 16-bit elements staged in shared memory
+/// with its 16-byte chunks XOR-swizzled by row, so that the 8 row addresses of one ldmatrix 8x8 matrix
+/// (8 consecutive rows starting at a multiple of 8, one chunk) fall in 8 distinct bank groups. cols must be
+/// a power of two ≥ 8.
+TILEJIT_EXPORT int64_t swizzled_offset(int64_t row, int64_t col, int64_t cols);
+/// The XOR applied to chunk indices of `row` (see swizzled_offset).
+TILEJIT_EXPORT int64_t swizzle_phase(int64_t row, int64_t cols);
+
+}  // namespace tilejit::codegen
