@@ -73,6 +73,52 @@ struct KernelBase::Impl {
   // launch path (LoadedKernel references stay valid until exit).
   std::map<std::tuple<const ir::Function *, std::string, int, int>, const runtime::LoadedKernel *> loaded;
   uint64_t loaded_generation = 0;
+  // Captured values each traced function uses (tilejit/capture.h): extra trailing kernel arguments whose
+  // values are read at every launch.
+  std::map<const ir::Function *, std::vector<std::shared_ptr<detail::CaptureState>>> captures;
+
+  /// Appends the launch arguments of fn's captures (their current values) to `args`.
+  void append_capture_args(const ir::Function &fn, Backend backend, std::vector<KernelArg> &args) {
+    std::vector<std::shared_ptr<detail::CaptureState>> used;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = captures.find(&fn);
+      if (it == captures.end()) return;
+      used = it->second;
+    }
+    for (size_t c = 0; c < used.size(); ++c) {
+      const detail::CaptureState &st = *used[c];
+      KernelArg k;
+      using CK = detail::CaptureState::Kind;
+      auto fail = [&](const std::string &why) {
+        throw TraceError(fmt::format("kernel {}: captured argument cap{} {}", name, c, why));
+      };
+      switch (st.kind) {
+        case CK::Ptr:
+          if (st.on_gpu == 1 && backend == Backend::Interpreter)
+            fail("is a GPU buffer but the launch runs on the CPU interpreter");
+          if (st.on_gpu == 0 && backend == Backend::GPU)
+            fail("is a host (interpreter) buffer but the launch runs on the GPU");
+          k.kind = KernelArg::Kind::Ptr;
+          k.ptr = st.address;
+          k.bytes = st.bytes;
+          break;
+        case CK::I32:
+          if (st.i < std::numeric_limits<int32_t>::min() || st.i > std::numeric_limits<int32_t>::max())
+            fail(fmt::format("holds {}, which does not fit i32", st.i));
+          [[fallthrough]];
+        case CK::I64:
+          k.kind = KernelArg::Kind::Int;
+          k.i = st.i;
+          break;
+        case CK::F32:
+          k.kind = KernelArg::Kind::Float;
+          k.f = double(float(st.f));
+          break;
+      }
+      args.push_back(k);
+    }
+  }
 
   [[noreturn]] void bind_error(size_t i, const std::string &what) const {
     throw TraceError(fmt::format("kernel {}: argument {} ({}, {}) {}", name, i, names[i], kind_name(params[i]), what));
@@ -173,11 +219,14 @@ struct KernelBase::Impl {
       by_param[i] = v;
       ++r;
     }
+    std::vector<std::shared_ptr<detail::CaptureState>> used;
     {
       dsl::TraceContext ctx(*fn, std::move(by_param));
       trace(b.values);
+      for (auto &c : ctx.captures) used.push_back(c.state);
     }
     ir::optimize(*fn);
+    if (!used.empty()) captures[fn.get()] = std::move(used);
     return *cache.emplace(b.key, std::move(fn)).first->second;
   }
 };
@@ -209,6 +258,7 @@ void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgV
       impl_->bind_error(i, "is a host (interpreter) buffer but the launch runs on the GPU");
   }
   const ir::Function &fn = impl_->get(b);
+  impl_->append_capture_args(fn, backend, b.runtime);
   if (backend == Backend::Interpreter) {
     interp::run(fn, grid, b.runtime);
     return;

@@ -8,6 +8,7 @@
 
 #include "ir/builder.h"
 #include "ir/ir.h"
+#include "tilejit/capture.h"
 #include "tilejit/tile.h"
 
 namespace tilejit::dsl {
@@ -32,6 +33,16 @@ class TraceContext {
   std::vector<ir::Value *> params;
   std::map<uint64_t, Tile *> handles;      // live handles by registration id (id order = creation order)
   uint64_t next_handle_id = 1;
+
+  /// Captured values used by this trace, in order of first use; each is an extra kernel parameter
+  /// appended after the declared ones (see tilejit/capture.h; implemented in dsl/capture.cpp).
+  struct CapturedParam {
+    std::shared_ptr<detail::CaptureState> state;
+    ir::Value *value;
+  };
+  std::vector<CapturedParam> captures;
+  /// The parameter standing for `state` (appended to fn's parameters on first use).
+  ir::Value *capture_param(const std::shared_ptr<detail::CaptureState> &state);
 
  private:
   friend struct TileAccess;

@@ -1,0 +1,174 @@
+// Attention variants as C++ lambdas (FlexAttention-style): a score_mod and a mask traced *into* the
+// FlashAttention-2 forward kernel, plus GQA/MQA, variable-length batches, padded head dims.
+//
+//   attention::FlexOptions opt;
+//   opt.score_mod = [](Tile s, Tile b, Tile h, Tile q, Tile kv) { return 50.f * tanh(s / 50.f); };
+//   opt.mask = attention::sliding_window(4096, 0);
+//   attention::flex_forward(q, k, v, out, lse, shape, opt);
+//
+// Mods. score_mod(score, b, h, q_idx, kv_idx) gets the [BLOCK_M, BLOCK_N] f32 tile of scaled scores
+// (q·kᵀ·softmax_scale, natural units) and returns the modified scores (same shape). mask functions
+// (b, h, q_idx, kv_idx) return i1, true = visible. b and h are i32 scalars (h is the *query* head),
+// q_idx is i32 [BLOCK_M, 1] and kv_idx i32 [1, BLOCK_N] (positions inside the sequence; they broadcast).
+// Indices handed to the mods are clamped to [0, seqlen-1], so a mod that loads from a per-token table
+// never reads out of range; results at padded positions are discarded. Inside a mod,
+// mod_seqlen_q() / mod_seqlen_k() give this sequence's lengths (i32 scalars; per sequence with varlen).
+// A mod may use captured buffers/scalars (tilejit/capture.h): they become kernel arguments, so changing
+// their values never retraces or recompiles.
+//
+// Caching: each distinct ScoreMod / MaskFn object (assignment from a lambda creates one; copies share it)
+// gets its own traced kernel per specialization, kept for the life of the process. The compiled code is
+// cached by printed IR, so two lambdas that trace to the same IR share one compiled kernel.
+//
+// Masks. A Mask is a *band* (closed-form key range per query; causal and sliding windows) AND an optional
+// mask function. Visible(i, j) = in_band(i, j) && fn(b, h, i, j). With only a band, each query block
+// visits only its key blocks in the band (no block-mask tensor) and evaluates the band test only on blocks
+// that cross the band's edge. With a mask function, a block mask is computed on the device
+// (create_block_mask, a DSL kernel): per (batch, head, query block), the list of non-empty key blocks, each
+// flagged full or partial; the attention kernel visits only those and applies the mask only on partial
+// blocks.
+//
+// Edge semantics: a query row that sees no key gets output 0 and lse −inf (never NaN); batch 0, heads 0 and
+// zero-length sequences are no-ops; out-of-range rows/cols are never read. Offsets are 64-bit when some
+// tensor spans more than 2^31 elements. Errors (TraceError): heads_q not a multiple of heads_kv, head dims
+// outside [16, 256], dtype other than bf16/f16, non-contiguous last dimension, null pointers.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "tilejit/attention.h"
+#include "tilejit/buffer.h"
+#include "tilejit/capture.h"
+#include "tilejit/launch.h"
+#include "tilejit/tile.h"
+
+namespace tilejit::attention {
+
+using ScoreModFn = std::function<Tile(Tile score, Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
+using MaskModFn = std::function<Tile(Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
+
+/// A score_mod; empty = identity. Copies share the function (and its traced kernels).
+class ScoreMod {
+ public:
+  ScoreMod() = default;
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, ScoreMod> &&
+             std::is_invocable_r_v<Tile, F, Tile, Tile, Tile, Tile, Tile>)
+  ScoreMod(F f) : fn_(std::make_shared<const ScoreModFn>(std::move(f))) {}
+  explicit operator bool() const { return fn_ != nullptr; }
+  Tile operator()(Tile s, Tile b, Tile h, Tile q, Tile kv) const { return (*fn_)(s, b, h, q, kv); }
+  const void *identity() const { return fn_.get(); }
+
+ private:
+  std::shared_ptr<const ScoreModFn> fn_;
+};
+
+/// A mask function; empty = everything visible.
+class MaskFn {
+ public:
+  MaskFn() = default;
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, MaskFn> &&
+             std::is_invocable_r_v<Tile, F, Tile, Tile, Tile, Tile>)
+  MaskFn(F f) : fn_(std::make_shared<const MaskModFn>(std::move(f))) {}
+  explicit operator bool() const { return fn_ != nullptr; }
+  Tile operator()(Tile b, Tile h, Tile q, Tile kv) const { return (*fn_)(b, h, q, kv); }
+  const void *identity() const { return fn_.get(); }
+
+ private:
+  std::shared_ptr<const MaskModFn> fn_;
+};
+
+/// How a band is anchored when seqlen_q ≠ seqlen_k. TopLeft: query i is aligned with key i.
+/// BottomRight: the last query is aligned with the last key (offset seqlen_k − seqlen_q), as in
+/// FlashAttention ≥ 2.1 causal masks for decoding.
+enum class Align { TopLeft, BottomRight };
+
+/// Keys visible from query i: i + off − left ≤ j ≤ i + off + right, off = 0 (TopLeft) or
+/// seqlen_k − seqlen_q (BottomRight). A negative left/right means unbounded on that side. left/right are
+/// runtime kernel arguments: changing them reuses the compiled kernel (like every integer argument they
+/// are specialized only on divisibility by 16).
+struct Band {
+  int64_t left = -1, right = -1;
+  Align align = Align::TopLeft;
+};
+
+/// band ∧ fn (either may be absent; both absent = full attention).
+struct Mask {
+  std::optional<Band> band;
+  MaskFn fn;
+  Mask() = default;
+  Mask(MaskFn f) : fn(std::move(f)) {}
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, Mask> && !std::is_same_v<std::remove_cvref_t<F>, MaskFn> &&
+             std::is_invocable_r_v<Tile, F, Tile, Tile, Tile, Tile>)
+  Mask(F f) : fn(std::move(f)) {}
+  Mask(Band b) : band(b) {}
+};
+
+/// Inside a mod (during the attention or block-mask trace): this sequence's lengths (i32 scalars).
+/// Throws TraceError elsewhere.
+Tile mod_seqlen_q();
+Tile mod_seqlen_k();
+
+/// Problem shape. Dense layout: q/out [batch, heads_q, seqlen_q, d], k/v [batch, heads_kv, seqlen_k, d]
+/// (strides in FlexOptions; default contiguous). lse: [batch, heads_q, seqlen_q] f32, contiguous.
+/// Varlen (FlexOptions::cu_seqlens_q set): tokens of all sequences packed, q/out [total_q, heads_q, d],
+/// k/v [total_k, heads_kv, d]; seqlen_q/seqlen_k are then the maximum lengths and lse is
+/// [heads_q, total_q]. head_dim_v = 0 means head_dim_qk. Head dims may be any value in [16, 256]; those
+/// that are not powers of two (96, 192, ...) run in the next power-of-two tile with masked lanes.
+struct FlexShape {
+  int batch = 1, heads_q = 1, heads_kv = 0 /* 0: heads_q */, seqlen_q = 128, seqlen_k = 128;
+  int head_dim_qk = 64, head_dim_v = 0;
+  int64_t total_q = 0, total_k = 0;  // varlen only: token counts (the last cu_seqlens entries)
+};
+
+/// A computed block mask (see create_block_mask): device/host buffers of i32.
+/// kv_blocks[b, h, qb, i] = key block index · 2 + (1 if full), for i < counts[b, h, qb].
+struct BlockMask {
+  Buffer kv_blocks, counts;
+  int batch = 0, heads = 0, num_q_blocks = 0, num_k_blocks = 0, block_m = 0, block_n = 0;
+};
+
+enum class BlockMaskMode {
+  Auto,  // compute one per call when the mask has a function (unless FlexOptions::block_mask is given)
+  Off,   // never: evaluate the mask function on every visited block
+};
+
+struct FlexOptions {
+  ScoreMod score_mod;
+  Mask mask;
+  float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim_qk)
+  DType dtype = DType::bf16;  // bf16 or f16 (q, k, v, out)
+  /// Element strides; all-zero (default) means contiguous for the layout described in FlexShape. With
+  /// varlen, `batch` is ignored and `seq` steps over packed tokens.
+  Strides q_strides{0, 0, 0, 0}, k_strides{0, 0, 0, 0}, v_strides{0, 0, 0, 0}, o_strides{0, 0, 0, 0};
+  /// Varlen: i32 prefix sums of the sequence lengths, batch + 1 entries (first 0), on the launch's backend.
+  DevicePtr cu_seqlens_q{}, cu_seqlens_k{};
+  BlockMaskMode block_mask_mode = BlockMaskMode::Auto;
+  const BlockMask *block_mask = nullptr;  // precomputed with the same mask, shape and block sizes
+  int block_m = 64, block_n = 64, num_warps = 4, num_stages = 1;
+  Backend backend = Backend::Auto;
+  Stream *stream = nullptr;
+  std::string arch;
+};
+
+/// out = softmax(mask(score_mod(q·kᵀ·scale))) · v; lse = natural-log logsumexp per query row (−inf when
+/// a row sees no key). Pointers must be on the launch's backend. See the header comment for errors.
+void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, const FlexShape &shape,
+                  const FlexOptions &opt);
+void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse,
+                  const FlexShape &shape, const FlexOptions &opt);
+
+/// Evaluates `mask` over every (batch, query head, query block, key block) tile on the device (a DSL
+/// kernel) and returns the lists of non-empty key blocks. Uses opt's block sizes, cu_seqlens, backend.
+BlockMask create_block_mask(const Mask &mask, const FlexShape &shape, const FlexOptions &opt);
+
+/// Tile IR of the flex kernel for this shape and options (no launch; placeholder pointers).
+std::string flex_forward_ir(const FlexShape &shape, const FlexOptions &opt);
+
+}  // namespace tilejit::attention

@@ -1,0 +1,50 @@
+// Built-in attention variants for flex_forward (tilejit/flex_attention.h), and composition helpers.
+// Each is an ordinary Mask or ScoreMod; captured values (slopes, tables, ids, caps) are kernel arguments,
+// so their contents and values can change without recompiling.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "tilejit/capture.h"
+#include "tilejit/flex_attention.h"
+
+namespace tilejit::attention {
+
+// ---- masks ----
+/// Causal: query i sees keys j ≤ i + off (off = 0 for TopLeft, seqlen_k − seqlen_q for BottomRight).
+Mask causal(Align align);
+inline Mask causal_top_left() { return causal(Align::TopLeft); }
+inline Mask causal_bottom_right() { return causal(Align::BottomRight); }
+/// Sliding window: i + off − left ≤ j ≤ i + off + right (left/right < 0: unbounded on that side).
+/// sliding_window(w − 1, 0) is a causal window of w keys (Mistral, Gemma 2 local layers).
+Mask sliding_window(int64_t left, int64_t right, Align align = Align::TopLeft);
+/// Document masking: query and key see each other only inside one document. doc_ids: i32 per token,
+/// [batch, seqlen] (self-attention, seqlen_q == seqlen_k), or per packed token with varlen.
+Mask document_mask(const Captured &doc_ids);
+/// Prefix-LM: the first prefix_len keys are visible to every query, the rest causally (top-left).
+/// prefix_len: an i32 capture (capture(int32_t)) or per-batch i32 buffer (per_batch = true).
+Mask prefix_lm(const Captured &prefix_len, bool per_batch = false);
+
+/// Both masks (band intersection kept in closed form when the alignments agree).
+Mask and_masks(const Mask &a, const Mask &b);
+/// Either mask (the hull of two bands of one alignment still bounds the loop; the test is exact).
+Mask or_masks(const Mask &a, const Mask &b);
+/// The band as a mask function (for composition; uses mod_seqlen_q/k for BottomRight).
+MaskFn band_function(const Band &band);
+
+// ---- score mods ----
+/// ALiBi (Press et al., arXiv 2108.12409): score − slope[h]·|q_idx − kv_idx|. slopes: f32 per query head.
+ScoreMod alibi(const Captured &slopes);
+/// The paper's slopes for `heads` heads: for a power of two n, 2^(−8/n·(i+1)); otherwise those of the
+/// largest power of two n < heads, then the even-indexed slopes of the 2n sequence for the extra heads.
+std::vector<float> alibi_slopes(int heads);
+/// tanh soft-capping (Gemma 2): cap·tanh(score / cap). cap is an f32 capture.
+ScoreMod softcap(const Captured &cap);
+inline ScoreMod softcap(float cap) { return softcap(capture(cap)); }
+/// Relative-position bias from a table (T5-style, without bucketing): score + table[h, clamp(kv − q,
+/// −max_distance, max_distance) + max_distance]. table: f32 [heads_q, 2·max_distance + 1].
+ScoreMod relative_position_bias(const Captured &table, int max_distance);
+/// first, then second: second(first(score, ...), ...).
+ScoreMod compose(const ScoreMod &first, const ScoreMod &second);
+
+}  // namespace tilejit::attention

@@ -1,0 +1,215 @@
+// flex_forward: validation, default strides, block-mask choice and the launch of the flex kernel.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "kernels/flex/flex_internal.h"
+#include "tilejit/error.h"
+
+namespace tilejit::attention {
+namespace {
+
+using namespace flex;
+
+int next_pow2_at_least_16(int x) {
+  int p = 16;
+  while (p < x) p *= 2;
+  return p;
+}
+
+/// Everything derived from (shape, options) that the launch needs.
+struct Plan {
+  bool varlen = false;
+  int heads_kv = 0, dim_v = 0, nqb = 0, nkb = 0;
+  Strides q, k, v, o;
+  int64_t lse_b = 0, lse_h = 0;
+  int64_t last_q = 0, last_k = 0, last_v = 0, last_o = 0, last_lse = 0;  // furthest element addressed
+  bool large = false;
+  bool work = false;
+};
+
+bool all_zero(const Strides &s) { return s.batch == 0 && s.head == 0 && s.seq == 0 && s.dim == 0; }
+
+Plan plan(const FlexShape &s, const FlexOptions &opt) {
+  auto fail = [](const std::string &why) { return TraceError("attention::flex_forward: " + why); };
+  Plan p;
+  p.varlen = opt.cu_seqlens_q.address != 0;
+  if (p.varlen != (opt.cu_seqlens_k.address != 0))
+    throw fail("give both cu_seqlens_q and cu_seqlens_k, or neither");
+  if (s.batch < 0 || s.heads_q < 0 || s.heads_kv < 0 || s.seqlen_q < 0 || s.seqlen_k < 0 || s.total_q < 0 ||
+      s.total_k < 0)
+    throw fail(fmt::format("sizes must be non-negative (batch {}, heads_q {}, heads_kv {}, seqlen_q {}, "
+                           "seqlen_k {})", s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k));
+  p.heads_kv = s.heads_kv == 0 ? s.heads_q : s.heads_kv;
+  if (s.heads_q > 0 && (p.heads_kv == 0 || s.heads_q % p.heads_kv != 0))
+    throw fail(fmt::format("heads_q ({}) must be a multiple of heads_kv ({}) for grouped-query attention",
+                           s.heads_q, p.heads_kv));
+  p.dim_v = s.head_dim_v == 0 ? s.head_dim_qk : s.head_dim_v;
+  for (int d : {s.head_dim_qk, p.dim_v})
+    if (d < 16 || d > 256) throw fail(fmt::format("head dim {} is not supported (16 to 256)", d));
+  auto pow2 = [](int x) { return x >= 16 && (x & (x - 1)) == 0; };
+  if (!pow2(opt.block_m) || !pow2(opt.block_n))
+    throw fail(fmt::format("BLOCK_M {} and BLOCK_N {} must be powers of two ≥ 16", opt.block_m, opt.block_n));
+  if (opt.dtype != DType::bf16 && opt.dtype != DType::f16)
+    throw fail(fmt::format("dtype {} is not supported (bf16 or f16)", dtype_name(opt.dtype)));
+  if (s.heads_q > 65535 || s.batch > 65535)
+    throw fail(fmt::format("heads_q {} and batch {} must each be ≤ 65535 (grid y and z)", s.heads_q, s.batch));
+  if (p.varlen && (s.total_q <= 0 && s.batch > 0 && s.seqlen_q > 0))
+    throw fail("varlen needs FlexShape::total_q and total_k (the last cu_seqlens entries)");
+
+  const int Dq = s.head_dim_qk, Dv = p.dim_v;
+  auto dflt = [&](const Strides &given, int heads, int seqlen, int d) {
+    if (!all_zero(given)) return given;
+    if (p.varlen) return Strides{0, d, int64_t(heads) * d, 1};
+    return contiguous_strides(heads, seqlen, d);
+  };
+  p.q = dflt(opt.q_strides, s.heads_q, s.seqlen_q, Dq);
+  p.k = dflt(opt.k_strides, p.heads_kv, s.seqlen_k, Dq);
+  p.v = dflt(opt.v_strides, p.heads_kv, s.seqlen_k, Dv);
+  p.o = dflt(opt.o_strides, s.heads_q, s.seqlen_q, Dv);
+  if (p.varlen) p.q.batch = p.k.batch = p.v.batch = p.o.batch = 0;
+
+  p.nqb = (s.seqlen_q + opt.block_m - 1) / opt.block_m;
+  p.nkb = (s.seqlen_k + opt.block_n - 1) / opt.block_n;
+  int64_t rows_q = p.varlen ? s.total_q : s.seqlen_q, rows_k = p.varlen ? s.total_k : s.seqlen_k;
+  p.work = int64_t(s.batch) * s.heads_q * s.seqlen_q > 0 && rows_q > 0;
+  auto last = [&](const Strides &st, int heads, int64_t seq, int d, const char *name) {
+    if (st.dim != 1)
+      throw fail(fmt::format("tensor '{}': the last dimension must be contiguous (stride 1), got {}", name, st.dim));
+    if (st.batch < 0 || st.head < 0 || st.seq < 0)
+      throw fail(fmt::format("tensor '{}': strides (batch {}, head {}, seq {}) must not be negative", name,
+                             st.batch, st.head, st.seq));
+    int64_t b = p.varlen ? 0 : std::max(s.batch - 1, 0);
+    return b * st.batch + int64_t(std::max(heads - 1, 0)) * st.head + std::max<int64_t>(seq - 1, 0) * st.seq + d - 1;
+  };
+  p.last_q = last(p.q, s.heads_q, rows_q, Dq, "q");
+  p.last_k = last(p.k, p.heads_kv, rows_k, Dq, "k");
+  p.last_v = last(p.v, p.heads_kv, rows_k, Dv, "v");
+  p.last_o = last(p.o, s.heads_q, rows_q, Dv, "out");
+  if (p.varlen) {
+    p.lse_b = 0;
+    p.lse_h = s.total_q;
+    p.last_lse = int64_t(s.heads_q) * s.total_q - 1;
+  } else {
+    p.lse_h = s.seqlen_q;
+    p.lse_b = int64_t(s.heads_q) * s.seqlen_q;
+    p.last_lse = int64_t(s.batch) * p.lse_b - 1;
+  }
+  // Padded head-dim lanes and block padding add at most one block of rows past the last element.
+  int64_t slack = int64_t(std::max(opt.block_m, opt.block_n)) * std::max({p.q.seq, p.k.seq, p.v.seq, p.o.seq, int64_t(1)}) + 256;
+  int64_t furthest = std::max({p.last_q, p.last_k, p.last_v, p.last_o, p.last_lse}) + slack;
+  p.large = furthest > std::numeric_limits<int32_t>::max();
+  return p;
+}
+
+void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name) {
+  if (d.address == 0) throw TraceError(fmt::format("attention::flex_forward: pointer '{}' is null", name));
+  size_t need = size_t(last + 1) * esz;
+  if (d.bytes != 0 && d.bytes < need)
+    throw TraceError(fmt::format("attention::flex_forward: '{}' holds {} bytes, its shape and strides address {}",
+                                 name, d.bytes, need));
+}
+
+std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt, DevicePtr q,
+                                          DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
+                                          const BlockMask *bm) {
+  std::vector<detail::ArgValue> a(kNumFlexParams);
+  a[kQ] = ptr_arg(q);
+  a[kK] = ptr_arg(k);
+  a[kV] = ptr_arg(v);
+  a[kO] = ptr_arg(out);
+  a[kLse] = ptr_arg(lse);
+  a[kCuQ] = ptr_arg(opt.cu_seqlens_q);
+  a[kCuK] = ptr_arg(opt.cu_seqlens_k);
+  a[kKvBlocks] = ptr_arg(bm ? DevicePtr{bm->kv_blocks.address(), bm->kv_blocks.bytes()} : DevicePtr{});
+  a[kKvCounts] = ptr_arg(bm ? DevicePtr{bm->counts.address(), bm->counts.bytes()} : DevicePtr{});
+  float scale = opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim_qk));
+  a[kScale] = float_arg(scale);
+  a[kHeads] = int_arg(s.heads_q);
+  a[kGroup] = int_arg(p.heads_kv == 0 ? 1 : s.heads_q / p.heads_kv);
+  a[kSeqlenQ] = int_arg(s.seqlen_q);
+  a[kSeqlenK] = int_arg(s.seqlen_k);
+  const Strides *st[] = {&p.q, &p.k, &p.v, &p.o};
+  for (int t = 0; t < 4; ++t) {
+    a[kQb + 3 * t] = int_arg(st[t]->batch);
+    a[kQh + 3 * t] = int_arg(st[t]->head);
+    a[kQs + 3 * t] = int_arg(st[t]->seq);
+  }
+  a[kLb] = int_arg(p.lse_b);
+  a[kLh] = int_arg(p.lse_h);
+  BandArgs band = band_args(opt.mask.band);
+  a[kBandLeft] = int_arg(band.left);
+  a[kBandRight] = int_arg(band.right);
+  a[kBandBottomRight] = int_arg(band.bottom_right);
+  a[kNumQBlocks] = int_arg(bm ? bm->num_q_blocks : p.nqb);
+  a[kNumKBlocks] = int_arg(bm ? bm->num_k_blocks : p.nkb);
+  a[kBlockM] = int_arg(opt.block_m);
+  a[kBlockN] = int_arg(opt.block_n);
+  a[kDimQK] = int_arg(s.head_dim_qk);
+  a[kDimV] = int_arg(p.dim_v);
+  a[kPadQK] = int_arg(next_pow2_at_least_16(s.head_dim_qk));
+  a[kPadV] = int_arg(next_pow2_at_least_16(p.dim_v));
+  a[kVarlen] = int_arg(p.varlen);
+  a[kHasBand] = int_arg(opt.mask.band.has_value());
+  a[kUseBlockMask] = int_arg(bm != nullptr);
+  a[kLarge] = int_arg(p.large);
+  return a;
+}
+
+}  // namespace
+
+void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, const FlexShape &s,
+                  const FlexOptions &opt) {
+  Plan p = plan(s, opt);
+  if (!p.work) return;
+  check_extent(q, p.last_q, 2, "q");
+  check_extent(k, p.last_k, 2, "k");
+  check_extent(v, p.last_v, 2, "v");
+  check_extent(out, p.last_o, 2, "out");
+  check_extent(lse, p.last_lse, 4, "lse");
+  const BlockMask *bm = opt.block_mask;
+  BlockMask computed;
+  if (bm) {
+    if (bm->batch != s.batch || bm->heads != s.heads_q || bm->block_m != opt.block_m ||
+        bm->block_n != opt.block_n || bm->num_q_blocks != p.nqb || bm->num_k_blocks != p.nkb)
+      throw TraceError(fmt::format("attention::flex_forward: the block mask was made for batch {}, heads {}, "
+                                   "{}x{} blocks of {}x{}; this call needs batch {}, heads {}, {}x{} blocks of {}x{}",
+                                   bm->batch, bm->heads, bm->num_q_blocks, bm->num_k_blocks, bm->block_m,
+                                   bm->block_n, s.batch, s.heads_q, p.nqb, p.nkb, opt.block_m, opt.block_n));
+  } else if (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
+    computed = create_block_mask(opt.mask, s, opt);
+    bm = &computed;
+  }
+  auto args = kernel_args(p, s, opt, q, k, v, out, lse, bm);
+  Grid grid{uint32_t(p.nqb), uint32_t(s.heads_q), uint32_t(s.batch)};
+  flex_kernel(opt.dtype, opt.score_mod, opt.mask).launch(grid, launch_config(opt), args);
+}
+
+void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const FlexShape &s,
+                  const FlexOptions &opt) {
+  bool gpu = resolve_backend(opt.backend) == Backend::GPU;
+  const char *names[] = {"q", "k", "v", "out", "lse"};
+  const Buffer *bufs[] = {&q, &k, &v, &out, &lse};
+  for (int i = 0; i < 5; ++i)
+    if (bufs[i]->address() != 0 && bufs[i]->on_gpu() != gpu)
+      throw TraceError(fmt::format("attention::flex_forward: buffer '{}' is a {} buffer but the launch runs on the {}",
+                                   names[i], bufs[i]->on_gpu() ? "GPU" : "host (interpreter)",
+                                   gpu ? "GPU" : "CPU interpreter"));
+  auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
+  flex_forward(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), s, opt);
+}
+
+std::string flex_forward_ir(const FlexShape &s, const FlexOptions &opt) {
+  Plan p = plan(s, opt);
+  DevicePtr fake{256, 0};
+  BlockMask placeholder;
+  placeholder.num_q_blocks = p.nqb;
+  placeholder.num_k_blocks = p.nkb;
+  bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);
+  auto args = kernel_args(p, s, opt, fake, fake, fake, fake, fake, use_bm ? &placeholder : nullptr);
+  return flex_kernel(opt.dtype, opt.score_mod, opt.mask).ir(args);
+}
+
+}  // namespace tilejit::attention

@@ -1,0 +1,104 @@
+// Internal pieces of the flex attention kernels (kernels/flex/): the parameter tables built at run time
+// (these kernels use KernelBase directly: the parameter list is long and the traced body depends on the
+// user's mods), the mod context (mod_seqlen_q/k), and the visibility test shared by the attention kernel
+// and the block-mask kernel. Not installed.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "tilejit/flex_attention.h"
+#include "tilejit/kernel.h"
+
+namespace tilejit::attention::flex {
+
+/// A kernel parameter list assembled by name; indices are the order of add().
+struct ParamTable {
+  std::vector<detail::ParamDecl> decls;
+  std::vector<std::string> names;
+  int add(std::string name, detail::ParamKind kind, DType dtype = DType::i32) {
+    decls.push_back({kind, dtype});
+    names.push_back(std::move(name));
+    return int(decls.size()) - 1;
+  }
+};
+
+inline detail::ArgValue ptr_arg(DevicePtr p) {
+  detail::ArgValue a;
+  a.kind = detail::ArgValue::Kind::Pointer;
+  a.address = p.address;
+  a.bytes = p.bytes;
+  return a;
+}
+inline detail::ArgValue int_arg(int64_t v) {
+  detail::ArgValue a;
+  a.kind = detail::ArgValue::Kind::Integer;
+  a.i = v;
+  return a;
+}
+inline detail::ArgValue float_arg(double v) {
+  detail::ArgValue a;
+  a.kind = detail::ArgValue::Kind::Float;
+  a.f = v;
+  return a;
+}
+
+/// Makes mod_seqlen_q()/mod_seqlen_k() return these tiles while alive (one per trace; nests).
+class ModScope {
+ public:
+  ModScope(Tile seqlen_q, Tile seqlen_k);
+  ~ModScope();
+  ModScope(const ModScope &) = delete;
+  ModScope &operator=(const ModScope &) = delete;
+  Tile seqlen_q, seqlen_k;
+
+ private:
+  ModScope *previous_;
+};
+
+/// The band's runtime parameters inside a kernel: left/right (kUnbounded when open) and the offset
+/// (0 or seqlen_k − seqlen_q).
+struct BandTiles {
+  Tile left, right, off;
+};
+/// Stand-in for an unbounded side: large enough for any length, small enough that i + off ± it fits i32.
+constexpr int64_t kUnbounded = int64_t(1) << 30;
+
+/// Band test for broadcastable q_idx / kv_idx (i1).
+Tile in_band(const BandTiles &band, const Tile &q_idx, const Tile &kv_idx);
+/// band ∧ fn at (b, h, q_idx, kv_idx); `has_band` says whether band is used. Returns an empty Tile when the
+/// mask has neither (everything visible).
+Tile visible(const Mask &mask, bool has_band, const BandTiles &band, const Tile &b, const Tile &h,
+             const Tile &q_idx, const Tile &kv_idx);
+
+/// Host-side band parameters: (left, right, bottom_right) with kUnbounded for open sides.
+struct BandArgs {
+  int64_t left = kUnbounded, right = kUnbounded, bottom_right = 0;
+};
+BandArgs band_args(const std::optional<Band> &band);
+
+/// Launch config from the flex options.
+LaunchConfig launch_config(const FlexOptions &opt);
+
+/// Parameters of the flex attention kernel, in order (see flex_kernel.cpp for their meaning).
+enum FlexParam : int {
+  kQ, kK, kV, kO, kLse, kCuQ, kCuK, kKvBlocks, kKvCounts,
+  kScale, kHeads, kGroup, kSeqlenQ, kSeqlenK,
+  kQb, kQh, kQs, kKb, kKh, kKs, kVb, kVh, kVs, kOb, kOh, kOs, kLb, kLh,
+  kBandLeft, kBandRight, kBandBottomRight, kNumQBlocks, kNumKBlocks,
+  // constexprs
+  kBlockM, kBlockN, kDimQK, kDimV, kPadQK, kPadV, kVarlen, kHasBand, kUseBlockMask, kLarge,
+  kNumFlexParams
+};
+/// The attention kernel for (dtype, score_mod, mask) — traced per specialization, cached per mod identity.
+KernelBase &flex_kernel(DType dtype, const ScoreMod &score_mod, const Mask &mask);
+
+/// Parameters of the block-mask kernel, in order.
+enum BlockMaskParam : int {
+  bKvBlocks, bKvCounts, bCuQ, bCuK, bSeqlenQ, bSeqlenK, bHeads, bNumQBlocks, bNumKBlocks,
+  bBandLeft, bBandRight, bBandBottomRight,
+  bBlockM, bBlockN, bVarlen, bHasBand,
+  kNumBlockMaskParams
+};
+KernelBase &block_mask_kernel(const Mask &mask);
+
+}  // namespace tilejit::attention::flex

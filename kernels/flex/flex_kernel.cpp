@@ -1,0 +1,180 @@
+// The flex attention forward kernel: FlashAttention-2's loop (arXiv 2307.08691, Algorithm 1) with the
+// user's score_mod and mask traced into the inner loop.
+//
+// Program (query block, query head h, batch b). GQA: the key/value head is h / group. Varlen: the
+// sequence's token range comes from cu_seqlens, and rows/keys are positions inside it. The key blocks a
+// program visits are, in order of preference: the block mask's list for this (b, h, query block) (the mask
+// is applied only on blocks flagged partial); the band's closed-form range (the band test only on blocks
+// crossing the band's edge); every key block. Scores are kept in log2 units (scale·log2e folded in when
+// there is no score_mod) so the online softmax uses exp2. Rows seeing no key end with l = 0 → output 0
+// and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32 otherwise.
+#include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "kernels/flex/flex_internal.h"
+#include "tilejit/ops.h"
+
+namespace tilejit::attention::flex {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+ParamTable flex_params(DType dt) {
+  using K = detail::ParamKind;
+  ParamTable t;
+  for (const char *n : {"Q", "K", "V", "O"}) t.add(n, K::Ptr, dt);
+  t.add("LSE", K::Ptr, DType::f32);
+  for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K", "KV_BLOCKS", "KV_COUNTS"}) t.add(n, K::Ptr, DType::i32);
+  t.add("scale", K::F32, DType::f32);
+  for (const char *n : {"heads", "group", "seqlen_q", "seqlen_k"}) t.add(n, K::I32);
+  for (const char *n : {"stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb",
+                        "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os", "stride_lb", "stride_lh"})
+    t.add(n, K::I64, DType::i64);
+  for (const char *n : {"band_left", "band_right", "band_bottom_right", "num_q_blocks", "num_k_blocks"})
+    t.add(n, K::I32);
+  for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
+  for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE"}) t.add(n, K::ConstBool, DType::i1);
+  return t;
+}
+
+void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<const detail::ArgValue> a) {
+  auto P = [](int i) { return detail::param_tile(i); };
+  auto C = [&](int i) { return int(a[size_t(i)].i); };
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const int BM = C(kBlockM), BN = C(kBlockN), DQK = C(kDimQK), DV = C(kDimV), PQK = C(kPadQK), PV = C(kPadV);
+  const bool varlen = C(kVarlen), has_band = C(kHasBand), use_block_mask = C(kUseBlockMask), large = C(kLarge);
+
+  Tile pid_m = program_id(0), h = program_id(1), b = program_id(2);
+  Tile seqlen_q = P(kSeqlenQ), seqlen_k = P(kSeqlenK);
+  Tile q_start = 0, k_start = 0;
+  if (varlen) {
+    q_start = load(P(kCuQ) + b);
+    seqlen_q = load(P(kCuQ) + b + 1) - q_start;
+    k_start = load(P(kCuK) + b);
+    seqlen_k = load(P(kCuK) + b + 1) - k_start;
+  }
+  ModScope scope(seqlen_q, seqlen_k);
+  Tile kv_h = h / P(kGroup);
+  auto stride = [&](int i) { return large ? P(i) : P(i).to(DType::i32); };
+  Tile q_start_w = varlen && large ? q_start.to(DType::i64) : q_start;
+  Tile k_start_w = varlen && large ? k_start.to(DType::i64) : k_start;
+
+  Tile m0 = pid_m * BM;
+  Tile rows = m0 + arange(0, BM);
+  Tile row_ok = rows < seqlen_q;
+  Tile offs_n = arange(0, BN), dq = arange(0, PQK), dv = arange(0, PV);
+  Tile q_mask = row_ok(_, None), kq_cols = Tile(), v_cols = Tile();
+  if (DQK != PQK) kq_cols = (dq < DQK)(None, _);  // padded head dim: lanes past DIM_QK read 0
+  if (DV != PV) v_cols = (dv < DV)(None, _);
+  if (kq_cols.valid()) q_mask = q_mask & kq_cols;
+
+  Tile q_rows = (q_start_w + rows) * stride(kQs);
+  Tile q = load(P(kQ) + (b * stride(kQb) + h * stride(kQh)) + q_rows(_, None) + dq(None, _), q_mask, 0.f);
+  Tile k_base = P(kK) + (b * stride(kKb) + kv_h * stride(kKh) + k_start_w * stride(kKs));
+  Tile v_base = P(kV) + (b * stride(kVb) + kv_h * stride(kVh) + k_start_w * stride(kVs));
+  Tile sks = stride(kKs), svs = stride(kVs);
+
+  Tile m_i = full({BM}, neg_inf, DType::f32);
+  Tile l_i = zeros({BM}, DType::f32);
+  Tile acc = zeros({BM, PV}, DType::f32);
+
+  // Indices handed to the mods: clamped into the sequence so table lookups never leave it.
+  Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0))(_, None);
+  BandTiles band;
+  if (has_band) band = {P(kBandLeft), P(kBandRight), P(kBandBottomRight) * (seqlen_k - seqlen_q)};
+  const bool any_mask = has_band || bool(mask.fn);
+
+  // One key block. The mask is applied never, always, or when the i1 scalar `need_mask` is true.
+  enum class Masking { Never, Always, When };
+  auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask) {
+    Tile cols = start_n + offs_n;
+    Tile col_ok = cols < seqlen_k;
+    Tile k_mask = col_ok(_, None);
+    if (kq_cols.valid()) k_mask = k_mask & kq_cols;
+    Tile cols_w = large ? cols.to(DType::i64) : cols;
+    Tile k = load(k_base + (cols_w * sks)(_, None) + dq(None, _), k_mask, 0.f);
+    Tile s = dot(q, trans(k));  // [BM, BN] f32
+    Tile kv_idx = minimum(cols, maximum(seqlen_k - 1, 0))(None, _);
+    if (score_mod) {
+      s = score_mod(s * P(kScale), b, h, q_idx, kv_idx).to(DType::f32) * kLog2e;
+    } else {
+      s = s * (P(kScale) * kLog2e);
+    }
+    s = where(col_ok(None, _), s, neg_inf);
+    auto apply = [&] { s = where(visible(mask, has_band, band, b, h, q_idx, kv_idx), s, neg_inf); };
+    if (masking == Masking::Always) apply();
+    if (masking == Masking::When) if_(need_mask, apply);
+
+    Tile m_new = maximum(m_i, max(s, 1));
+    // A row with no visible key so far keeps m = −inf: subtract 0 instead so exp2 gives 0, not NaN.
+    Tile m_sub = where(m_new == neg_inf, 0.f, m_new);
+    Tile p = exp2(s - m_sub(_, None));
+    Tile alpha = exp2(m_i - m_sub);
+    l_i = l_i * alpha + sum(p, 1);
+    Tile v_mask = col_ok(_, None);
+    if (v_cols.valid()) v_mask = v_mask & v_cols;
+    Tile v = load(v_base + (cols_w * svs)(_, None) + dv(None, _), v_mask, 0.f);
+    acc = dot(p.to(dt), v, acc * alpha(_, None));
+    m_i = m_new;
+  };
+
+  Tile block_live = m0 < seqlen_q;  // programs past the sequence's end visit nothing
+  if (use_block_mask) {
+    Tile bh_q = (b * P(kHeads) + h) * P(kNumQBlocks) + pid_m;
+    Tile count = where(block_live, load(P(kKvCounts) + bh_q), 0);
+    Tile list = P(kKvBlocks) + bh_q.to(DType::i64) * P(kNumKBlocks);
+    for_range(0, count, 1, [&](I32 i) {
+      Tile code = load(list + i);
+      block((code >> 1) * BN, any_mask ? Masking::When : Masking::Never, (code & 1) == 0);
+    });
+  } else if (has_band) {
+    Tile last_row = minimum(m0 + BM, seqlen_q) - 1;
+    Tile lo = maximum(m0 + band.off - band.left, 0);
+    Tile hi = where(block_live, minimum(seqlen_k, last_row + band.off + band.right + 1), 0);
+    Tile first = (lo / BN) * BN;
+    for_range(first, hi, BN, [&](I32 start_n) {
+      if (mask.fn) {
+        block(start_n, Masking::Always, {});
+      } else {
+        // Blocks wholly inside the band for every row of this block need no test.
+        Tile inside = (start_n >= m0 + (BM - 1) + band.off - band.left) &
+                      (start_n + (BN - 1) <= m0 + band.off + band.right);
+        block(start_n, Masking::When, !inside);
+      }
+    });
+  } else {
+    Tile hi = where(block_live, seqlen_k, 0);
+    for_range(0, hi, BN, [&](I32 start_n) { block(start_n, any_mask ? Masking::Always : Masking::Never, {}); });
+  }
+
+  Tile l_safe = where(l_i == 0.f, 1.f, l_i);
+  Tile out = acc / l_safe(_, None);
+  Tile o_mask = row_ok(_, None);
+  if (v_cols.valid()) o_mask = o_mask & v_cols;
+  Tile o_rows = (q_start_w + rows) * stride(kOs);
+  store(P(kO) + (b * stride(kOb) + h * stride(kOh)) + o_rows(_, None) + dv(None, _), out.to(dt), o_mask);
+  Tile lse = where(l_i == 0.f, neg_inf, (m_i + log2(l_safe)) * kLn2);
+  store(P(kLse) + (b * stride(kLb) + h * stride(kLh) + q_start_w) + rows, lse, row_ok);
+}
+
+}  // namespace
+
+KernelBase &flex_kernel(DType dt, const ScoreMod &score_mod, const Mask &mask) {
+  static std::mutex mu;
+  static std::map<std::tuple<DType, const void *, const void *>, std::unique_ptr<KernelBase>> kernels;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(dt, score_mod.identity(), mask.fn.identity());
+  auto it = kernels.find(key);
+  if (it != kernels.end()) return *it->second;
+  ParamTable t = flex_params(dt);
+  // The trace function keeps copies of the mods, so their identities stay unique while cached.
+  auto k = std::make_unique<KernelBase>(
+      "flex_attention_fwd", std::move(t.decls), std::move(t.names),
+      [dt, score_mod, mask](std::span<const detail::ArgValue> a) { trace_flex(dt, score_mod, mask, a); });
+  return *kernels.emplace(key, std::move(k)).first->second;
+}
+
+}  // namespace tilejit::attention::flex

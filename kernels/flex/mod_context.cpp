@@ -1,0 +1,69 @@
+// The context a mod sees while traced (mod_seqlen_q/k) and the visibility test band ∧ fn.
+#include <fmt/format.h>
+
+#include "kernels/flex/flex_internal.h"
+#include "tilejit/error.h"
+#include "tilejit/ops.h"
+
+namespace tilejit::attention {
+
+namespace flex {
+namespace {
+thread_local ModScope *g_scope = nullptr;
+}
+
+ModScope::ModScope(Tile q, Tile k) : seqlen_q(std::move(q)), seqlen_k(std::move(k)), previous_(g_scope) {
+  g_scope = this;
+}
+ModScope::~ModScope() { g_scope = previous_; }
+
+Tile in_band(const BandTiles &band, const Tile &q_idx, const Tile &kv_idx) {
+  auto diag = q_idx + band.off;
+  return (kv_idx >= diag - band.left) & (kv_idx <= diag + band.right);
+}
+
+Tile visible(const Mask &mask, bool has_band, const BandTiles &band, const Tile &b, const Tile &h,
+             const Tile &q_idx, const Tile &kv_idx) {
+  Tile vis;
+  if (has_band) vis = in_band(band, q_idx, kv_idx);
+  if (mask.fn) {
+    Tile f = mask.fn(b, h, q_idx, kv_idx);
+    if (f.dtype() != DType::i1)
+      throw TraceError(fmt::format("flex attention: the mask function returned {} (it must return i1, e.g. a "
+                                   "comparison)", dtype_name(f.dtype())));
+    vis = vis.valid() ? (vis & f) : f;
+  }
+  return vis;
+}
+
+BandArgs band_args(const std::optional<Band> &band) {
+  BandArgs a;
+  if (!band) return a;
+  if (band->left >= 0) a.left = std::min(band->left, kUnbounded);
+  if (band->right >= 0) a.right = std::min(band->right, kUnbounded);
+  a.bottom_right = band->align == Align::BottomRight ? 1 : 0;
+  return a;
+}
+
+LaunchConfig launch_config(const FlexOptions &opt) {
+  LaunchConfig cfg;
+  cfg.num_warps = opt.num_warps;
+  cfg.num_stages = opt.num_stages;
+  cfg.backend = opt.backend;
+  cfg.stream = opt.stream;
+  cfg.arch = opt.arch;
+  return cfg;
+}
+
+}  // namespace flex
+
+Tile mod_seqlen_q() {
+  if (!flex::g_scope) throw TraceError("mod_seqlen_q: called outside a flex attention mod's trace");
+  return flex::g_scope->seqlen_q;
+}
+Tile mod_seqlen_k() {
+  if (!flex::g_scope) throw TraceError("mod_seqlen_k: called outside a flex attention mod's trace");
+  return flex::g_scope->seqlen_k;
+}
+
+}  // namespace tilejit::attention

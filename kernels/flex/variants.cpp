@@ -1,0 +1,142 @@
+// Built-in variants: masks (bands and mask functions), score mods, and their composition.
+#include "tilejit/flex_variants.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "tilejit/error.h"
+#include "tilejit/ops.h"
+
+namespace tilejit::attention {
+
+Mask causal(Align align) { return Mask(Band{-1, 0, align}); }
+
+Mask sliding_window(int64_t left, int64_t right, Align align) { return Mask(Band{left, right, align}); }
+
+Mask document_mask(const Captured &doc_ids) {
+  return Mask([doc_ids](Tile b, Tile, Tile q, Tile kv) {
+    // Dense: one row of ids per batch entry (seqlen_q == seqlen_k). Varlen passes per-sequence positions;
+    // its ids are indexed by the packed token, which the flex kernel does not expose, so the dense row
+    // stride is used with batch 0 only. (Document masking within varlen is implied by the packing.)
+    Tile row = doc_ids() + b * mod_seqlen_k();
+    return load(row + q) == load(row + kv);
+  });
+}
+
+Mask prefix_lm(const Captured &prefix_len, bool per_batch) {
+  return Mask([prefix_len, per_batch](Tile b, Tile, Tile q, Tile kv) {
+    Tile prefix = per_batch ? load(prefix_len() + b) : prefix_len();
+    return (kv <= q) | (kv < prefix);
+  });
+}
+
+MaskFn band_function(const Band &band) {
+  return MaskFn([band](Tile, Tile, Tile q, Tile kv) {
+    Tile diag = q;
+    if (band.align == Align::BottomRight) diag = q + (mod_seqlen_k() - mod_seqlen_q());
+    Tile ok = kv == kv;  // all true, broadcast shape of q and kv follows below
+    if (band.left >= 0) ok = ok & (kv >= diag - band.left);
+    if (band.right >= 0) ok = ok & (kv <= diag + band.right);
+    return ok & (diag == diag);
+  });
+}
+
+namespace {
+
+/// The whole mask as one function (band folded in), or empty for full attention.
+MaskFn as_function(const Mask &m) {
+  if (!m.band) return m.fn;
+  MaskFn band = band_function(*m.band);
+  if (!m.fn) return band;
+  MaskFn fn = m.fn;
+  return MaskFn([band, fn](Tile b, Tile h, Tile q, Tile kv) { return band(b, h, q, kv) & fn(b, h, q, kv); });
+}
+
+int64_t tighter(int64_t a, int64_t b) {  // negative = unbounded
+  if (a < 0) return b;
+  if (b < 0) return a;
+  return std::min(a, b);
+}
+int64_t looser(int64_t a, int64_t b) { return (a < 0 || b < 0) ? -1 : std::max(a, b); }
+
+}  // namespace
+
+Mask and_masks(const Mask &a, const Mask &b) {
+  Mask r;
+  MaskFn extra_a = a.fn, extra_b = b.fn;
+  if (a.band && b.band && a.band->align == b.band->align) {
+    r.band = Band{tighter(a.band->left, b.band->left), tighter(a.band->right, b.band->right), a.band->align};
+  } else if (a.band && b.band) {
+    r.band = a.band;                     // keep one band in closed form,
+    extra_b = as_function(b);            // test the other one inside the function
+  } else {
+    r.band = a.band ? a.band : b.band;
+  }
+  if (extra_a && extra_b)
+    r.fn = MaskFn([extra_a, extra_b](Tile bb, Tile h, Tile q, Tile kv) {
+      return extra_a(bb, h, q, kv) & extra_b(bb, h, q, kv);
+    });
+  else
+    r.fn = extra_a ? extra_a : extra_b;
+  return r;
+}
+
+Mask or_masks(const Mask &a, const Mask &b) {
+  MaskFn fa = as_function(a), fb = as_function(b);
+  if (!fa || !fb) return Mask();  // one side sees everything
+  Mask r(MaskFn([fa, fb](Tile bb, Tile h, Tile q, Tile kv) { return fa(bb, h, q, kv) | fb(bb, h, q, kv); }));
+  if (a.band && b.band && a.band->align == b.band->align)
+    r.band = Band{looser(a.band->left, b.band->left), looser(a.band->right, b.band->right), a.band->align};
+  return r;
+}
+
+ScoreMod alibi(const Captured &slopes) {
+  return ScoreMod([slopes](Tile s, Tile, Tile h, Tile q, Tile kv) {
+    return s - load(slopes() + h) * abs(q - kv).to(DType::f32);
+  });
+}
+
+std::vector<float> alibi_slopes(int heads) {
+  if (heads <= 0) return {};
+  auto pow2_slopes = [](int n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    double start = std::pow(2.0, -8.0 / n);
+    for (int i = 0; i < n; ++i) v[size_t(i)] = float(std::pow(start, i + 1));
+    return v;
+  };
+  int n = 1;
+  while (n * 2 <= heads) n *= 2;
+  std::vector<float> out = pow2_slopes(n);
+  if (n == heads) return out;
+  std::vector<float> twice = pow2_slopes(2 * n);
+  for (int i = 0; int(out.size()) < heads; i += 2) out.push_back(twice[size_t(i)]);
+  return out;
+}
+
+ScoreMod softcap(const Captured &cap) {
+  return ScoreMod([cap](Tile s, Tile, Tile, Tile, Tile) {
+    Tile c = cap();
+    return c * tanh(s / c);
+  });
+}
+
+ScoreMod relative_position_bias(const Captured &table, int max_distance) {
+  if (max_distance < 0)
+    throw TraceError(fmt::format("relative_position_bias: max_distance {} must be ≥ 0", max_distance));
+  return ScoreMod([table, max_distance](Tile s, Tile, Tile h, Tile q, Tile kv) {
+    Tile rel = minimum(maximum(kv - q, -max_distance), max_distance) + max_distance;
+    return s + load(table() + h * (2 * max_distance + 1) + rel);
+  });
+}
+
+ScoreMod compose(const ScoreMod &first, const ScoreMod &second) {
+  if (!first) return second;
+  if (!second) return first;
+  return ScoreMod([first, second](Tile s, Tile b, Tile h, Tile q, Tile kv) {
+    return second(first(s, b, h, q, kv), b, h, q, kv);
+  });
+}
+
+}  // namespace tilejit::attention

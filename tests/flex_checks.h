@@ -1,0 +1,166 @@
+// The flex attention checks, shared by the CPU (interpreter) and GPU test binaries: each builds a variant,
+// its float64 twin, and compares on fresh random inputs (see flex_reference.h).
+#pragma once
+#include "flex_reference.h"
+
+namespace tilejit::testing {
+
+using attention::Align;
+using attention::FlexOptions;
+
+/// Every built-in variant and composition on one shape.
+inline void check_flex_variants(Backend be, attention::FlexShape shape, DType dt, int block_m, int block_n) {
+  FlexCase c;
+  c.shape = shape;
+  c.dtype = dt;
+  c.block_m = block_m;
+  c.block_n = block_n;
+  const int H = shape.heads_q;
+  auto run = [&](const char *name, FlexOptions opt, RefMods ref) {
+    INFO("variant " << name << ", seqlen_q " << shape.seqlen_q << ", seqlen_k " << shape.seqlen_k << ", "
+                    << dtype_name(dt) << ", blocks " << block_m << "x" << block_n);
+    require_matches(run_flex_case(be, c, std::move(opt), ref), dt);
+  };
+  auto band_ref = [](attention::Band band) {
+    return [band](int, int, int q, int kv, int sq, int sk) { return ref_band(band, q, kv, sq, sk); };
+  };
+
+  run("full", {}, {});
+  for (Align al : {Align::TopLeft, Align::BottomRight}) {
+    FlexOptions o;
+    o.mask = attention::causal(al);
+    run(al == Align::TopLeft ? "causal top-left" : "causal bottom-right", o, {{}, band_ref({-1, 0, al})});
+    o.mask = attention::sliding_window(5, 2, al);
+    run("sliding window (5, 2)", o, {{}, band_ref({5, 2, al})});
+  }
+  // ALiBi with the paper's slopes.
+  auto slopes_host = attention::alibi_slopes(H);
+  Buffer slopes(slopes_host.size() * 4, be);
+  slopes.upload(slopes_host);
+  {
+    FlexOptions o;
+    o.score_mod = attention::alibi(capture(slopes, DType::f32));
+    o.mask = attention::causal(Align::TopLeft);
+    run("alibi + causal", o,
+        {[&](double s, int, int h, int q, int kv) { return s - double(slopes_host[size_t(h)]) * std::abs(q - kv); },
+         band_ref({-1, 0, Align::TopLeft})});
+  }
+  // Soft-capping; a small cap so it matters on these scores.
+  {
+    FlexOptions o;
+    o.score_mod = attention::softcap(0.5f);
+    run("softcap 0.5", o, {[](double s, int, int, int, int) { return 0.5 * std::tanh(s / 0.5); }, {}});
+    o.mask = attention::sliding_window(7, 0);
+    run("softcap + sliding window (Gemma 2)", o,
+        {[](double s, int, int, int, int) { return 0.5 * std::tanh(s / 0.5); }, band_ref({7, 0, Align::TopLeft})});
+  }
+  // Relative-position bias table [H, 2·M + 1].
+  {
+    const int M = 4;
+    auto table_host = random_values(size_t(H) * (2 * M + 1), DType::f32, -2.f, 2.f);
+    Buffer table(table_host.size() * 4, be);
+    table.upload(table_host);
+    FlexOptions o;
+    o.score_mod = attention::relative_position_bias(capture(table, DType::f32), M);
+    run("relative position bias", o,
+        {[&](double s, int, int h, int q, int kv) {
+           int rel = std::clamp(kv - q, -M, M) + M;
+           return s + double(table_host[size_t(h) * (2 * M + 1) + size_t(rel)]);
+         },
+         {}});
+  }
+  // Document masking (self-attention shapes only) and prefix-LM.
+  if (shape.seqlen_q == shape.seqlen_k) {
+    const int S = shape.seqlen_q;
+    std::vector<int> docs(size_t(shape.batch) * S);
+    for (int b = 0; b < shape.batch; ++b)
+      for (int i = 0; i < S; ++i) docs[size_t(b) * S + i] = (i * 3 + b) / 11;  // documents of ~4 tokens
+    Buffer doc_ids(std::max<size_t>(docs.size(), 1) * 4, be);
+    doc_ids.upload(docs);
+    FlexOptions o;
+    o.mask = attention::document_mask(capture(doc_ids, DType::i32));
+    auto doc_ref = [&, S](int b, int, int q, int kv, int, int) {
+      return docs[size_t(b) * S + q] == docs[size_t(b) * S + kv];
+    };
+    run("document mask", o, {{}, doc_ref});
+    o.mask = attention::and_masks(attention::causal(Align::TopLeft), attention::document_mask(capture(doc_ids, DType::i32)));
+    run("causal and document", o,
+        {{}, [&](int b, int h, int q, int kv, int sq, int sk) { return kv <= q && doc_ref(b, h, q, kv, sq, sk); }});
+  }
+  {
+    FlexOptions o;
+    o.mask = attention::prefix_lm(capture(int32_t(5)));
+    run("prefix-LM 5", o, {{}, [](int, int, int q, int kv, int, int) { return kv <= q || kv < 5; }});
+  }
+  // Compositions of bands and functions.
+  {
+    FlexOptions o;
+    o.mask = attention::or_masks(attention::sliding_window(3, 0), attention::sliding_window(0, 3, Align::BottomRight));
+    run("window or bottom-right window", o,
+        {{}, [](int, int, int q, int kv, int sq, int sk) {
+           return ref_band({3, 0, Align::TopLeft}, q, kv, sq, sk) || ref_band({0, 3, Align::BottomRight}, q, kv, sq, sk);
+         }});
+    o.mask = attention::and_masks(attention::causal(Align::TopLeft), attention::causal(Align::BottomRight));
+    run("causal top-left and bottom-right", o,
+        {{}, [](int, int, int q, int kv, int sq, int sk) {
+           return ref_band({-1, 0, Align::TopLeft}, q, kv, sq, sk) && ref_band({-1, 0, Align::BottomRight}, q, kv, sq, sk);
+         }});
+    // A user mask function: even keys only, with a score_mod that reads b and h.
+    o.mask = attention::Mask([](Tile, Tile, Tile, Tile kv) { return (kv % 2) == 0; });
+    o.score_mod = [](Tile s, Tile b, Tile h, Tile, Tile) { return s + (b + h * 2).to(DType::f32) * 0.25f; };
+    run("user mask and score_mod", o,
+        {[](double s, int b, int h, int, int) { return s + (b + h * 2) * 0.25; },
+         [](int, int, int, int kv, int, int) { return kv % 2 == 0; }});
+  }
+}
+
+/// Grouped-query / multi-query attention with a causal mask and an ALiBi-like per-head score_mod.
+inline void check_flex_gqa(Backend be, int heads_q, int heads_kv, int seqlen, DType dt) {
+  FlexCase c;
+  c.shape = {.batch = 2, .heads_q = heads_q, .heads_kv = heads_kv, .seqlen_q = seqlen, .seqlen_k = seqlen,
+             .head_dim_qk = 32};
+  c.dtype = dt;
+  FlexOptions o;
+  o.mask = attention::causal(Align::TopLeft);
+  o.score_mod = [](Tile s, Tile, Tile h, Tile, Tile) { return s * (1.f + h.to(DType::f32) * 0.5f); };
+  RefMods ref{[](double s, int, int h, int, int) { return s * (1.0 + h * 0.5); },
+              [](int, int, int q, int kv, int, int) { return kv <= q; }};
+  INFO("GQA heads_q " << heads_q << " heads_kv " << heads_kv);
+  require_matches(run_flex_case(be, c, o, ref), dt);
+}
+
+/// Variable-length batch (lengths may be 0) with an optional bottom-right causal mask.
+inline void check_flex_varlen(Backend be, std::vector<int> lens_q, std::vector<int> lens_k, bool causal, DType dt) {
+  FlexCase c;
+  c.shape = {.batch = 0, .heads_q = 2, .heads_kv = 1, .seqlen_q = 0, .seqlen_k = 0, .head_dim_qk = 32};
+  c.seqlens_q = std::move(lens_q);
+  c.seqlens_k = std::move(lens_k);
+  c.dtype = dt;
+  FlexOptions o;
+  RefMods ref;
+  if (causal) {
+    o.mask = attention::causal(Align::BottomRight);
+    ref.visible = [](int, int, int q, int kv, int sq, int sk) {
+      return ref_band({-1, 0, Align::BottomRight}, q, kv, sq, sk);
+    };
+  }
+  require_matches(run_flex_case(be, c, o, ref), dt);
+}
+
+/// Head dims that need padding, and a v head dim different from q·k's.
+inline void check_flex_head_dims(Backend be, int dqk, int dv, int seqlen, DType dt) {
+  FlexCase c;
+  c.shape = {.batch = 1, .heads_q = 2, .seqlen_q = seqlen, .seqlen_k = seqlen + 5, .head_dim_qk = dqk,
+             .head_dim_v = dv};
+  c.dtype = dt;
+  FlexOptions o;
+  o.mask = attention::causal(Align::BottomRight);
+  INFO("head dims qk " << dqk << " v " << dv);
+  require_matches(run_flex_case(be, c, o,
+                                {{}, [](int, int, int q, int kv, int sq, int sk) {
+                                   return ref_band({-1, 0, Align::BottomRight}, q, kv, sq, sk);
+                                 }}),
+                  dt);
+}
+
+}  // namespace tilejit::testing

@@ -1,0 +1,44 @@
+// Flex attention shapes on the CPU interpreter: GQA/MQA, varlen with empty sequences, padded head dims,
+// a v head dim different from q·k's, no-op sizes, and the errors for unsupported shapes.
+#include "flex_checks.h"
+
+using namespace tilejit;
+using namespace tilejit::testing;
+
+TEST_CASE("flex: grouped-query and multi-query attention", "[flex]") {
+  check_flex_gqa(Backend::Interpreter, 4, 2, 37, DType::bf16);
+  check_flex_gqa(Backend::Interpreter, 3, 1, 20, DType::f16);
+}
+
+TEST_CASE("flex: heads_q not a multiple of heads_kv is rejected", "[flex]") {
+  attention::FlexShape s{.batch = 1, .heads_q = 3, .heads_kv = 2, .seqlen_q = 16, .seqlen_k = 16, .head_dim_qk = 32};
+  attention::FlexOptions o;
+  o.backend = Backend::Interpreter;
+  Buffer b(1 << 16, Backend::Interpreter);
+  try {
+    attention::flex_forward(b, b, b, b, b, s, o);
+    FAIL("expected an error");
+  } catch (const TraceError &e) {
+    REQUIRE_THAT(e.what(), Catch::Contains("heads_q (3) must be a multiple of heads_kv (2)"));
+  }
+}
+
+TEST_CASE("flex: varlen batches with empty sequences", "[flex]") {
+  check_flex_varlen(Backend::Interpreter, {5, 0, 17, 1, 40}, {5, 0, 17, 1, 40}, false, DType::bf16);
+  check_flex_varlen(Backend::Interpreter, {3, 20, 0, 9}, {11, 7, 4, 0}, true, DType::bf16);
+}
+
+TEST_CASE("flex: padded head dims and a different v head dim", "[flex]") {
+  check_flex_head_dims(Backend::Interpreter, 96, 96, 19, DType::bf16);
+  check_flex_head_dims(Backend::Interpreter, 32, 64, 21, DType::f16);
+  check_flex_head_dims(Backend::Interpreter, 48, 24, 17, DType::bf16);
+}
+
+TEST_CASE("flex: batch 0 and zero-length sequences are no-ops", "[flex]") {
+  attention::FlexOptions o;
+  o.backend = Backend::Interpreter;
+  Buffer empty;
+  attention::flex_forward(empty, empty, empty, empty, empty, {.batch = 0, .heads_q = 2}, o);
+  attention::flex_forward(empty, empty, empty, empty, empty,
+                          {.batch = 2, .heads_q = 2, .seqlen_q = 0, .seqlen_k = 5}, o);
+}

@@ -1,0 +1,51 @@
+// Flex attention on the CPU interpreter: every built-in variant and composition against the float64
+// reference, on odd lengths (1, 17, 113), seqlen_q ≠ seqlen_k (rows that see no key), bf16 and f16.
+#include "flex_checks.h"
+
+using namespace tilejit;
+using namespace tilejit::testing;
+
+TEST_CASE("flex: every variant, odd self-attention lengths", "[flex]") {
+  for (int len : {1, 17, 113})
+    check_flex_variants(Backend::Interpreter, {.batch = 2, .heads_q = 3, .seqlen_q = len, .seqlen_k = len, .head_dim_qk = 32},
+                        DType::bf16, 16, 32);
+}
+
+TEST_CASE("flex: every variant, seqlen_q != seqlen_k", "[flex]") {
+  // Bottom-right causal with seqlen_q > seqlen_k leaves the first rows with no key: out 0, lse −inf.
+  check_flex_variants(Backend::Interpreter, {.batch = 1, .heads_q = 2, .seqlen_q = 40, .seqlen_k = 23, .head_dim_qk = 32},
+                      DType::f16, 32, 16);
+  check_flex_variants(Backend::Interpreter, {.batch = 1, .heads_q = 2, .seqlen_q = 9, .seqlen_k = 70, .head_dim_qk = 32},
+                      DType::bf16, 16, 16);
+}
+
+TEST_CASE("flex: ALiBi slopes follow the paper, including non-power-of-two head counts", "[flex]") {
+  auto s8 = attention::alibi_slopes(8);
+  for (int i = 0; i < 8; ++i) REQUIRE(s8[size_t(i)] == Approx(std::pow(2.0, -(i + 1.0))));
+  // 12 heads: the 8 slopes of 8 heads, then slopes 1, 3, 5, 7 (0-based even indices 0, 2, 4, 6) of 16 heads.
+  auto s12 = attention::alibi_slopes(12);
+  REQUIRE(s12.size() == 12);
+  for (int i = 0; i < 8; ++i) REQUIRE(s12[size_t(i)] == s8[size_t(i)]);
+  for (int i = 0; i < 4; ++i) REQUIRE(s12[size_t(8 + i)] == Approx(std::pow(2.0, -0.5 * (2 * i + 1))));
+  auto s3 = attention::alibi_slopes(3);
+  REQUIRE(s3 == std::vector<float>{0.0625f, 0.00390625f, 0.25f});
+}
+
+TEST_CASE("flex: fully masked rows give 0 and lse -inf, never NaN", "[flex]") {
+  FlexCase c;
+  c.shape = {.batch = 1, .heads_q = 1, .seqlen_q = 33, .seqlen_k = 33, .head_dim_qk = 32};
+  attention::FlexOptions o;
+  // Rows q < 10 see nothing.
+  o.mask = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return (q >= 10) & (kv <= q); });
+  auto r = run_flex_case(Backend::Interpreter, c, o, {{}, [](int, int, int q, int kv, int, int) { return q >= 10 && kv <= q; }});
+  REQUIRE(r.empty_rows == 10);
+  for (int i = 0; i < 10; ++i) {
+    REQUIRE(std::isinf(r.lse[size_t(i)]));
+    for (int d = 0; d < 32; ++d) REQUIRE(r.out[size_t(i) * 32 + d] == 0.f);
+  }
+  require_matches(r, DType::bf16);
+  // The same with the block mask off (mask applied on every block).
+  c.block_mask_mode = attention::BlockMaskMode::Off;
+  require_matches(run_flex_case(Backend::Interpreter, c, o, {{}, [](int, int, int q, int kv, int, int) { return q >= 10 && kv <= q; }}),
+                  DType::bf16);
+}
