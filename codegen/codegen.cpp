@@ -180,7 +180,9 @@ llvm::Value *Lowering::owner_pred(const Layout &l) {
 
 // ----------------------------------------------------------------------------------------- shared memory --
 
-void Lowering::reserve_smem(int64_t bytes) {
+void Lowering::reserve_smem(int64_t bytes) { reserve_smem_total(scratch_offset + bytes); }
+
+void Lowering::reserve_smem_total(int64_t bytes) {
   smem_bytes_ = std::max(smem_bytes_, (bytes + 15) / 16 * 16);
   if (!smem_) {
     auto *ty = llvm::ArrayType::get(b.getInt8Ty(), 0);
@@ -191,10 +193,14 @@ void Lowering::reserve_smem(int64_t bytes) {
 }
 
 llvm::Value *Lowering::smem_addr(llvm::Value *index, llvm::Type *ty, int64_t base_bytes) {
-  if (!smem_) reserve_smem(0);
+  return b.CreateInBoundsGEP(ty, smem_raw(scratch_offset + base_bytes), index);
+}
+
+llvm::Value *Lowering::smem_raw(int64_t base_bytes) {
+  if (!smem_) reserve_smem_total(0);
   llvm::Value *p = smem_;
   if (base_bytes) p = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), p, uint64_t(base_bytes));
-  return b.CreateInBoundsGEP(ty, p, index);
+  return p;
 }
 
 llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes) {
@@ -313,6 +319,7 @@ void Lowering::lower_op(const ir::Op &op) {
       set(op.result(), lower_shape_op(*this, op));
       return;
     case K::Load:
+      if (pipelined_loads.count(&op)) return;  // copied to shared memory by the loop's pipeline
       set(op.result(), lower_load(*this, op));
       return;
     case K::Store:

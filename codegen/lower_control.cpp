@@ -5,6 +5,7 @@
 #include <llvm/IR/Constants.h>
 
 #include "codegen/lowering.h"
+#include "codegen/pipeline.h"
 
 namespace tilejit::codegen {
 namespace {
@@ -45,6 +46,25 @@ void lower_for(Lowering &L, const ir::Op &op) {
   const ir::Op *saved = L.cur_op;
   stage_invariant_dot_operands(L, op);
   L.cur_op = saved;
+  // A constant negative step counts down (iv > ub); any other step counts up (iv < ub).
+  auto *cstep = llvm::dyn_cast<llvm::ConstantInt>(step);
+  bool down = cstep && cstep->isNegative();
+  auto in_range = [&](llvm::Value *i) { return down ? b.CreateICmpSGT(i, ub) : b.CreateICmpSLT(i, ub); };
+
+  // Software pipeline (codegen/pipeline.h): prologue issues iterations 0..S-2.
+  std::optional<LoopPipeline> pipe = plan_pipeline(L, op);
+  int64_t saved_scratch = L.scratch_offset;
+  if (pipe) {
+    L.barrier();  // earlier readers of the scratch space the stage buffers overlap are done
+    L.reserve_smem_total(pipe->end());
+    for (const PipelinedLoad &ld : pipe->loads) L.pipelined_loads.insert(ld.load);
+    for (int s = 0; s < pipe->stages - 1; ++s) {
+      llvm::Value *iv_s = b.CreateAdd(lb, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(s))));
+      issue_stage(L, op, *pipe, iv_s, in_range(iv_s), L.i32(s));
+    }
+    L.scratch_offset = pipe->end();
+    L.cur_op = saved;
+  }
   llvm::BasicBlock *pre = b.GetInsertBlock();
   llvm::BasicBlock *header = L.new_block("for.header"), *loop = L.new_block("for.body"), *exit = L.new_block("for.exit");
   b.CreateBr(header);
@@ -62,12 +82,23 @@ void lower_for(Lowering &L, const ir::Op &op) {
       carried[size_t(i)].regs.push_back(phi);
     }
   }
-  // A constant negative step counts down (iv > ub); any other step counts up (iv < ub).
-  auto *cstep = llvm::dyn_cast<llvm::ConstantInt>(step);
-  bool down = cstep && cstep->isNegative();
-  b.CreateCondBr(down ? b.CreateICmpSGT(iv, ub) : b.CreateICmpSLT(iv, ub), loop, exit);
+  llvm::PHINode *stage = nullptr;  // pipeline: the buffer this iteration reads
+  if (pipe) {
+    stage = b.CreatePHI(b.getInt32Ty(), 2, "stage");
+    stage->addIncoming(L.i32(0), pre);
+  }
+  b.CreateCondBr(in_range(iv), loop, exit);
 
   b.SetInsertPoint(loop);
+  if (pipe) {
+    int S = pipe->stages;
+    wait_copies(L, S - 2);  // this iteration's copies have landed (for this thread)...
+    L.barrier();            // ...for every thread; and all are done reading the previous iteration's buffer
+    llvm::Value *refill = b.CreateSelect(b.CreateICmpEQ(stage, L.i32(0)), L.i32(S - 1), b.CreateSub(stage, L.i32(1)));
+    llvm::Value *iv_f = b.CreateAdd(iv, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(S - 1))));
+    issue_stage(L, op, *pipe, iv_f, in_range(iv_f), refill);
+    bind_stage(L, *pipe, stage);
+  }
   L.bind(body.arg(0), Tile{std::nullopt, {iv}});
   for (int i = 0; i < n; ++i) L.bind(body.arg(1 + i), carried[size_t(i)]);
   L.lower_block(body);
@@ -78,11 +109,20 @@ void lower_for(Lowering &L, const ir::Op &op) {
   llvm::Value *iv_next = b.CreateAdd(iv, step);
   llvm::BasicBlock *latch = b.GetInsertBlock();
   iv->addIncoming(iv_next, latch);
+  if (pipe) {
+    int S = pipe->stages;
+    stage->addIncoming(b.CreateSelect(b.CreateICmpEQ(stage, L.i32(S - 1)), L.i32(0), b.CreateAdd(stage, L.i32(1))), latch);
+  }
   for (int i = 0; i < n; ++i)
     for (size_t r = 0; r < phis[size_t(i)].size(); ++r) phis[size_t(i)][r]->addIncoming(next[size_t(i)].regs[r], latch);
   b.CreateBr(header);
 
   b.SetInsertPoint(exit);
+  if (pipe) {
+    wait_copies(L, 0);  // copies of iterations past the end must not land in reused shared memory
+    L.scratch_offset = saved_scratch;
+    for (const PipelinedLoad &ld : pipe->loads) L.smem_operands.erase(ld.load->result());
+  }
   for (int i = 0; i < n; ++i) L.set(op.result(i), carried[size_t(i)]);
 }
 

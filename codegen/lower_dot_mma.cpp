@@ -20,6 +20,16 @@
 #include "codegen/mma.h"
 
 namespace tilejit::codegen {
+
+llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols) {
+  auto &b = L.b;
+  int64_t chunks = cols / 8;
+  int64_t rows_per_line = std::max<int64_t>(1, 8 / chunks);
+  int64_t mask = std::min<int64_t>(8, chunks) - 1;
+  llvm::Value *phase = b.CreateAnd(b.CreateLShr(row, log2_exact(rows_per_line)), L.i32(mask));
+  return b.CreateAdd(b.CreateMul(row, L.i32(cols)), b.CreateShl(b.CreateXor(chunk, phase), 3));
+}
+
 namespace {
 
 using Frag = std::array<llvm::Value *, 4>;
@@ -45,16 +55,6 @@ Geometry geometry(Lowering &L, const Layout &l, int64_t K) {
   g.wm_idx = b.CreateAnd(b.CreateLShr(L.warp(), log2_exact(g.wn)), L.i32(g.wm - 1));
   g.wn_idx = b.CreateAnd(L.warp(), L.i32(g.wn - 1));
   return g;
-}
-
-/// Element offset (i32) of 16-byte chunk `chunk` of `row` in a swizzled [*, cols] tile (see swizzled_offset).
-llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols) {
-  auto &b = L.b;
-  int64_t chunks = cols / 8;
-  int64_t rows_per_line = std::max<int64_t>(1, 8 / chunks);
-  int64_t mask = std::min<int64_t>(8, chunks) - 1;
-  llvm::Value *phase = b.CreateAnd(b.CreateLShr(row, log2_exact(rows_per_line)), L.i32(mask));
-  return b.CreateAdd(b.CreateMul(row, L.i32(cols)), b.CreateShl(b.CreateXor(chunk, phase), 3));
 }
 
 /// Stores tile t ([rows, cols], 16-bit) swizzled at `base` (shared), vectors of up to 8 elements.
@@ -159,6 +159,12 @@ llvm::GlobalVariable *persistent(Lowering &L, const ir::Value *v) {
   return it == L.persistent_operands.end() ? nullptr : it->second;
 }
 
+/// The shared staging of a load copied there by a pipelined loop (this iteration's stage), or null.
+llvm::Value *pipelined(Lowering &L, const ir::Value *v) {
+  auto it = L.smem_operands.find(v);
+  return it == L.smem_operands.end() ? nullptr : it->second;
+}
+
 }  // namespace
 
 bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
@@ -210,7 +216,9 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   if (auto it = L.mma_a_fragments.find(av); it != L.mma_a_fragments.end()) a_pre = &it->second;
   const Tile *a_regs = nullptr;
   llvm::Value *a_base = nullptr, *b_base = persistent(L, bv);
-  if (!a_pre) {
+  if (!b_base) b_base = pipelined(L, bsrc);
+  if (!a_pre) a_base = pipelined(L, av);
+  if (!a_pre && !a_base) {
     const Tile &ta = L.get(av);
     if (ta.is_scalar()) L.fail("dot operands must be tiles");
     if (a_in_mma_registers(*ta.layout, L.opts.num_warps)) a_regs = &ta;

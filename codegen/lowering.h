@@ -107,6 +107,24 @@ class Lowering {
   /// operand [N, K] as is and reads it with non-transposing ldmatrix.
   std::unordered_set<const ir::Value *> folded_trans;
   bool is_lowered(const ir::Value *v) const { return values_.count(v) != 0; }
+  /// Forgets v's lowering (values re-lowered for another loop iteration by the software pipeline).
+  void forget(const ir::Value *v) { values_.erase(v); }
+
+  // ---- software pipelining (codegen/pipeline.h) ----
+  /// Loads copied global→shared by cp.async into a pipelined loop's stage buffers: not lowered to registers.
+  std::unordered_set<const ir::Op *> pipelined_loads;
+  /// Where the current iteration's copy of a pipelined load's tile lives: a shared pointer to its swizzled
+  /// row-major staging (the layout stage_swizzled writes), valid inside the loop body.
+  std::unordered_map<const ir::Value *, llvm::Value *> smem_operands;
+  /// Byte offset where the scratch buffer (redistribute, dot staging) starts in dynamic shared memory;
+  /// raised while lowering a pipelined loop so scratch never overlaps its stage buffers.
+  int64_t scratch_offset = 0;
+  /// Dynamic shared memory used so far, scratch and stage buffers together.
+  void reserve_smem_total(int64_t bytes);
+  /// Address `base_bytes` bytes into the dynamic shared buffer (not shifted by scratch_offset).
+  llvm::Value *smem_raw(int64_t base_bytes);
+  /// Lowers one op (used to re-lower a pipelined load's address computation for a later iteration).
+  void lower_op(const ir::Op &op);
 
   // ---- helpers ----
   [[noreturn]] void fail(const std::string &why) const;
@@ -130,7 +148,6 @@ class Lowering {
   void lower_block(const ir::Block &blk);
 
  private:
-  void lower_op(const ir::Op &op);
   void declare_kernel();
   void find_folded_trans();
   Tile rematerialize(const ir::Value *v, const Layout &l, int depth);
@@ -172,6 +189,8 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot);
 void preload_mma_fragments(Lowering &L, const ir::Op &dot);
 /// Before the loop `for_op`: stages its body's loop-invariant dot operands (Lowering::persistent_operands).
 void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op);
+/// Element offset (i32) of 16-byte chunk `chunk` of `row` in a swizzled [*, cols] 16-bit tile (swizzled_offset).
+llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols);
 // lower_control.cpp (they record their results themselves)
 void lower_for(Lowering &L, const ir::Op &op);
 void lower_if(Lowering &L, const ir::Op &op);

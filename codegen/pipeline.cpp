@@ -1,0 +1,193 @@
+// Software pipelining with cp.async: which loads qualify, and the copies of one stage (see pipeline.h).
+#include "codegen/pipeline.h"
+
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+
+#include "codegen/mma.h"
+
+namespace tilejit::codegen {
+namespace {
+
+constexpr int64_t kMaxPipelineBytes = 160 * 1024;  // stage buffers; leaves room for scratch and static smem
+constexpr int64_t kChunkElems = 8;                  // 16 bytes of 16-bit elements per cp.async
+
+int sm_version(const std::string &arch) {
+  int v = 0;
+  for (char c : arch)
+    if (c >= '0' && c <= '9') v = v * 10 + (c - '0');
+  return v;
+}
+
+/// True when v is zero in every element: a constant 0, possibly splatted, broadcast, reshaped or cast.
+bool is_zero(const ir::Value *v) {
+  using K = ir::OpKind;
+  for (int depth = 0; v && v->def && depth < 8; ++depth) {
+    const ir::Op *d = v->def;
+    if (d->kind == K::Constant) return d->attrs.fvalue == 0.0 && d->attrs.ivalue == 0;
+    if (d->kind != K::Splat && d->kind != K::Broadcast && d->kind != K::ExpandDims && d->kind != K::Cast &&
+        d->kind != K::Reshape)
+      return false;
+    v = d->operand(0);
+  }
+  return false;
+}
+
+/// Ops that may be re-lowered for another iteration: pure, no regions, no memory.
+bool relowerable(ir::OpKind k) {
+  using K = ir::OpKind;
+  return k == K::Constant || k == K::Arange || k == K::Splat || k == K::Broadcast || k == K::ExpandDims ||
+         k == K::Reshape || k == K::Trans || is_elementwise(k);
+}
+
+/// The blocked layout the copies are issued in: 8 consecutive elements (one 16-byte chunk) per register
+/// group, lanes along the row first, warps along rows.
+Layout copy_layout(int64_t rows, int64_t cols, int num_warps) {
+  Layout l;
+  l.shape = {rows, cols};
+  l.dims = {0, 1};
+  int t1 = int(std::min<int64_t>(32, cols / kChunkElems));
+  l.parent.size_per_thread = {1, int(kChunkElems)};
+  l.parent.threads_per_warp = {32 / t1, t1};
+  l.parent.warps_per_cta = {num_warps, 1};
+  l.parent.order = {1, 0};
+  return l;
+}
+
+}  // namespace
+
+std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
+  if (L.opts.num_stages < 2 || sm_version(L.opts.arch) < 80) return std::nullopt;
+  const ir::Block &body = *for_op.region(0);
+  std::unordered_map<const ir::Value *, std::vector<std::pair<const ir::Op *, int>>> uses;
+  ir::walk(const_cast<ir::Block &>(body), [&](ir::Op &op) {
+    for (int i = 0; i < op.num_operands(); ++i) uses[op.operand(i)].push_back({&op, i});
+  });
+  auto is_body_dot_operand = [&](const ir::Op *user, int i) {
+    return user->kind == ir::OpKind::Dot && user->parent == &body && (i == 0 || i == 1) &&
+           dot_uses_mma(*user, L.opts.num_warps);
+  };
+
+  LoopPipeline p;
+  p.stages = L.opts.num_stages;
+  std::vector<const ir::Op *> slice_ops;
+  std::unordered_map<const ir::Op *, bool> in_slice;
+  // Collects the body ops `v` depends on; false when v depends on anything but the induction variable,
+  // values from outside the loop and re-lowerable body ops.
+  std::function<bool(const ir::Value *)> collect = [&](const ir::Value *v) -> bool {
+    if (!v->def) return v->block != &body || v->index == 0;
+    const ir::Op *d = v->def;
+    if (d->parent != &body) {
+      for (const ir::Block *blk = d->parent; blk; blk = blk->parent ? blk->parent->parent : nullptr)
+        if (blk == &body) return false;  // inside a nested region of the body
+      return L.is_lowered(v);
+    }
+    if (auto it = in_slice.find(d); it != in_slice.end()) return it->second;
+    if (!relowerable(d->kind)) return in_slice[d] = false;
+    in_slice[d] = true;
+    for (const ir::Value *o : d->operands)
+      if (!collect(o)) return in_slice[d] = false;
+    slice_ops.push_back(d);
+    return true;
+  };
+
+  for (const auto &op_ptr : body.ops) {
+    const ir::Op &op = *op_ptr;
+    if (op.kind != ir::OpKind::Load) continue;
+    const ir::Value *res = op.result();
+    if (res->type.rank() != 2 || res->type.elem.is_ptr) continue;
+    if (res->type.dtype() != DType::bf16 && res->type.dtype() != DType::f16) continue;
+    int64_t rows = res->type.shape[0], cols = res->type.shape[1];
+    if (cols < kChunkElems || !is_pow2(cols) || !is_pow2(rows)) continue;
+    // Only tensor-core dot operands (the dot reads the swizzled staging).
+    auto &us = uses[res];
+    bool ok = !us.empty();
+    for (auto [user, i] : us) {
+      if (is_body_dot_operand(user, i)) continue;
+      if (user->kind == ir::OpKind::Trans && L.folded_trans.count(user->result())) {
+        for (auto [u2, j] : uses[user->result()]) ok = ok && j == 1 && is_body_dot_operand(u2, j);
+        continue;
+      }
+      ok = false;
+    }
+    if (!ok) continue;
+    // 16-byte chunks: contiguous, aligned, uniformly masked, zero where masked.
+    const ir::Value *ptr = op.operand(0);
+    const ir::Value *mask = op.num_operands() > 1 ? op.operand(1) : nullptr;
+    const ir::Value *other = op.num_operands() > 2 ? op.operand(2) : nullptr;
+    auto ai = [&](const ir::Value *v) {
+      auto it = L.axis.find(v);
+      return it == L.axis.end() ? AxisInfo{} : it->second;
+    };
+    if (ai(ptr).contig < kChunkElems || ai(ptr).div < 16) continue;
+    if (mask && ai(mask).constancy < kChunkElems) continue;
+    if (other && !is_zero(other)) continue;
+    if (!collect(ptr) || (mask && !collect(mask))) continue;
+    PipelinedLoad pl{&op, rows, cols, p.stage_bytes};
+    p.stage_bytes += (rows * cols * 2 + 127) / 128 * 128;
+    p.loads.push_back(pl);
+  }
+  if (p.loads.empty()) return std::nullopt;
+  while (p.stages >= 2 && p.stages * p.stage_bytes > kMaxPipelineBytes) --p.stages;
+  if (p.stages < 2) return std::nullopt;
+  p.base = (L.scratch_offset + 127) / 128 * 128;
+  // The slice in body order (collect appended operands before users, but across loads order may differ).
+  for (const auto &op_ptr : body.ops)
+    if (auto it = in_slice.find(op_ptr.get()); it != in_slice.end() && it->second &&
+        std::find(slice_ops.begin(), slice_ops.end(), op_ptr.get()) != slice_ops.end())
+      p.slice.push_back(op_ptr.get());
+  return p;
+}
+
+void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm::Value *iv, llvm::Value *valid,
+                 llvm::Value *stage) {
+  auto &b = L.b;
+  const ir::Block &body = *for_op.region(0);
+  const ir::Op *saved = L.cur_op;
+  L.bind(body.arg(0), Tile{std::nullopt, {iv}});
+  for (const ir::Op *op : p.slice) {
+    L.cur_op = op;
+    L.lower_op(*op);
+  }
+  llvm::Function *copy = L.intrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s);
+  llvm::Value *stage_off = b.CreateMul(stage, L.i32(p.stage_bytes));
+  for (const PipelinedLoad &ld : p.loads) {
+    L.cur_op = ld.load;
+    const ir::Value *ptr = ld.load->operand(0);
+    const ir::Value *mask = ld.load->num_operands() > 1 ? ld.load->operand(1) : nullptr;
+    Layout cl = copy_layout(ld.rows, ld.cols, L.opts.num_warps);
+    Tile pt = L.get_in(ptr, cl);
+    Tile mt = mask ? L.get_in(mask, cl) : Tile{};
+    llvm::Value *buf = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(p.base + ld.offset), stage_off);
+    for (int64_t r = 0; r < cl.num_regs(); ++r) {
+      if (cl.reg_index(r)[1] % kChunkElems || cl.reg_is_duplicate(r)) continue;
+      llvm::Value *row = L.coord(cl, 0, r), *col = L.coord(cl, 1, r);
+      llvm::Value *off = swizzled_chunk(L, row, b.CreateLShr(col, 3), ld.cols);
+      llvm::Value *dst = b.CreateInBoundsGEP(b.getInt16Ty(), buf, off);
+      llvm::Value *ok = mask ? b.CreateAnd(valid, mt.regs[size_t(r)]) : valid;
+      llvm::Value *bytes = b.CreateSelect(ok, L.i32(16), L.i32(0));
+      b.CreateCall(copy, {dst, pt.regs[size_t(r)], bytes});
+    }
+  }
+  b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group));
+  for (const ir::Op *op : p.slice)
+    for (int i = 0; i < op->num_results(); ++i) L.forget(op->result(i));
+  L.forget(body.arg(0));
+  L.cur_op = saved;
+}
+
+void bind_stage(Lowering &L, const LoopPipeline &p, llvm::Value *stage) {
+  auto &b = L.b;
+  llvm::Value *stage_off = b.CreateMul(stage, L.i32(p.stage_bytes));
+  for (const PipelinedLoad &ld : p.loads)
+    L.smem_operands[ld.load->result()] = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(p.base + ld.offset), stage_off);
+}
+
+void wait_copies(Lowering &L, int pending) {
+  L.b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group), {L.i32(pending)});
+}
+
+}  // namespace tilejit::codegen

@@ -1,0 +1,54 @@
+// Software pipelining of a `for` loop's tensor-core operand loads with cp.async (sm_80+).
+//
+// A load in the loop body whose only uses are operands of tensor-core dots in that body (directly, or as
+// the b operand through a folded Trans) is not lowered to registers: its tile goes global → shared with
+// 16-byte cp.async straight into the swizzled staging the dot reads with ldmatrix. With S = num_stages
+// buffers per load:
+//   prologue:     barrier; issue iterations 0..S-2 into buffers 0..S-2 (one commit group each)
+//   iteration i:  cp.async.wait_group S-2 (iteration i's group has landed); barrier (its data is visible, and
+//                 every thread is done reading buffer (i-1) mod S); issue iteration i+S-1 into that buffer;
+//                 the dots read buffer i mod S
+//   exit:         cp.async.wait_group 0 (no copy may land in shared memory reused after the loop)
+// Iterations past the upper bound and masked-off 16-byte chunks are zero-filled (src-size 0: nothing is
+// read from global memory). Pointers and masks of a later iteration are computed by re-lowering their
+// address computation (ops of the body that depend only on the induction variable and values from outside
+// the loop) with the induction variable advanced.
+//
+// Requirements checked by plan_pipeline (otherwise the loop keeps the register path): num_stages ≥ 2, arch
+// ≥ sm_80, a rank-2 f16/bf16 tile with ≥ 8 columns, pointers proven contiguous and 16-byte aligned in
+// groups of 8 elements along the last dim (axis info), a mask constant over those groups, `other` zero.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "codegen/lowering.h"
+
+namespace tilejit::codegen {
+
+struct PipelinedLoad {
+  const ir::Op *load = nullptr;
+  int64_t rows = 0, cols = 0;  // tile shape
+  int64_t offset = 0;          // byte offset of its buffer inside one stage
+};
+
+struct LoopPipeline {
+  int stages = 2;
+  int64_t stage_bytes = 0;                  // bytes of one stage (all loads' buffers)
+  int64_t base = 0;                         // byte offset of stage 0 in dynamic shared memory
+  std::vector<PipelinedLoad> loads;
+  std::vector<const ir::Op *> slice;        // body ops the pointers and masks depend on, in body order
+  int64_t end() const { return base + stages * stage_bytes; }
+};
+
+/// The pipeline of for_op's body, or nullopt when nothing qualifies (see the header comment).
+std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op);
+/// Issues the copies of the iteration whose induction variable is `iv` into stage `stage` (i32), zero-filled
+/// where `valid` (i1) is false, and commits them as one group. Leaves the induction variable unbound.
+void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm::Value *iv, llvm::Value *valid,
+                 llvm::Value *stage);
+/// Makes the dots read stage `stage` (i32) of every pipelined load.
+void bind_stage(Lowering &L, const LoopPipeline &p, llvm::Value *stage);
+/// cp.async.wait_group: waits until at most `pending` committed groups of this thread are in flight.
+void wait_copies(Lowering &L, int pending);
+
+}  // namespace tilejit::codegen
