@@ -94,8 +94,16 @@ auto &attention_kernel() {
   return kernel;
 }
 
+}  // namespace
+
 void check_shape(const Shape &s, const Options &opt) {
   auto pow2 = [](int x) { return x > 0 && (x & (x - 1)) == 0; };
+  if (!std::isfinite(opt.softmax_scale))
+    throw TraceError(fmt::format("attention::forward: softmax_scale {} is not finite (0 selects 1/sqrt(head_dim))",
+                                 opt.softmax_scale));
+  if (opt.block_m > 256 || opt.block_n > 256)
+    throw TraceError(fmt::format("attention::forward: BLOCK_M {} / BLOCK_N {} too large (at most 256)", opt.block_m,
+                                 opt.block_n));
   if (s.batch < 0 || s.heads < 0 || s.seqlen_q < 0 || s.seqlen_k < 0)
     throw TraceError("attention::forward: sizes must be non-negative");
   if (!pow2(s.head_dim) || s.head_dim < 16 || s.head_dim > 256)
@@ -114,6 +122,8 @@ void check_shape(const Shape &s, const Options &opt) {
                      " exceeds the grid's y limit 65535");
 }
 
+namespace {
+
 LaunchConfig launch_config(const Options &opt) {
   LaunchConfig cfg;
   cfg.num_warps = opt.num_warps;
@@ -128,7 +138,7 @@ LaunchConfig launch_config(const Options &opt) {
 template <class F, class PQ, class PO, class PL>
 decltype(auto) with_args(const Shape &s, const Options &opt, const detail::Layout &L, const PQ &q, const PQ &k,
                          const PQ &v, PO &out, PL &lse, F &&f) {
-  float scale = opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim));
+  float scale = opt.softmax_scale != 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim));
   int D = s.head_dim;
   auto i32 = [](int64_t x) { return int(x); };  // range-checked by check_strides
   auto call = [&](auto &kernel) -> decltype(auto) {

@@ -8,6 +8,7 @@ namespace tilejit::kernels {
 LaunchConfig ptx_config(const BuiltinSpec &spec) {
   LaunchConfig cfg;
   cfg.num_warps = spec.num_warps;
+  cfg.num_stages = spec.num_stages;
   cfg.arch = spec.arch;
   return cfg;
 }
@@ -20,11 +21,32 @@ std::string attention_text(const BuiltinSpec &spec, Render what) {
   opt.block_m = spec.block_m;
   opt.block_n = spec.block_n;
   opt.num_warps = spec.num_warps;
+  opt.num_stages = spec.num_stages;
   opt.arch = spec.arch;
   return what == Render::IR ? attention::forward_ir(shape, opt) : attention::forward_ptx(shape, opt);
 }
 
+// The dtypes each built-in kernel is written for; anything else is an error rather than a silent default.
+static void check_spec(const std::string &name, const BuiltinSpec &spec) {
+  auto one_of = [&](std::initializer_list<DType> ok) {
+    for (DType d : ok)
+      if (d == spec.dtype) return;
+    throw Error("built-in kernel '" + name + "' has no " + std::string(dtype_name(spec.dtype)) + " version");
+  };
+  if (name == "vector_add") one_of({DType::f32});
+  if (name == "softmax" || name == "matmul") one_of({DType::f32, DType::f16, DType::bf16});
+  if (name == "attention") one_of({DType::bf16, DType::f16});
+  if (name == "softmax" && (spec.cols < 1 || spec.cols > 16384))
+    throw Error("softmax: --cols must be in [1, 16384], got " + std::to_string(spec.cols));
+  auto block_ok = [](int b) { return b >= 16 && b <= 256 && (b & (b - 1)) == 0; };
+  if (!block_ok(spec.block_m) || !block_ok(spec.block_n) || !block_ok(spec.block_k))
+    throw Error("block sizes must be powers of two in [16, 256]");
+  if (spec.block < 16 || spec.block > 65536 || (spec.block & (spec.block - 1)))
+    throw Error("vector_add: block must be a power of two in [16, 65536]");
+}
+
 static std::string render(const std::string &name, const BuiltinSpec &spec, Render what) {
+  check_spec(name, spec);
   if (name == "vector_add") return vector_add_text(spec, what);
   if (name == "softmax") return softmax_text(spec, what);
   if (name == "matmul") return matmul_text(spec, what);

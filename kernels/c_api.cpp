@@ -88,7 +88,7 @@ void attention_call(const void *q, const void *k, const void *v, void *out, floa
   attention::Shape shape{batch, heads, seqlen_q, seqlen_k, head_dim};
   opt.dtype = attention_dtype(dtype);
   opt.causal = causal != 0;
-  opt.softmax_scale = softmax_scale > 0 ? softmax_scale : 0.f;
+  opt.softmax_scale = softmax_scale;  // 0: 1/sqrt(head_dim); validated by attention::check_shape
   opt.backend = Backend::GPU;
   attention::detail::Layout L{strides_of(q_strides, "q_strides"), strides_of(k_strides, "k_strides"),
                               strides_of(v_strides, "v_strides"), strides_of(o_strides, "o_strides")};

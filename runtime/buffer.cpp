@@ -1,6 +1,7 @@
 // Buffer (device memory or 256-byte aligned host memory) and Stream, include/tilejit/buffer.h.
 #include "tilejit/buffer.h"
 
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -58,6 +59,9 @@ Buffer::Buffer(size_t bytes, Backend where) : bytes_(bytes) {
     runtime::check(d.cuMemAlloc(&p, bytes), "cuMemAlloc", {}, fmt::format("allocating {} bytes", bytes));
     addr_ = p;
   } else {
+    // Rounding up to the alignment must not wrap around (a negative count cast to size_t lands here).
+    if (bytes > std::numeric_limits<size_t>::max() - kHostAlignment)
+      throw Error(fmt::format("Buffer: could not allocate {} bytes of host memory (size too large)", bytes));
     size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
     void *p = std::aligned_alloc(kHostAlignment, rounded);
     if (!p) throw Error(fmt::format("Buffer: could not allocate {} bytes of host memory", bytes));

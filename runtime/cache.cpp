@@ -89,10 +89,20 @@ std::string hash_key(const std::vector<std::string> &parts) {
 
 std::optional<std::string> read_entry(const std::string &dir, const std::string &key, const std::string &ext) {
   std::string path = entry_path(dir, key, ext);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return std::nullopt;
+  // Only regular files are entries: a directory, FIFO or device at the path would throw or block on
+  // read; the cache is optional, so anything odd is a miss (and left alone).
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  std::string bytes;
+  try {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) return std::nullopt;
+  } catch (const std::exception &e) {
+    debug_log("cache entry {} could not be read ({}); recompiling", path, e.what());
+    return std::nullopt;
+  }
   if (std::string why = validate(bytes); !why.empty()) {
     debug_log("cache entry {} is corrupt ({}); deleting it and recompiling", path, why);
     std::error_code ignored;

@@ -58,6 +58,7 @@ TEST_CASE("ptxas is installed", "[ptx]") {
 
 TEST_CASE("built-in kernels assemble with ptxas for sm_80 and sm_90a", "[ptx]") {
   kernels::BuiltinSpec spec;
+  spec.dtype = DType::f32;
   check_kernel("vector_add", spec, "vector_add");
   for (DType dt : {DType::f32, DType::bf16}) {
     spec.dtype = dt;
@@ -71,4 +72,16 @@ TEST_CASE("built-in kernels assemble with ptxas for sm_80 and sm_90a", "[ptx]") 
       spec.causal = causal;
       check_kernel("attention", spec, fmt::format("attention_d{}_{}", d, causal));
     }
+}
+
+TEST_CASE("built-in kernel specs are validated", "[ptx]") {
+  kernels::BuiltinSpec spec;
+  spec.dtype = DType::f64;
+  REQUIRE_THROWS_WITH(kernels::builtin_ir("matmul", spec), Catch::Contains("has no f64 version"));
+  spec.dtype = DType::bf16;
+  REQUIRE_THROWS_WITH(kernels::builtin_ir("vector_add", spec), Catch::Contains("has no bf16 version"));
+  spec.dtype = DType::f32;
+  spec.cols = 1 << 30;
+  REQUIRE_THROWS_WITH(kernels::builtin_ir("softmax", spec), Catch::Contains("--cols must be in [1, 16384]"));
+  REQUIRE_THROWS_WITH(kernels::builtin_ir("nope", spec), Catch::Contains("unknown built-in kernel 'nope'"));
 }

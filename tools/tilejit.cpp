@@ -47,6 +47,8 @@ void random_tensor(size_t n, DType dt, std::mt19937_64 &rng, std::vector<uint16_
 }
 
 int run_attention(const AttentionArgs &a) {
+  if (a.seqlen_k < -1 || a.seqlen_k == 0) throw Error("--seqlen-k must be positive (or -1: same as --seqlen-q)");
+  if (a.check_rows < 1) throw Error("--check-rows must be positive");
   attention::Shape shape{a.batch, a.heads, a.seqlen_q, a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, a.head_dim};
   attention::Options opt;
   opt.causal = a.causal;
@@ -57,6 +59,9 @@ int run_attention(const AttentionArgs &a) {
   opt.backend = parse_backend(a.backend);
   opt.arch = a.arch;
   bool gpu = opt.backend == Backend::GPU;
+  attention::check_shape(shape, opt);  // before allocating anything
+  double total = double(shape.batch) * shape.heads * std::max(shape.seqlen_q, shape.seqlen_k) * shape.head_dim;
+  if (total > double(1u << 31)) throw Error(fmt::format("the tensors would hold {:.3g} elements each; at most 2^31", total));
 
   uint64_t seed = a.seed ? a.seed : std::random_device{}();
   std::mt19937_64 rng(seed);
@@ -177,7 +182,7 @@ int main(int argc, char **argv) {
 
   std::string kname;
   kernels::BuiltinSpec spec;
-  std::string dtype = "bf16";
+  std::string dtype;  // empty: the kernel's own default (f32 for vector_add, bf16 otherwise)
   auto add_spec = [&](CLI::App *c) {
     c->add_option("kernel", kname, "vector_add, softmax, matmul or attention")->required();
     c->add_option("--dtype", dtype, "element dtype");
@@ -200,7 +205,7 @@ int main(int argc, char **argv) {
   try {
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
-    spec.dtype = parse_dtype(dtype);
+    spec.dtype = !dtype.empty() ? parse_dtype(dtype) : kname == "vector_add" ? DType::f32 : DType::bf16;
     if (ir->parsed()) fmt::print("{}", kernels::builtin_ir(kname, spec));
     if (ptx->parsed()) fmt::print("{}", kernels::builtin_ptx(kname, spec));
     return 0;

@@ -73,4 +73,8 @@ std::string forward_ptx(const Shape &shape, const Options &opt);
 /// Forward FLOPs as in the FlashAttention papers: 4·batch·heads·seqlen_q·seqlen_k·head_dim, halved when causal.
 double forward_flops(const Shape &shape, bool causal);
 
+/// Checks a shape and options without touching memory; throws TraceError with the reason (the same checks
+/// forward() makes first). softmax_scale: 0 selects 1/sqrt(head_dim); any other finite value is used as is.
+void check_shape(const Shape &shape, const Options &opt);
+
 }  // namespace tilejit::attention
