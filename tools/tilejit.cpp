@@ -13,6 +13,7 @@
 #include "tilejit/kernels.h"
 #include "tilejit/numerics.h"
 #include "tools/attention_check.h"
+#include "tools/flex_flags.h"
 #include "tools/tune_command.h"
 
 using namespace tilejit;
@@ -179,6 +180,8 @@ int main(int argc, char **argv) {
   att->add_flag("--check", a.check, "compare sampled rows against a float64 reference");
   att->add_option("--check-rows", a.check_rows, "rows sampled by --check");
   att->add_option("--seed", a.seed, "random seed (default: random)");
+  tools::FlexFlags flex;
+  tools::add_flex_flags(att, flex);
 
   std::string kname;
   kernels::BuiltinSpec spec;
@@ -203,6 +206,9 @@ int main(int argc, char **argv) {
   auto *tune = tools::add_tune_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
+    if (att->parsed() && tools::flex_requested(flex))
+      return tools::run_flex(flex, {a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
+                                    a.backend, a.arch, a.block_m, a.block_n, a.num_warps, 1, a.iters, a.seed});
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
     spec.dtype = !dtype.empty() ? parse_dtype(dtype) : kname == "vector_add" ? DType::f32 : DType::bf16;

@@ -1,0 +1,201 @@
+// `tilejit attention` with flex variants: builds the FlexOptions from the flags, runs and times
+// flex_forward, and checks sampled rows against a float64 reference with the same mods.
+#include "tools/flex_flags.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "tilejit/buffer.h"
+#include "tilejit/error.h"
+#include "tilejit/flex_attention.h"
+#include "tilejit/flex_variants.h"
+#include "tilejit/numerics.h"
+
+namespace tilejit::tools {
+
+void add_flex_flags(CLI::App *att, FlexFlags &f) {
+  att->add_option("--window-left", f.window_left, "sliding window: keys up to this many before the query");
+  att->add_option("--window-right", f.window_right, "sliding window: keys up to this many after the query");
+  att->add_flag("--alibi", f.alibi, "ALiBi bias with the paper's slopes");
+  att->add_option("--softcap", f.softcap, "tanh soft-capping of the scores (e.g. 50)");
+  att->add_option("--gqa-kv-heads", f.gqa_kv_heads, "key/value heads (grouped-query attention)");
+  att->add_option("--varlen", f.varlen, "variable-length batch: comma-separated sequence lengths");
+  att->add_flag("--bottom-right", f.bottom_right, "align causal / window masks bottom-right");
+}
+
+bool flex_requested(const FlexFlags &f) {
+  return f.window_left >= 0 || f.window_right >= 0 || f.alibi || f.softcap > 0 || f.gqa_kv_heads > 0 ||
+         !f.varlen.empty() || f.bottom_right;
+}
+
+int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
+  using namespace attention;
+  Backend be = a.backend == "gpu" ? Backend::GPU
+               : a.backend == "interp" ? Backend::Interpreter
+                                       : (gpu_available() ? Backend::GPU : Backend::Interpreter);
+  DType dt = a.dtype == "f16" ? DType::f16 : DType::bf16;
+  FlexShape s{.batch = a.batch, .heads_q = a.heads, .heads_kv = f.gqa_kv_heads, .seqlen_q = a.seqlen_q,
+              .seqlen_k = a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, .head_dim_qk = a.head_dim};
+  std::vector<int> lens, cu{0};
+  if (!f.varlen.empty()) {
+    std::stringstream ss(f.varlen);
+    for (std::string item; std::getline(ss, item, ',');) {
+      int n = std::stoi(item);
+      if (n < 0) throw Error("--varlen: lengths must be ≥ 0");
+      lens.push_back(n);
+      cu.push_back(cu.back() + n);
+    }
+    s.batch = int(lens.size());
+    s.seqlen_q = s.seqlen_k = lens.empty() ? 0 : *std::max_element(lens.begin(), lens.end());
+    s.total_q = s.total_k = cu.back();
+  }
+  const int Hkv = s.heads_kv ? s.heads_kv : s.heads_q;
+  FlexOptions opt;
+  opt.dtype = dt;
+  opt.block_m = a.block_m;
+  opt.block_n = a.block_n;
+  opt.num_warps = a.num_warps;
+  opt.num_stages = a.num_stages;
+  opt.backend = be;
+  opt.arch = a.arch;
+  Align align = f.bottom_right ? Align::BottomRight : Align::TopLeft;
+  Band band{-1, -1, align};
+  bool has_band = false;
+  if (a.causal) band.right = 0, has_band = true;
+  if (f.window_left >= 0 || f.window_right >= 0) {
+    if (f.window_left >= 0) band.left = f.window_left;
+    if (f.window_right >= 0) band.right = a.causal ? std::min<int64_t>(0, f.window_right) : f.window_right;
+    has_band = true;
+  }
+  if (f.bottom_right && !has_band) throw Error("--bottom-right needs --causal or a window");
+  if (has_band) opt.mask = Mask(band);
+  std::vector<float> slopes = alibi_slopes(s.heads_q);
+  Buffer slopes_buf(std::max<size_t>(slopes.size(), 1) * 4, be);
+  if (!slopes.empty()) slopes_buf.upload(slopes);
+  ScoreMod mod;
+  if (f.alibi) mod = alibi(capture(slopes_buf, DType::f32));
+  if (f.softcap > 0) mod = compose(mod, softcap(f.softcap));
+  opt.score_mod = mod;
+
+  bool varlen = !lens.empty();
+  size_t rows_q = varlen ? size_t(s.total_q) : size_t(s.batch) * s.seqlen_q;
+  size_t rows_k = varlen ? size_t(s.total_k) : size_t(s.batch) * s.seqlen_k;
+  size_t nq = rows_q * s.heads_q * a.head_dim, nk = rows_k * Hkv * a.head_dim, nl = rows_q * s.heads_q;
+  uint64_t seed = a.seed ? a.seed : std::random_device{}();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  auto make = [&](size_t n, std::vector<float> &vals) {
+    std::vector<uint16_t> bits(n);
+    vals.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      float x = dist(rng);
+      bits[i] = dt == DType::bf16 ? float_to_bf16(x) : float_to_f16(x);
+      vals[i] = dt == DType::bf16 ? bf16_to_float(bits[i]) : f16_to_float(bits[i]);
+    }
+    Buffer b(std::max<size_t>(n, 1) * 2, be);
+    if (n) b.upload(bits);
+    return b;
+  };
+  std::vector<float> qf, kf, vf;
+  Buffer q = make(nq, qf), k = make(nk, kf), v = make(nk, vf);
+  Buffer out(std::max<size_t>(nq, 1) * 2, be), lse(std::max<size_t>(nl, 1) * 4, be);
+  out.fill_bytes(0xff);
+  lse.fill_bytes(0xff);
+  Buffer cub;
+  if (varlen) {
+    cub = Buffer(cu.size() * 4, be);
+    cub.upload(cu);
+    opt.cu_seqlens_q = opt.cu_seqlens_k = {cub.address(), cub.bytes()};
+  }
+  std::optional<Stream> stream;
+  if (be == Backend::GPU) {
+    stream.emplace();
+    opt.stream = &*stream;
+  }
+  auto sync = [&] { if (stream) stream->synchronize(); };
+  auto t0 = std::chrono::steady_clock::now();
+  flex_forward(q, k, v, out, lse, s, opt);
+  sync();
+  double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms = first_ms;
+  if (be == Backend::GPU) {
+    std::vector<double> times;
+    for (int i = 0; i < std::max(1, a.iters); ++i) {
+      auto st = std::chrono::steady_clock::now();
+      flex_forward(q, k, v, out, lse, s, opt);
+      sync();
+      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - st).count());
+    }
+    std::sort(times.begin(), times.end());
+    ms = times[times.size() / 2];
+  }
+  fmt::print("flex attention {} b={} hq={} hkv={} sq={} sk={} d={} dtype={} band={} alibi={} softcap={} varlen={}\n",
+             be == Backend::GPU ? "gpu" : "interp", s.batch, s.heads_q, Hkv, s.seqlen_q, s.seqlen_k, a.head_dim,
+             a.dtype, has_band ? fmt::format("[{}, {}]{}", band.left, band.right, f.bottom_right ? " bottom-right" : "")
+                               : "none",
+             f.alibi, f.softcap, f.varlen.empty() ? "no" : f.varlen);
+  fmt::print("  first call (trace+compile+run): {:.2f} ms; time: {:.3f} ms\n", first_ms, ms);
+  if (!a.check) return 0;
+
+  // Float64 reference for every row of up to 8 (sequence, head) pairs.
+  auto ob = out.download_as<uint16_t>(nq);
+  auto lb = lse.download_as<float>(nl);
+  double scale = 1.0 / std::sqrt(double(a.head_dim)), err2 = 0, ref2 = 0, lse_err = 0;
+  int D = a.head_dim, group = s.heads_q / Hkv;
+  for (int pair = 0; pair < std::min(8, s.batch * s.heads_q); ++pair) {
+    int b = int(rng() % uint64_t(s.batch)), h = int(rng() % uint64_t(s.heads_q)), kh = h / group;
+    int sq = varlen ? lens[size_t(b)] : s.seqlen_q, sk = varlen ? lens[size_t(b)] : s.seqlen_k;
+    auto row_of = [&](int i, int heads, int hh, int seqlen) -> size_t {
+      return varlen ? (size_t(cu[size_t(b)] + i) * heads + hh) * D : ((size_t(b) * heads + hh) * seqlen + i) * D;
+    };
+    for (int i = 0; i < sq; ++i) {
+      std::vector<double> p(size_t(std::max(sk, 1)), -INFINITY);
+      double mx = -INFINITY;
+      for (int j = 0; j < sk; ++j) {
+        if (has_band) {
+          int64_t diag = i + (f.bottom_right ? sk - sq : 0);
+          if ((band.left >= 0 && j < diag - band.left) || (band.right >= 0 && j > diag + band.right)) continue;
+        }
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += double(qf[row_of(i, s.heads_q, h, s.seqlen_q) + d]) * kf[row_of(j, Hkv, kh, s.seqlen_k) + d];
+        double sc = dot * scale;
+        if (f.alibi) sc -= slopes[size_t(h)] * std::abs(i - j);
+        if (f.softcap > 0) sc = f.softcap * std::tanh(sc / f.softcap);
+        p[size_t(j)] = sc;
+        mx = std::max(mx, sc);
+      }
+      size_t lrow = varlen ? size_t(h) * s.total_q + cu[size_t(b)] + i : (size_t(b) * s.heads_q + h) * s.seqlen_q + i;
+      if (mx == -INFINITY) {
+        lse_err = std::max(lse_err, std::isinf(lb[lrow]) && lb[lrow] < 0 ? 0.0 : INFINITY);
+        continue;
+      }
+      double sum = 0;
+      for (auto &x : p) sum += (x = std::exp(x - mx));
+      for (int d = 0; d < D; ++d) {
+        double o = 0;
+        for (int j = 0; j < sk; ++j) o += p[size_t(j)] * vf[row_of(j, Hkv, kh, s.seqlen_k) + d];
+        o /= sum;
+        uint16_t bits = ob[row_of(i, s.heads_q, h, s.seqlen_q) + d];
+        double got = dt == DType::bf16 ? bf16_to_float(bits) : f16_to_float(bits);
+        err2 += (got - o) * (got - o);
+        ref2 += o * o;
+      }
+      lse_err = std::max(lse_err, std::abs(double(lb[lrow]) - (mx + std::log(sum))));
+    }
+  }
+  double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+  bool ok = rel <= 1e-2 && lse_err <= 1e-3 * std::max(1.0, std::log(double(std::max(s.seqlen_k, 1))) + 4);
+  fmt::print("  check (float64, seed {}): rel. Frobenius error {:.3e} (bound 1e-2), max |lse error| {:.3e}: {}\n",
+             seed, rel, lse_err, ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
+
+}  // namespace tilejit::tools

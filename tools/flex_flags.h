@@ -1,0 +1,34 @@
+// `tilejit attention` flags for the flex variants (sliding window, ALiBi, soft-capping, GQA, varlen,
+// bottom-right causal). When any is given, the command runs attention::flex_forward instead of forward.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace CLI { class App; }
+
+namespace tilejit::tools {
+
+struct FlexFlags {
+  int64_t window_left = -1, window_right = -1;  // sliding window (−1: unbounded side)
+  bool alibi = false;
+  float softcap = 0.f;
+  int gqa_kv_heads = 0;
+  std::string varlen;            // comma-separated sequence lengths (q and k)
+  bool bottom_right = false;     // causal / window aligned bottom-right
+};
+
+/// The common attention arguments the flex run needs (from tilejit.cpp's AttentionArgs).
+struct FlexRunArgs {
+  int batch, heads, seqlen_q, seqlen_k, head_dim;
+  bool causal, check;
+  std::string dtype, backend, arch;
+  int block_m, block_n, num_warps, num_stages, iters;
+  uint64_t seed;
+};
+
+void add_flex_flags(CLI::App *attention, FlexFlags &f);
+bool flex_requested(const FlexFlags &f);
+/// Runs, times and (with check) verifies sampled rows against float64; returns the exit code.
+int run_flex(const FlexFlags &f, const FlexRunArgs &a);
+
+}  // namespace tilejit::tools
