@@ -170,5 +170,8 @@ BlockMask create_block_mask(const Mask &mask, const FlexShape &shape, const Flex
 
 /// Tile IR of the flex kernel for this shape and options (no launch; placeholder pointers).
 std::string flex_forward_ir(const FlexShape &shape, const FlexOptions &opt);
+/// PTX of the flex kernel (and, with block_mask = true, of the block-mask kernel) for opt.arch (default
+/// sm_90a); no GPU needed.
+std::string flex_forward_ptx(const FlexShape &shape, const FlexOptions &opt, bool block_mask = false);
 
 }  // namespace tilejit::attention

@@ -80,6 +80,30 @@ KernelBase &block_mask_kernel(const Mask &mask) {
   return *kernels.emplace(mask.fn.identity(), std::move(k)).first->second;
 }
 
+std::vector<detail::ArgValue> block_mask_args(const Mask &mask, const FlexShape &s, const FlexOptions &opt,
+                                              DevicePtr kv_blocks, DevicePtr counts, int num_q_blocks,
+                                              int num_k_blocks) {
+  BandArgs band = band_args(mask.band);
+  std::vector<detail::ArgValue> args(kNumBlockMaskParams);
+  args[bKvBlocks] = ptr_arg(kv_blocks);
+  args[bKvCounts] = ptr_arg(counts);
+  args[bCuQ] = ptr_arg(opt.cu_seqlens_q);
+  args[bCuK] = ptr_arg(opt.cu_seqlens_k);
+  args[bSeqlenQ] = int_arg(s.seqlen_q);
+  args[bSeqlenK] = int_arg(s.seqlen_k);
+  args[bHeads] = int_arg(s.heads_q);
+  args[bNumQBlocks] = int_arg(num_q_blocks);
+  args[bNumKBlocks] = int_arg(num_k_blocks);
+  args[bBandLeft] = int_arg(band.left);
+  args[bBandRight] = int_arg(band.right);
+  args[bBandBottomRight] = int_arg(band.bottom_right);
+  args[bBlockM] = int_arg(opt.block_m);
+  args[bBlockN] = int_arg(opt.block_n);
+  args[bVarlen] = int_arg(opt.cu_seqlens_q.address != 0);
+  args[bHasBand] = int_arg(mask.band.has_value());
+  return args;
+}
+
 }  // namespace flex
 
 BlockMask create_block_mask(const Mask &mask, const FlexShape &s, const FlexOptions &opt) {
@@ -105,24 +129,8 @@ BlockMask create_block_mask(const Mask &mask, const FlexShape &s, const FlexOpti
   bm.counts = Buffer(std::max<size_t>(lists, 1) * 4, where);
   bm.kv_blocks = Buffer(std::max<size_t>(lists * bm.num_k_blocks, 1) * 4, where);
   if (lists == 0) return bm;
-  BandArgs band = band_args(mask.band);
-  std::vector<detail::ArgValue> args(kNumBlockMaskParams);
-  args[bKvBlocks] = ptr_arg({bm.kv_blocks.address(), bm.kv_blocks.bytes()});
-  args[bKvCounts] = ptr_arg({bm.counts.address(), bm.counts.bytes()});
-  args[bCuQ] = ptr_arg(opt.cu_seqlens_q);
-  args[bCuK] = ptr_arg(opt.cu_seqlens_k);
-  args[bSeqlenQ] = int_arg(s.seqlen_q);
-  args[bSeqlenK] = int_arg(s.seqlen_k);
-  args[bHeads] = int_arg(s.heads_q);
-  args[bNumQBlocks] = int_arg(bm.num_q_blocks);
-  args[bNumKBlocks] = int_arg(bm.num_k_blocks);
-  args[bBandLeft] = int_arg(band.left);
-  args[bBandRight] = int_arg(band.right);
-  args[bBandBottomRight] = int_arg(band.bottom_right);
-  args[bBlockM] = int_arg(opt.block_m);
-  args[bBlockN] = int_arg(opt.block_n);
-  args[bVarlen] = int_arg(varlen);
-  args[bHasBand] = int_arg(mask.band.has_value());
+  auto args = flex::block_mask_args(mask, s, opt, {bm.kv_blocks.address(), bm.kv_blocks.bytes()},
+                                    {bm.counts.address(), bm.counts.bytes()}, bm.num_q_blocks, bm.num_k_blocks);
   auto cfg = launch_config(opt);
   cfg.num_stages = 1;
   Grid grid{uint32_t(bm.num_q_blocks), uint32_t(s.heads_q), uint32_t(s.batch)};

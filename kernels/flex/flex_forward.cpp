@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/codegen.h"
 #include "kernels/flex/flex_internal.h"
 #include "tilejit/error.h"
 
@@ -210,6 +211,24 @@ std::string flex_forward_ir(const FlexShape &s, const FlexOptions &opt) {
   bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);
   auto args = kernel_args(p, s, opt, fake, fake, fake, fake, fake, use_bm ? &placeholder : nullptr);
   return flex_kernel(opt.dtype, opt.score_mod, opt.mask).ir(args);
+}
+
+std::string flex_forward_ptx(const FlexShape &s, const FlexOptions &opt, bool block_mask) {
+  LaunchConfig cfg = launch_config(opt);
+  if (cfg.arch.empty()) cfg.arch = "sm_90a";
+  if (block_mask) {
+    Plan p = plan(s, opt);
+    DevicePtr fake{256, 0};
+    return block_mask_kernel(opt.mask).ptx(cfg, block_mask_args(opt.mask, s, opt, fake, fake, p.nqb, p.nkb)).ptx;
+  }
+  Plan p = plan(s, opt);
+  DevicePtr fake{256, 0};
+  BlockMask placeholder;
+  placeholder.num_q_blocks = p.nqb;
+  placeholder.num_k_blocks = p.nkb;
+  bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);
+  auto args = kernel_args(p, s, opt, fake, fake, fake, fake, fake, use_bm ? &placeholder : nullptr);
+  return flex_kernel(opt.dtype, opt.score_mod, opt.mask).ptx(cfg, args).ptx;
 }
 
 }  // namespace tilejit::attention

@@ -100,5 +100,9 @@ enum BlockMaskParam : int {
   kNumBlockMaskParams
 };
 KernelBase &block_mask_kernel(const Mask &mask);
+/// The block-mask kernel's arguments for writing into kv_blocks / counts.
+std::vector<detail::ArgValue> block_mask_args(const Mask &mask, const FlexShape &s, const FlexOptions &opt,
+                                              DevicePtr kv_blocks, DevicePtr counts, int num_q_blocks,
+                                              int num_k_blocks);
 
 }  // namespace tilejit::attention::flex

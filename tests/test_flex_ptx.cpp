@@ -1,0 +1,41 @@
+// The flex kernels lower to PTX (sm_80 and sm_90a) for representative variants: the band path, the
+// block-mask path with a captured table, GQA + varlen + padded head dims + 64-bit offsets, and the
+// block-mask kernel itself. No GPU needed; the GPU tests run them.
+#include <catch2/catch.hpp>
+
+#include "tilejit/flex_attention.h"
+#include "tilejit/flex_variants.h"
+#include "tilejit/ops.h"
+
+using namespace tilejit;
+
+TEST_CASE("flex kernels compile to PTX", "[flex][ptx]") {
+  attention::FlexShape s{.batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 1000, .seqlen_k = 1000,
+                         .head_dim_qk = 128};
+  Buffer slopes(16, Backend::Interpreter);
+  for (const char *arch : {"sm_80", "sm_90a"}) {
+    INFO(arch);
+    attention::FlexOptions o;
+    o.arch = arch;
+    o.score_mod = attention::softcap(50.f);
+    o.mask = attention::sliding_window(255, 0);
+    std::string ptx = attention::flex_forward_ptx(s, o);
+    REQUIRE(ptx.find(".entry") != std::string::npos);
+    // Block-mask path with a mask function reading a captured buffer, plus the block-mask kernel.
+    o.score_mod = attention::alibi(capture(slopes, DType::f32));
+    o.mask = attention::and_masks(attention::causal(attention::Align::BottomRight),
+                                  attention::Mask([](Tile, Tile, Tile q, Tile kv) { return (q / 64) != (kv / 64) + 3; }));
+    REQUIRE(attention::flex_forward_ptx(s, o).find(".entry") != std::string::npos);
+    REQUIRE(attention::flex_forward_ptx(s, o, true).find(".entry") != std::string::npos);
+  }
+  // Varlen, padded head dims (96 → 128, v 192 → 256), 64-bit offsets.
+  attention::FlexShape v{.batch = 3, .heads_q = 8, .heads_kv = 1, .seqlen_q = 4096, .seqlen_k = 4096,
+                         .head_dim_qk = 96, .head_dim_v = 192, .total_q = int64_t(3) << 30, .total_k = int64_t(3) << 30};
+  attention::FlexOptions o;
+  o.cu_seqlens_q = o.cu_seqlens_k = DevicePtr{256, 0};
+  o.mask = attention::causal(attention::Align::BottomRight);
+  o.block_n = 32;
+  std::string ir = attention::flex_forward_ir(v, o);
+  REQUIRE(ir.find("i64 -> i32") == std::string::npos);  // offsets stay 64-bit
+  REQUIRE(attention::flex_forward_ptx(v, o).find(".entry") != std::string::npos);
+}
