@@ -63,6 +63,9 @@ void for_range(const Tile &start, const Tile &end, const Tile &step, const std::
   check_bound(start, "start", loc);
   check_bound(end, "end", loc);
   check_bound(step, "step", loc);
+  // Loops count up (iv < end); a literal step that is not positive would never finish on the GPU.
+  if (TileAccess::is_int_literal(step) && TileAccess::int_literal(step) <= 0)
+    dsl::fail(loc, fmt::format("for_range: step must be positive, got {}", TileAccess::int_literal(step)));
   DType bt = DType::i32;
   for (const Tile *t : {&start, &end, &step})
     if ((t->is_literal() ? dsl::literal_dtype(*t) : t->dtype()) == DType::i64) bt = DType::i64;

@@ -204,6 +204,10 @@ struct KernelBase::Impl {
 
   /// The traced and optimized function for b's specialization (traced on first use).
   const ir::Function &get(const Bound &b) {
+    // Tracing holds `mu`; a kernel body that launches or traces a kernel would deadlock or nest traces.
+    if (dsl::TraceContext::current())
+      throw TraceError(fmt::format("kernel {}: cannot be launched or traced from inside a kernel body (while "
+                                   "another trace is running)", name));
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(b.key);
     if (it != cache.end()) return *it->second;
@@ -249,6 +253,15 @@ KernelBase::~KernelBase() = default;
 
 void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgValue> args) {
   Bound b = impl_->bind(args);
+  // The same limits on both backends, so a launch that works on the interpreter works on the GPU.
+  int w = cfg.num_warps;
+  if (w < 1 || w > 32 || (w & (w - 1)))
+    throw Error(fmt::format("kernel {}: num_warps must be a power of two in [1, 32], got {}", impl_->name, w));
+  if (cfg.num_stages < 1 || cfg.num_stages > 8)
+    throw Error(fmt::format("kernel {}: num_stages must be in [1, 8], got {}", impl_->name, cfg.num_stages));
+  if (grid.y > 65535 || grid.z > 65535)
+    throw Error(fmt::format("kernel {}: grid ({}, {}, {}) exceeds the limit of 65535 programs along y and z",
+                            impl_->name, grid.x, grid.y, grid.z));
   if (grid.size() == 0) return;  // an empty grid is a valid no-op
   Backend backend = resolve_backend(cfg.backend);
   for (size_t i = 0; i < args.size(); ++i) {

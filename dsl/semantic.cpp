@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "tilejit/error.h"
+#include "tilejit/numerics.h"
 
 namespace tilejit::dsl {
 
@@ -49,12 +50,27 @@ ir::Value *emit(TraceContext &ctx, ir::OpKind kind, std::vector<ir::Value *> ope
 }
 
 ir::Value *make_constant(TraceContext &ctx, const ir::Type &type, double f, int64_t i, const SrcLoc &loc) {
+  // A constant holds exactly what its dtype can represent, so folding, the interpreter and the GPU agree:
+  // floats are rounded to the dtype; an integer must fit (as a signed value, or as an unsigned bit pattern
+  // of the width, which is then stored two's-complement), otherwise it is the user's error.
   ir::Attrs a;
-  if (is_float(type.dtype())) {
-    a.fvalue = f;
-  } else if (type.dtype() == DType::i1) {
+  DType dt = type.dtype();
+  if (is_float(dt)) {
+    a.fvalue = dt == DType::f64 ? f
+               : dt == DType::f32 ? double(float(f))
+               : dt == DType::bf16 ? double(round_bf16(float(f)))
+                                   : double(round_f16(float(f)));
+  } else if (dt == DType::i1) {
     a.ivalue = i != 0 ? 1 : 0;
   } else {
+    int bits = dtype_bits(dt);
+    if (bits < 64) {
+      int64_t lo = -(int64_t(1) << (bits - 1)), hi_unsigned = (int64_t(1) << bits) - 1;
+      if (i < lo || i > hi_unsigned)
+        fail(loc, fmt::format("constant {} does not fit {} (range [{}, {}])", i, dtype_name(dt), lo,
+                              (int64_t(1) << (bits - 1)) - 1));
+      if (i > (int64_t(1) << (bits - 1)) - 1) i -= int64_t(1) << bits;  // unsigned bit pattern → signed
+    }
     a.ivalue = i;
   }
   return emit(ctx, ir::OpKind::Constant, {}, type, loc, a);
@@ -194,6 +210,10 @@ Unified unify(TraceContext &ctx, const std::vector<const Tile *> &operands, cons
     dt = strong;
     if (weak_float && !is_float(dt)) dt = DType::f32;
     else if (weak_int && dt == DType::i1) dt = DType::i32;
+    // An int literal beyond i32 widens an i32 (or narrower) operation to i64, as in Triton.
+    if (weak_int && is_int(dt) && dt != DType::i64)
+      for (const Tile *t : operands)
+        if (TileAccess::is_int_literal(*t) && literal_dtype(*t) == DType::i64) dt = DType::i64;
   } else {
     dt = weak_float ? DType::f32 : DType::i1;
     for (const Tile *t : operands)

@@ -30,6 +30,17 @@ TraceContext &TraceContext::require(const char *op, const std::source_location &
   return *g_current;
 }
 
+uint32_t TileAccess::current_generation() { return g_current ? g_current->generation : 0; }
+
+void TileAccess::check_current(const Tile &t) {
+  if (!g_current)
+    throw TraceError("a Tile was used outside its kernel's trace: tiles exist only while the kernel body runs "
+                     "(inside the lambda given to Kernel)");
+  if (t.value_gen_ != g_current->generation)
+    throw TraceError("a Tile from an earlier trace was used: tiles live only during the trace that made them "
+                     "(was one kept in a static, global or captured variable?)");
+}
+
 Tile TileAccess::from_value(ir::Value *v) {
   Tile t;
   set_value(t, v);

@@ -52,11 +52,20 @@ class TraceContext {
 /// Privileged access to Tile's internals for the DSL implementation.
 struct TileAccess {
   static Tile from_value(ir::Value *v);
-  static ir::Value *value(const Tile &t) { return t.kind_ == Tile::Kind::Value ? t.value_ : nullptr; }
+  /// The IR value a handle holds (null for literals and empty handles). Throws TraceError when the value
+  /// belongs to another trace than the active one (a Tile kept in a static or captured variable).
+  static ir::Value *value(const Tile &t) {
+    if (t.kind_ != Tile::Kind::Value) return nullptr;
+    check_current(t);
+    return t.value_;
+  }
   static void set_value(Tile &t, ir::Value *v) {
     t.kind_ = Tile::Kind::Value;
     t.value_ = v;
+    t.value_gen_ = current_generation();
   }
+  static void check_current(const Tile &t);
+  static uint32_t current_generation();
   static bool is_int_literal(const Tile &t) { return t.kind_ == Tile::Kind::Int; }
   static bool is_float_literal(const Tile &t) { return t.kind_ == Tile::Kind::Float; }
   static bool is_bool_literal(const Tile &t) { return t.kind_ == Tile::Kind::Bool; }
@@ -76,6 +85,7 @@ struct TileAccess {
   static void restore(Tile &t, const State &s) {
     t.kind_ = s.kind;
     t.value_ = s.value;
+    t.value_gen_ = current_generation();  // states are taken and restored within one trace
     t.ival_ = s.ival;
     t.fval_ = s.fval;
   }

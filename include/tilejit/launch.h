@@ -26,8 +26,8 @@ class Stream;
 
 /// Per-launch options (as in Triton: num_warps threads groups per program, num_stages pipelining depth).
 struct LaunchConfig {
-  int num_warps = 4;            // 1, 2, 4, 8, 16 (threads per program = 32 · num_warps)
-  int num_stages = 1;           // software-pipelining depth (honoured by later issues; part of the key)
+  int num_warps = 4;            // 1, 2, 4, 8, 16, 32 (threads per program = 32 · num_warps)
+  int num_stages = 1;           // software-pipelining depth of loops' tensor-core operand loads, 1..8
   Backend backend = Backend::Auto;
   Stream *stream = nullptr;     // GPU stream; null: the default stream of the current device
   std::string arch;             // "sm_80", "sm_90a", ...; empty: the device's own arch

@@ -109,6 +109,7 @@ class Tile {
   void copy_from(const Tile &o) {
     kind_ = o.kind_;
     value_ = o.value_;
+    value_gen_ = o.value_gen_;
     ival_ = o.ival_;
     fval_ = o.fval_;
   }
@@ -118,6 +119,7 @@ class Tile {
   double fval_ = 0;
   uint64_t handle_id_ = 0;   // registration in the active trace (0: not registered)
   uint32_t trace_gen_ = 0;   // which trace registered it
+  uint32_t value_gen_ = 0;   // which trace value_ belongs to (a Tile kept past its trace is stale)
 };
 
 /// An operator's operand: a Tile or a literal, plus the user's source line (captured where the implicit
