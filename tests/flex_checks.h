@@ -115,8 +115,11 @@ inline void check_flex_variants(Backend be, attention::FlexShape shape, DType dt
 }
 
 /// Grouped-query / multi-query attention with a causal mask and an ALiBi-like per-head score_mod.
-inline void check_flex_gqa(Backend be, int heads_q, int heads_kv, int seqlen, DType dt) {
+inline void check_flex_gqa(Backend be, int heads_q, int heads_kv, int seqlen, DType dt, int block_m = 16,
+                           int block_n = 16) {
   FlexCase c;
+  c.block_m = block_m;
+  c.block_n = block_n;
   c.shape = {.batch = 2, .heads_q = heads_q, .heads_kv = heads_kv, .seqlen_q = seqlen, .seqlen_k = seqlen,
              .head_dim_qk = 32};
   c.dtype = dt;
@@ -130,8 +133,11 @@ inline void check_flex_gqa(Backend be, int heads_q, int heads_kv, int seqlen, DT
 }
 
 /// Variable-length batch (lengths may be 0) with an optional bottom-right causal mask.
-inline void check_flex_varlen(Backend be, std::vector<int> lens_q, std::vector<int> lens_k, bool causal, DType dt) {
+inline void check_flex_varlen(Backend be, std::vector<int> lens_q, std::vector<int> lens_k, bool causal, DType dt,
+                              int block_m = 16, int block_n = 16, bool documents = false) {
   FlexCase c;
+  c.block_m = block_m;
+  c.block_n = block_n;
   c.shape = {.batch = 0, .heads_q = 2, .heads_kv = 1, .seqlen_q = 0, .seqlen_k = 0, .head_dim_qk = 32};
   c.seqlens_q = std::move(lens_q);
   c.seqlens_k = std::move(lens_k);
@@ -144,12 +150,30 @@ inline void check_flex_varlen(Backend be, std::vector<int> lens_q, std::vector<i
       return ref_band({-1, 0, Align::BottomRight}, q, kv, sq, sk);
     };
   }
+  // Documents inside each packed sequence: ids per packed token (self-attention: lens_q == lens_k).
+  std::vector<int> docs, cu{0};
+  for (int n : c.seqlens_q) cu.push_back(cu.back() + n);
+  for (size_t b = 0; b < c.seqlens_q.size(); ++b)
+    for (int i = 0; i < c.seqlens_q[b]; ++i) docs.push_back(int(b) * 100 + i / 6);
+  Buffer doc_ids(std::max<size_t>(docs.size(), 1) * 4, be);
+  if (documents) {
+    doc_ids.upload(docs);
+    o.mask = attention::and_masks(o.mask, attention::document_mask(capture(doc_ids, DType::i32)));
+    auto inner = ref.visible;
+    ref.visible = [inner, docs, cu](int b, int h, int q, int kv, int sq, int sk) {
+      return (!inner || inner(b, h, q, kv, sq, sk)) && docs[size_t(cu[size_t(b)] + q)] == docs[size_t(cu[size_t(b)] + kv)];
+    };
+  }
+  INFO("varlen" << (causal ? " causal bottom-right" : "") << (documents ? " with documents" : ""));
   require_matches(run_flex_case(be, c, o, ref), dt);
 }
 
 /// Head dims that need padding, and a v head dim different from q·k's.
-inline void check_flex_head_dims(Backend be, int dqk, int dv, int seqlen, DType dt) {
+inline void check_flex_head_dims(Backend be, int dqk, int dv, int seqlen, DType dt, int block_m = 16,
+                                 int block_n = 16) {
   FlexCase c;
+  c.block_m = block_m;
+  c.block_n = block_n;
   c.shape = {.batch = 1, .heads_q = 2, .seqlen_q = seqlen, .seqlen_k = seqlen + 5, .head_dim_qk = dqk,
              .head_dim_v = dv};
   c.dtype = dt;

@@ -26,6 +26,7 @@ TEST_CASE("flex: heads_q not a multiple of heads_kv is rejected", "[flex]") {
 TEST_CASE("flex: varlen batches with empty sequences", "[flex]") {
   check_flex_varlen(Backend::Interpreter, {5, 0, 17, 1, 40}, {5, 0, 17, 1, 40}, false, DType::bf16);
   check_flex_varlen(Backend::Interpreter, {3, 20, 0, 9}, {11, 7, 4, 0}, true, DType::bf16);
+  check_flex_varlen(Backend::Interpreter, {13, 0, 40, 1}, {13, 0, 40, 1}, true, DType::bf16, 16, 16, true);
 }
 
 TEST_CASE("flex: padded head dims and a different v head dim", "[flex]") {

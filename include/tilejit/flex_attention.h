@@ -114,6 +114,10 @@ struct Mask {
 /// Throws TraceError elsewhere.
 Tile mod_seqlen_q();
 Tile mod_seqlen_k();
+/// Inside a mod: the index of position q_idx / kv_idx in a per-token table laid out like the tokens —
+/// b·seqlen_q + q_idx ([batch, seqlen] tables) for dense layouts, cu_seqlens[b] + q_idx for varlen.
+Tile mod_q_token(const Tile &q_idx);
+Tile mod_k_token(const Tile &kv_idx);
 
 /// Problem shape. Dense layout: q/out [batch, heads_q, seqlen_q, d], k/v [batch, heads_kv, seqlen_k, d]
 /// (strides in FlexOptions; default contiguous). lse: [batch, heads_q, seqlen_q] f32, contiguous.

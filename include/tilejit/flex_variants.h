@@ -19,7 +19,8 @@ inline Mask causal_bottom_right() { return causal(Align::BottomRight); }
 /// sliding_window(w − 1, 0) is a causal window of w keys (Mistral, Gemma 2 local layers).
 Mask sliding_window(int64_t left, int64_t right, Align align = Align::TopLeft);
 /// Document masking: query and key see each other only inside one document. doc_ids: i32 per token,
-/// [batch, seqlen] (self-attention, seqlen_q == seqlen_k), or per packed token with varlen.
+/// [batch, seqlen] (self-attention, seqlen_q == seqlen_k), or per packed token with varlen
+/// (indexed through mod_q_token / mod_k_token).
 Mask document_mask(const Captured &doc_ids);
 /// Prefix-LM: the first prefix_len keys are visible to every query, the rest causally (top-left).
 /// prefix_len: an i32 capture (capture(int32_t)) or per-batch i32 buffer (per_batch = true).

@@ -35,11 +35,14 @@ void trace_block_mask(const Mask &mask, std::span<const detail::ArgValue> a) {
   const bool varlen = C(bVarlen), has_band = C(bHasBand);
   Tile pid_m = program_id(0), h = program_id(1), b = program_id(2);
   Tile seqlen_q = P(bSeqlenQ), seqlen_k = P(bSeqlenK);
+  Tile q_start = b * seqlen_q, k_start = b * seqlen_k;
   if (varlen) {
-    seqlen_q = load(P(bCuQ) + b + 1) - load(P(bCuQ) + b);
-    seqlen_k = load(P(bCuK) + b + 1) - load(P(bCuK) + b);
+    q_start = load(P(bCuQ) + b);
+    k_start = load(P(bCuK) + b);
+    seqlen_q = load(P(bCuQ) + b + 1) - q_start;
+    seqlen_k = load(P(bCuK) + b + 1) - k_start;
   }
-  ModScope scope(seqlen_q, seqlen_k);
+  ModScope scope(seqlen_q, seqlen_k, q_start, k_start);
   BandTiles band;
   if (has_band) band = {P(bBandLeft), P(bBandRight), P(bBandBottomRight) * (seqlen_k - seqlen_q)};
 

@@ -45,11 +45,12 @@ inline detail::ArgValue float_arg(double v) {
 /// Makes mod_seqlen_q()/mod_seqlen_k() return these tiles while alive (one per trace; nests).
 class ModScope {
  public:
-  ModScope(Tile seqlen_q, Tile seqlen_k);
+  /// q_start/k_start: the sequence's first packed token (varlen); dense layouts pass b·seqlen.
+  ModScope(Tile seqlen_q, Tile seqlen_k, Tile q_start, Tile k_start);
   ~ModScope();
   ModScope(const ModScope &) = delete;
   ModScope &operator=(const ModScope &) = delete;
-  Tile seqlen_q, seqlen_k;
+  Tile seqlen_q, seqlen_k, q_start, k_start;
 
  private:
   ModScope *previous_;

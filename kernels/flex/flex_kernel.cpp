@@ -56,7 +56,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     k_start = load(P(kCuK) + b);
     seqlen_k = load(P(kCuK) + b + 1) - k_start;
   }
-  ModScope scope(seqlen_q, seqlen_k);
+  ModScope scope(seqlen_q, seqlen_k, varlen ? q_start : b * seqlen_q, varlen ? k_start : b * seqlen_k);
   Tile kv_h = h / P(kGroup);
   auto stride = [&](int i) { return large ? P(i) : P(i).to(DType::i32); };
   Tile q_start_w = varlen && large ? q_start.to(DType::i64) : q_start;

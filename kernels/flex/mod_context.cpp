@@ -12,7 +12,9 @@ namespace {
 thread_local ModScope *g_scope = nullptr;
 }
 
-ModScope::ModScope(Tile q, Tile k) : seqlen_q(std::move(q)), seqlen_k(std::move(k)), previous_(g_scope) {
+ModScope::ModScope(Tile q, Tile k, Tile qs, Tile ks)
+    : seqlen_q(std::move(q)), seqlen_k(std::move(k)), q_start(std::move(qs)), k_start(std::move(ks)),
+      previous_(g_scope) {
   g_scope = this;
 }
 ModScope::~ModScope() { g_scope = previous_; }
@@ -60,6 +62,14 @@ LaunchConfig launch_config(const FlexOptions &opt) {
 Tile mod_seqlen_q() {
   if (!flex::g_scope) throw TraceError("mod_seqlen_q: called outside a flex attention mod's trace");
   return flex::g_scope->seqlen_q;
+}
+Tile mod_q_token(const Tile &q_idx) {
+  if (!flex::g_scope) throw TraceError("mod_q_token: called outside a flex attention mod's trace");
+  return flex::g_scope->q_start + q_idx;
+}
+Tile mod_k_token(const Tile &kv_idx) {
+  if (!flex::g_scope) throw TraceError("mod_k_token: called outside a flex attention mod's trace");
+  return flex::g_scope->k_start + kv_idx;
 }
 Tile mod_seqlen_k() {
   if (!flex::g_scope) throw TraceError("mod_seqlen_k: called outside a flex attention mod's trace");

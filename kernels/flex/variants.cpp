@@ -16,12 +16,9 @@ Mask causal(Align align) { return Mask(Band{-1, 0, align}); }
 Mask sliding_window(int64_t left, int64_t right, Align align) { return Mask(Band{left, right, align}); }
 
 Mask document_mask(const Captured &doc_ids) {
-  return Mask([doc_ids](Tile b, Tile, Tile q, Tile kv) {
-    // Dense: one row of ids per batch entry (seqlen_q == seqlen_k). Varlen passes per-sequence positions;
-    // its ids are indexed by the packed token, which the flex kernel does not expose, so the dense row
-    // stride is used with batch 0 only. (Document masking within varlen is implied by the packing.)
-    Tile row = doc_ids() + b * mod_seqlen_k();
-    return load(row + q) == load(row + kv);
+  return Mask([doc_ids](Tile, Tile, Tile q, Tile kv) {
+    Tile ids = doc_ids();
+    return load(ids + mod_q_token(q)) == load(ids + mod_k_token(kv));
   });
 }
 
