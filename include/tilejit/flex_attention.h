@@ -138,6 +138,9 @@ struct BlockMask {
   int batch = 0, heads = 0, num_q_blocks = 0, num_k_blocks = 0, block_m = 0, block_n = 0;
 };
 
+/// With Auto, a mask with a function costs one extra (cheap, DSL) kernel per call to build the block mask;
+/// for repeated calls on one shape, build it once with create_block_mask and pass FlexOptions::block_mask
+/// (it must be rebuilt when captured data the mask reads, e.g. document ids, changes).
 enum class BlockMaskMode {
   Auto,  // compute one per call when the mask has a function (unless FlexOptions::block_mask is given)
   Off,   // never: evaluate the mask function on every visited block
