@@ -44,6 +44,18 @@ TEST_CASE("flex: fully masked rows give 0 and lse -inf, never NaN", "[flex]") {
     for (int d = 0; d < 32; ++d) REQUIRE(r.out[size_t(i) * 32 + d] == 0.f);
   }
   require_matches(r, DType::bf16);
+  // The same with a block mask built once beforehand.
+  attention::FlexOptions pre = o;
+  pre.block_m = pre.block_n = 16;
+  pre.backend = Backend::Interpreter;
+  attention::BlockMask bm = attention::create_block_mask(o.mask, c.shape, pre);
+  pre.block_mask = &bm;
+  require_matches(run_flex_case(Backend::Interpreter, c, pre, {{}, [](int, int, int q, int kv, int, int) { return q >= 10 && kv <= q; }}),
+                  DType::bf16);
+  // A block mask made for other block sizes is rejected.
+  c.block_n = 32;
+  REQUIRE_THROWS_WITH(run_flex_case(Backend::Interpreter, c, pre, {}), Catch::Contains("the block mask was made for"));
+  c.block_n = 16;
   // The same with the block mask off (mask applied on every block).
   c.block_mask_mode = attention::BlockMaskMode::Off;
   require_matches(run_flex_case(Backend::Interpreter, c, o, {{}, [](int, int, int q, int kv, int, int) { return q >= 10 && kv <= q; }}),
