@@ -1,10 +1,14 @@
 // Umbrella header: every public header of tilejit (types, memory, launch, the DSL, built-in kernels).
 #pragma once
 #include "tilejit/attention.h"
+#include "tilejit/autotune.h"
 #include "tilejit/buffer.h"
+#include "tilejit/capture.h"
 #include "tilejit/device.h"
 #include "tilejit/error.h"
 #include "tilejit/export.h"
+#include "tilejit/flex_attention.h"
+#include "tilejit/flex_variants.h"
 #include "tilejit/kernel.h"
 #include "tilejit/kernels.h"
 #include "tilejit/launch.h"
