@@ -30,4 +30,5 @@ cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
 cmake -S "$root/examples/host_app" -B "$scratch/host_app" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/prefix"
 cmake --build "$scratch/host_app" -j "$jobs"
 TILEJIT_INTERPRET=1 TILEJIT_CACHE_DIR="$scratch/cache" "$scratch/host_app/host_app"
+TILEJIT_INTERPRET=1 TILEJIT_CACHE_DIR="$scratch/cache" "$scratch/host_app/gemma2_variant"
 echo "test: all passed"
