@@ -67,11 +67,16 @@ LoadedKernel load_kernel(const KernelArtifact &image) {
   cu::CUfunction fn = nullptr;
   check(d.cuModuleGetFunction(&fn, module, image.entry.c_str()), "cuModuleGetFunction", image.entry);
   k.function = fn;
-  if (image.shared_bytes > kDefaultSharedLimit) {
-    int limit = current_device().max_shared_per_block_optin;
+  // The 48 KB default covers static and dynamic shared memory together (codegen declares staged operands
+  // static): opt in whenever their sum exceeds it, up to the device's per-block limit minus the static part.
+  int static_bytes = 0;
+  check(d.cuFuncGetAttribute(&static_bytes, cu::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn), "cuFuncGetAttribute",
+        image.entry, "reading SHARED_SIZE_BYTES");
+  if (static_bytes + image.shared_bytes > kDefaultSharedLimit) {
+    int limit = current_device().max_shared_per_block_optin - static_bytes;
     if (image.shared_bytes > limit) {
       throw DriverError(fmt::format("kernel '{}' needs {} bytes of dynamic shared memory but device '{}' "
-                                    "allows at most {} bytes per block",
+                                    "allows at most {} bytes per block beside its static shared memory",
                                     image.entry, image.shared_bytes, current_device().name, limit));
     }
     check(d.cuFuncSetAttribute(fn, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, image.shared_bytes),
