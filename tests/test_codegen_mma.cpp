@@ -129,8 +129,87 @@ TEST_CASE("attention and matmul at default configs use mma.sync and ldmatrix wit
     for (bool causal : {false, true}) {
       spec.head_dim = d;
       spec.causal = causal;
-      // KNOWN GAP: head_dim 128 at the default 64x64 blocks and 4 warps needs ~255 registers and spills a
-      // few dozen bytes (the unrolled k16 steps let ldmatrix loads run ahead); bounded here, not yet zero.
-      check_tensor_core_kernel("attention", spec, fmt::format("mma_attention_d{}_{}", d, causal), d == 128 ? 160 : 0);
+      // The default num_stages 2 keeps K and V out of registers (cp.async): no spills at head_dim 128 either.
+      check_tensor_core_kernel("attention", spec, fmt::format("mma_attention_d{}_{}", d, causal));
+      // The register path (num_stages 1) at head_dim 128 needs ~255 registers and spills a few dozen bytes.
+      spec.num_stages = 1;
+      check_tensor_core_kernel("attention", spec, fmt::format("mma_attention_s1_d{}_{}", d, causal), d == 128 ? 160 : 0);
+      spec.num_stages = kernels::BuiltinSpec{}.num_stages;
     }
+}
+
+namespace {
+
+int count_of(const std::string &text, const std::string &what) {
+  int n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size())) ++n;
+  return n;
+}
+
+int barriers(const std::string &ptx) { return count_of(ptx, "bar.sync") + count_of(ptx, "barrier.sync"); }
+
+}  // namespace
+
+TEST_CASE("pipelined loops: dot operand loads become cp.async into stage buffers, one barrier per iteration",
+          "[codegen][mma][pipeline]") {
+  kernels::BuiltinSpec spec;
+  spec.dtype = DType::bf16;
+  for (int d : {64, 128})
+    for (bool causal : {false, true}) {
+      spec.num_stages = 1;
+      spec.head_dim = d;
+      spec.causal = causal;
+      const int register_path_barriers = barriers(kernels::builtin_ptx("attention", spec));
+      for (int stages : {1, 2, 3}) {
+        spec.num_stages = stages;
+        spec.head_dim = d;
+        spec.causal = causal;
+        std::string ptx = kernels::builtin_ptx("attention", spec);
+        INFO("attention d" << d << (causal ? " causal" : "") << ", num_stages " << stages);
+        if (stages == 1) {  // the register path: K and V staged by every thread, two barriers per dot
+          REQUIRE_FALSE(contains(ptx, "cp.async"));
+          REQUIRE(barriers(ptx) >= 5);
+          continue;
+        }
+        REQUIRE(contains(ptx, "cp.async.cg.shared.global"));
+        REQUIRE(contains(ptx, "cp.async.commit_group"));
+        REQUIRE(contains(ptx, fmt::format("cp.async.wait_group {}", stages - 2)));
+        REQUIRE(contains(ptx, "cp.async.wait_group 0"));
+        // The register path has 4 per iteration (2 per dot); the pipeline has 1 at the top of the body plus 1
+        // before its prologue.
+        REQUIRE(barriers(ptx) == register_path_barriers - 2);
+        // K and V tiles each: BLOCK_N·d·2 bytes per stage, in dynamic shared memory.
+        REQUIRE(contains(ptx, ".extern .shared .align 16 .b8 tilejit_smem[]"));
+      }
+    }
+  spec.dtype = DType::bf16;
+  spec.num_stages = 3;
+  std::string mm = kernels::builtin_ptx("matmul", spec);
+  REQUIRE(contains(mm, "cp.async.cg.shared.global"));
+  spec.num_stages = 1;
+  // The register path stages a and b between 2 barriers per iteration; the pipeline has 1 per iteration plus
+  // 1 before its prologue (the other 2 convert the accumulator for the store after the loop).
+  REQUIRE(barriers(mm) == barriers(kernels::builtin_ptx("matmul", spec)));
+  REQUIRE(barriers(mm) <= 4);
+}
+
+TEST_CASE("pipelined attention (3 stages; 128x64 with 8 warps) and matmul assemble for sm_80 and sm_90a without spills", "[codegen][mma][ptx][pipeline]") {
+  kernels::BuiltinSpec spec;
+  spec.num_stages = 3;
+  spec.dtype = DType::f16;
+  check_tensor_core_kernel("matmul", spec, "pipe3_matmul_f16");
+  spec.dtype = DType::bf16;
+  for (int d : {64, 128})
+    for (bool causal : {false, true}) {
+      spec.head_dim = d;
+      spec.causal = causal;
+      check_tensor_core_kernel("attention", spec, fmt::format("pipe3_attention_d{}_{}", d, causal));
+    }
+  spec.block_m = 128;  // the 8-warp config
+  spec.num_warps = 8;
+  spec.num_stages = 2;
+  for (int d : {64, 128}) {
+    spec.head_dim = d;
+    check_tensor_core_kernel("attention", spec, fmt::format("pipe2_attention_bm128_d{}", d));
+  }
 }

@@ -24,7 +24,7 @@ struct AttentionArgs {
   int batch = 1, heads = 4, seqlen_q = 256, seqlen_k = -1, head_dim = 64;
   bool causal = false, check = false;
   std::string dtype = "bf16", backend = "auto", arch;
-  int block_m = 64, block_n = 64, num_warps = 4, iters = 10, check_rows = 64;
+  int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, iters = 10, check_rows = 64;
   uint64_t seed = 0;
 };
 
@@ -57,6 +57,7 @@ int run_attention(const AttentionArgs &a) {
   opt.block_m = a.block_m;
   opt.block_n = a.block_n;
   opt.num_warps = a.num_warps;
+  opt.num_stages = a.num_stages;
   opt.backend = parse_backend(a.backend);
   opt.arch = a.arch;
   bool gpu = opt.backend == Backend::GPU;
@@ -176,6 +177,7 @@ int main(int argc, char **argv) {
   att->add_option("--block-m", a.block_m, "BLOCK_M");
   att->add_option("--block-n", a.block_n, "BLOCK_N");
   att->add_option("--num-warps", a.num_warps, "num_warps");
+  att->add_option("--num-stages", a.num_stages, "num_stages (software pipeline depth)");
   att->add_option("--iters", a.iters, "timed launches (GPU)");
   att->add_flag("--check", a.check, "compare sampled rows against a float64 reference");
   att->add_option("--check-rows", a.check_rows, "rows sampled by --check");
@@ -196,6 +198,7 @@ int main(int argc, char **argv) {
     c->add_option("--block-k", spec.block_k, "BLOCK_K (matmul)");
     c->add_option("--cols", spec.cols, "softmax row length");
     c->add_option("--num-warps", spec.num_warps, "num_warps");
+    c->add_option("--num-stages", spec.num_stages, "num_stages");
   };
   auto *ir = app.add_subcommand("ir", "print the tile IR of a built-in kernel");
   add_spec(ir);
@@ -208,7 +211,7 @@ int main(int argc, char **argv) {
   try {
     if (att->parsed() && tools::flex_requested(flex))
       return tools::run_flex(flex, {a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
-                                    a.backend, a.arch, a.block_m, a.block_n, a.num_warps, 1, a.iters, a.seed});
+                                    a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed});
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
     spec.dtype = !dtype.empty() ? parse_dtype(dtype) : kname == "vector_add" ? DType::f32 : DType::bf16;

@@ -25,7 +25,7 @@ struct Options {
   int block_m = 64;              // BLOCK_M: query rows per program (power of two, ≥ 16)
   int block_n = 64;              // BLOCK_N: keys per inner-loop step (power of two, ≥ 16)
   int num_warps = 4;
-  int num_stages = 1;
+  int num_stages = 2;            // cp.async pipeline depth of the K/V loads (1: no pipeline; codegen/pipeline.h)
   Backend backend = Backend::Auto;
   Stream *stream = nullptr;
   std::string arch;              // empty: the device's arch

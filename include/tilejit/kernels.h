@@ -43,7 +43,7 @@ struct BuiltinSpec {
   int cols = 1024;       // softmax row length
   int block = 1024;      // vector_add block
   int num_warps = 4;
-  int num_stages = 1;    // software pipeline depth of loops' tensor-core operand loads (1: none)
+  int num_stages = 2;    // software pipeline depth of loops' tensor-core operand loads (1: none)
   std::string arch = "sm_90a";
 };
 /// IR text or PTX text of a named built-in kernel; throws Error for an unknown name.
