@@ -11,7 +11,7 @@ namespace tilejit::codegen {
 struct CodegenOptions {
   std::string arch = "sm_90a";  // sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a
   int num_warps = 4;            // power of two in [1, 32]
-  int num_stages = 1;           // not used by the generated code yet (part of the cache key only)
+  int num_stages = 1;           // ≥ 2: cp.async software pipeline of loops' dot operand loads (codegen/pipeline.h), sm_80+
 };
 
 /// Kernel ABI (what the runtime passes): one .param per ir::Function param, in order: pointers as 64-bit
