@@ -145,7 +145,8 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
   fmt::print("  first call (trace+compile+run): {:.2f} ms; time: {:.3f} ms\n", first_ms, ms);
   if (!a.check) return 0;
 
-  // Float64 reference for every row of up to 8 (sequence, head) pairs.
+  // Float64 reference for sampled rows (the first and last, and random ones) of up to 8 (sequence, head)
+  // pairs: every row of a long sequence would cost O(seqlen²·D) per pair on the host.
   auto ob = out.download_as<uint16_t>(nq);
   auto lb = lse.download_as<float>(nl);
   double scale = 1.0 / std::sqrt(double(a.head_dim)), err2 = 0, ref2 = 0, lse_err = 0;
@@ -156,7 +157,9 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
     auto row_of = [&](int i, int heads, int hh, int seqlen) -> size_t {
       return varlen ? (size_t(cu[size_t(b)] + i) * heads + hh) * D : ((size_t(b) * heads + hh) * seqlen + i) * D;
     };
-    for (int i = 0; i < sq; ++i) {
+    std::vector<int> rows;
+    for (int r = 0; r < std::min(sq, 8); ++r) rows.push_back(r == 0 ? 0 : r == 1 ? sq - 1 : int(rng() % uint64_t(sq)));
+    for (int i : rows) {
       std::vector<double> p(size_t(std::max(sk, 1)), -INFINITY);
       double mx = -INFINITY;
       for (int j = 0; j < sk; ++j) {
