@@ -9,24 +9,10 @@ import sys
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+from side_by_side import median_ms as bench  # one timing method for every bench script
+
 torch._dynamo.config.cache_size_limit = 64
 flex = torch.compile(flex_attention, dynamic=False)
-
-
-def bench(fn, iters=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def alibi_slopes(h):

@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from side_by_side import median_ms as bench  # one timing method for every bench script
+
 SHAPES = [  # (name, batch, heads, seqlen, head_dim, causal)
     ("gpt2-small", 8, 12, 1024, 64, True),
     ("llama3-8b", 1, 32, 4096, 128, True),
@@ -15,22 +17,6 @@ SHAPES = [  # (name, batch, heads, seqlen, head_dim, causal)
 ]
 BACKENDS = {"flash2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
             "mem-efficient": SDPBackend.EFFICIENT_ATTENTION}
-
-
-def bench(fn, iters=30):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def main():

@@ -14,6 +14,7 @@
 #include "codegen/codegen.h"
 #include "kernels/attention_internal.h"
 #include "runtime/runtime.h"
+#include "kernels/launch_options.h"
 #include "tilejit/attention.h"
 #include "tilejit/error.h"
 #include "tilejit/kernel.h"
@@ -124,15 +125,7 @@ void check_shape(const Shape &s, const Options &opt) {
 
 namespace {
 
-LaunchConfig launch_config(const Options &opt) {
-  LaunchConfig cfg;
-  cfg.num_warps = opt.num_warps;
-  cfg.num_stages = opt.num_stages;
-  cfg.backend = opt.backend;
-  cfg.stream = opt.stream;
-  cfg.arch = opt.arch;
-  return cfg;
-}
+LaunchConfig launch_config(const Options &opt) { return kernels::launch_config_of(opt); }
 
 // Calls f(kernel, args...) with the kernel for opt.dtype and the full argument list.
 template <class F, class PQ, class PO, class PL>

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "kernels/flex/flex_internal.h"
+#include "kernels/launch_options.h"
 #include "tilejit/error.h"
 #include "tilejit/ops.h"
 
@@ -47,15 +48,7 @@ BandArgs band_args(const std::optional<Band> &band) {
   return a;
 }
 
-LaunchConfig launch_config(const FlexOptions &opt) {
-  LaunchConfig cfg;
-  cfg.num_warps = opt.num_warps;
-  cfg.num_stages = opt.num_stages;
-  cfg.backend = opt.backend;
-  cfg.stream = opt.stream;
-  cfg.arch = opt.arch;
-  return cfg;
-}
+LaunchConfig launch_config(const FlexOptions &opt) { return kernels::launch_config_of(opt); }
 
 }  // namespace flex
 
