@@ -1,6 +1,7 @@
 #include "codegen/layout.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -134,11 +135,7 @@ bool Layout::is_owner(int tid) const {
 }
 
 std::string Layout::str() const {
-  auto list = [](const auto &v) {
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-    return "[" + s + "]";
-  };
+  auto list = [](const auto &v) { return fmt::format("[{}]", fmt::join(v, ",")); };
   return fmt::format("blocked<spt={} tpw={} wpc={} order={}> dims={} shape={}", list(parent.size_per_thread),
                      list(parent.threads_per_warp), list(parent.warps_per_cta), list(parent.order),
                      list(dims), list(shape));
