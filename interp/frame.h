@@ -19,8 +19,9 @@ struct ArgRange {
 struct Frame {
   const Program *prog = nullptr;
   std::vector<Tile> slots;          // one per slot of the program
-  std::vector<ArgRange> ranges;     // pointer arguments with bytes > 0
-  bool has_unchecked_ptr = false;   // some pointer argument has bytes == 0
+  std::vector<ArgRange> args;       // indexed by argument; lo/bytes of pointer arguments (else 0/0)
+  std::vector<ArgRange> ranges;     // non-null pointer arguments with bytes > 0 (for pointers without provenance)
+  bool has_unchecked_ptr = false;   // some non-null pointer argument has bytes == 0
   Grid grid;
   std::array<uint32_t, 3> pid{};
 

@@ -110,6 +110,9 @@ void bind_arg(Frame &fr, const ir::Function &fn, size_t i, const KernelArg &a) {
     case KernelArg::Kind::Ptr:
       if (!t.is_ptr()) mismatch("pointer");
       tile.i.assign(1, int64_t(a.ptr));
+      tile.prov.assign(1, int32_t(i));
+      fr.args[i] = {a.ptr, uint64_t(a.bytes), int(i)};
+      if (a.ptr == 0) return;  // never a valid target, even with bytes > 0
       if (a.bytes > 0) fr.ranges.push_back({a.ptr, uint64_t(a.bytes), int(i)});
       else fr.has_unchecked_ptr = true;
       return;
@@ -135,6 +138,7 @@ void run(const ir::Function &fn, Grid grid, const std::vector<KernelArg> &args) 
   fr.prog = &prog;
   fr.slots.resize(prog.slot_types.size());
   fr.grid = grid;
+  fr.args.resize(args.size());
   for (size_t i = 0; i < args.size(); ++i) bind_arg(fr, fn, i, args[i]);
   for (uint32_t z = 0; z < grid.z; ++z)
     for (uint32_t y = 0; y < grid.y; ++y)

@@ -13,8 +13,10 @@
 //  - reduce sum of f16/bf16/f32 accumulates in f32 sequentially along the axis;
 //  - dot accumulates a[m,k]·b[k,n] into acc in f32 in increasing k (fmaf for f32 operands; operands rounded
 //    to tf32, ties away, when allow_tf32);
-//  - masked-off lanes never touch memory; pointer arguments with bytes == 0 accept any address outside the
-//    first 4 KiB (they cannot be bounds-checked).
+//  - masked-off lanes never touch memory; every pointer carries the index of the argument it came from, and
+//    is checked against that argument's range only (overrunning x into y is an error); arguments with
+//    bytes == 0 accept any address outside the first 4 KiB (they cannot be bounds-checked); a null argument
+//    is never accessible; addresses cast from integers are checked against all arguments' ranges.
 // Programs run one after another, so atomic_add is trivially atomic and applies lanes in order.
 #pragma once
 #include <vector>
@@ -26,7 +28,8 @@ namespace tilejit::interp {
 
 /// Runs `fn` for every program id in `grid` (z outermost, x innermost), sequentially.
 /// Pointer arguments are host addresses; every unmasked (or masked-on) access is checked against the
-/// pointer arguments' ranges [ptr, ptr + bytes) (arguments with bytes == 0 are not bounds-checked).
+/// range [ptr, ptr + bytes) of the argument its pointer was derived from (arguments with bytes == 0 are not
+/// bounds-checked; a null argument is an error whatever the offset) and for alignment to the element size.
 /// Throws InterpError naming the op, its source line, the program id and the element index of a fault.
 void run(const ir::Function &fn, Grid grid, const std::vector<KernelArg> &args);
 

@@ -54,6 +54,20 @@ struct Ctx {
     const Tile &t = fr.at(in.in[size_t(operand)]);
     return {t.i.data(), t.i.size() == 1 ? 0 : 1};
   }
+  /// Provenance of a pointer operand (stride 0 when one entry covers every element).
+  Src<int32_t> prov(int operand) const {
+    static const int32_t none = kNoProvenance;
+    const Tile &t = fr.at(in.in[size_t(operand)]);
+    if (t.prov.empty()) return {&none, 0};
+    return {t.prov.data(), t.prov.size() == 1 ? 0 : 1};
+  }
+  /// The result's provenance = operand's (a pointer that moved or changed pointee stays in its argument).
+  void copy_prov(int operand) const {
+    const Tile &t = fr.at(in.in[size_t(operand)]);
+    auto &o = fr.at(in.out[0]).prov;
+    if (t.prov.empty()) o.assign(1, kNoProvenance);
+    else o.assign(t.prov.begin(), t.prov.end());
+  }
   std::vector<double> &out_f() const {
     auto &v = fr.at(in.out[0]).f;
     v.resize(size_t(n));
@@ -251,6 +265,16 @@ void exec_select(const Ctx &c) {
     auto a = c.i(1), b = c.i(2);
     auto &o = c.out_i();
     for (int64_t k = 0; k < c.n; ++k) o[size_t(k)] = cond[k] ? a[k] : b[k];
+    if (c.fr.type(c.in.out[0]).is_ptr()) {  // each lane keeps the provenance of the pointer it picked
+      auto pa = c.prov(1), pb = c.prov(2);
+      auto &op = c.fr.at(c.in.out[0]).prov;
+      if (pa.stride == 0 && pb.stride == 0 && pa[0] == pb[0]) {
+        op.assign(1, pa[0]);
+      } else {
+        op.resize(size_t(c.n));
+        for (int64_t k = 0; k < c.n; ++k) op[size_t(k)] = cond[k] ? pa[k] : pb[k];
+      }
+    }
   }
 }
 
@@ -276,6 +300,8 @@ void exec_cast(const Ctx &c) {
     auto &o = c.out_i();
     for (int64_t k = 0; k < c.n; ++k) o[size_t(k)] = a[k];
     if (!rt.is_ptr()) wrap_all(o, rd);
+    else if (st.is_ptr()) c.copy_prov(0);  // pointee change: same argument
+    else c.fr.at(c.in.out[0]).prov.assign(1, kNoProvenance);  // an integer turned address: checked against all
   } else {
     auto a = c.i(0);
     auto &o = c.out_i();
@@ -292,6 +318,7 @@ void exec_ptr_add(const Ctx &c) {
   auto p = c.i(0), off = c.i(1);
   auto &o = c.out_i();
   for (int64_t k = 0; k < c.n; ++k) o[size_t(k)] = wadd(p[k], wmul(off[k], elem));
+  c.copy_prov(0);
 }
 
 }  // namespace

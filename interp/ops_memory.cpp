@@ -1,9 +1,12 @@
 // load, store, atomic_add: elementwise over a tile of pointers, with masks and bounds checks.
 //
 // Every lane whose mask is on (or every lane, without a mask) is checked before it touches memory: the
-// address must be aligned to the element size and the whole element must lie inside one bounds-checked
-// pointer argument. If some pointer argument has an unknown size (bytes == 0), addresses outside every
-// known range are accepted (they may belong to that argument), except the first page (a null pointer).
+// address must be aligned to the element size and the whole element must lie inside the pointer argument
+// it was derived from (its provenance, carried by every pointer tile: interp/tile.h). An argument of
+// unknown size (bytes == 0) cannot be checked, so its addresses are accepted except in the first page; a
+// null argument (address 0) is never accessible, whatever the offset. Addresses without provenance (cast
+// from integers) must lie inside some argument of known size, or anywhere outside the first page when
+// some non-null argument has an unknown size.
 // Lanes whose mask is off never touch memory; load gives `other` there (0 without it), atomic_add 0.
 // Memory holds the pointee dtype: f16/bf16 as their 16-bit patterns, i1 as one byte (nonzero reads as 1).
 #include <fmt/format.h>
@@ -66,11 +69,37 @@ constexpr uint64_t kNullPage = 4096;
 
 class Checker {
  public:
-  Checker(Frame &fr, const Instr &in, const ir::Type &ptr_type)
-      : fr_(fr), in_(in), shape_(ptr_type.shape), bytes_(uint64_t(dtype_bytes(ptr_type.dtype()))) {}
+  Checker(Frame &fr, const Instr &in, const ir::Type &ptr_type, const Tile &ptrs)
+      : fr_(fr), in_(in), shape_(ptr_type.shape), bytes_(uint64_t(dtype_bytes(ptr_type.dtype()))) {
+    if (!ptrs.prov.empty()) {
+      prov_ = ptrs.prov.data();
+      prov_stride_ = ptrs.prov.size() == 1 ? 0 : 1;
+    }
+  }
 
   void check(uint64_t addr, int64_t k) {
-    if (addr % bytes_ != 0) fail(k, fmt::format("address {:#x} is not aligned to the {}-byte element size", addr, bytes_));
+    if (addr % bytes_ != 0)
+      fail("misaligned access", k, fmt::format("address {:#x} is not aligned to the {}-byte element size", addr, bytes_));
+    const int32_t p = prov_[k * prov_stride_];
+    if (p >= 0 && size_t(p) < fr_.args.size()) return check_own(fr_.args[size_t(p)], addr, k);
+    check_union(addr, k);
+  }
+
+ private:
+  /// An address derived from argument r: it must stay inside r (when r's size is known).
+  void check_own(const ArgRange &r, uint64_t addr, int64_t k) const {
+    if (r.lo == 0)
+      fail("null pointer access", k, fmt::format("address {:#x} is a null pointer plus an offset: argument {} is a "
+                                                 "null pointer", addr, r.arg));
+    if (r.bytes == 0) {  // unknown size: cannot be checked, but the null page is never valid
+      if (addr < kNullPage) fail_null_page(addr, k);
+      return;
+    }
+    if (inside(r, addr)) return;
+    explain_against(r, addr, k);
+  }
+  /// An address without provenance (cast from an integer): any known argument may hold it.
+  void check_union(uint64_t addr, int64_t k) {
     if (last_ && inside(*last_, addr)) return;
     for (const ArgRange &r : fr_.ranges)
       if (inside(r, addr)) {
@@ -78,44 +107,52 @@ class Checker {
         return;
       }
     if (fr_.has_unchecked_ptr && addr >= kNullPage) return;
-    explain(addr, k);
+    explain_union(addr, k);
   }
-
- private:
   bool inside(const ArgRange &r, uint64_t addr) const {
     return addr >= r.lo && r.bytes >= bytes_ && addr - r.lo <= r.bytes - bytes_;
   }
-  [[noreturn]] void fail(int64_t k, const std::string &why) const {
-    fr_.fail(in_, fmt::format("out-of-bounds access at element {} of the {} tile: {}", element_index_str(shape_, k),
+  [[noreturn]] void fail(const char *kind, int64_t k, const std::string &why) const {
+    fr_.fail(in_, fmt::format("{} at element {} of the {} tile: {}", kind, element_index_str(shape_, k),
                               ir::shape_str(shape_), why));
   }
+  [[noreturn]] void fail_null_page(uint64_t addr, int64_t k) const {
+    fail("null pointer access", k, fmt::format("address {:#x} is a null pointer plus an offset", addr));
+  }
+  /// How far outside argument r the access is.
+  [[noreturn]] void explain_against(const ArgRange &r, uint64_t addr, int64_t k) const {
+    const char *oob = "out-of-bounds access";
+    const uint64_t end = r.lo + r.bytes;
+    if (addr < r.lo)
+      fail(oob, k, fmt::format("address {:#x} is {} bytes before the start of argument {} ({} bytes)", addr,
+                               r.lo - addr, r.arg, r.bytes));
+    if (addr >= end)
+      fail(oob, k, fmt::format("address {:#x} is {} bytes past the end of argument {} ({} bytes)", addr, addr - end,
+                               r.arg, r.bytes));
+    fail(oob, k, fmt::format("address {:#x} starts {} bytes before the end of argument {} ({} bytes) but the "
+                             "element is {} bytes long",
+                             addr, end - addr, r.arg, r.bytes, bytes_));
+  }
   /// Names the argument nearest below the address (or the lowest one) and how far off the access is.
-  [[noreturn]] void explain(uint64_t addr, int64_t k) const {
-    if (addr < kNullPage) fail(k, fmt::format("address {:#x} is a null pointer plus an offset", addr));
+  [[noreturn]] void explain_union(uint64_t addr, int64_t k) const {
+    if (addr < kNullPage) fail_null_page(addr, k);
     const ArgRange *below = nullptr, *lowest = nullptr;
     for (const ArgRange &r : fr_.ranges) {
       if (r.lo <= addr && (!below || r.lo > below->lo)) below = &r;
       if (!lowest || r.lo < lowest->lo) lowest = &r;
     }
-    if (below) {
-      const uint64_t end = below->lo + below->bytes;
-      if (addr >= end)
-        fail(k, fmt::format("address {:#x} is {} bytes past the end of argument {} ({} bytes)", addr, addr - end,
-                            below->arg, below->bytes));
-      fail(k, fmt::format("address {:#x} starts {} bytes before the end of argument {} ({} bytes) but the "
-                          "element is {} bytes long",
-                          addr, end - addr, below->arg, below->bytes, bytes_));
-    }
-    if (lowest)
-      fail(k, fmt::format("address {:#x} is {} bytes before the start of argument {} ({} bytes)", addr,
-                          lowest->lo - addr, lowest->arg, lowest->bytes));
-    fail(k, fmt::format("address {:#x} is not inside any pointer argument", addr));
+    if (below) explain_against(*below, addr, k);
+    if (lowest) explain_against(*lowest, addr, k);
+    fail("out-of-bounds access", k, fmt::format("address {:#x} is not inside any pointer argument", addr));
   }
 
+  static constexpr int32_t kNone = kNoProvenance;
   Frame &fr_;
   const Instr &in_;
   const std::vector<int64_t> &shape_;
   uint64_t bytes_;
+  const int32_t *prov_ = &kNone;
+  int64_t prov_stride_ = 0;
   const ArgRange *last_ = nullptr;  // most accesses of a tile hit the same argument
 };
 
@@ -149,7 +186,7 @@ void exec_load(Frame &fr, const Instr &in) {
   const auto ptr = c.src<int64_t>(0, pick_i);
   const bool masked = in.in.size() >= 2, has_other = in.in.size() >= 3;
   const Src<int64_t> mask = masked ? c.src<int64_t>(1, pick_i) : Src<int64_t>{};
-  Checker chk(fr, in, pt);
+  Checker chk(fr, in, pt, fr.at(in.in[0]));
   Tile &o = fr.at(in.out[0]);
   const auto n = size_t(c.n);
   if (is_float(dt)) {
@@ -187,7 +224,7 @@ void exec_store(Frame &fr, const Instr &in, bool atomic) {
   const auto ptr = c.src<int64_t>(0, pick_i);
   const bool masked = in.in.size() >= 3;
   const Src<int64_t> mask = masked ? c.src<int64_t>(2, pick_i) : Src<int64_t>{};
-  Checker chk(fr, in, pt);
+  Checker chk(fr, in, pt, fr.at(in.in[0]));
   Tile *old = atomic ? &fr.at(in.out.at(0)) : nullptr;
   const auto n = size_t(c.n);
   if (is_float(dt)) {

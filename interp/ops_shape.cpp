@@ -1,5 +1,6 @@
 // Source ops (constant, program ids, arange) and shape ops (splat, broadcast, expand_dims, reshape, trans).
-// Shape ops move elements without changing their values, so they work on either storage vector.
+// Shape ops move elements without changing their values, so they work on either storage vector; pointer
+// tiles move their provenance along (a one-entry provenance stays one entry: it covers every element).
 #include <fmt/format.h>
 
 #include "interp/frame.h"
@@ -45,9 +46,12 @@ void gather(const std::vector<T> &src, const std::vector<int64_t> &shape, const 
 }
 
 void gather_tile(const Tile &src, bool f, const std::vector<int64_t> &shape, const std::vector<int64_t> &strides,
-                 Tile &out) {
+                 Tile &out, bool ptr) {
   if (f) gather(src.f, shape, strides, out.f);
   else gather(src.i, shape, strides, out.i);
+  if (!ptr) return;
+  if (src.prov.size() == src.i.size() && src.prov.size() > 1) gather(src.prov, shape, strides, out.prov);
+  else out.prov.assign(1, src.prov.empty() ? kNoProvenance : src.prov[0]);
 }
 
 void exec_constant(Frame &fr, const Instr &in) {
@@ -56,6 +60,7 @@ void exec_constant(Frame &fr, const Instr &in) {
   const auto n = size_t(t.numel());
   if (stores_float(t)) o.f.assign(n, round_float(in.op->attrs.fvalue, t.dtype()));
   else o.i.assign(n, t.is_ptr() ? in.op->attrs.ivalue : wrap_int(in.op->attrs.ivalue, t.dtype()));
+  if (t.is_ptr()) o.prov.assign(1, kNoProvenance);  // a literal address belongs to no argument
 }
 
 void exec_program_id(Frame &fr, const Instr &in) {
@@ -87,7 +92,7 @@ void exec_broadcast(Frame &fr, const Instr &in) {
       fr.fail(in, fmt::format("cannot broadcast {} to {}: dimension {} is neither 1 nor equal (invalid IR)",
                               st.str(), rt.str(), d));
   }
-  gather_tile(fr.at(in.in[0]), stores_float(st), rt.shape, strides, fr.at(in.out[0]));
+  gather_tile(fr.at(in.in[0]), stores_float(st), rt.shape, strides, fr.at(in.out[0]), st.is_ptr());
 }
 
 void exec_trans(Frame &fr, const Instr &in) {
@@ -103,7 +108,7 @@ void exec_trans(Frame &fr, const Instr &in) {
                               rt.str()));
     strides[d] = src_strides[size_t(perm[d])];
   }
-  gather_tile(fr.at(in.in[0]), stores_float(st), rt.shape, strides, fr.at(in.out[0]));
+  gather_tile(fr.at(in.in[0]), stores_float(st), rt.shape, strides, fr.at(in.out[0]), st.is_ptr());
 }
 
 /// Splat, expand_dims and reshape keep the row-major element order: a copy (a fill for splat).
@@ -120,6 +125,10 @@ void exec_copy(Frame &fr, const Instr &in) {
   } else {
     if (in.kind == K::Splat) o.i.assign(n, s.i[0]);
     else o.i.assign(s.i.begin(), s.i.end());
+    if (st.is_ptr()) {
+      if (in.kind == K::Splat || s.prov.size() != s.i.size()) o.prov.assign(1, s.prov.empty() ? kNoProvenance : s.prov[0]);
+      else o.prov.assign(s.prov.begin(), s.prov.end());
+    }
   }
 }
 
