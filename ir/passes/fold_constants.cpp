@@ -2,19 +2,21 @@
 // are splats (one scalar over the result shape), so elementwise ops, casts, shape ops (splat, broadcast,
 // expand_dims, reshape, trans) and max/min/sum-of-ints reductions of constants are constants again.
 // The folded op keeps its result Value, so uses need no rewrite; its now-unused operands are left to dce.
+// Arithmetic follows the interpreter exactly (ir/numerics.h: floats in double rounded once to the dtype,
+// transcendentals on f16/bf16 through f32; integers wrapped). Anything the GPU and the interpreter might
+// not agree on is left unfolded: integer division by zero, shifts outside [0, bits), float→int of NaN or
+// out-of-range values, comparisons and min/max involving NaN.
 #include <cmath>
 #include <optional>
 
 #include "ir/passes.h"
-#include "ir/passes/fold_numerics.h"
+#include "ir/numerics.h"
 #include "ir/passes/pass_utils.h"
 
 namespace tilejit::ir {
 namespace {
 
 using passes::ConstValue;
-using passes::round_to_dtype;
-using passes::wrap_to_dtype;
 using Folded = std::optional<ConstValue>;
 
 ConstValue fval(double f) { return ConstValue{true, f, 0}; }
@@ -52,7 +54,7 @@ Folded fold_float_binary(OpKind k, double a, double b, DType t) {
       break;
     default: return std::nullopt;
   }
-  return fval(round_to_dtype(r, t));
+  return fval(numerics::round_float(r, t));
 }
 
 Folded fold_int_binary(OpKind k, int64_t a, int64_t b, DType t) {
@@ -83,18 +85,18 @@ Folded fold_int_binary(OpKind k, int64_t a, int64_t b, DType t) {
       break;
     default: return std::nullopt;
   }
-  return ival(wrap_to_dtype(r, t));
+  return ival(numerics::wrap_int(r, t));
 }
 
 Folded fold_float_unary(OpKind k, double x, DType t) {
   auto math = [t](double r) {  // transcendentals: through f32 for the 16-bit formats
     if (t == DType::f16 || t == DType::bf16) r = double(float(r));
-    return fval(round_to_dtype(r, t));
+    return fval(numerics::round_float(r, t));
   };
   switch (k) {
     case OpKind::Neg: return fval(-x);
     case OpKind::Abs: return fval(std::fabs(x));
-    case OpKind::Sqrt: return fval(round_to_dtype(std::sqrt(x), t));
+    case OpKind::Sqrt: return fval(numerics::round_float(std::sqrt(x), t));
     case OpKind::Exp: return math(std::exp(x));
     case OpKind::Exp2: return math(std::exp2(x));
     case OpKind::Log: return math(std::log(x));
@@ -108,15 +110,15 @@ Folded fold_float_unary(OpKind k, double x, DType t) {
 
 Folded fold_int_unary(OpKind k, int64_t x, DType t) {
   switch (k) {
-    case OpKind::Neg: return ival(wrap_to_dtype(wsub(0, x), t));
-    case OpKind::Abs: return ival(wrap_to_dtype(x < 0 ? wsub(0, x) : x, t));
-    case OpKind::Not: return ival(wrap_to_dtype(~x, t));  // i1: the low bit of ~x is the logical not
+    case OpKind::Neg: return ival(numerics::wrap_int(wsub(0, x), t));
+    case OpKind::Abs: return ival(numerics::wrap_int(x < 0 ? wsub(0, x) : x, t));
+    case OpKind::Not: return ival(numerics::wrap_int(~x, t));  // i1: the low bit of ~x is the logical not
     default: return std::nullopt;
   }
 }
 
 Folded fold_cast(const ConstValue &c, DType from, DType to) {
-  if (c.is_float && is_float(to)) return fval(round_to_dtype(c.f, to));
+  if (c.is_float && is_float(to)) return fval(numerics::round_float(c.f, to));
   if (c.is_float) {  // float → int truncates toward zero
     if (std::isnan(c.f)) return std::nullopt;
     if (to == DType::i1) return ival(c.f != 0.0);
@@ -127,10 +129,10 @@ Folded fold_cast(const ConstValue &c, DType from, DType to) {
   }
   if (is_float(to)) {
     if (to == DType::f32) return fval(double(float(c.i)));  // one rounding even for large i64
-    return fval(round_to_dtype(double(c.i), to));
+    return fval(numerics::round_float(double(c.i), to));
   }
   (void)from;  // i1 sources hold 0/1, so widening them is zero extension
-  return ival(to == DType::i1 ? int64_t(c.i != 0) : wrap_to_dtype(c.i, to));
+  return ival(to == DType::i1 ? int64_t(c.i != 0) : numerics::wrap_int(c.i, to));
 }
 
 /// The folded value of `op`, or nullopt when it is not foldable.
@@ -152,7 +154,7 @@ Folded fold(const Op &op) {
     case OpKind::Reduce:
       if (op.attrs.reduce != ReduceKind::sum) return in[0];
       if (in[0].is_float) return std::nullopt;  // a float sum's value depends on the summation order
-      return ival(wrap_to_dtype(wmul(in[0].i, op.operand(0)->type.shape[size_t(op.attrs.axis)]), t));
+      return ival(numerics::wrap_int(wmul(in[0].i, op.operand(0)->type.shape[size_t(op.attrs.axis)]), t));
     case OpKind::ArgReduce:
       return ival(0);  // all elements equal: the first one is the extreme
     case OpKind::Cast:
@@ -167,7 +169,7 @@ Folded fold(const Op &op) {
       return in[0].i ? in[1] : in[2];
     case OpKind::Fma:
       if (t == DType::f32) return fval(std::fma(float(in[0].f), float(in[1].f), float(in[2].f)));
-      return fval(round_to_dtype(std::fma(in[0].f, in[1].f, in[2].f), t));
+      return fval(numerics::round_float(std::fma(in[0].f, in[1].f, in[2].f), t));
     default: break;
   }
   if (op.num_operands() == 2 && op.operand(0)->type == rt) {
