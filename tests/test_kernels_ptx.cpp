@@ -3,46 +3,22 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-
+#include "test_codegen_util.h"
 #include "tilejit/kernels.h"
 
 using namespace tilejit;
 
 namespace {
 
-std::string ptxas_path() {
-  if (const char *p = std::getenv("TILEJIT_PTXAS")) return p;
-  if (std::filesystem::exists("/usr/local/cuda/bin/ptxas")) return "/usr/local/cuda/bin/ptxas";
-  return "ptxas";  // from PATH
-}
-
-// Assembles `ptx` for `arch`; returns ptxas's exit status and output (-v: registers, spills).
-std::pair<int, std::string> assemble(const std::string &ptx, const std::string &arch, const std::string &tag) {
-  auto dir = std::filesystem::temp_directory_path() / "tilejit_ptxas_test";
-  std::filesystem::create_directories(dir);
-  auto file = dir / (tag + "_" + arch + ".ptx");
-  std::ofstream(file) << ptx;
-  std::string cmd = fmt::format("{} -v -arch={} {} -o {} 2>&1", ptxas_path(), arch, file.string(),
-                                (dir / (tag + "_" + arch + ".cubin")).string());
-  std::string out;
-  FILE *p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+using codegen::testing::dump_ptx;
+using codegen::testing::run_ptxas;
 
 void check_kernel(const std::string &name, kernels::BuiltinSpec spec, const std::string &tag) {
   for (std::string arch : {"sm_80", "sm_90a"}) {
     spec.arch = arch;
     std::string ptx = kernels::builtin_ptx(name, spec);
     REQUIRE(ptx.find(".entry") != std::string::npos);
-    auto [rc, log] = assemble(ptx, arch, tag);
+    auto [rc, log] = run_ptxas(dump_ptx(ptx, tag + "_" + arch), arch);
     INFO(name << " for " << arch << ": ptxas says:\n" << log);
     REQUIRE(rc == 0);
   }
@@ -51,7 +27,7 @@ void check_kernel(const std::string &name, kernels::BuiltinSpec spec, const std:
 }  // namespace
 
 TEST_CASE("ptxas is installed", "[ptx]") {
-  auto [rc, log] = assemble("", "sm_80", "probe");  // an empty file is an error, but proves ptxas runs
+  auto [rc, log] = run_ptxas(dump_ptx("", "probe"), "sm_80");  // an empty file is an error, but proves ptxas runs
   INFO(log);
   REQUIRE(rc != 127);  // 127: the shell could not find ptxas
 }
