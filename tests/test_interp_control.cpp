@@ -34,7 +34,6 @@ std::vector<ir::Value *> make_for(KernelBuilder &kb, ir::Value *lb, ir::Value *u
   return results;
 }
 
-ir::Type s32() { return T({}, DType::i32); }
 
 }  // namespace
 

@@ -1,6 +1,8 @@
 // Helpers for the interpreter tests: build small kernels directly with ir::Builder, hold host buffers,
 // draw random inputs, and reference conversions that do not use interp/numerics.h.
 #pragma once
+#include <catch2/catch.hpp>
+
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -11,11 +13,14 @@
 #include "interp/interpreter.h"
 #include "ir/builder.h"
 #include "ir/ir.h"
+#include "tilejit/error.h"
 
 namespace tilejit::interp_testing {
 
 inline ir::Type T(std::vector<int64_t> shape, DType d) { return ir::Type{std::move(shape), ElemType{d, false}}; }
 inline ir::Type P(DType d, std::vector<int64_t> shape = {}) { return ir::Type{std::move(shape), ElemType{d, true}}; }
+/// The i32 scalar type.
+inline ir::Type s32() { return T({}, DType::i32); }
 
 /// A kernel under construction. Ops get the source location "kernels/x.cpp:<line>" (line = op counter + 1)
 /// unless `line` is set, so error messages can be checked.
@@ -194,6 +199,17 @@ inline double ref_round(double x, DType d) {
     case DType::f16: return ref_round_f16(x);
     default: return x;
   }
+}
+
+/// Runs fn and returns the InterpError's message; FAILs the test when nothing is thrown.
+inline std::string interp_error(const ir::Function &fn, Grid g, const std::vector<KernelArg> &args) {
+  try {
+    interp::run(fn, g, args);
+  } catch (const InterpError &e) {
+    return e.what();
+  }
+  FAIL("expected an InterpError");
+  return {};
 }
 
 }  // namespace tilejit::interp_testing

@@ -13,17 +13,7 @@ using namespace tilejit::interp_testing;
 using K = ir::OpKind;
 
 namespace {
-ir::Type s32() { return T({}, DType::i32); }
 
-std::string interp_error(const ir::Function &fn, Grid g, const std::vector<KernelArg> &args) {
-  try {
-    interp::run(fn, g, args);
-  } catch (const InterpError &e) {
-    return e.what();
-  }
-  FAIL("expected an InterpError");
-  return {};
-}
 }  // namespace
 
 TEST_CASE("an out-of-bounds load names the element, address, argument and program", "[interp][memory]") {

@@ -14,17 +14,7 @@ using K = ir::OpKind;
 
 namespace {
 
-ir::Type s32() { return T({}, DType::i32); }
 
-std::string interp_error(const ir::Function &fn, Grid g, const std::vector<KernelArg> &args) {
-  try {
-    interp::run(fn, g, args);
-  } catch (const InterpError &e) {
-    return e.what();
-  }
-  FAIL("expected an InterpError");
-  return {};
-}
 
 /// A view [off, off + bytes) of one host block: adjacent views model neighbouring allocations.
 KernelArg view(const HostBuf &block, size_t off, size_t bytes) {
