@@ -14,6 +14,7 @@
 #include "codegen/emit_ptx.h"
 #include "codegen/lowering.h"
 #include "codegen/mma.h"
+#include "codegen/wgmma.h"
 #include "tilejit/error.h"
 
 namespace tilejit::codegen {
@@ -22,7 +23,7 @@ namespace tilejit::codegen {
 
 Lowering::Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLVMContext &ctx,
                    llvm::Module &mod)
-    : fn(fn), opts(opts), ctx(ctx), mod(mod), b(ctx) {
+    : fn(fn), opts(opts), ctx(ctx), mod(mod), b(ctx), use_wgmma(opts.wgmma && opts.arch == "sm_90a") {
   if (opts.num_warps < 1 || opts.num_warps > 32 || !is_pow2(opts.num_warps))
     throw CompileError(fmt::format("codegen: num_warps must be a power of two in [1, 32], got {} (kernel '{}')",
                                    opts.num_warps, fn.name));
@@ -198,7 +199,7 @@ llvm::Value *Lowering::smem_addr(llvm::Value *index, llvm::Type *ty, int64_t bas
 
 llvm::Value *Lowering::smem_raw(int64_t base_bytes) {
   if (!smem_) reserve_smem_total(0);
-  llvm::Value *p = smem_;
+  llvm::Value *p = smem_base_ ? smem_base_ : smem_;
   if (base_bytes) p = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), p, uint64_t(base_bytes));
   return p;
 }
@@ -215,7 +216,10 @@ llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes) {
   return g;
 }
 
-void Lowering::barrier() { b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_barrier0)); }
+void Lowering::barrier() {
+  if (use_wgmma) fence_proxy_async(*this);  // shared-memory writes before the barrier may be read by wgmma after it
+  b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_barrier0));
+}
 
 Tile Lowering::redistribute(const Tile &src, ElemType et, const Layout &dst, const std::vector<int64_t> &src_strides,
                             const std::vector<int64_t> &dst_strides, bool owners_only) {
@@ -277,6 +281,12 @@ void Lowering::run() {
   tid_ = b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");
   lane_ = b.CreateAnd(tid_, 31, "lane");
   warp_ = b.CreateLShr(tid_, 5, "warp");
+  if (use_wgmma) {  // the buffer starts at the next multiple of 1024 bytes (shared_bytes() adds the slack)
+    reserve_smem_total(0);
+    llvm::Value *addr = b.CreatePtrToInt(smem_, b.getInt32Ty());
+    llvm::Value *pad = b.CreateAnd(b.CreateSub(i32(0), addr), i32(1023));
+    smem_base_ = b.CreateInBoundsGEP(b.getInt8Ty(), smem_, pad, "smem_aligned");
+  }
   for (size_t i = 0; i < fn.params.size(); ++i) bind(fn.param(int(i)), Tile{std::nullopt, {kernel->getArg(unsigned(i))}});
   find_folded_trans();
   lower_block(*fn.body);

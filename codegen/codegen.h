@@ -12,6 +12,8 @@ struct CodegenOptions {
   std::string arch = "sm_90a";  // sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a
   int num_warps = 4;            // power of two in [1, 32]
   int num_stages = 1;           // ≥ 2: cp.async software pipeline of loops' dot operand loads (codegen/pipeline.h), sm_80+
+  bool wgmma = true;            // sm_90a: tensor-core dots whose B operand is staged in shared memory use wgmma
+                                // (codegen/wgmma.h) instead of mma.sync; false keeps mma.sync everywhere
 };
 
 /// Kernel ABI (what the runtime passes): one .param per ir::Function param, in order: pointers as 64-bit

@@ -18,16 +18,22 @@
 
 #include "codegen/lowering.h"
 #include "codegen/mma.h"
+#include "codegen/wgmma.h"
 
 namespace tilejit::codegen {
 
-llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols) {
+llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols, int64_t rows) {
   auto &b = L.b;
-  int64_t chunks = cols / 8;
+  int64_t panel_cols = std::min<int64_t>(cols, 64);
+  int64_t chunks = panel_cols / 8;
   int64_t rows_per_line = std::max<int64_t>(1, 8 / chunks);
   int64_t mask = std::min<int64_t>(8, chunks) - 1;
   llvm::Value *phase = b.CreateAnd(b.CreateLShr(row, log2_exact(rows_per_line)), L.i32(mask));
-  return b.CreateAdd(b.CreateMul(row, L.i32(cols)), b.CreateShl(b.CreateXor(chunk, phase), 3));
+  llvm::Value *off = b.CreateAdd(b.CreateMul(row, L.i32(panel_cols)),
+                                 b.CreateShl(b.CreateXor(b.CreateAnd(chunk, L.i32(chunks - 1)), phase), 3));
+  if (cols == panel_cols) return off;
+  llvm::Value *panel = b.CreateLShr(chunk, log2_exact(chunks));
+  return b.CreateAdd(off, b.CreateMul(panel, L.i32(rows * panel_cols)));
 }
 
 namespace {
@@ -70,7 +76,7 @@ void stage_swizzled(Lowering &L, const Tile &t, ElemType et, llvm::Value *base) 
   for (int64_t r = 0; r < l.num_regs(); ++r) {
     if (l.reg_is_duplicate(r) || l.reg_index(r)[1] % v) continue;
     llvm::Value *row = L.coord(l, 0, r), *col = L.coord(l, 1, r);
-    llvm::Value *off = b.CreateOr(swizzled_chunk(L, row, b.CreateLShr(col, 3), cols), b.CreateAnd(col, 7));
+    llvm::Value *off = b.CreateOr(swizzled_chunk(L, row, b.CreateLShr(col, 3), cols, l.shape[0]), b.CreateAnd(col, 7));
     llvm::Value *vec = llvm::UndefValue::get(vt);
     for (int64_t j = 0; j < v; ++j) vec = b.CreateInsertElement(vec, t.regs[size_t(r + j)], uint64_t(j));
     b.CreateAlignedStore(vec, b.CreateInBoundsGEP(mt, base, off), llvm::Align(uint64_t(2 * v)));
@@ -100,7 +106,7 @@ Frag load_a(Lowering &L, const Geometry &g, llvm::Value *base, int64_t mt, int64
   llvm::Value *rep = b.CreateAdd(L.i32(2 * mt), b.CreateAnd(q, 1));
   llvm::Value *row = b.CreateAdd(b.CreateAdd(b.CreateShl(g.wm_idx, 3), r), b.CreateMul(rep, L.i32(8 * g.wm)));
   llvm::Value *chunk = b.CreateAdd(L.i32(2 * kt), b.CreateLShr(q, 1));
-  return ldmatrix(L, base, swizzled_chunk(L, row, chunk, g.K), true, false);
+  return ldmatrix(L, base, swizzled_chunk(L, row, chunk, g.K, g.M), true, false);
 }
 
 /// B fragments (2 registers each) of n8 tiles nt0 and nt0+1 (when it exists) for k16 tile kt, from a swizzled
@@ -116,10 +122,10 @@ Frag load_b(Lowering &L, const Geometry &g, llvm::Value *base, bool nk, int64_t 
   if (nk) {
     llvm::Value *row = b.CreateAdd(b.CreateShl(n_chunk, 3), r);
     llvm::Value *chunk = b.CreateAdd(L.i32(2 * kt), half);
-    return ldmatrix(L, base, swizzled_chunk(L, row, chunk, g.K), x4, false);
+    return ldmatrix(L, base, swizzled_chunk(L, row, chunk, g.K, g.N), x4, false);
   }
   llvm::Value *row = b.CreateAdd(L.i32(16 * kt), b.CreateAdd(r, b.CreateShl(half, 3)));
-  return ldmatrix(L, base, swizzled_chunk(L, row, n_chunk, g.N), x4, true);
+  return ldmatrix(L, base, swizzled_chunk(L, row, n_chunk, g.N, g.K), x4, true);
 }
 
 /// Two 16-bit register values packed into one i32 (the first in the low half).
@@ -163,6 +169,51 @@ llvm::GlobalVariable *persistent(Lowering &L, const ir::Value *v) {
 llvm::Value *pipelined(Lowering &L, const ir::Value *v) {
   auto it = L.smem_operands.find(v);
   return it == L.smem_operands.end() ? nullptr : it->second;
+}
+
+/// The dot's shape fits wgmma: warps tile M only, whole warpgroups, and B in 128-byte-swizzled panels (K-major
+/// B: K a multiple of 64 and N ≤ 256; N-major B: N a multiple of 64).
+bool wgmma_shape_ok(const Geometry &g, bool b_nk, int num_warps) {
+  if (g.wn != 1 || num_warps % 4 != 0 || g.wm != num_warps) return false;
+  return b_nk ? g.K % 64 == 0 && g.N % 8 == 0 && g.N <= 256 : g.N % 64 == 0 && g.K % 16 == 0;
+}
+
+/// acc (MMA layout registers) += a · b on wgmma. Each warpgroup issues, per k16 tile and m16 tile of its warps,
+/// one m64nNk16 (K-major B, all N columns) or one m64n64k16 per 64-column panel (N-major B: with one panel per
+/// instruction only the stride between 8-row groups along K is used, 1024 bytes). All A fragments are formed
+/// before the fence; the accumulators are pinned after the wait.
+std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector<llvm::Value *> c,
+                                     const std::vector<llvm::Value *> *a_pre, const Tile *a_regs, llvm::Value *a_base,
+                                     llvm::Value *b_base, bool b_nk, bool bf16) {
+  auto &b = L.b;
+  std::vector<std::vector<Frag>> af(size_t(g.KT), std::vector<Frag>(size_t(g.MT)));
+  for (int64_t kt = 0; kt < g.KT; ++kt)
+    for (int64_t mt = 0; mt < g.MT; ++mt) {
+      Frag &f = af[size_t(kt)][size_t(mt)];
+      if (a_pre) for (int i = 0; i < 4; ++i) f[size_t(i)] = (*a_pre)[size_t((mt * g.KT + kt) * 4 + i)];
+      else if (a_regs) f = a_from_regs(L, *a_regs, mt, kt);
+      else f = load_a(L, g, a_base, mt, kt);
+    }
+  int64_t per_row = 2 * g.NT;
+  auto acc_reg = [&](int64_t mt, int64_t nt, int i) { return size_t((2 * mt + (i >> 1)) * per_row + 2 * nt + (i & 1)); };
+  wgmma_fence(L);
+  for (int64_t kt = 0; kt < g.KT; ++kt)
+    for (int64_t mt = 0; mt < g.MT; ++mt) {
+      int64_t panels = b_nk ? 1 : g.N / 64, n = b_nk ? g.N : 64;
+      for (int64_t p = 0; p < panels; ++p) {
+        // Byte offset of this instruction's B: K-major [N, K] in panels of 64 k (128-byte rows), the k16 slice
+        // 32 bytes into the row; N-major [K, N] in panels of 64 n, the k16 slice 16 rows down.
+        int64_t off = b_nk ? (kt / 4) * g.N * 128 + (kt % 4) * 32 : p * g.K * 128 + kt * 16 * 128;
+        llvm::Value *desc = wgmma_descriptor(L, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), b_base, uint64_t(off)),
+                                             /*lbo=*/b_nk ? 16 : 1024, /*sbo=*/1024);
+        std::vector<llvm::Value *> sub;
+        for (int64_t q = 0; q < n / 2; ++q) sub.push_back(c[acc_reg(mt, p * 8 + q / 4, int(q % 4))]);
+        sub = wgmma_rs(L, int(n), bf16, af[size_t(kt)][size_t(mt)], desc, /*trans_b=*/!b_nk, sub);
+        for (int64_t q = 0; q < n / 2; ++q) c[acc_reg(mt, p * 8 + q / 4, int(q % 4))] = sub[size_t(q)];
+      }
+    }
+  wgmma_commit_and_wait(L, c);
+  return c;
 }
 
 }  // namespace
@@ -225,9 +276,12 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     else a_base = persistent(L, av);
   }
   bool stage_a = !a_pre && !a_regs && !a_base, stage_b = !b_base;
+  // wgmma reads B through a descriptor: it must be in the (1024-byte aligned) dynamic buffer.
+  bool wg = L.use_wgmma && wgmma_shape_ok(g, b_nk, L.opts.num_warps) && !persistent(L, bv);
   if (stage_a || stage_b) {
     int64_t a_bytes = stage_a ? g.M * g.K * 2 : 0;
     int64_t b_off = (a_bytes + 127) / 128 * 128;
+    if (wg) b_off = (L.scratch_offset + a_bytes + 1023) / 1024 * 1024 - L.scratch_offset;
     L.reserve_smem(b_off + (stage_b ? g.K * g.N * 2 : 0));
     if (stage_a) a_base = L.smem_addr(L.i32(0), b.getInt8Ty(), 0);
     if (stage_b) b_base = L.smem_addr(L.i32(0), b.getInt8Ty(), b_off);
@@ -240,6 +294,8 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     }
     L.barrier();
   }
+
+  if (wg) return Tile{l, dot_wgmma(L, g, acc.regs, a_pre, a_regs, a_base, b_base, b_nk, bf16)};
 
   llvm::Function *mma = L.intrinsic(bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
                                          : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32);

@@ -35,7 +35,8 @@ class Lowering {
   Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLVMContext &ctx, llvm::Module &mod);
   /// Builds the kernel function in the module.
   void run();
-  int64_t shared_bytes() const { return smem_bytes_; }
+  /// Dynamic shared memory the launch must provide (with wgmma, 1 KB more to align the buffer to 1024 bytes).
+  int64_t shared_bytes() const { return smem_bytes_ && use_wgmma ? smem_bytes_ + 1024 : smem_bytes_; }
   const std::string &entry_name() const { return entry_; }
 
   // ---- shared state used by the lower_*.cpp families ----
@@ -48,6 +49,9 @@ class Lowering {
   LayoutPlan plan;
   AxisInfoMap axis;
   const ir::Op *cur_op = nullptr;  // the op being lowered (error messages)
+  /// sm_90a and opts.wgmma: qualifying dots use wgmma; the dynamic shared buffer is then 1024-byte aligned
+  /// (the swizzle atoms of wgmma descriptors) and barriers are preceded by fence.proxy.async.
+  bool use_wgmma = false;
 
   // ---- types ----
   llvm::Type *reg_type(ElemType t);           // register type of one element
@@ -154,6 +158,7 @@ class Lowering {
 
   std::unordered_map<const ir::Value *, Tile> values_;
   llvm::GlobalVariable *smem_ = nullptr;
+  llvm::Value *smem_base_ = nullptr;  // smem_ rounded up to 1024 bytes (use_wgmma), else smem_
   int64_t smem_bytes_ = 0;
   llvm::Value *tid_ = nullptr, *lane_ = nullptr, *warp_ = nullptr;
   std::string entry_;
@@ -189,8 +194,9 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot);
 void preload_mma_fragments(Lowering &L, const ir::Op &dot);
 /// Before the loop `for_op`: stages its body's loop-invariant dot operands (Lowering::persistent_operands).
 void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op);
-/// Element offset (i32) of 16-byte chunk `chunk` of `row` in a swizzled [*, cols] 16-bit tile (swizzled_offset).
-llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols);
+/// Element offset (i32) of 16-byte chunk `chunk` of `row` in a swizzled [rows, cols] 16-bit tile
+/// (swizzled_offset).
+llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols, int64_t rows);
 // lower_control.cpp (they record their results themselves)
 void lower_for(Lowering &L, const ir::Op &op);
 void lower_if(Lowering &L, const ir::Op &op);

@@ -35,9 +35,12 @@ int64_t swizzle_phase(int64_t row, int64_t cols) {
   return (row / rows_per_line) & (std::min<int64_t>(8, chunks) - 1);
 }
 
-int64_t swizzled_offset(int64_t row, int64_t col, int64_t cols) {
-  int64_t chunk = (col / 8) ^ swizzle_phase(row, cols);
-  return row * cols + chunk * 8 + col % 8;
+int64_t swizzled_offset(int64_t row, int64_t col, int64_t cols, int64_t rows) {
+  int64_t panel_cols = std::min<int64_t>(cols, 64);
+  int64_t panel = col / panel_cols;
+  col %= panel_cols;
+  int64_t chunk = (col / 8) ^ swizzle_phase(row, panel_cols);
+  return panel * rows * panel_cols + row * panel_cols + chunk * 8 + col % 8;
 }
 
 }  // namespace tilejit::codegen

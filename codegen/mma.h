@@ -28,11 +28,14 @@ TILEJIT_EXPORT std::optional<Layout> mma_layout(const std::vector<int64_t> &shap
 /// multiple of 16, and an MMA layout exists for its [M, N] result. Other dots keep the f32 FMA path.
 TILEJIT_EXPORT bool dot_uses_mma(const ir::Op &dot, int num_warps);
 
-/// Element offset of (row, col) in a row-major [rows, cols] tile of 16-bit elements staged in shared memory
-/// with its 16-byte chunks XOR-swizzled by row, so that the 8 row addresses of one ldmatrix 8x8 matrix
-/// (8 consecutive rows starting at a multiple of 8, one chunk) fall in 8 distinct bank groups. cols must be
-/// a power of two ≥ 8.
-TILEJIT_EXPORT int64_t swizzled_offset(int64_t row, int64_t col, int64_t cols);
+/// Element offset of (row, col) in a [rows, cols] tile of 16-bit elements staged in shared memory with its
+/// 16-byte chunks XOR-swizzled by row, so that the 8 row addresses of one ldmatrix 8x8 matrix (8 consecutive
+/// rows starting at a multiple of 8, one chunk) fall in 8 distinct bank groups. cols must be a power of two
+/// ≥ 8. Up to 64 columns the tile is row-major; wider tiles are stored as cols/64 panels of [rows, 64], one
+/// after the other. Either way, at a 1024-byte aligned base this is exactly the layout the wgmma shared-memory
+/// descriptor calls "128-byte swizzle" (64 columns), "64-byte" (32) and "32-byte" (16): PTX ISA 8.5,
+/// "Asynchronous Warpgroup Level Matrix Shared Memory Layout".
+TILEJIT_EXPORT int64_t swizzled_offset(int64_t row, int64_t col, int64_t cols, int64_t rows);
 /// The XOR applied to chunk indices of `row` (see swizzled_offset).
 TILEJIT_EXPORT int64_t swizzle_phase(int64_t row, int64_t cols);
 

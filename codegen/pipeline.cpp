@@ -73,6 +73,7 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
 
   LoopPipeline p;
   p.stages = L.opts.num_stages;
+  const int64_t align = L.use_wgmma ? 1024 : 128;  // wgmma descriptors need 1024-byte aligned swizzle atoms
   std::vector<const ir::Op *> slice_ops;
   std::unordered_map<const ir::Op *, bool> in_slice;
   // Collects the body ops `v` depends on; false when v depends on anything but the induction variable,
@@ -127,13 +128,13 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
     if (other && !is_zero(other)) continue;
     if (!collect(ptr) || (mask && !collect(mask))) continue;
     PipelinedLoad pl{&op, rows, cols, p.stage_bytes};
-    p.stage_bytes += (rows * cols * 2 + 127) / 128 * 128;
+    p.stage_bytes += (rows * cols * 2 + align - 1) / align * align;
     p.loads.push_back(pl);
   }
   if (p.loads.empty()) return std::nullopt;
   while (p.stages >= 2 && p.stages * p.stage_bytes > kMaxPipelineBytes) --p.stages;
   if (p.stages < 2) return std::nullopt;
-  p.base = (L.scratch_offset + 127) / 128 * 128;
+  p.base = (L.scratch_offset + align - 1) / align * align;
   // The slice in body order (collect appended operands before users, but across loads order may differ).
   for (const auto &op_ptr : body.ops)
     if (auto it = in_slice.find(op_ptr.get()); it != in_slice.end() && it->second &&
@@ -165,7 +166,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
     for (int64_t r = 0; r < cl.num_regs(); ++r) {
       if (cl.reg_index(r)[1] % kChunkElems || cl.reg_is_duplicate(r)) continue;
       llvm::Value *row = L.coord(cl, 0, r), *col = L.coord(cl, 1, r);
-      llvm::Value *off = swizzled_chunk(L, row, b.CreateLShr(col, 3), ld.cols);
+      llvm::Value *off = swizzled_chunk(L, row, b.CreateLShr(col, 3), ld.cols, ld.rows);
       llvm::Value *dst = b.CreateInBoundsGEP(b.getInt16Ty(), buf, off);
       llvm::Value *ok = mask ? b.CreateAnd(valid, mt.regs[size_t(r)]) : valid;
       llvm::Value *bytes = b.CreateSelect(ok, L.i32(16), L.i32(0));

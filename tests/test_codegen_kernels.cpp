@@ -17,6 +17,8 @@ using namespace tilejit::ir;
 using namespace tilejit::ir::testing;
 using namespace tilejit::codegen::testing;
 using tilejit::codegen::CodegenOptions;
+using tilejit::codegen::PtxResult;
+using tilejit::codegen::compile_to_ptx;
 
 
 TEST_CASE("codegen: vector add is vectorized and assembles", "[codegen]") {
@@ -65,7 +67,8 @@ TEST_CASE("codegen: 64x64x32 dot in a K loop with a carried accumulator", "[code
     auto r = compile_and_assemble(matmul(64, 64, 32, dt), fmt::format("matmul_{}", dtype_name(dt)));
     INFO(r.ptx);
     // f32 keeps the exact FMA path; f16/bf16 run on tensor cores (tests/test_codegen_mma.cpp).
-    REQUIRE(contains(r.ptx, dt == F32 ? "fma.rn.f32" : "mma.sync.aligned.m16n8k16"));
+    if (dt == F32) REQUIRE(contains(r.ptx, "fma.rn.f32"));
+    else REQUIRE((contains(r.ptx, "mma.sync.aligned.m16n8k16") || contains(r.ptx, "wgmma.mma_async.sync.aligned")));
     // Each thread loads 4 consecutive elements of a row: one 16-byte (f32) or 8-byte (16-bit types) access.
     REQUIRE(contains(r.ptx, dt == F32 ? "ld.global.v4.f32" : "ld.global.v2.b32"));
     REQUIRE(r.shared_bytes >= (64 * 32 + 32 * 64) * dtype_bytes(dt));
@@ -110,4 +113,22 @@ TEST_CASE("codegen: errors name the problem", "[codegen]") {
   warps.num_warps = 3;
   REQUIRE_THROWS_AS(codegen::compile_to_ptx(fn, warps), CompileError);
   REQUIRE(codegen::llvm_version().rfind("19.", 0) == 0);
+}
+
+TEST_CASE("codegen: sm_90a dots use wgmma unless CodegenOptions::wgmma is off; sm_80 never", "[codegen][mma]") {
+  ir::Function fn = matmul(64, 64, 32, BF16);
+  CodegenOptions opts;
+  opts.arch = "sm_90a";
+  PtxResult wg = compile_to_ptx(fn, opts);
+  REQUIRE(contains(wg.ptx, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"));
+  REQUIRE_FALSE(contains(wg.ptx, "mma.sync.aligned.m16n8k16"));
+  opts.wgmma = false;
+  PtxResult mma = compile_to_ptx(fn, opts);
+  REQUIRE(contains(mma.ptx, "mma.sync.aligned.m16n8k16"));
+  REQUIRE_FALSE(contains(mma.ptx, "wgmma"));
+  // The wgmma kernel's dynamic shared buffer is rounded up to 1024 bytes at run time: 1 KB of slack.
+  REQUIRE(wg.shared_bytes >= mma.shared_bytes + 1024);
+  opts.arch = "sm_80";
+  opts.wgmma = true;
+  REQUIRE_FALSE(contains(compile_to_ptx(fn, opts).ptx, "wgmma"));
 }

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -51,23 +52,38 @@ TEST_CASE("mma layout: every (thread, register) holds the m16n8k16 C-fragment el
 }
 
 TEST_CASE("mma operand swizzle: a permutation within each row, conflict-free ldmatrix row groups", "[codegen][mma]") {
+  constexpr int64_t rows = 64;
   for (int64_t cols : {8, 16, 32, 64, 128, 256}) {
-    for (int64_t row = 0; row < 64; ++row) {
+    std::set<int64_t> all;
+    for (int64_t row = 0; row < rows; ++row) {
       std::set<int64_t> offs;
       for (int64_t c = 0; c < cols; ++c) {
-        int64_t o = swizzled_offset(row, c, cols);
-        REQUIRE(o / cols == row);
-        if (c % 8) REQUIRE(o == swizzled_offset(row, c - 1, cols) + 1);  // 16-byte chunks stay whole
+        int64_t o = swizzled_offset(row, c, cols, rows);
+        int64_t w = std::min<int64_t>(cols, 64);  // panel width
+        REQUIRE(o / (rows * w) == c / w);          // the panel of its column
+        REQUIRE(o % (rows * w) / w == row);        // its row inside the panel
+        if (c % 8) REQUIRE(o == swizzled_offset(row, c - 1, cols, rows) + 1);  // 16-byte chunks stay whole
         offs.insert(o);
+        all.insert(o);
       }
       REQUIRE(int64_t(offs.size()) == cols);
     }
+    REQUIRE(int64_t(all.size()) == rows * cols);
+    REQUIRE(*all.rbegin() == rows * cols - 1);
+    // wgmma's 128-byte swizzle (64 columns): byte address bits [4:6] are XORed with bits [7:9].
+    if (cols >= 64)
+      for (int64_t row = 0; row < rows; ++row)
+        for (int64_t c = 0; c < cols; c += 8) {
+          int64_t plain = (c / 64) * rows * 128 + row * 128 + (c % 64) * 2;  // unswizzled byte offset
+          int64_t want = plain ^ (((plain >> 7) & 7) << 4);
+          REQUIRE(swizzled_offset(row, c, cols, rows) * 2 == want);
+        }
     // ldmatrix: 8 consecutive rows (starting at a multiple of 8) read the same logical chunk; their 16-byte
     // units must land in 8 distinct positions of a 128-byte line (32 banks of 4 bytes).
     for (int64_t row0 = 0; row0 < 64; row0 += 8)
       for (int64_t chunk = 0; chunk < cols / 8; ++chunk) {
         std::set<int64_t> units;
-        for (int64_t r = row0; r < row0 + 8; ++r) units.insert((swizzled_offset(r, chunk * 8, cols) * 2 / 16) % 8);
+        for (int64_t r = row0; r < row0 + 8; ++r) units.insert((swizzled_offset(r, chunk * 8, cols, rows) * 2 / 16) % 8);
         INFO("cols " << cols << " rows " << row0 << "+8 chunk " << chunk);
         REQUIRE(units.size() == 8);
       }
@@ -98,12 +114,22 @@ void check_tensor_core_kernel(const std::string &name, kernels::BuiltinSpec spec
     spec.arch = arch;
     std::string ptx = kernels::builtin_ptx(name, spec);
     INFO(tag << " for " << arch);
-    REQUIRE(contains(ptx, "mma.sync.aligned.m16n8k16.row.col.f32"));
-    REQUIRE(contains(ptx, "ldmatrix.sync.aligned.m8n8.x4"));
+    if (arch == "sm_90a") {  // every dot of these configs qualifies for wgmma (B from shared memory)
+      REQUIRE(contains(ptx, "wgmma.mma_async.sync.aligned.m64n"));
+      REQUIRE(contains(ptx, "wgmma.fence.sync.aligned"));
+      REQUIRE(contains(ptx, "wgmma.wait_group.sync.aligned 0"));
+      REQUIRE(contains(ptx, "fence.proxy.async.shared::cta"));
+      REQUIRE_FALSE(contains(ptx, "mma.sync.aligned.m16n8k16"));
+    } else {
+      REQUIRE(contains(ptx, "mma.sync.aligned.m16n8k16.row.col.f32"));
+      REQUIRE_FALSE(contains(ptx, "wgmma"));
+    }
+    REQUIRE(contains(ptx, "ldmatrix.sync.aligned.m8n8.x4"));  // the A operand (and B on sm_80)
     REQUIRE_FALSE(contains(ptx, "fma.rn.f32"));  // no scalar dot left
     auto [rc, log] = ptxas_v(ptx, arch, tag);
     INFO("ptxas says:\n" << log);
     REQUIRE(rc == 0);
+    REQUIRE_FALSE(contains(log, "serialized"));  // ptxas would serialize wgmmas it cannot prove safe
     std::smatch m;
     REQUIRE(std::regex_search(log, m, std::regex(R"((\d+) bytes spill stores)")));
     if (max_spill == 0) {
@@ -118,7 +144,7 @@ void check_tensor_core_kernel(const std::string &name, kernels::BuiltinSpec spec
 
 }  // namespace
 
-TEST_CASE("attention and matmul at default configs use mma.sync and ldmatrix without spills", "[codegen][mma][ptx]") {
+TEST_CASE("attention and matmul at default configs use mma.sync (sm_80) or wgmma (sm_90a) and ldmatrix without spills", "[codegen][mma][ptx]") {
   kernels::BuiltinSpec spec;
   for (DType dt : {DType::bf16, DType::f16}) {
     spec.dtype = dt;

@@ -1,0 +1,71 @@
+// Inline-PTX builders for wgmma (see wgmma.h). Each asm statement has side effects so LLVM keeps their order.
+#include "codegen/wgmma.h"
+
+#include <fmt/format.h>
+#include <llvm/IR/InlineAsm.h>
+
+namespace tilejit::codegen {
+namespace {
+
+void asm_void(Lowering &L, const char *text) {
+  auto *fty = llvm::FunctionType::get(L.b.getVoidTy(), false);
+  L.b.CreateCall(llvm::InlineAsm::get(fty, text, "~{memory}", /*hasSideEffects=*/true), {});
+}
+
+}  // namespace
+
+void wgmma_fence(Lowering &L) { asm_void(L, "wgmma.fence.sync.aligned;"); }
+
+void fence_proxy_async(Lowering &L) { asm_void(L, "fence.proxy.async.shared::cta;"); }
+
+void wgmma_commit_and_wait(Lowering &L, std::vector<llvm::Value *> &regs) {
+  asm_void(L, "wgmma.commit_group.sync.aligned;");
+  asm_void(L, "wgmma.wait_group.sync.aligned 0;");
+  auto *fty = llvm::FunctionType::get(L.b.getFloatTy(), {L.b.getFloatTy()}, false);
+  auto *pin = llvm::InlineAsm::get(fty, "", "=f,0", /*hasSideEffects=*/true);
+  for (llvm::Value *&r : regs) r = L.b.CreateCall(pin, {r});
+}
+
+llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64_t sbo) {
+  auto &b = L.b;
+  llvm::Value *addr = b.CreatePtrToInt(smem, b.getInt64Ty());
+  llvm::Value *d = b.CreateLShr(b.CreateAnd(addr, b.getInt64(0x3FFFF)), 4);
+  uint64_t fixed = (uint64_t((lbo >> 4) & 0x3FFF) << 16) | (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+  return b.CreateOr(d, b.getInt64(fixed));
+}
+
+std::vector<llvm::Value *> wgmma_rs(Lowering &L, int n, bool bf16, const std::array<llvm::Value *, 4> &a,
+                                    llvm::Value *desc, bool trans_b, const std::vector<llvm::Value *> &acc) {
+  auto &b = L.b;
+  int nacc = n / 2;
+  if (int(acc.size()) != nacc) L.fail("internal: wgmma accumulator count does not match its shape");
+  std::string outs, ties, list;
+  for (int i = 0; i < nacc; ++i) {
+    outs += "=f,";
+    ties += fmt::format("{},", i);
+    list += fmt::format("{}${}", i ? ", " : "", i);
+  }
+  int a0 = 2 * nacc, dsc = a0 + 4, scale = dsc + 1;
+  std::string text = fmt::format(
+      "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}.{} {{{}}}, {{${}, ${}, ${}, ${}}}, ${}, p, 1, 1, {};\n}}",
+      scale, n, bf16 ? "bf16" : "f16", bf16 ? "bf16" : "f16", list, a0, a0 + 1, a0 + 2, a0 + 3, dsc, trans_b ? 1 : 0);
+  std::string constraints = outs + ties + "r,r,r,r,l,r,~{memory}";
+  std::vector<llvm::Type *> out_types(size_t(nacc), b.getFloatTy());
+  auto *ret = llvm::StructType::get(L.ctx, out_types);
+  std::vector<llvm::Type *> in_types(size_t(nacc), b.getFloatTy());
+  for (int i = 0; i < 4; ++i) in_types.push_back(b.getInt32Ty());
+  in_types.push_back(b.getInt64Ty());
+  in_types.push_back(b.getInt32Ty());
+  auto *fty = llvm::FunctionType::get(ret, in_types, false);
+  std::vector<llvm::Value *> args(acc.begin(), acc.end());
+  for (llvm::Value *r : a) args.push_back(r->getType() == b.getInt32Ty() ? r : b.CreateBitCast(r, b.getInt32Ty()));
+  args.push_back(desc);
+  args.push_back(L.i32(1));
+  llvm::Value *r = b.CreateCall(llvm::InlineAsm::get(fty, text, constraints, /*hasSideEffects=*/true), args);
+  std::vector<llvm::Value *> out;
+  for (int i = 0; i < nacc; ++i) out.push_back(b.CreateExtractValue(r, {unsigned(i)}));
+  return out;
+}
+
+}  // namespace tilejit::codegen

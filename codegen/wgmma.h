@@ -1,0 +1,35 @@
+// Hopper warpgroup MMA (wgmma, sm_90a) through inline PTX: LLVM 19 has no wgmma intrinsics.
+// PTX ISA 8.5, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions" (9.7.15).
+//
+// We use the form with A in registers and B in shared memory: wgmma.mma_async m64nNk16, f32 accumulators,
+// f16/bf16 operands. A warpgroup (4 consecutive warps) computes a [64, N] tile; warp w of the group holds rows
+// 16w..16w+15 with the register layout of mma.sync m16n8k16 (the A fragment and, per n8 column block, the C
+// fragment), so the MMA accumulator layout of codegen/mma.h (warps tiling M only) is what wgmma produces.
+// B is read through a 64-bit matrix descriptor from a tile staged with swizzled_offset at a 1024-byte aligned
+// address ("128-byte swizzle", 64 columns per panel).
+#pragma once
+#include <array>
+#include <vector>
+
+#include "codegen/lowering.h"
+
+namespace tilejit::codegen {
+
+/// wgmma.fence.sync.aligned: orders the warpgroup's earlier register writes before the wgmmas that follow.
+void wgmma_fence(Lowering &L);
+/// wgmma.commit_group.sync.aligned then wgmma.wait_group.sync.aligned 0, after which each of `regs` (the
+/// accumulators) is passed through an empty asm so that no use of them can move above the wait.
+void wgmma_commit_and_wait(Lowering &L, std::vector<llvm::Value *> &regs);
+/// fence.proxy.async.shared::cta: makes this thread's generic-proxy writes to shared memory (st.shared,
+/// cp.async) visible to the async proxy that wgmma reads through. Emitted before barriers.
+void fence_proxy_async(Lowering &L);
+/// The matrix descriptor (i64) of a 128-byte-swizzled operand at shared pointer `smem` (1024-byte aligned
+/// atoms): start address, leading and stride byte offsets (multiples of 16), swizzle mode 1.
+llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64_t sbo);
+/// One wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{bf16|f16}: acc (n/2 f32, the per-thread order of the
+/// PTX ISA's "Register Fragments" figure for D) += a (4 × b32 holding 8 operand elements) · B(desc), B
+/// transposed (N-major in shared memory) when trans_b. Returns the new accumulators.
+std::vector<llvm::Value *> wgmma_rs(Lowering &L, int n, bool bf16, const std::array<llvm::Value *, 4> &a,
+                                    llvm::Value *desc, bool trans_b, const std::vector<llvm::Value *> &acc);
+
+}  // namespace tilejit::codegen
