@@ -39,7 +39,8 @@ llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, i
 namespace {
 
 using Frag = std::array<llvm::Value *, 4>;
-constexpr int64_t kMaxPreloadedRegs = 16;  // registers of preloaded A fragments per thread
+constexpr int64_t kMaxPreloadedRegs = 16;       // registers of preloaded A fragments per thread (mma.sync)
+constexpr int64_t kMaxPreloadedRegsWgmma = 32;  // with wgmma B needs no registers: head dim 128's q fits
 
 struct Geometry {
   int64_t M = 0, N = 0, K = 0, MT = 0, NT = 0, KT = 0;
@@ -180,9 +181,10 @@ bool wgmma_shape_ok(const Geometry &g, bool b_nk, int num_warps) {
 
 /// acc (MMA layout registers) += a · b on wgmma. Each warpgroup issues, per k16 tile and m16 tile of its warps,
 /// one m64nNk16 (K-major B, all N columns) or one m64n64k16 per 64-column panel (N-major B: with one panel per
-/// instruction only the stride between 8-row groups along K is used, 1024 bytes). All A fragments are formed
-/// before the fence; the accumulators are pinned after the wait.
-std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector<llvm::Value *> c,
+/// instruction only the stride between 8-row groups along K is used, 1024 bytes). All A fragments and the
+/// accumulators are pinned in their registers before the fence (pin_registers), the accumulators again after
+/// the wait.
+std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector<llvm::Value *> c, bool c_zero,
                                      const std::vector<llvm::Value *> *a_pre, const Tile *a_regs, llvm::Value *a_base,
                                      llvm::Value *b_base, bool b_nk, bool bf16) {
   auto &b = L.b;
@@ -196,6 +198,15 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
     }
   int64_t per_row = 2 * g.NT;
   auto acc_reg = [&](int64_t mt, int64_t nt, int i) { return size_t((2 * mt + (i >> 1)) * per_row + 2 * nt + (i & 1)); };
+  std::vector<llvm::Value *> a_regs_flat;
+  for (auto &row : af)
+    for (Frag &f : row)
+      for (llvm::Value *&r : f) a_regs_flat.push_back(r->getType() == b.getInt32Ty() ? r : b.CreateBitCast(r, b.getInt32Ty()));
+  pin_registers(L, a_regs_flat);
+  pin_registers(L, c);
+  for (size_t i = 0, n = 0; i < af.size(); ++i)
+    for (Frag &f : af[i])
+      for (llvm::Value *&r : f) r = a_regs_flat[n++];
   wgmma_fence(L);
   for (int64_t kt = 0; kt < g.KT; ++kt)
     for (int64_t mt = 0; mt < g.MT; ++mt) {
@@ -208,7 +219,8 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
                                              /*lbo=*/b_nk ? 16 : 1024, /*sbo=*/1024);
         std::vector<llvm::Value *> sub;
         for (int64_t q = 0; q < n / 2; ++q) sub.push_back(c[acc_reg(mt, p * 8 + q / 4, int(q % 4))]);
-        sub = wgmma_rs(L, int(n), bf16, af[size_t(kt)][size_t(mt)], desc, /*trans_b=*/!b_nk, sub);
+        sub = wgmma_rs(L, int(n), bf16, af[size_t(kt)][size_t(mt)], desc, /*trans_b=*/!b_nk, sub,
+                       /*accumulate=*/kt > 0 || !c_zero);
         for (int64_t q = 0; q < n / 2; ++q) c[acc_reg(mt, p * 8 + q / 4, int(q % 4))] = sub[size_t(q)];
       }
     }
@@ -243,7 +255,7 @@ void preload_mma_fragments(Lowering &L, const ir::Op &dot) {
   if (!base || L.mma_a_fragments.count(av)) return;
   auto l = mma_layout(dot.result()->type.shape, L.opts.num_warps);
   Geometry g = geometry(L, *l, av->type.shape[1]);
-  if (g.MT * g.KT * 4 > kMaxPreloadedRegs) return;
+  if (g.MT * g.KT * 4 > (L.use_wgmma ? kMaxPreloadedRegsWgmma : kMaxPreloadedRegs)) return;
   std::vector<llvm::Value *> regs;
   for (int64_t mt = 0; mt < g.MT; ++mt)
     for (int64_t kt = 0; kt < g.KT; ++kt)
@@ -295,7 +307,13 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     L.barrier();
   }
 
-  if (wg) return Tile{l, dot_wgmma(L, g, acc.regs, a_pre, a_regs, a_base, b_base, b_nk, bf16)};
+  if (wg) {
+    // A zero accumulator (attention's s = q·kᵀ) is not materialized: the first wgmma of each tile has scale-d 0.
+    bool zero = is_zero_tile(cv);
+    std::vector<llvm::Value *> c0 = acc.regs;
+    if (zero) std::fill(c0.begin(), c0.end(), llvm::UndefValue::get(b.getFloatTy()));
+    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, b_base, b_nk, bf16)};
+  }
 
   llvm::Function *mma = L.intrinsic(bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
                                          : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32);

@@ -194,6 +194,8 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot);
 void preload_mma_fragments(Lowering &L, const ir::Op &dot);
 /// Before the loop `for_op`: stages its body's loop-invariant dot operands (Lowering::persistent_operands).
 void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op);
+/// True when v is zero in every element: a constant 0, possibly splatted, broadcast, reshaped or cast.
+bool is_zero_tile(const ir::Value *v);
 /// Element offset (i32) of 16-byte chunk `chunk` of `row` in a swizzled [rows, cols] 16-bit tile
 /// (swizzled_offset).
 llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols, int64_t rows);

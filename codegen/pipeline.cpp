@@ -22,20 +22,6 @@ int sm_version(const std::string &arch) {
   return v;
 }
 
-/// True when v is zero in every element: a constant 0, possibly splatted, broadcast, reshaped or cast.
-bool is_zero(const ir::Value *v) {
-  using K = ir::OpKind;
-  for (int depth = 0; v && v->def && depth < 8; ++depth) {
-    const ir::Op *d = v->def;
-    if (d->kind == K::Constant) return d->attrs.fvalue == 0.0 && d->attrs.ivalue == 0;
-    if (d->kind != K::Splat && d->kind != K::Broadcast && d->kind != K::ExpandDims && d->kind != K::Cast &&
-        d->kind != K::Reshape)
-      return false;
-    v = d->operand(0);
-  }
-  return false;
-}
-
 /// Ops that may be re-lowered for another iteration: pure, no regions, no memory.
 bool relowerable(ir::OpKind k) {
   using K = ir::OpKind;
@@ -58,6 +44,19 @@ Layout copy_layout(int64_t rows, int64_t cols, int num_warps) {
 }
 
 }  // namespace
+
+bool is_zero_tile(const ir::Value *v) {
+  using K = ir::OpKind;
+  for (int depth = 0; v && v->def && depth < 8; ++depth) {
+    const ir::Op *d = v->def;
+    if (d->kind == K::Constant) return d->attrs.fvalue == 0.0 && d->attrs.ivalue == 0;
+    if (d->kind != K::Splat && d->kind != K::Broadcast && d->kind != K::ExpandDims && d->kind != K::Cast &&
+        d->kind != K::Reshape)
+      return false;
+    v = d->operand(0);
+  }
+  return false;
+}
 
 std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
   if (L.opts.num_stages < 2 || sm_version(L.opts.arch) < 80) return std::nullopt;
@@ -125,7 +124,7 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
     };
     if (ai(ptr).contig < kChunkElems || ai(ptr).div < 16) continue;
     if (mask && ai(mask).constancy < kChunkElems) continue;
-    if (other && !is_zero(other)) continue;
+    if (other && !is_zero_tile(other)) continue;
     if (!collect(ptr) || (mask && !collect(mask))) continue;
     PipelinedLoad pl{&op, rows, cols, p.stage_bytes};
     p.stage_bytes += (rows * cols * 2 + align - 1) / align * align;

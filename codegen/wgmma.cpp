@@ -21,9 +21,15 @@ void fence_proxy_async(Lowering &L) { asm_void(L, "fence.proxy.async.shared::cta
 void wgmma_commit_and_wait(Lowering &L, std::vector<llvm::Value *> &regs) {
   asm_void(L, "wgmma.commit_group.sync.aligned;");
   asm_void(L, "wgmma.wait_group.sync.aligned 0;");
-  auto *fty = llvm::FunctionType::get(L.b.getFloatTy(), {L.b.getFloatTy()}, false);
-  auto *pin = llvm::InlineAsm::get(fty, "", "=f,0", /*hasSideEffects=*/true);
-  for (llvm::Value *&r : regs) r = L.b.CreateCall(pin, {r});
+  pin_registers(L, regs);
+}
+
+void pin_registers(Lowering &L, std::vector<llvm::Value *> &regs) {
+  for (llvm::Value *&r : regs) {
+    llvm::Type *t = r->getType();
+    auto *fty = llvm::FunctionType::get(t, {t}, false);
+    r = L.b.CreateCall(llvm::InlineAsm::get(fty, "", t->isFloatTy() ? "=f,0" : "=r,0", /*hasSideEffects=*/true), {r});
+  }
 }
 
 llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64_t sbo) {
@@ -35,7 +41,8 @@ llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64
 }
 
 std::vector<llvm::Value *> wgmma_rs(Lowering &L, int n, bool bf16, const std::array<llvm::Value *, 4> &a,
-                                    llvm::Value *desc, bool trans_b, const std::vector<llvm::Value *> &acc) {
+                                    llvm::Value *desc, bool trans_b, const std::vector<llvm::Value *> &acc,
+                                    bool accumulate) {
   auto &b = L.b;
   int nacc = n / 2;
   if (int(acc.size()) != nacc) L.fail("internal: wgmma accumulator count does not match its shape");
@@ -61,7 +68,7 @@ std::vector<llvm::Value *> wgmma_rs(Lowering &L, int n, bool bf16, const std::ar
   std::vector<llvm::Value *> args(acc.begin(), acc.end());
   for (llvm::Value *r : a) args.push_back(r->getType() == b.getInt32Ty() ? r : b.CreateBitCast(r, b.getInt32Ty()));
   args.push_back(desc);
-  args.push_back(L.i32(1));
+  args.push_back(L.i32(accumulate ? 1 : 0));
   llvm::Value *r = b.CreateCall(llvm::InlineAsm::get(fty, text, constraints, /*hasSideEffects=*/true), args);
   std::vector<llvm::Value *> out;
   for (int i = 0; i < nacc; ++i) out.push_back(b.CreateExtractValue(r, {unsigned(i)}));

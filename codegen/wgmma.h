@@ -18,8 +18,13 @@ namespace tilejit::codegen {
 /// wgmma.fence.sync.aligned: orders the warpgroup's earlier register writes before the wgmmas that follow.
 void wgmma_fence(Lowering &L);
 /// wgmma.commit_group.sync.aligned then wgmma.wait_group.sync.aligned 0, after which each of `regs` (the
-/// accumulators) is passed through an empty asm so that no use of them can move above the wait.
+/// accumulators) is pinned (pin_registers) so that no use of them can move above the wait.
 void wgmma_commit_and_wait(Lowering &L, std::vector<llvm::Value *> &regs);
+/// Passes each of `regs` (f32 or b32) through an empty volatile asm with a tied operand. Before wgmma_fence
+/// this materializes the accumulators and A fragments in their registers ahead of the fence: otherwise LLVM
+/// may place the copies that feed the wgmma's tied operands (or the A fragments' packing) after the fence,
+/// and registers a wgmma reads must not be written between the fence and the wgmma.
+void pin_registers(Lowering &L, std::vector<llvm::Value *> &regs);
 /// fence.proxy.async.shared::cta: makes this thread's generic-proxy writes to shared memory (st.shared,
 /// cp.async) visible to the async proxy that wgmma reads through. Emitted before barriers.
 void fence_proxy_async(Lowering &L);
@@ -28,8 +33,10 @@ void fence_proxy_async(Lowering &L);
 llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64_t sbo);
 /// One wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{bf16|f16}: acc (n/2 f32, the per-thread order of the
 /// PTX ISA's "Register Fragments" figure for D) += a (4 × b32 holding 8 operand elements) · B(desc), B
-/// transposed (N-major in shared memory) when trans_b. Returns the new accumulators.
+/// transposed (N-major in shared memory) when trans_b; with accumulate false (scale-d = 0) acc's values are
+/// ignored and D = A·B. Returns the new accumulators.
 std::vector<llvm::Value *> wgmma_rs(Lowering &L, int n, bool bf16, const std::array<llvm::Value *, 4> &a,
-                                    llvm::Value *desc, bool trans_b, const std::vector<llvm::Value *> &acc);
+                                    llvm::Value *desc, bool trans_b, const std::vector<llvm::Value *> &acc,
+                                    bool accumulate = true);
 
 }  // namespace tilejit::codegen

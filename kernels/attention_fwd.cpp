@@ -2,8 +2,9 @@
 //
 // Program (start_m, batch·head) owns query rows [start_m·BLOCK_M, +BLOCK_M). It keeps the running row max
 // m_i, the running row sum l_i and the unnormalized output acc in f32, streams K/V in blocks of BLOCK_N,
-// and normalizes once after the loop. Scores are pre-multiplied by scale·log2(e) so the softmax uses exp2
-// (one multiply folded into the scale instead of one per exp). With causal masking the loop stops at the
+// and normalizes once after the loop. The softmax works in log2 units: exp2(s·scale·log2(e) − m), one fma
+// per score. Key blocks that every row sees whole run in a loop without any mask; the blocks on the diagonal
+// (causal) or past the sequence's end run in a second, masked loop. With causal masking the loop stops at the
 // diagonal block, so key blocks above the diagonal are never loaded.
 #include <algorithm>
 #include <cmath>
@@ -54,32 +55,45 @@ auto &attention_kernel() {
         auto l_i = zeros({BLOCK_M}, DType::f32);
         auto acc = zeros({BLOCK_M, HEAD_DIM}, DType::f32);
 
+        // Key blocks [0, full_end) are visible to every row of this program (inside the sequence and, when
+        // causal, wholly at or below the diagonal): they skip the mask. [full_end, end_n) are masked; with
+        // causal masking the loop stops at the diagonal, so blocks above it are never loaded.
+        auto m0 = start_m * BLOCK_M;
         Tile end_n = seqlen_k;
-        if (CAUSAL) end_n = minimum(seqlen_k, (start_m + 1) * BLOCK_M);  // skip blocks above the diagonal
+        Tile full_end = (seqlen_k / BLOCK_N) * BLOCK_N;
+        if (CAUSAL) {
+          end_n = minimum(seqlen_k, m0 + BLOCK_M);
+          full_end = (minimum(seqlen_k, m0 + 1) / BLOCK_N) * BLOCK_N;
+        }
 
-        for_range(0, end_n, BLOCK_N, [&](I32 start_n) {
+        // One key block. Scores stay raw (scale folded into the exp2's fma, as FlashAttention-2 does); the row
+        // max is tracked in scaled log2 units: max(s)·scale = max(s·scale) because scale > 0 (check_shape).
+        auto block = [&](const Tile &start_n, bool masked) {
           auto cols = start_n + offs_n;
           auto col_ok = cols < seqlen_k;
           // K is read as stored, [BLOCK_N, HEAD_DIM] (contiguous rows, vector loads); the tensor-core dot
           // reads trans(k) straight from its shared-memory staging, no separate transpose.
           auto k = load(k_base + cols(_, None) * stride_ks + offs_d(None, _), col_ok(_, None), 0.f);
-          auto s = dot(q, trans(k)) * qk_scale_log2;  // [BLOCK_M, BLOCK_N] f32, log2 units
-          if (CAUSAL)
-            s = where(col_ok(None, _) & (offs_m(_, None) >= cols(None, _)), s, neg_inf);
-          else
-            s = where(col_ok(None, _), s, neg_inf);
-
-          auto m_new = maximum(m_i, max(s, 1));
+          auto s = dot(q, trans(k));  // [BLOCK_M, BLOCK_N] f32
+          if (masked) {
+            if (CAUSAL)
+              s = where(col_ok(None, _) & (offs_m(_, None) >= cols(None, _)), s, neg_inf);
+            else
+              s = where(col_ok(None, _), s, neg_inf);
+          }
+          auto m_new = maximum(m_i, max(s, 1) * qk_scale_log2);
           // A row that has seen no visible key yet keeps m = -inf; subtract 0 instead so exp2 gives 0, not NaN.
           auto m_sub = where(m_new == neg_inf, 0.f, m_new);
-          auto p = exp2(s - m_sub(_, None));
+          auto p = exp2(fma(s, qk_scale_log2, -m_sub(_, None)));
           auto alpha = exp2(m_i - m_sub);
           l_i = l_i * alpha + sum(p, 1);
 
           auto v = load(v_base + cols(_, None) * stride_vs + offs_d(None, _), col_ok(_, None), 0.f);
           acc = dot(p.to(T::dtype), v, acc * alpha(_, None));
           m_i = m_new;
-        });
+        };
+        for_range(0, full_end, BLOCK_N, [&](I32 start_n) { block(start_n, false); });
+        for_range(full_end, end_n, BLOCK_N, [&](I32 start_n) { block(start_n, true); });
 
         // Rows that saw no key (l = 0) get output 0 and logsumexp -inf.
         auto l_safe = where(l_i == 0.f, 1.f, l_i);
@@ -99,9 +113,9 @@ auto &attention_kernel() {
 
 void check_shape(const Shape &s, const Options &opt) {
   auto pow2 = [](int x) { return x > 0 && (x & (x - 1)) == 0; };
-  if (!std::isfinite(opt.softmax_scale))
-    throw TraceError(fmt::format("attention::forward: softmax_scale {} is not finite (0 selects 1/sqrt(head_dim))",
-                                 opt.softmax_scale));
+  if (!std::isfinite(opt.softmax_scale) || opt.softmax_scale < 0)
+    throw TraceError(fmt::format("attention::forward: softmax_scale {} must be finite and positive (0 selects "
+                                 "1/sqrt(head_dim))", opt.softmax_scale));
   if (opt.block_m > 256 || opt.block_n > 256)
     throw TraceError(fmt::format("attention::forward: BLOCK_M {} / BLOCK_N {} too large (at most 256)", opt.block_m,
                                  opt.block_n));

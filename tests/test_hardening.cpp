@@ -30,6 +30,8 @@ TEST_CASE("attention options are validated before anything runs", "[hardening]")
   attention::Options opt;
   opt.softmax_scale = std::nanf("");
   REQUIRE_THROWS_WITH(attention::check_shape(s, opt), Catch::Contains("softmax_scale"));
+  opt.softmax_scale = -0.125f;  // the kernel takes the row max on raw scores: a negative scale would invert it
+  REQUIRE_THROWS_WITH(attention::check_shape(s, opt), Catch::Contains("positive"));
   opt.softmax_scale = 0;
   opt.block_m = 1 << 30;
   REQUIRE_THROWS_AS(attention::check_shape(s, opt), TraceError);

@@ -20,7 +20,7 @@ struct Shape {
 
 struct Options {
   bool causal = false;           // query i sees keys j ≤ i (top-left aligned; needs seqlen_q == seqlen_k)
-  float softmax_scale = 0.f;     // 0: 1/sqrt(head_dim)
+  float softmax_scale = 0.f;     // 0: 1/sqrt(head_dim); otherwise must be positive (the row max is taken on raw scores)
   DType dtype = DType::bf16;     // bf16 or f16 (q, k, v, out)
   int block_m = 64;              // BLOCK_M: query rows per program (power of two, ≥ 16)
   int block_n = 64;              // BLOCK_N: keys per inner-loop step (power of two, ≥ 16)
@@ -74,7 +74,8 @@ std::string forward_ptx(const Shape &shape, const Options &opt);
 double forward_flops(const Shape &shape, bool causal);
 
 /// Checks a shape and options without touching memory; throws TraceError with the reason (the same checks
-/// forward() makes first). softmax_scale: 0 selects 1/sqrt(head_dim); any other finite value is used as is.
+/// forward() makes first). softmax_scale: 0 selects 1/sqrt(head_dim); any other finite positive value is used
+/// as is; negative or non-finite ones throw.
 void check_shape(const Shape &shape, const Options &opt);
 
 }  // namespace tilejit::attention
