@@ -115,6 +115,11 @@ void fill_stats(const runtime::CompileStats &s, double trace_ms, tilejit_compile
 
 }  // namespace
 
+namespace tilejit::c_api_detail {
+// The other C ABI files (c_api_flex.cpp) report through tilejit_last_error() with this.
+void set_last_error(std::string message) { g_last_error = std::move(message); }
+}  // namespace tilejit::c_api_detail
+
 extern "C" {
 
 int tilejit_attention_forward(const void *q, const void *k, const void *v, void *out, float *lse, int dtype,

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "kernels/flex/variants_builtin.h"
 #include "tilejit/buffer.h"
 #include "tilejit/error.h"
 #include "tilejit/flex_attention.h"
@@ -66,24 +67,25 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
   opt.num_stages = a.num_stages;
   opt.backend = be;
   opt.arch = a.arch;
-  Align align = f.bottom_right ? Align::BottomRight : Align::TopLeft;
-  Band band{-1, -1, align};
-  bool has_band = false;
-  if (a.causal) band.right = 0, has_band = true;
-  if (f.window_left >= 0 || f.window_right >= 0) {
-    if (f.window_left >= 0) band.left = f.window_left;
-    if (f.window_right >= 0) band.right = a.causal ? std::min<int64_t>(0, f.window_right) : f.window_right;
-    has_band = true;
-  }
-  if (f.bottom_right && !has_band) throw Error("--bottom-right needs --causal or a window");
-  if (has_band) opt.mask = Mask(band);
+  // The same variant builder as the C ABI (kernels/flex/variants_builtin.h).
+  flex::BuiltinSettings settings{.causal = a.causal,
+                                 .align = f.bottom_right ? Align::BottomRight : Align::TopLeft,
+                                 .window_left = f.window_left,
+                                 .window_right = f.window_right,
+                                 .alibi = f.alibi,
+                                 .softcap = f.softcap > 0};
+  std::optional<Band> built_band = flex::builtin_band(settings);
+  if (f.bottom_right && !built_band) throw Error("--bottom-right needs --causal or a window");
+  const bool has_band = built_band.has_value();
+  const Band band = built_band.value_or(Band{});
+  flex::BuiltinVariant variant = flex::make_builtin_variant(settings, "tilejit attention");
   std::vector<float> slopes = alibi_slopes(s.heads_q);
   Buffer slopes_buf(std::max<size_t>(slopes.size(), 1) * 4, be);
   if (!slopes.empty()) slopes_buf.upload(slopes);
-  ScoreMod mod;
-  if (f.alibi) mod = alibi(capture(slopes_buf, DType::f32));
-  if (f.softcap > 0) mod = compose(mod, softcap(f.softcap));
-  opt.score_mod = mod;
+  if (f.alibi) variant.slopes.set(slopes_buf);
+  if (f.softcap > 0) variant.cap.set(double(f.softcap));
+  opt.mask = variant.mask;
+  opt.score_mod = variant.score_mod;
 
   bool varlen = !lens.empty();
   size_t rows_q = varlen ? size_t(s.total_q) : size_t(s.batch) * s.seqlen_q;

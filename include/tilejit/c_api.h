@@ -47,6 +47,60 @@ int tilejit_attention_forward_config(const void *q, const void *k, const void *v
                                      float softmax_scale, int block_m, int block_n, int num_warps,
                                      int num_stages, void *stream);
 
+/* The built-in flex attention variants (see tilejit/flex_attention.h and flex_variants.h), all optional
+ * and combinable. Fill it with tilejit_flex_variant_init (everything off, library defaults), then set
+ * fields: a zeroed struct is NOT "no mod" (window sides 0 would be a window of one key). */
+typedef struct tilejit_flex_variant {
+  int causal;          /* nonzero: query i sees keys j ≤ i + off */
+  int bottom_right;    /* alignment of causal and window: 0 top-left (off = 0), nonzero bottom-right
+                        * (off = seqlen_k − seqlen_q); ignored without causal or a window */
+  int window_left;     /* sliding window: keys j ≥ i + off − window_left; −1: unbounded */
+  int window_right;    /* keys j ≤ i + off + window_right; −1: unbounded (with causal, at most 0) */
+  int alibi;           /* nonzero: score − slope[h]·|i − j|, slopes of the ALiBi paper for heads_q heads
+                        * (kept by the library in a device buffer per head count) */
+  float softcap;       /* > 0: cap·tanh(score / cap) (Gemma 2, e.g. 50); 0: off */
+  const int32_t *doc_ids; /* document masking: contiguous [batch, seqlen] i32 document id per token
+                        * (needs seqlen_q == seqlen_k), device memory; NULL: off */
+  int reuse_block_mask; /* with doc_ids: 0 builds the block mask on every call (always right); nonzero
+                        * caches it by pointer (see below): the caller promises the ids at this address
+                        * do not change between such calls */
+  int block_m, block_n;   /* tile sizes, powers of two ≥ 16; 0: the library's default (64) */
+  int num_warps, num_stages; /* 0: the library's defaults (4, 1) */
+} tilejit_flex_variant;
+
+/* Everything off, every tuning field 0 (defaults): window_left = window_right = −1, the rest 0/NULL. */
+void tilejit_flex_variant_init(tilejit_flex_variant *variant);
+
+/* Flex attention forward with built-in variants, composed in this order: score = softcap(alibi(q·kᵀ·scale)),
+ * visible = causal ∧ window ∧ same document; out = softmax over visible keys · v.
+ * q, out: [batch, heads_q, seqlen_q, head_dim]; k, v: [batch, heads_kv, seqlen_k, head_dim] (GQA / MQA:
+ * heads_q a multiple of heads_kv; query head h reads key/value head h / (heads_q / heads_kv)); dtype bf16
+ * (0) or f16 (1); 4 element strides each (batch, head, seq, dim), dim stride 1. lse: contiguous
+ * [batch, heads_q, seqlen_q] f32 natural-log logsumexp (−inf for a row that sees no key; its output is
+ * 0), or NULL. head_dim in [16, 256]. softmax_scale <= 0: 1/sqrt(head_dim). variant NULL: no mod, defaults.
+ *
+ * Caching: the kernel for a combination of mods (which of alibi / softcap / doc_ids are on; causal and
+ * window only add runtime arguments) is traced and compiled on its first call, then reused: window sides,
+ * the cap, the slopes and the doc_ids pointer are kernel arguments (window sides, like every integer
+ * argument, are specialized on divisibility by 16). With doc_ids, a block mask (which key blocks each
+ * query block can see; one small extra kernel) is built on the device on every call, unless
+ * reuse_block_mask is set: then it is cached per (doc_ids pointer, batch, heads_q, seqlen_q, seqlen_k,
+ * causal/window settings, block sizes), and only a call with a new key rebuilds it (the 16 most recent
+ * are kept). The ids' *contents* are not part of the key: after writing new ids at a cached address (or
+ * freeing them and allocating new ones there), call tilejit_flex_clear_cache. Thread-safe (calls are
+ * serialized).
+ * With TILEJIT_INTERPRET=1 it runs on the CPU interpreter and every pointer is host memory (tests).
+ * Errors (TILEJIT_ERROR_INVALID_ARGUMENT): null pointers, heads_q not a multiple of heads_kv, window
+ * sides < −1, softcap < 0 or not finite, doc_ids with seqlen_q ≠ seqlen_k, bad dtype/strides/head_dim/blocks. */
+int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, void *out, float *lse, int dtype,
+                                   int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k, int head_dim,
+                                   const int64_t *q_strides, const int64_t *k_strides, const int64_t *v_strides,
+                                   const int64_t *o_strides, float softmax_scale,
+                                   const tilejit_flex_variant *variant, void *stream);
+
+/* Drops the cached document block masks (waits for the device first). Compiled kernels stay. */
+int tilejit_flex_clear_cache(void);
+
 /* c[M,N] = a[M,K]·b[K,N], contiguous row-major, dtype bf16 (0), f16 (1) or f32 (2), f32 accumulation.
  * Uses the autotuner's config for the shape (the first call per shape bucket tunes). */
 int tilejit_matmul(const void *a, const void *b, void *c, int M, int N, int K, int dtype, void *stream);

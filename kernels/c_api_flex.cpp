@@ -1,0 +1,274 @@
+// The C ABI's flex attention entry (include/tilejit/c_api.h): built-in variants from a plain struct, on raw
+// pointers. What makes repeated calls cheap lives here: one BuiltinVariant (mods + captures) per
+// combination of mods, so the traced kernels are found again by mod identity; ALiBi slopes uploaded once
+// per head count; document block masks cached per (pointer, shape, band, blocks).
+#include <cmath>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "kernels/c_api_flex_internal.h"
+#include "kernels/c_api_guard.h"
+#include "kernels/flex/flex_internal.h"
+#include "kernels/flex/variants_builtin.h"
+#include "runtime/driver.h"
+#include "tilejit/buffer.h"
+#include "tilejit/c_api.h"
+#include "tilejit/error.h"
+#include "tilejit/flex_attention.h"
+#include "tilejit/flex_variants.h"
+
+using namespace tilejit;
+using attention::flex::BuiltinSettings;
+using attention::flex::BuiltinVariant;
+
+namespace {
+
+constexpr const char *kEntry = "tilejit_flex_attention_forward";
+constexpr size_t kMaxBlockMasks = 16;
+
+/// What a cached document block mask was built for (everything it depends on except the ids' contents).
+struct BlockMaskKey {
+  uint64_t doc_ids = 0;
+  int batch = 0, heads = 0, seqlen_q = 0, seqlen_k = 0, block_m = 0, block_n = 0;
+  bool causal = false;
+  attention::Align align = attention::Align::TopLeft;
+  int64_t window_left = -1, window_right = -1;
+  Backend backend = Backend::GPU;
+  auto operator<=>(const BlockMaskKey &) const = default;
+};
+
+/// Everything the entry keeps between calls; guarded by `mu` (captures are not thread-safe, so a call
+/// holds it from setting them until its launch has read them).
+struct FlexState {
+  std::mutex mu;
+  std::map<BuiltinSettings, BuiltinVariant> variants;          // keyed by alibi/softcap/documents only
+  std::map<std::pair<Backend, int>, Buffer> slopes;             // (backend, heads_q) → f32 slopes
+  std::map<BlockMaskKey, attention::BlockMask> block_masks;
+  std::deque<BlockMaskKey> block_mask_order;                    // oldest first
+  std::map<Backend, Buffer> scratch_lse;                        // for callers who pass lse = NULL
+  size_t block_mask_builds = 0;
+};
+
+FlexState &state() {
+  static FlexState s;
+  return s;
+}
+
+/// Before freeing memory a queued kernel may still use.
+void wait_for_device(Backend be) {
+  if (be == Backend::GPU) runtime::check(runtime::driver().cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+DType flex_dtype(int dtype) {
+  if (dtype == TILEJIT_DTYPE_BF16) return DType::bf16;
+  if (dtype == TILEJIT_DTYPE_F16) return DType::f16;
+  throw TraceError(fmt::format("dtype {} is not supported (0: bf16, 1: f16)", dtype));
+}
+
+attention::Strides strides_of(const int64_t *s, const char *name) {
+  if (!s) throw TraceError(fmt::format("{} is null (4 strides in elements are needed: batch, head, seq, dim)", name));
+  return {s[0], s[1], s[2], s[3]};
+}
+
+DevicePtr ptr_of(const void *p, const char *name) {
+  if (!p) throw TraceError(fmt::format("pointer '{}' is null", name));
+  return DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(p)), 0};
+}
+
+BuiltinSettings settings_of(const tilejit_flex_variant &v) {
+  if (!(std::isfinite(v.softcap) && v.softcap >= 0))
+    throw TraceError(fmt::format("softcap {} must be a finite value ≥ 0 (0: off)", v.softcap));
+  BuiltinSettings s{.causal = v.causal != 0,
+                    .align = v.bottom_right ? attention::Align::BottomRight : attention::Align::TopLeft,
+                    .window_left = v.window_left,
+                    .window_right = v.window_right,
+                    .alibi = v.alibi != 0,
+                    .softcap = v.softcap > 0,
+                    .documents = v.doc_ids != nullptr};
+  attention::flex::check_builtin_settings(s, "window");
+  return s;
+}
+
+/// The cached mods for this combination. The band is not part of the key: it is set per call (its sides
+/// are kernel arguments), so only ALiBi / soft-cap / documents pick a traced kernel.
+BuiltinVariant &variant_for(FlexState &st, const BuiltinSettings &s) {
+  BuiltinSettings key{.alibi = s.alibi, .softcap = s.softcap, .documents = s.documents};
+  auto it = st.variants.find(key);
+  if (it == st.variants.end()) it = st.variants.emplace(key, attention::flex::make_builtin_variant(key, kEntry)).first;
+  return it->second;
+}
+
+const Buffer &slopes_for(FlexState &st, Backend be, int heads) {
+  auto key = std::make_pair(be, heads);
+  auto it = st.slopes.find(key);
+  if (it != st.slopes.end()) return it->second;
+  std::vector<float> host = attention::alibi_slopes(heads);
+  Buffer b(host.size() * 4, be);
+  b.upload(host);
+  return st.slopes.emplace(key, std::move(b)).first->second;
+}
+
+DevicePtr scratch_lse(FlexState &st, Backend be, size_t bytes) {
+  Buffer &b = st.scratch_lse[be];
+  if (b.bytes() < bytes) {
+    wait_for_device(be);  // a kernel may still be writing the old scratch
+    b = Buffer();
+    b = Buffer(bytes, be);
+  }
+  return DevicePtr{b.address(), b.bytes()};
+}
+
+const attention::BlockMask &block_mask_for(FlexState &st, const BlockMaskKey &key, const attention::Mask &mask,
+                                           const attention::FlexShape &shape, const attention::FlexOptions &opt) {
+  auto it = st.block_masks.find(key);
+  if (it != st.block_masks.end()) return it->second;
+  if (st.block_masks.size() >= kMaxBlockMasks) {
+    wait_for_device(key.backend);
+    st.block_masks.erase(st.block_mask_order.front());
+    st.block_mask_order.pop_front();
+  }
+  attention::BlockMask bm = attention::create_block_mask(mask, shape, opt);
+  ++st.block_mask_builds;
+  st.block_mask_order.push_back(key);
+  return st.block_masks.emplace(key, std::move(bm)).first->second;
+}
+
+void flex_call(const void *q, const void *k, const void *v, void *out, float *lse, int dtype, int batch,
+               int heads_q, int heads_kv, int seqlen_q, int seqlen_k, int head_dim, const int64_t *q_strides,
+               const int64_t *k_strides, const int64_t *v_strides, const int64_t *o_strides, float softmax_scale,
+               const tilejit_flex_variant *variant_in, void *stream) {
+  tilejit_flex_variant vs;
+  tilejit_flex_variant_init(&vs);
+  if (variant_in) vs = *variant_in;
+
+  // Checks that need no device, so that bad arguments fail the same way with or without a GPU.
+  attention::FlexOptions opt;
+  opt.dtype = flex_dtype(dtype);
+  opt.q_strides = strides_of(q_strides, "q_strides");
+  opt.k_strides = strides_of(k_strides, "k_strides");
+  opt.v_strides = strides_of(v_strides, "v_strides");
+  opt.o_strides = strides_of(o_strides, "o_strides");
+  DevicePtr pq = ptr_of(q, "q"), pk = ptr_of(k, "k"), pv = ptr_of(v, "v"), po = ptr_of(out, "out");
+  if (batch < 0 || heads_q < 0 || heads_kv < 0 || seqlen_q < 0 || seqlen_k < 0)
+    throw TraceError(fmt::format("sizes must be non-negative (batch {}, heads_q {}, heads_kv {}, seqlen_q {}, "
+                                 "seqlen_k {})", batch, heads_q, heads_kv, seqlen_q, seqlen_k));
+  if (heads_q > 0 && (heads_kv == 0 || heads_q % heads_kv != 0))
+    throw TraceError(fmt::format("heads_q ({}) must be a multiple of heads_kv ({}) for grouped-query attention",
+                                 heads_q, heads_kv));
+  if (vs.block_m < 0 || vs.block_n < 0 || vs.num_warps < 0 || vs.num_stages < 0)
+    throw TraceError(fmt::format("block_m {}, block_n {}, num_warps {}, num_stages {} must be ≥ 0 (0: default)",
+                                 vs.block_m, vs.block_n, vs.num_warps, vs.num_stages));
+  if (vs.block_m) opt.block_m = vs.block_m;
+  if (vs.block_n) opt.block_n = vs.block_n;
+  if (vs.num_warps) opt.num_warps = vs.num_warps;
+  if (vs.num_stages) opt.num_stages = vs.num_stages;
+  opt.softmax_scale = softmax_scale > 0 ? softmax_scale : 0.f;
+  BuiltinSettings settings = settings_of(vs);
+  if (settings.documents && seqlen_q != seqlen_k)
+    throw TraceError(fmt::format("doc_ids (document masking) needs seqlen_q == seqlen_k (got {} and {})", seqlen_q,
+                                 seqlen_k));
+  attention::FlexShape shape{.batch = batch, .heads_q = heads_q, .heads_kv = heads_kv, .seqlen_q = seqlen_q,
+                             .seqlen_k = seqlen_k, .head_dim_qk = head_dim};
+  if (head_dim < 16 || head_dim > 256)
+    throw TraceError(fmt::format("head dim {} is not supported (16 to 256)", head_dim));
+  auto pow2 = [](int x) { return x >= 16 && (x & (x - 1)) == 0; };
+  if (!pow2(opt.block_m) || !pow2(opt.block_n))
+    throw TraceError(fmt::format("BLOCK_M {} and BLOCK_N {} must be powers of two ≥ 16", opt.block_m, opt.block_n));
+  // Strides and extents are checked by flex_forward (an empty problem returns there before touching memory).
+  const Backend be = resolve_backend(Backend::Auto);
+  opt.backend = be;
+
+  FlexState &st = state();
+  std::lock_guard lock(st.mu);
+  BuiltinVariant &variant = variant_for(st, settings);
+  opt.score_mod = variant.score_mod;
+  opt.mask = variant.mask;
+  opt.mask.band = attention::flex::builtin_band(settings);  // per call: its sides are kernel arguments
+  if (int64_t(batch) * heads_q * seqlen_q == 0) {
+    attention::flex_forward(pq, pk, pv, po, DevicePtr{256, 0}, shape, opt);  // validates, then returns
+    return;
+  }
+
+  std::optional<Stream> borrowed;
+  if (be == Backend::GPU) {
+    borrowed.emplace(Stream::Borrow{}, stream);
+    opt.stream = &*borrowed;
+  }
+  DevicePtr plse = lse ? DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(lse)), 0}
+                       : scratch_lse(st, be, size_t(batch) * heads_q * seqlen_q * 4);
+  if (settings.alibi) variant.slopes.set(slopes_for(st, be, heads_q));
+  if (settings.softcap) variant.cap.set(double(vs.softcap));
+  attention::BlockMask fresh_mask;  // freed after the launch: cuMemFree waits for the kernels using it
+  if (settings.documents) {
+    DevicePtr ids{uint64_t(reinterpret_cast<uintptr_t>(vs.doc_ids)), size_t(batch) * seqlen_q * 4};
+    variant.doc_ids.set(ids);
+    BlockMaskKey key{ids.address, batch, heads_q, seqlen_q, seqlen_k, opt.block_m, opt.block_n,
+                     settings.causal, settings.align, settings.window_left, settings.window_right, be};
+    if (vs.reuse_block_mask) {
+      opt.block_mask = &block_mask_for(st, key, opt.mask, shape, opt);
+    } else {
+      fresh_mask = attention::create_block_mask(opt.mask, shape, opt);
+      ++st.block_mask_builds;
+      opt.block_mask = &fresh_mask;
+    }
+  }
+  attention::flex_forward(pq, pk, pv, po, plse, shape, opt);
+}
+
+}  // namespace
+
+namespace tilejit::c_api_detail {
+
+FlexCacheStats flex_cache_stats() {
+  FlexState &st = state();
+  std::lock_guard lock(st.mu);
+  FlexCacheStats s;
+  s.variants = st.variants.size();
+  s.slope_buffers = st.slopes.size();
+  s.block_masks = st.block_masks.size();
+  s.block_mask_builds = st.block_mask_builds;
+  for (auto &[key, v] : st.variants)
+    for (DType dt : {DType::bf16, DType::f16})
+      s.traced_specializations += attention::flex::flex_kernel(dt, v.score_mod, v.mask).num_specializations();
+  return s;
+}
+
+}  // namespace tilejit::c_api_detail
+
+extern "C" {
+
+void tilejit_flex_variant_init(tilejit_flex_variant *v) {
+  if (!v) return;
+  *v = tilejit_flex_variant{};
+  v->window_left = -1;
+  v->window_right = -1;
+}
+
+int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, void *out, float *lse, int dtype,
+                                   int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k, int head_dim,
+                                   const int64_t *q_strides, const int64_t *k_strides, const int64_t *v_strides,
+                                   const int64_t *o_strides, float softmax_scale,
+                                   const tilejit_flex_variant *variant, void *stream) {
+  return c_api_detail::guarded(kEntry, [&] {
+    flex_call(q, k, v, out, lse, dtype, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, q_strides, k_strides,
+              v_strides, o_strides, softmax_scale, variant, stream);
+  });
+}
+
+int tilejit_flex_clear_cache(void) {
+  return c_api_detail::guarded("tilejit_flex_clear_cache", [] {
+    FlexState &st = state();
+    std::lock_guard lock(st.mu);
+    if (st.block_masks.empty()) return;
+    for (auto &[key, bm] : st.block_masks) wait_for_device(key.backend);
+    st.block_masks.clear();
+    st.block_mask_order.clear();
+  });
+}
+
+}  // extern "C"
