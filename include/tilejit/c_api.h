@@ -88,7 +88,8 @@ void tilejit_flex_variant_init(tilejit_flex_variant *variant);
  * causal/window settings, block sizes), and only a call with a new key rebuilds it (the 16 most recent
  * are kept). The ids' *contents* are not part of the key: after writing new ids at a cached address (or
  * freeing them and allocating new ones there), call tilejit_flex_clear_cache. Thread-safe (calls are
- * serialized).
+ * serialized). Besides compiling, a call waits for the device only when it grows its scratch lse (lse
+ * NULL) or evicts a cached block mask.
  * With TILEJIT_INTERPRET=1 it runs on the CPU interpreter and every pointer is host memory (tests).
  * Errors (TILEJIT_ERROR_INVALID_ARGUMENT): null pointers, heads_q not a multiple of heads_kv, window
  * sides < −1, softcap < 0 or not finite, doc_ids with seqlen_q ≠ seqlen_k, bad dtype/strides/head_dim/blocks. */
