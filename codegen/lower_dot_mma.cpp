@@ -39,8 +39,7 @@ llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, i
 namespace {
 
 using Frag = std::array<llvm::Value *, 4>;
-constexpr int64_t kMaxPreloadedRegs = 16;       // registers of preloaded A fragments per thread (mma.sync)
-constexpr int64_t kMaxPreloadedRegsWgmma = 32;  // with wgmma B needs no registers: head dim 128's q fits
+constexpr int64_t kMaxPreloadedRegs = 16;  // registers of preloaded A fragments per thread
 
 struct Geometry {
   int64_t M = 0, N = 0, K = 0, MT = 0, NT = 0, KT = 0;
@@ -255,7 +254,11 @@ void preload_mma_fragments(Lowering &L, const ir::Op &dot) {
   if (!base || L.mma_a_fragments.count(av)) return;
   auto l = mma_layout(dot.result()->type.shape, L.opts.num_warps);
   Geometry g = geometry(L, *l, av->type.shape[1]);
-  if (g.MT * g.KT * 4 > (L.use_wgmma ? kMaxPreloadedRegsWgmma : kMaxPreloadedRegs)) return;
+  if (g.MT * g.KT * 4 > kMaxPreloadedRegs) return;
+  // Not with wgmma: ptxas (CUDA 13.0) was seen to give loop-invariant A fragments of a wgmma the same physical
+  // registers as the next dot's A fragments (attention's p), so the second iteration multiplied by p instead
+  // of q (SASS: both HGMMAs read R88..R103). Reading the fragments with ldmatrix in every iteration avoids it.
+  if (L.use_wgmma) return;
   std::vector<llvm::Value *> regs;
   for (int64_t mt = 0; mt < g.MT; ++mt)
     for (int64_t kt = 0; kt < g.KT; ++kt)
