@@ -87,9 +87,12 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   if (has_band) band = {P(kBandLeft), P(kBandRight), P(kBandBottomRight) * (seqlen_k - seqlen_q)};
   const bool any_mask = has_band || bool(mask.fn);
 
-  // One key block. The mask is applied never, always, or when the i1 scalar `need_mask` is true.
+  // One key block. The mask is applied never, always, or when the i1 scalar `need_mask` is true. Keys past
+  // the sequence's end are masked always (Cols::Always), never (a block wholly inside: Cols::Never), or
+  // together with the mask (Cols::WithMask: need_mask must then also cover blocks crossing the end).
   enum class Masking { Never, Always, When };
-  auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask) {
+  enum class Cols { Always, Never, WithMask };
+  auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
     Tile cols = start_n + offs_n;
     Tile col_ok = cols < seqlen_k;
     Tile k_mask = col_ok(_, None);
@@ -103,8 +106,12 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     } else {
       s = s * (P(kScale) * kLog2e);
     }
-    s = where(col_ok(None, _), s, neg_inf);
-    auto apply = [&] { s = where(visible(mask, has_band, band, b, h, q_idx, kv_idx), s, neg_inf); };
+    if (cols_check == Cols::Always) s = where(col_ok(None, _), s, neg_inf);
+    auto apply = [&] {
+      Tile vis = visible(mask, has_band, band, b, h, q_idx, kv_idx);
+      if (cols_check == Cols::WithMask) vis = vis & col_ok(None, _);
+      s = where(vis, s, neg_inf);
+    };
     if (masking == Masking::Always) apply();
     if (masking == Masking::When) if_(need_mask, apply);
 
@@ -128,7 +135,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile list = P(kKvBlocks) + bh_q.to(DType::i64) * P(kNumKBlocks);
     for_range(0, count, 1, [&](I32 i) {
       Tile code = load(list + i);
-      block((code >> 1) * BN, any_mask ? Masking::When : Masking::Never, (code & 1) == 0);
+      block((code >> 1) * BN, any_mask ? Masking::When : Masking::Never, (code & 1) == 0, Cols::Always);
     });
   } else if (has_band) {
     Tile last_row = minimum(m0 + BM, seqlen_q) - 1;
@@ -137,17 +144,21 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile first = (lo / BN) * BN;
     for_range(first, hi, BN, [&](I32 start_n) {
       if (mask.fn) {
-        block(start_n, Masking::Always, {});
+        block(start_n, Masking::Always, {}, Cols::WithMask);
       } else {
-        // Blocks wholly inside the band for every row of this block need no test.
+        // Blocks wholly inside the band for every row of this block, and inside the sequence, need no test.
         Tile inside = (start_n >= m0 + (BM - 1) + band.off - band.left) &
-                      (start_n + (BN - 1) <= m0 + band.off + band.right);
-        block(start_n, Masking::When, !inside);
+                      (start_n + (BN - 1) <= m0 + band.off + band.right) & (start_n + BN <= seqlen_k);
+        block(start_n, Masking::When, !inside, Cols::WithMask);
       }
     });
   } else {
+    // Whole key blocks first (no test of the sequence's end), then the last, partial one.
     Tile hi = where(block_live, seqlen_k, 0);
-    for_range(0, hi, BN, [&](I32 start_n) { block(start_n, any_mask ? Masking::Always : Masking::Never, {}); });
+    Tile full_end = (hi / BN) * BN;
+    Masking m = any_mask ? Masking::Always : Masking::Never;
+    for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
+    for_range(full_end, hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
   }
 
   Tile l_safe = where(l_i == 0.f, 1.f, l_i);
