@@ -1,6 +1,7 @@
 // Software pipelining with cp.async: which loads qualify, and the copies of one stage (see pipeline.h).
 #include "codegen/pipeline.h"
 
+#include <llvm/IR/Constants.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include <algorithm>
@@ -27,6 +28,13 @@ bool relowerable(ir::OpKind k) {
   using K = ir::OpKind;
   return k == K::Constant || k == K::Arange || k == K::Splat || k == K::Broadcast || k == K::ExpandDims ||
          k == K::Reshape || k == K::Trans || is_elementwise(k);
+}
+
+/// An unmasked load of one scalar (e.g. a block-sparse loop's next key-block index, `load(list + i)`): it may
+/// be re-lowered for a later iteration too, guarded by that iteration's validity (issue_stage).
+bool is_scalar_index_load(const ir::Op &op) {
+  return op.kind == ir::OpKind::Load && op.num_operands() == 1 && op.result()->type.is_scalar() &&
+         !op.result()->type.elem.is_ptr;
 }
 
 /// The blocked layout the copies are issued in: 8 consecutive elements (one 16-byte chunk) per register
@@ -86,7 +94,7 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
       return L.is_lowered(v);
     }
     if (auto it = in_slice.find(d); it != in_slice.end()) return it->second;
-    if (!relowerable(d->kind)) return in_slice[d] = false;
+    if (!relowerable(d->kind) && !is_scalar_index_load(*d)) return in_slice[d] = false;
     in_slice[d] = true;
     for (const ir::Value *o : d->operands)
       if (!collect(o)) return in_slice[d] = false;
@@ -150,7 +158,24 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   L.bind(body.arg(0), Tile{std::nullopt, {iv}});
   for (const ir::Op *op : p.slice) {
     L.cur_op = op;
+    if (!is_scalar_index_load(*op)) {
+      L.lower_op(*op);
+      continue;
+    }
+    // Only read when the iteration exists (a later iteration's index may lie past the end of its list);
+    // otherwise 0: the copies of an invalid iteration are zero-filled and read nothing anyway.
+    llvm::BasicBlock *from = b.GetInsertBlock(), *then = L.new_block("pipe.load"), *done = L.new_block("pipe.loaded");
+    b.CreateCondBr(valid, then, done);
+    b.SetInsertPoint(then);
     L.lower_op(*op);
+    llvm::Value *v = L.get(op->result()).regs[0];
+    llvm::BasicBlock *then_end = b.GetInsertBlock();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    llvm::PHINode *phi = b.CreatePHI(v->getType(), 2);
+    phi->addIncoming(v, then_end);
+    phi->addIncoming(llvm::Constant::getNullValue(v->getType()), from);
+    L.bind(op->result(), Tile{std::nullopt, {phi}});
   }
   llvm::Function *copy = L.intrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s);
   llvm::Value *stage_off = b.CreateMul(stage, L.i32(p.stage_bytes));

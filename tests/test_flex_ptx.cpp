@@ -27,6 +27,12 @@ TEST_CASE("flex kernels compile to PTX", "[flex][ptx]") {
                                   attention::Mask([](Tile, Tile, Tile q, Tile kv) { return (q / 64) != (kv / 64) + 3; }));
     REQUIRE(attention::flex_forward_ptx(s, o).find(".entry") != std::string::npos);
     REQUIRE(attention::flex_forward_ptx(s, o, true).find(".entry") != std::string::npos);
+    // With num_stages 2 the block-sparse loop (key block index loaded from the list) is software-pipelined
+    // too: the next block's index is read ahead, guarded by the iteration's range, and K/V go by cp.async.
+    o.num_stages = 2;
+    std::string piped = attention::flex_forward_ptx(s, o);
+    REQUIRE(piped.find("cp.async.cg.shared.global") != std::string::npos);
+    REQUIRE(piped.find("cp.async.wait_group 0") != std::string::npos);
   }
   // Varlen, padded head dims (96 → 128, v 192 → 256), 64-bit offsets.
   attention::FlexShape v{.batch = 3, .heads_q = 8, .heads_kv = 1, .seqlen_q = 4096, .seqlen_k = 4096,

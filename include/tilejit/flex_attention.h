@@ -158,7 +158,9 @@ struct FlexOptions {
   DevicePtr cu_seqlens_q{}, cu_seqlens_k{};
   BlockMaskMode block_mask_mode = BlockMaskMode::Auto;
   const BlockMask *block_mask = nullptr;  // precomputed with the same mask, shape and block sizes
-  int block_m = 64, block_n = 64, num_warps = 4, num_stages = 1;
+  /// BLOCK_M, BLOCK_N (powers of two ≥ 16), num_warps, and num_stages: ≥ 2 software-pipelines the K/V loads of
+  /// every key-block loop with cp.async (block-sparse loops included); 1 loads them through registers.
+  int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2;
   Backend backend = Backend::Auto;
   Stream *stream = nullptr;
   std::string arch;

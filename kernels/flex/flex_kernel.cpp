@@ -5,8 +5,8 @@
 // sequence's token range comes from cu_seqlens, and rows/keys are positions inside it. The key blocks a
 // program visits are, in order of preference: the block mask's list for this (b, h, query block) (the mask
 // is applied only on blocks flagged partial); the band's closed-form range (the band test only on blocks
-// crossing the band's edge); every key block. Scores are kept in log2 units (scale·log2e folded in when
-// there is no score_mod) so the online softmax uses exp2. Rows seeing no key end with l = 0 → output 0
+// crossing the band's edge); every key block. The online softmax works in log2 units, exp2(s·c − m) with one
+// fma per score (c = scale·log2e on raw scores without a score_mod, log2e after one). Rows seeing no key end with l = 0 → output 0
 // and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32 otherwise.
 #include <limits>
 #include <map>
@@ -101,10 +101,12 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile k = load(k_base + (cols_w * sks)(_, None) + dq(None, _), k_mask, 0.f);
     Tile s = dot(q, trans(k));  // [BM, BN] f32
     Tile kv_idx = minimum(cols, maximum(seqlen_k - 1, 0))(None, _);
+    // s stays in score units; c (> 0: the scale is positive) converts them to log2 units inside the softmax's
+    // one fma per score. Without a score_mod s is the raw q·k and the softmax scale is folded into c.
+    Tile c = P(kScale) * kLog2e;
     if (score_mod) {
-      s = score_mod(s * P(kScale), b, h, q_idx, kv_idx).to(DType::f32) * kLog2e;
-    } else {
-      s = s * (P(kScale) * kLog2e);
+      s = score_mod(s * P(kScale), b, h, q_idx, kv_idx).to(DType::f32);
+      c = Tile(kLog2e);
     }
     if (cols_check == Cols::Always) s = where(col_ok(None, _), s, neg_inf);
     auto apply = [&] {
@@ -115,10 +117,10 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     if (masking == Masking::Always) apply();
     if (masking == Masking::When) if_(need_mask, apply);
 
-    Tile m_new = maximum(m_i, max(s, 1));
+    Tile m_new = maximum(m_i, max(s, 1) * c);  // max(s)·c = max(s·c) as c > 0
     // A row with no visible key so far keeps m = −inf: subtract 0 instead so exp2 gives 0, not NaN.
     Tile m_sub = where(m_new == neg_inf, 0.f, m_new);
-    Tile p = exp2(s - m_sub(_, None));
+    Tile p = exp2(fma(s, c, -m_sub(_, None)));
     Tile alpha = exp2(m_i - m_sub);
     l_i = l_i * alpha + sum(p, 1);
     Tile v_mask = col_ok(_, None);
