@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/attention_internal.h"
+#include "kernels/c_api_guard.h"
 #include "kernels/matmul_autotune.h"
 #include "runtime/runtime.h"
 #include "tilejit/attention.h"
@@ -21,38 +22,11 @@
 #endif
 
 using namespace tilejit;
+using tilejit::c_api_detail::guarded;
 
 namespace {
 
 thread_local std::string g_last_error;
-
-// Runs f, turning exceptions into error codes and tilejit_last_error() text.
-template <class F>
-int guarded(const char *function, F &&f) {
-  try {
-    f();
-    g_last_error.clear();
-    return TILEJIT_OK;
-  } catch (const TraceError &e) {
-    g_last_error = fmt::format("{}: {}", function, e.what());
-    return TILEJIT_ERROR_INVALID_ARGUMENT;
-  } catch (const DriverError &e) {
-    g_last_error = fmt::format("{}: {}", function, e.what());
-    return TILEJIT_ERROR_DRIVER;
-  } catch (const CompileError &e) {
-    g_last_error = fmt::format("{}: {}", function, e.what());
-    return TILEJIT_ERROR_COMPILE;
-  } catch (const VerifyError &e) {
-    g_last_error = fmt::format("{}: {}", function, e.what());
-    return TILEJIT_ERROR_COMPILE;
-  } catch (const std::exception &e) {
-    g_last_error = fmt::format("{}: {}", function, e.what());
-    return TILEJIT_ERROR_INTERNAL;
-  } catch (...) {
-    g_last_error = fmt::format("{}: an unknown exception", function);
-    return TILEJIT_ERROR_INTERNAL;
-  }
-}
 
 DType attention_dtype(int dtype) {
   if (dtype == TILEJIT_DTYPE_BF16) return DType::bf16;
@@ -116,7 +90,7 @@ void fill_stats(const runtime::CompileStats &s, double trace_ms, tilejit_compile
 }  // namespace
 
 namespace tilejit::c_api_detail {
-// The other C ABI files (c_api_flex.cpp) report through tilejit_last_error() with this.
+// Every C ABI file (this one and c_api_flex.cpp) reports through tilejit_last_error() with this.
 void set_last_error(std::string message) { g_last_error = std::move(message); }
 }  // namespace tilejit::c_api_detail
 
