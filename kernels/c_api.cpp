@@ -22,22 +22,13 @@
 #endif
 
 using namespace tilejit;
+using tilejit::c_api_detail::attention_dtype;
 using tilejit::c_api_detail::guarded;
+using tilejit::c_api_detail::strides_of;
 
 namespace {
 
 thread_local std::string g_last_error;
-
-DType attention_dtype(int dtype) {
-  if (dtype == TILEJIT_DTYPE_BF16) return DType::bf16;
-  if (dtype == TILEJIT_DTYPE_F16) return DType::f16;
-  throw TraceError(fmt::format("dtype {} is not supported (0: bf16, 1: f16)", dtype));
-}
-
-attention::Strides strides_of(const int64_t *s, const char *name) {
-  if (!s) throw TraceError(fmt::format("{} is null (4 strides in elements are needed: batch, head, seq, dim)", name));
-  return {s[0], s[1], s[2], s[3]};
-}
 
 DevicePtr device_ptr(const void *p) { return DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(p)), 0}; }
 

@@ -23,6 +23,7 @@
 #include "tilejit/flex_variants.h"
 
 using namespace tilejit;
+using tilejit::c_api_detail::strides_of;
 using attention::flex::BuiltinSettings;
 using attention::flex::BuiltinVariant;
 
@@ -62,17 +63,6 @@ FlexState &state() {
 /// Before freeing memory a queued kernel may still use.
 void wait_for_device(Backend be) {
   if (be == Backend::GPU) runtime::check(runtime::driver().cuCtxSynchronize(), "cuCtxSynchronize");
-}
-
-DType flex_dtype(int dtype) {
-  if (dtype == TILEJIT_DTYPE_BF16) return DType::bf16;
-  if (dtype == TILEJIT_DTYPE_F16) return DType::f16;
-  throw TraceError(fmt::format("dtype {} is not supported (0: bf16, 1: f16)", dtype));
-}
-
-attention::Strides strides_of(const int64_t *s, const char *name) {
-  if (!s) throw TraceError(fmt::format("{} is null (4 strides in elements are needed: batch, head, seq, dim)", name));
-  return {s[0], s[1], s[2], s[3]};
 }
 
 DevicePtr ptr_of(const void *p, const char *name) {
@@ -148,7 +138,7 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
 
   // Checks that need no device, so that bad arguments fail the same way with or without a GPU.
   attention::FlexOptions opt;
-  opt.dtype = flex_dtype(dtype);
+  opt.dtype = c_api_detail::attention_dtype(dtype);
   opt.q_strides = strides_of(q_strides, "q_strides");
   opt.k_strides = strides_of(k_strides, "k_strides");
   opt.v_strides = strides_of(v_strides, "v_strides");

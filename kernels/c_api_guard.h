@@ -1,11 +1,12 @@
 // Shared by the C ABI files: exceptions → TILEJIT_ERROR_* codes and tilejit_last_error() text (the
-// per-thread message lives in c_api.cpp). Not installed.
+// per-thread message lives in c_api.cpp), and the argument conversions they all need. Not installed.
 #pragma once
 #include <exception>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "tilejit/attention.h"
 #include "tilejit/c_api.h"
 #include "tilejit/error.h"
 
@@ -39,6 +40,19 @@ int guarded(const char *function, F &&f) {
   } catch (...) {
     return fail(TILEJIT_ERROR_INTERNAL, "an unknown exception");
   }
+}
+
+/// TILEJIT_DTYPE_BF16 / _F16 → DType; throws TraceError for anything else.
+inline DType attention_dtype(int dtype) {
+  if (dtype == TILEJIT_DTYPE_BF16) return DType::bf16;
+  if (dtype == TILEJIT_DTYPE_F16) return DType::f16;
+  throw TraceError(fmt::format("dtype {} is not supported (0: bf16, 1: f16)", dtype));
+}
+
+/// Four element strides (batch, head, seq, dim) from a C array; throws TraceError when it is null.
+inline attention::Strides strides_of(const int64_t *s, const char *name) {
+  if (!s) throw TraceError(fmt::format("{} is null (4 strides in elements are needed: batch, head, seq, dim)", name));
+  return {s[0], s[1], s[2], s[3]};
 }
 
 }  // namespace tilejit::c_api_detail
