@@ -238,7 +238,9 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
     if (!L.is_lowered(src)) continue;  // defined inside the loop
     const Tile &t = L.get(src);
     if (t.is_scalar()) continue;
-    if (i == 0 && a_in_mma_registers(*t.layout, L.opts.num_warps)) continue;
+    // A loop-invariant A already in MMA registers is used in place, except with wgmma: a wgmma's A registers
+    // must be fresh values every iteration (see preload_mma_fragments), so it is staged and read by ldmatrix.
+    if (i == 0 && a_in_mma_registers(*t.layout, L.opts.num_warps) && !L.use_wgmma) continue;
     llvm::GlobalVariable *g = L.new_static_smem(src->type.numel() * 2);
     if (!g) continue;
     stage_swizzled(L, t, src->type.elem, g);
@@ -255,9 +257,10 @@ void preload_mma_fragments(Lowering &L, const ir::Op &dot) {
   auto l = mma_layout(dot.result()->type.shape, L.opts.num_warps);
   Geometry g = geometry(L, *l, av->type.shape[1]);
   if (g.MT * g.KT * 4 > kMaxPreloadedRegs) return;
-  // Not with wgmma: ptxas (CUDA 13.0) was seen to give loop-invariant A fragments of a wgmma the same physical
-  // registers as the next dot's A fragments (attention's p), so the second iteration multiplied by p instead
-  // of q (SASS: both HGMMAs read R88..R103). Reading the fragments with ldmatrix in every iteration avoids it.
+  // Not with wgmma: ptxas (CUDA 13.0, driver 580) was seen to give loop-invariant A fragments of a wgmma the
+  // same physical registers as the next dot's A fragments (flex attention's p, in a loop with an `if`), so the
+  // second iteration multiplied by p instead of q (SASS: both HGMMAs read R88..R103). Reading the fragments
+  // with ldmatrix in every iteration avoids it (../shared/notes/wgmma-ptxas-loop-invariant-a.md).
   if (L.use_wgmma) return;
   std::vector<llvm::Value *> regs;
   for (int64_t mt = 0; mt < g.MT; ++mt)
