@@ -3,6 +3,7 @@
 #include "codegen/codegen.h"
 
 #include <cctype>
+#include <cstdlib>
 
 #include <fmt/format.h>
 #include <llvm/Config/llvm-config.h>
@@ -204,15 +205,16 @@ llvm::Value *Lowering::smem_raw(int64_t base_bytes) {
   return p;
 }
 
-llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes) {
+llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
   constexpr int64_t kStaticBudget = 40 * 1024;  // static shared memory is limited to 48 KB per kernel
   bytes = (bytes + 15) / 16 * 16;
-  if (static_smem_bytes_ + bytes > kStaticBudget) return nullptr;
-  static_smem_bytes_ += bytes;
+  int64_t cost = bytes + (align > 16 ? align - 16 : 0);  // worst-case padding before an aligned array
+  if (static_smem_bytes_ + cost > kStaticBudget) return nullptr;
+  static_smem_bytes_ += cost;
   auto *ty = llvm::ArrayType::get(b.getInt8Ty(), uint64_t(bytes));
   auto *g = new llvm::GlobalVariable(mod, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
                                      "tilejit_staged", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
-  g->setAlignment(llvm::Align(16));
+  g->setAlignment(llvm::Align(uint64_t(align)));
   return g;
 }
 
@@ -406,5 +408,10 @@ TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOpt
 }
 
 TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }
+
+TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts) {
+  if (const char *e = std::getenv("TILEJIT_DISABLE_WGMMA"); e && *e && std::string(e) != "0") opts.wgmma = false;
+  if (const char *e = std::getenv("TILEJIT_WGMMA_SMEM_A"); e && *e) opts.wgmma_smem_a = std::string(e) != "0";
+}
 
 }  // namespace tilejit::codegen

@@ -14,7 +14,15 @@ struct CodegenOptions {
   int num_stages = 1;           // ≥ 2: cp.async software pipeline of loops' dot operand loads (codegen/pipeline.h), sm_80+
   bool wgmma = true;            // sm_90a: tensor-core dots whose B operand is staged in shared memory use wgmma
                                 // (codegen/wgmma.h) instead of mma.sync; false keeps mma.sync everywhere
+  bool wgmma_smem_a = false;    // EXPERIMENTAL, not yet run on a GPU: with wgmma, a loop-invariant A
+                                // (attention's q) is read by the wgmma itself from shared memory (descriptor,
+                                // rows staged in wgmma's order); false: ldmatrix every iteration (verified)
 };
+
+/// Applies the environment's codegen switches to opts: TILEJIT_DISABLE_WGMMA=1 (wgmma = false) and
+/// TILEJIT_WGMMA_SMEM_A=1/0 (wgmma_smem_a). Used by the runtime before compiling and by ptx() dumps, so the
+/// compile cache key (which includes both fields) matches what was generated.
+TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts);
 
 /// Kernel ABI (what the runtime passes): one .param per ir::Function param, in order: pointers as 64-bit
 /// device addresses (.u64), i32/i64/f32 scalars by value in their natural size. Launch with a 1-D block of

@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <utility>
 
 #include "codegen/lowering.h"
 #include "codegen/mma.h"
@@ -63,8 +65,23 @@ Geometry geometry(Lowering &L, const Layout &l, int64_t K) {
   return g;
 }
 
-/// Stores tile t ([rows, cols], 16-bit) swizzled at `base` (shared), vectors of up to 8 elements.
-void stage_swizzled(Lowering &L, const Tile &t, ElemType et, llvm::Value *base) {
+/// The shared-memory row of logical row `row` of an A operand staged for wgmma: the MMA layout gives warp w
+/// (warpgroup g = w/4, w' = w%4) rows 8·w + i + 8·Wm·rep (i < 8, rep = 2·mt + h); wgmma reads warp w''s rows
+/// 16·w' + 8·h + i of the 64-row slab of instruction (g, mt). Slabs are stored in the order (g, mt).
+llvm::Value *wgmma_a_row(Lowering &L, llvm::Value *row, int wm, int64_t mt_count) {
+  auto &b = L.b;
+  llvm::Value *i = b.CreateAnd(row, 7), *grp = b.CreateLShr(row, 3);
+  llvm::Value *w = b.CreateAnd(grp, L.i32(wm - 1)), *rep = b.CreateLShr(grp, log2_exact(wm));
+  llvm::Value *mt = b.CreateLShr(rep, 1), *h = b.CreateAnd(rep, 1);
+  llvm::Value *slab = b.CreateAdd(b.CreateMul(b.CreateLShr(w, 2), L.i32(mt_count)), mt);
+  llvm::Value *in_slab = b.CreateOr(b.CreateShl(b.CreateAnd(w, 3), 4), b.CreateOr(b.CreateShl(h, 3), i));
+  return b.CreateOr(b.CreateShl(slab, 6), in_slab);
+}
+
+/// Stores tile t ([rows, cols], 16-bit) swizzled at `base` (shared), vectors of up to 8 elements. With
+/// wgmma_rows (Wm, MT), rows go where wgmma_a_row puts them.
+void stage_swizzled(Lowering &L, const Tile &t, ElemType et, llvm::Value *base,
+                    std::optional<std::pair<int, int64_t>> wgmma_rows = std::nullopt) {
   auto &b = L.b;
   const Layout &l = *t.layout;
   int64_t cols = l.shape[1];
@@ -76,6 +93,7 @@ void stage_swizzled(Lowering &L, const Tile &t, ElemType et, llvm::Value *base) 
   for (int64_t r = 0; r < l.num_regs(); ++r) {
     if (l.reg_is_duplicate(r) || l.reg_index(r)[1] % v) continue;
     llvm::Value *row = L.coord(l, 0, r), *col = L.coord(l, 1, r);
+    if (wgmma_rows) row = wgmma_a_row(L, row, wgmma_rows->first, wgmma_rows->second);
     llvm::Value *off = b.CreateOr(swizzled_chunk(L, row, b.CreateLShr(col, 3), cols, l.shape[0]), b.CreateAnd(col, 7));
     llvm::Value *vec = llvm::UndefValue::get(vt);
     for (int64_t j = 0; j < v; ++j) vec = b.CreateInsertElement(vec, t.regs[size_t(r + j)], uint64_t(j));
@@ -173,9 +191,12 @@ llvm::Value *pipelined(Lowering &L, const ir::Value *v) {
 
 /// The dot's shape fits wgmma: warps tile M only, whole warpgroups, and B in 128-byte-swizzled panels (K-major
 /// B: K a multiple of 64 and N ≤ 256; N-major B: N a multiple of 64).
+bool wgmma_shape_ok(int wm, int wn, int64_t K, int64_t N, bool b_nk, int num_warps) {
+  if (wn != 1 || num_warps % 4 != 0 || wm != num_warps) return false;
+  return b_nk ? K % 64 == 0 && N % 8 == 0 && N <= 256 : N % 64 == 0 && K % 16 == 0;
+}
 bool wgmma_shape_ok(const Geometry &g, bool b_nk, int num_warps) {
-  if (g.wn != 1 || num_warps % 4 != 0 || g.wm != num_warps) return false;
-  return b_nk ? g.K % 64 == 0 && g.N % 8 == 0 && g.N <= 256 : g.N % 64 == 0 && g.K % 16 == 0;
+  return wgmma_shape_ok(g.wm, g.wn, g.K, g.N, b_nk, num_warps);
 }
 
 /// acc (MMA layout registers) += a · b on wgmma. Each warpgroup issues, per k16 tile and m16 tile of its warps,
@@ -185,27 +206,35 @@ bool wgmma_shape_ok(const Geometry &g, bool b_nk, int num_warps) {
 /// the wait.
 std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector<llvm::Value *> c, bool c_zero,
                                      const std::vector<llvm::Value *> *a_pre, const Tile *a_regs, llvm::Value *a_base,
-                                     llvm::Value *b_base, bool b_nk, bool bf16) {
+                                     bool a_smem, llvm::Value *b_base, bool b_nk, bool bf16) {
   auto &b = L.b;
   std::vector<std::vector<Frag>> af(size_t(g.KT), std::vector<Frag>(size_t(g.MT)));
-  for (int64_t kt = 0; kt < g.KT; ++kt)
+  for (int64_t kt = 0; a_smem ? false : kt < g.KT; ++kt)
     for (int64_t mt = 0; mt < g.MT; ++mt) {
       Frag &f = af[size_t(kt)][size_t(mt)];
       if (a_pre) for (int i = 0; i < 4; ++i) f[size_t(i)] = (*a_pre)[size_t((mt * g.KT + kt) * 4 + i)];
       else if (a_regs) f = a_from_regs(L, *a_regs, mt, kt);
       else f = load_a(L, g, a_base, mt, kt);
     }
+  // A read by the wgmma from shared memory: this warpgroup's slabs (wgmma_a_row) start g·MT·64 rows in.
+  llvm::Value *a_slabs = nullptr;
+  if (a_smem)
+    a_slabs = b.CreateInBoundsGEP(b.getInt8Ty(), a_base,
+                                  b.CreateMul(b.CreateLShr(L.warp(), 2), L.i32(g.MT * 64 * 128)));
   int64_t per_row = 2 * g.NT;
   auto acc_reg = [&](int64_t mt, int64_t nt, int i) { return size_t((2 * mt + (i >> 1)) * per_row + 2 * nt + (i & 1)); };
-  std::vector<llvm::Value *> a_regs_flat;
-  for (auto &row : af)
-    for (Frag &f : row)
-      for (llvm::Value *&r : f) a_regs_flat.push_back(r->getType() == b.getInt32Ty() ? r : b.CreateBitCast(r, b.getInt32Ty()));
-  pin_registers(L, a_regs_flat);
+  if (!a_smem) {
+    std::vector<llvm::Value *> a_regs_flat;
+    for (auto &row : af)
+      for (Frag &f : row)
+        for (llvm::Value *&r : f)
+          a_regs_flat.push_back(r->getType() == b.getInt32Ty() ? r : b.CreateBitCast(r, b.getInt32Ty()));
+    pin_registers(L, a_regs_flat);
+    for (size_t i = 0, n = 0; i < af.size(); ++i)
+      for (Frag &f : af[i])
+        for (llvm::Value *&r : f) r = a_regs_flat[n++];
+  }
   pin_registers(L, c);
-  for (size_t i = 0, n = 0; i < af.size(); ++i)
-    for (Frag &f : af[i])
-      for (llvm::Value *&r : f) r = a_regs_flat[n++];
   wgmma_fence(L);
   for (int64_t kt = 0; kt < g.KT; ++kt)
     for (int64_t mt = 0; mt < g.MT; ++mt) {
@@ -218,8 +247,16 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
                                              /*lbo=*/b_nk ? 16 : 1024, /*sbo=*/1024);
         std::vector<llvm::Value *> sub;
         for (int64_t q = 0; q < n / 2; ++q) sub.push_back(c[acc_reg(mt, p * 8 + q / 4, int(q % 4))]);
-        sub = wgmma_rs(L, int(n), bf16, af[size_t(kt)][size_t(mt)], desc, /*trans_b=*/!b_nk, sub,
-                       /*accumulate=*/kt > 0 || !c_zero);
+        if (a_smem) {
+          // K-major A: panels of 64 k (M rows of 128 bytes each), slab mt, the k16 slice 32 bytes into the row.
+          int64_t a_off = (kt / 4) * g.M * 128 + mt * 64 * 128 + (kt % 4) * 32;
+          llvm::Value *a_desc = wgmma_descriptor(
+              L, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), a_slabs, uint64_t(a_off)), /*lbo=*/16, /*sbo=*/1024);
+          sub = wgmma_ss(L, int(n), bf16, a_desc, desc, /*trans_b=*/!b_nk, sub, /*accumulate=*/kt > 0 || !c_zero);
+        } else {
+          sub = wgmma_rs(L, int(n), bf16, af[size_t(kt)][size_t(mt)], desc, /*trans_b=*/!b_nk, sub,
+                         /*accumulate=*/kt > 0 || !c_zero);
+        }
         for (int64_t q = 0; q < n / 2; ++q) c[acc_reg(mt, p * 8 + q / 4, int(q % 4))] = sub[size_t(q)];
       }
     }
@@ -241,9 +278,22 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
     // A loop-invariant A already in MMA registers is used in place, except with wgmma: a wgmma's A registers
     // must be fresh values every iteration (see preload_mma_fragments), so it is staged and read by ldmatrix.
     if (i == 0 && a_in_mma_registers(*t.layout, L.opts.num_warps) && !L.use_wgmma) continue;
-    llvm::GlobalVariable *g = L.new_static_smem(src->type.numel() * 2);
+    // A loop-invariant A of a dot that will run on wgmma is stored in the rows order wgmma reads and read by it
+    // from shared memory (lower_dot_mma must then take the wgmma path: same conditions).
+    std::optional<std::pair<int, int64_t>> wgmma_rows;
+    if (i == 0 && L.use_wgmma && L.opts.wgmma_smem_a) {
+      auto rl = mma_layout(dot.result()->type.shape, L.opts.num_warps);
+      auto [bsrc, b_nk] = b_source(L, dot.operand(1));
+      int wm = rl->parent.warps_per_cta[0], wn = rl->parent.warps_per_cta[1];
+      bool b_in_loop = !L.is_lowered(bsrc);  // else B is staged here too and the dot keeps mma.sync
+      if (b_in_loop && wgmma_shape_ok(wm, wn, v->type.shape[1], rl->shape[1], b_nk, L.opts.num_warps) &&
+          v->type.shape[1] >= 64)
+        wgmma_rows = std::make_pair(wm, rl->shape[0] / (16 * int64_t(wm)));
+    }
+    llvm::GlobalVariable *g = L.new_static_smem(src->type.numel() * 2, wgmma_rows ? 1024 : 16);
     if (!g) continue;
-    stage_swizzled(L, t, src->type.elem, g);
+    stage_swizzled(L, t, src->type.elem, g, wgmma_rows);
+    if (wgmma_rows) L.wgmma_smem_a.insert(v);
     L.persistent_operands[v] = g;
     staged = true;
   }
@@ -287,11 +337,11 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   llvm::Value *a_base = nullptr, *b_base = persistent(L, bv);
   if (!b_base) b_base = pipelined(L, bsrc);
   if (!a_pre) a_base = pipelined(L, av);
+  if (!a_pre && !a_base) a_base = persistent(L, av);  // staged before the loop (even if also in registers)
   if (!a_pre && !a_base) {
     const Tile &ta = L.get(av);
     if (ta.is_scalar()) L.fail("dot operands must be tiles");
     if (a_in_mma_registers(*ta.layout, L.opts.num_warps)) a_regs = &ta;
-    else a_base = persistent(L, av);
   }
   bool stage_a = !a_pre && !a_regs && !a_base, stage_b = !b_base;
   // wgmma reads B through a descriptor: it must be in the (1024-byte aligned) dynamic buffer.
@@ -318,8 +368,10 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     bool zero = is_zero_tile(cv);
     std::vector<llvm::Value *> c0 = acc.regs;
     if (zero) std::fill(c0.begin(), c0.end(), llvm::UndefValue::get(b.getFloatTy()));
-    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, b_base, b_nk, bf16)};
+    bool a_smem = L.wgmma_smem_a.count(av) != 0;
+    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, b_base, b_nk, bf16)};
   }
+  if (L.wgmma_smem_a.count(av)) L.fail("internal: an A operand staged for wgmma reaches a dot that does not use it");
 
   llvm::Function *mma = L.intrinsic(bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
                                          : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32);

@@ -102,8 +102,11 @@ class Lowering {
   /// Dot operands defined outside a loop are staged once, before the loop, in a static shared array of
   /// their own (row-major, their dtype); the dot inside the loop reads them from there.
   std::unordered_map<const ir::Value *, llvm::GlobalVariable *> persistent_operands;
-  /// A new static shared array of `bytes` (16-byte aligned), or null when the static budget is exhausted.
-  llvm::GlobalVariable *new_static_smem(int64_t bytes);
+  /// A new static shared array of `bytes` (`align`-byte aligned), or null when the static budget is exhausted.
+  llvm::GlobalVariable *new_static_smem(int64_t bytes, int64_t align = 16);
+  /// Loop-invariant A operands staged for wgmma's shared-memory A (rows in the order wgmma reads them,
+  /// 1024-byte aligned): the dot passes a descriptor instead of registers.
+  std::unordered_set<const ir::Value *> wgmma_smem_a;
   /// Loop-invariant A operands of tensor-core dots whose fragments were loaded into registers before the
   /// loop: per m16 tile mt and k16 tile kt, 4 registers (index (mt·KT + kt)·4 + i).
   std::unordered_map<const ir::Value *, std::vector<llvm::Value *>> mma_a_fragments;

@@ -40,39 +40,64 @@ llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64
   return b.CreateOr(d, b.getInt64(fixed));
 }
 
-std::vector<llvm::Value *> wgmma_rs(Lowering &L, int n, bool bf16, const std::array<llvm::Value *, 4> &a,
-                                    llvm::Value *desc, bool trans_b, const std::vector<llvm::Value *> &acc,
-                                    bool accumulate) {
+namespace {
+
+/// One wgmma.mma_async asm statement: acc (n/2 f32, tied in/out) then `a` (4 × b32 registers, or one i64
+/// descriptor), the B descriptor and scale-d.
+std::vector<llvm::Value *> wgmma_call(Lowering &L, int n, bool bf16, const std::vector<llvm::Value *> &a,
+                                      llvm::Value *b_desc, bool trans_b, const std::vector<llvm::Value *> &acc,
+                                      bool accumulate) {
   auto &b = L.b;
   int nacc = n / 2;
   if (int(acc.size()) != nacc) L.fail("internal: wgmma accumulator count does not match its shape");
+  bool a_desc = a.size() == 1;
   std::string outs, ties, list;
   for (int i = 0; i < nacc; ++i) {
     outs += "=f,";
     ties += fmt::format("{},", i);
     list += fmt::format("{}${}", i ? ", " : "", i);
   }
-  int a0 = 2 * nacc, dsc = a0 + 4, scale = dsc + 1;
+  int a0 = 2 * nacc, dsc = a0 + int(a.size()), scale = dsc + 1;
+  std::string a_text = a_desc ? fmt::format("${}", a0)
+                              : fmt::format("{{${}, ${}, ${}, ${}}}", a0, a0 + 1, a0 + 2, a0 + 3);
+  // Immediates: scale-a 1, scale-b 1, [transpose-a 0 (K-major) for a descriptor,] transpose-b.
+  std::string imms = fmt::format("1, 1, {}{}", a_desc ? "0, " : "", trans_b ? 1 : 0);
   std::string text = fmt::format(
       "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}.{} {{{}}}, {{${}, ${}, ${}, ${}}}, ${}, p, 1, 1, {};\n}}",
-      scale, n, bf16 ? "bf16" : "f16", bf16 ? "bf16" : "f16", list, a0, a0 + 1, a0 + 2, a0 + 3, dsc, trans_b ? 1 : 0);
-  std::string constraints = outs + ties + "r,r,r,r,l,r,~{memory}";
+      "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}.{} {{{}}}, {}, ${}, p, {};\n}}",
+      scale, n, bf16 ? "bf16" : "f16", bf16 ? "bf16" : "f16", list, a_text, dsc, imms);
+  std::string constraints = outs + ties + (a_desc ? "l," : "r,r,r,r,") + "l,r,~{memory}";
   std::vector<llvm::Type *> out_types(size_t(nacc), b.getFloatTy());
   auto *ret = llvm::StructType::get(L.ctx, out_types);
   std::vector<llvm::Type *> in_types(size_t(nacc), b.getFloatTy());
-  for (int i = 0; i < 4; ++i) in_types.push_back(b.getInt32Ty());
+  std::vector<llvm::Value *> args(acc.begin(), acc.end());
+  for (llvm::Value *r : a) {
+    llvm::Type *t = a_desc ? b.getInt64Ty() : b.getInt32Ty();
+    in_types.push_back(t);
+    args.push_back(r->getType() == t ? r : b.CreateBitCast(r, t));
+  }
   in_types.push_back(b.getInt64Ty());
   in_types.push_back(b.getInt32Ty());
-  auto *fty = llvm::FunctionType::get(ret, in_types, false);
-  std::vector<llvm::Value *> args(acc.begin(), acc.end());
-  for (llvm::Value *r : a) args.push_back(r->getType() == b.getInt32Ty() ? r : b.CreateBitCast(r, b.getInt32Ty()));
-  args.push_back(desc);
+  args.push_back(b_desc);
   args.push_back(L.i32(accumulate ? 1 : 0));
+  auto *fty = llvm::FunctionType::get(ret, in_types, false);
   llvm::Value *r = b.CreateCall(llvm::InlineAsm::get(fty, text, constraints, /*hasSideEffects=*/true), args);
   std::vector<llvm::Value *> out;
   for (int i = 0; i < nacc; ++i) out.push_back(b.CreateExtractValue(r, {unsigned(i)}));
   return out;
+}
+
+}  // namespace
+
+std::vector<llvm::Value *> wgmma_rs(Lowering &L, int n, bool bf16, const std::array<llvm::Value *, 4> &a,
+                                    llvm::Value *desc, bool trans_b, const std::vector<llvm::Value *> &acc,
+                                    bool accumulate) {
+  return wgmma_call(L, n, bf16, {a.begin(), a.end()}, desc, trans_b, acc, accumulate);
+}
+
+std::vector<llvm::Value *> wgmma_ss(Lowering &L, int n, bool bf16, llvm::Value *a_desc, llvm::Value *b_desc,
+                                    bool trans_b, const std::vector<llvm::Value *> &acc, bool accumulate) {
+  return wgmma_call(L, n, bf16, {a_desc}, b_desc, trans_b, acc, accumulate);
 }
 
 }  // namespace tilejit::codegen

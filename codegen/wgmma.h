@@ -39,4 +39,8 @@ std::vector<llvm::Value *> wgmma_rs(Lowering &L, int n, bool bf16, const std::ar
                                     llvm::Value *desc, bool trans_b, const std::vector<llvm::Value *> &acc,
                                     bool accumulate = true);
 
+/// The same with A read from shared memory too (`a_desc`, K-major, 128-byte swizzle): the "SS" form.
+std::vector<llvm::Value *> wgmma_ss(Lowering &L, int n, bool bf16, llvm::Value *a_desc, llvm::Value *b_desc,
+                                    bool trans_b, const std::vector<llvm::Value *> &acc, bool accumulate = true);
+
 }  // namespace tilejit::codegen

@@ -311,6 +311,7 @@ codegen::PtxResult KernelBase::ptx(const LaunchConfig &cfg, std::span<const ArgV
   opts.arch = cfg.arch;
   opts.num_warps = cfg.num_warps;
   opts.num_stages = cfg.num_stages;
+  codegen::apply_env_overrides(opts);
   return codegen::compile_to_ptx(fn, opts);
 }
 

@@ -1,7 +1,6 @@
 // get_kernel: compile key → in-process map → on-disk cubin → on-disk PTX → codegen, then load.
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <future>
 #include <map>
 #include <memory>
@@ -50,7 +49,7 @@ std::string specialization(const ir::Function &fn) {
 // Key of the PTX: everything codegen's output depends on.
 std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts) {
   return hash_key({"tilejit-ptx-v2", TILEJIT_VERSION, codegen::llvm_version(), opts.arch,
-                   std::to_string(opts.num_warps), std::to_string(opts.num_stages), opts.wgmma ? "wgmma" : "mma",
+                   std::to_string(opts.num_warps), std::to_string(opts.num_stages), opts.wgmma ? (opts.wgmma_smem_a ? "wgmma-ss" : "wgmma") : "mma",
                    specialization(fn),
                    ir::print(fn)});
 }
@@ -83,7 +82,7 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOpt
   auto t0 = Clock::now();
   codegen::CodegenOptions opts = opts_in;
   if (opts.arch.empty()) opts.arch = device_arch();
-  if (const char *e = std::getenv("TILEJIT_DISABLE_WGMMA"); e && *e && std::string(e) != "0") opts.wgmma = false;
+  codegen::apply_env_overrides(opts);
   std::string key = ptx_key(fn, opts);
 
   // The lock guards the maps only: codegen (its own LLVMContext per call), the driver's JIT and the cache

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <regex>
 #include <set>
@@ -109,7 +110,7 @@ std::pair<int, std::string> ptxas_v(const std::string &ptx, const std::string &a
 
 // max_spill: spill bytes tolerated (0: none and no stack frame).
 void check_tensor_core_kernel(const std::string &name, kernels::BuiltinSpec spec, const std::string &tag,
-                              int max_spill = 0) {
+                              int max_spill = 0, bool smem_a = false) {
   for (std::string arch : {"sm_80", "sm_90a"}) {
     spec.arch = arch;
     std::string ptx = kernels::builtin_ptx(name, spec);
@@ -120,11 +121,21 @@ void check_tensor_core_kernel(const std::string &name, kernels::BuiltinSpec spec
       REQUIRE(contains(ptx, "wgmma.wait_group.sync.aligned 0"));
       REQUIRE(contains(ptx, "fence.proxy.async.shared::cta"));
       REQUIRE_FALSE(contains(ptx, "mma.sync.aligned.m16n8k16"));
+      if (smem_a && name == "attention") {
+        // q (loop-invariant A) is read by the wgmma from shared memory: the two-descriptor form, and no
+        // ldmatrix at all (p is reused from registers, K and V come by descriptor).
+        REQUIRE(std::regex_search(ptx, std::regex(R"(wgmma\.mma_async[^;]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 0;)")));
+        REQUIRE(contains(ptx, ".shared .align 1024 .b8 tilejit_staged"));
+        REQUIRE_FALSE(contains(ptx, "ldmatrix"));
+      } else {
+        REQUIRE(contains(ptx, "ldmatrix.sync.aligned.m8n8.x4"));  // the A operand (q, matmul's a)
+        REQUIRE_FALSE(contains(ptx, "p, 1, 1, 0, 0;"));          // no shared-memory A
+      }
     } else {
       REQUIRE(contains(ptx, "mma.sync.aligned.m16n8k16.row.col.f32"));
       REQUIRE_FALSE(contains(ptx, "wgmma"));
+      REQUIRE(contains(ptx, "ldmatrix.sync.aligned.m8n8.x4"));  // the A and B operands
     }
-    REQUIRE(contains(ptx, "ldmatrix.sync.aligned.m8n8.x4"));  // the A operand (and B on sm_80)
     // No scalar dot left: that would be M·N·K/threads fma per dot (thousands); the softmax has one per score.
     size_t fmas = 0;
     for (size_t p = ptx.find("fma.rn.f32"); p != std::string::npos; p = ptx.find("fma.rn.f32", p + 1)) ++fmas;
@@ -147,7 +158,7 @@ void check_tensor_core_kernel(const std::string &name, kernels::BuiltinSpec spec
 
 }  // namespace
 
-TEST_CASE("attention and matmul at default configs use mma.sync (sm_80) or wgmma (sm_90a) and ldmatrix without spills", "[codegen][mma][ptx]") {
+TEST_CASE("attention and matmul at default configs use mma.sync + ldmatrix (sm_80) or wgmma (sm_90a) without spills", "[codegen][mma][ptx]") {
   kernels::BuiltinSpec spec;
   for (DType dt : {DType::bf16, DType::f16}) {
     spec.dtype = dt;
@@ -241,4 +252,21 @@ TEST_CASE("pipelined attention (3 stages; 128x64 with 8 warps) and matmul assemb
     spec.head_dim = d;
     check_tensor_core_kernel("attention", spec, fmt::format("pipe2_attention_bm128_d{}", d));
   }
+}
+
+TEST_CASE("experimental wgmma with q in shared memory (TILEJIT_WGMMA_SMEM_A=1) assembles without spills",
+          "[codegen][mma][ptx]") {
+  setenv("TILEJIT_WGMMA_SMEM_A", "1", 1);
+  kernels::BuiltinSpec spec;
+  spec.dtype = DType::bf16;
+  for (int d : {64, 128})
+    for (bool causal : {false, true}) {
+      spec.head_dim = d;
+      spec.causal = causal;
+      spec.block_m = 64, spec.block_n = 64, spec.num_warps = 4;
+      check_tensor_core_kernel("attention", spec, fmt::format("ss_attention_d{}_{}", d, causal), 0, true);
+      spec.block_m = 128, spec.block_n = 64, spec.num_warps = 8;  // two warpgroups, two slabs
+      check_tensor_core_kernel("attention", spec, fmt::format("ss8_attention_d{}_{}", d, causal), 0, true);
+    }
+  unsetenv("TILEJIT_WGMMA_SMEM_A");
 }
