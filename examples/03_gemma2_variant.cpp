@@ -1,17 +1,20 @@
 // A user-written attention variant in a few lines: Gemma 2's local layers, tanh soft-capping of the
 // scores (cap 50) plus a causal sliding window of 4096 keys, traced into the attention kernel.
-// Runs on the GPU, or on the CPU interpreter with TILEJIT_INTERPRET=1 (then on a small shape).
+// Runs on the GPU, or on the CPU interpreter (then on a small shape) when there is no GPU or
+// TILEJIT_INTERPRET=1 is set.
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "tilejit/flex_attention.h"
+#include "tilejit/launch.h"
 #include "tilejit/ops.h"
 
 using namespace tilejit;
 
 int main() {
-  bool cpu = resolve_backend(Backend::Auto) == Backend::Interpreter;
+  Backend be = gpu_available() ? resolve_backend(Backend::Auto) : Backend::Interpreter;
+  bool cpu = be == Backend::Interpreter;
   attention::FlexShape shape{.batch = 1, .heads_q = 8, .heads_kv = 4, .seqlen_q = cpu ? 64 : 8192,
                              .seqlen_k = cpu ? 64 : 8192, .head_dim_qk = cpu ? 32 : 128};
 
@@ -22,9 +25,9 @@ int main() {
 
   size_t nq = size_t(shape.heads_q) * shape.seqlen_q * shape.head_dim_qk;
   size_t nk = size_t(shape.heads_kv) * shape.seqlen_k * shape.head_dim_qk;
-  Backend be = resolve_backend(Backend::Auto);
   std::vector<uint16_t> ones_q(nq, 0x3c00), ones_k(nk, 0x3c00);  // f16 1.0
   opt.dtype = DType::f16;
+  opt.backend = be;
   Buffer q(nq * 2, be), k(nk * 2, be), v(nk * 2, be), out(nq * 2, be), lse(nq / shape.head_dim_qk * 4, be);
   q.upload(ones_q);
   k.upload(ones_k);

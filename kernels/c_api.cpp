@@ -36,12 +36,12 @@ DevicePtr device_ptr(const void *p) { return DevicePtr{uint64_t(reinterpret_cast
 std::mutex g_scratch_mutex;
 std::optional<Buffer> g_scratch_lse;
 
-DevicePtr scratch_lse(size_t bytes, Stream &stream) {
+DevicePtr scratch_lse(size_t bytes, Stream &stream, Backend be) {
   std::lock_guard lock(g_scratch_mutex);
-  if (!g_scratch_lse || g_scratch_lse->bytes() < bytes) {
-    stream.synchronize();  // a kernel may still be writing the old scratch
+  if (!g_scratch_lse || g_scratch_lse->bytes() < bytes || g_scratch_lse->on_gpu() != (be == Backend::GPU)) {
+    if (be == Backend::GPU) stream.synchronize();  // a kernel may still be writing the old scratch
     g_scratch_lse.reset();
-    g_scratch_lse.emplace(bytes, Backend::GPU);
+    g_scratch_lse.emplace(bytes, be);
   }
   return DevicePtr{g_scratch_lse->address(), 0};
 }
@@ -53,8 +53,9 @@ void attention_call(const void *q, const void *k, const void *v, void *out, floa
   attention::Shape shape{batch, heads, seqlen_q, seqlen_k, head_dim};
   opt.dtype = attention_dtype(dtype);
   opt.causal = causal != 0;
-  opt.softmax_scale = softmax_scale;  // 0: 1/sqrt(head_dim); validated by attention::check_shape
-  opt.backend = Backend::GPU;
+  // <= 0 selects 1/sqrt(head_dim) (this ABI's contract); NaN/inf are rejected by attention::check_shape.
+  opt.softmax_scale = softmax_scale < 0 ? 0.f : softmax_scale;
+  opt.backend = resolve_backend(Backend::Auto);  // the GPU, or the interpreter with TILEJIT_INTERPRET=1
   attention::detail::Layout L{strides_of(q_strides, "q_strides"), strides_of(k_strides, "k_strides"),
                               strides_of(v_strides, "v_strides"), strides_of(o_strides, "o_strides")};
   // A stand-in address for a NULL lse, so that validation (before any GPU use) looks at the rest.
@@ -64,7 +65,7 @@ void attention_call(const void *q, const void *k, const void *v, void *out, floa
   if (int64_t(batch) * heads * seqlen_q == 0) return;
   Stream borrowed(Stream::Borrow{}, stream);
   opt.stream = &borrowed;
-  if (!lse) p.lse = scratch_lse(size_t(batch) * heads * seqlen_q * 4, borrowed);
+  if (!lse) p.lse = scratch_lse(size_t(batch) * heads * seqlen_q * 4, borrowed, opt.backend);
   attention::forward_strided(p.q, p.k, p.v, p.out, p.lse, shape, L.q, L.k, L.v, L.o, opt);
 }
 

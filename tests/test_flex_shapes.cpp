@@ -23,6 +23,27 @@ TEST_CASE("flex: heads_q not a multiple of heads_kv is rejected", "[flex]") {
   }
 }
 
+TEST_CASE("flex: a score_mod returning the wrong shape or a non-float is rejected with a clear message", "[flex]") {
+  attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 16, .seqlen_k = 16, .head_dim_qk = 32};
+  Buffer b(1 << 16, Backend::Interpreter);
+  auto expect = [&](attention::ScoreMod mod, const char *what) {
+    attention::FlexOptions o;
+    o.backend = Backend::Interpreter;
+    o.block_m = o.block_n = 16;
+    o.score_mod = std::move(mod);
+    try {
+      attention::flex_forward(b, b, b, b, b, s, o);
+      FAIL("expected an error");
+    } catch (const TraceError &e) {
+      REQUIRE_THAT(e.what(), Catch::Contains("the score_mod returned") && Catch::Contains(what));
+    }
+  };
+  // A row vector: [BLOCK_M, 1] instead of the [BLOCK_M, BLOCK_N] score tile.
+  expect([](Tile, Tile, Tile, Tile q, Tile) { return q.to(DType::f32); }, "f32[16x1]");
+  // A boolean would silently become 0/1 scores.
+  expect([](Tile score, Tile, Tile, Tile, Tile) { return score > 0.f; }, "i1[16x16]");
+}
+
 TEST_CASE("flex: varlen batches with empty sequences", "[flex]") {
   check_flex_varlen(Backend::Interpreter, {5, 0, 17, 1, 40}, {5, 0, 17, 1, 40}, false, DType::bf16);
   check_flex_varlen(Backend::Interpreter, {3, 20, 0, 9}, {11, 7, 4, 0}, true, DType::bf16);

@@ -112,11 +112,12 @@ int run_attention(const AttentionArgs &a) {
   fmt::print("attention {} b={} h={} sq={} sk={} d={} causal={} dtype={} backend={}\n", gpu ? "gpu" : "interp",
              shape.batch, shape.heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim, opt.causal, a.dtype,
              gpu ? "gpu" : "interp");
-  fmt::print("  first call (trace+compile+run): {:.2f} ms\n", first_ms);
-  if (gpu)
+  if (gpu) {
+    fmt::print("  first call (trace+compile+run): {:.2f} ms\n", first_ms);
     fmt::print("  time: {:.3f} ms (median of {} launches), {:.1f} TFLOP/s\n", ms, std::max(1, a.iters), tflops);
-  else
-    fmt::print("  time: {:.1f} ms (one run on the CPU interpreter)\n", ms);
+  } else {
+    fmt::print("  time: {:.1f} ms (trace + one run on the CPU interpreter)\n", ms);
+  }
   if (!a.check) return 0;
 
   // Every element must have been written (the poison is NaN), then sampled rows against float64.

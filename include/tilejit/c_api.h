@@ -31,7 +31,9 @@ enum { TILEJIT_DTYPE_BF16 = 0, TILEJIT_DTYPE_F16 = 1, TILEJIT_DTYPE_F32 = 2 /* m
  * lse: contiguous [batch, heads, seqlen_q] f32 natural-log logsumexp of each row, or NULL (not wanted).
  * head_dim: a power of two in [16, 256]; causal (nonzero) needs seqlen_q == seqlen_k.
  * softmax_scale <= 0: 1/sqrt(head_dim). autotune nonzero: use the autotuner's config for this shape (the
- * first call per shape bucket tunes, for seconds; later processes read the winner from the disk cache). */
+ * first call per shape bucket tunes, for seconds; later processes read the winner from the disk cache).
+ * Runs on the GPU (pointers are device memory); with TILEJIT_INTERPRET=1, on the CPU interpreter with host
+ * pointers (no autotuning there). */
 int tilejit_attention_forward(const void *q, const void *k, const void *v, void *out, float *lse, int dtype,
                               int batch, int heads, int seqlen_q, int seqlen_k, int head_dim,
                               const int64_t *q_strides, const int64_t *k_strides, const int64_t *v_strides,
@@ -65,7 +67,7 @@ typedef struct tilejit_flex_variant {
                         * caches it by pointer (see below): the caller promises the ids at this address
                         * do not change between such calls */
   int block_m, block_n;   /* tile sizes, powers of two ≥ 16; 0: the library's default (64) */
-  int num_warps, num_stages; /* 0: the library's defaults (4, 1) */
+  int num_warps, num_stages; /* 0: the library's defaults (4, 2) */
 } tilejit_flex_variant;
 
 /* Everything off, every tuning field 0 (defaults): window_left = window_right = −1, the rest 0/NULL. */

@@ -13,7 +13,11 @@
 #include <mutex>
 #include <tuple>
 
+#include <fmt/format.h>
+
+#include "ir/ir.h"
 #include "kernels/flex/flex_internal.h"
+#include "tilejit/error.h"
 #include "tilejit/ops.h"
 
 namespace tilejit::attention::flex {
@@ -105,7 +109,15 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     // one fma per score. Without a score_mod s is the raw q·k and the softmax scale is folded into c.
     Tile c = P(kScale) * kLog2e;
     if (score_mod) {
-      s = score_mod(s * P(kScale), b, h, q_idx, kv_idx).to(DType::f32);
+      Tile r = score_mod(s * P(kScale), b, h, q_idx, kv_idx);
+      if (!r.valid() || r.shape() != s.shape() || (r.dtype() != DType::f32 && r.dtype() != DType::f16 &&
+                                                    r.dtype() != DType::bf16))
+        throw TraceError(fmt::format(
+            "flex attention: the score_mod returned {} (it must return the score tile's shape [{}] as a float, "
+            "e.g. an expression of its `score` argument)",
+            r.valid() ? fmt::format("{}[{}]", dtype_name(r.dtype()), ir::shape_str(r.shape())) : "nothing",
+            ir::shape_str(s.shape())));
+      s = r.to(DType::f32);
       c = Tile(kLog2e);
     }
     if (cols_check == Cols::Always) s = where(col_ok(None, _), s, neg_inf);
