@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "interp/program.h"
 #include "interp/tile.h"
 #include "tilejit/launch.h"
@@ -13,7 +15,13 @@ namespace tilejit::interp {
 /// The byte range of one bounds-checked pointer argument.
 struct ArgRange {
   uint64_t lo = 0, bytes = 0;
-  int arg = 0;  // index in the argument list
+  int arg = 0;                  // index in the argument list
+  const char *name = nullptr;   // the kernel parameter's name (the Function outlives the run)
+
+  /// "argument 3 ('K')", for error messages.
+  std::string label() const {
+    return name && *name ? fmt::format("argument {} ('{}')", arg, name) : fmt::format("argument {}", arg);
+  }
 };
 
 struct Frame {

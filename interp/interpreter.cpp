@@ -111,9 +111,9 @@ void bind_arg(Frame &fr, const ir::Function &fn, size_t i, const KernelArg &a) {
       if (!t.is_ptr()) mismatch("pointer");
       tile.i.assign(1, int64_t(a.ptr));
       tile.prov.assign(1, int32_t(i));
-      fr.args[i] = {a.ptr, uint64_t(a.bytes), int(i)};
+      fr.args[i] = {a.ptr, uint64_t(a.bytes), int(i), name.c_str()};
       if (a.ptr == 0) return;  // never a valid target, even with bytes > 0
-      if (a.bytes > 0) fr.ranges.push_back({a.ptr, uint64_t(a.bytes), int(i)});
+      if (a.bytes > 0) fr.ranges.push_back(fr.args[i]);
       else fr.has_unchecked_ptr = true;
       return;
     case KernelArg::Kind::Int:

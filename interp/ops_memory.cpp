@@ -89,8 +89,8 @@ class Checker {
   /// An address derived from argument r: it must stay inside r (when r's size is known).
   void check_own(const ArgRange &r, uint64_t addr, int64_t k) const {
     if (r.lo == 0)
-      fail("null pointer access", k, fmt::format("address {:#x} is a null pointer plus an offset: argument {} is a "
-                                                 "null pointer", addr, r.arg));
+      fail("null pointer access", k, fmt::format("address {:#x} is a null pointer plus an offset: {} is a "
+                                                 "null pointer", addr, r.label()));
     if (r.bytes == 0) {  // unknown size: cannot be checked, but the null page is never valid
       if (addr < kNullPage) fail_null_page(addr, k);
       return;
@@ -124,14 +124,14 @@ class Checker {
     const char *oob = "out-of-bounds access";
     const uint64_t end = r.lo + r.bytes;
     if (addr < r.lo)
-      fail(oob, k, fmt::format("address {:#x} is {} bytes before the start of argument {} ({} bytes)", addr,
-                               r.lo - addr, r.arg, r.bytes));
+      fail(oob, k, fmt::format("address {:#x} is {} bytes before the start of {} ({} bytes)", addr,
+                               r.lo - addr, r.label(), r.bytes));
     if (addr >= end)
-      fail(oob, k, fmt::format("address {:#x} is {} bytes past the end of argument {} ({} bytes)", addr, addr - end,
-                               r.arg, r.bytes));
-    fail(oob, k, fmt::format("address {:#x} starts {} bytes before the end of argument {} ({} bytes) but the "
+      fail(oob, k, fmt::format("address {:#x} is {} bytes past the end of {} ({} bytes)", addr, addr - end,
+                               r.label(), r.bytes));
+    fail(oob, k, fmt::format("address {:#x} starts {} bytes before the end of {} ({} bytes) but the "
                              "element is {} bytes long",
-                             addr, end - addr, r.arg, r.bytes, bytes_));
+                             addr, end - addr, r.label(), r.bytes, bytes_));
   }
   /// Names the argument nearest below the address (or the lowest one) and how far off the access is.
   [[noreturn]] void explain_union(uint64_t addr, int64_t k) const {

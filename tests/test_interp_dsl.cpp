@@ -99,6 +99,6 @@ TEST_CASE("DSL: an unmasked out-of-bounds load names this file and line", "[inte
     CHECK_THAT(m, Catch::Contains("load at "));
     CHECK_THAT(m, Catch::Contains("test_interp_dsl.cpp:" + std::to_string(line)));
     CHECK_THAT(m, Catch::Contains("element [100] of the 128 tile"));
-    CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 (400 bytes)"));
+    CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 ('arg0') (400 bytes)"));
   }
 }

@@ -17,7 +17,7 @@ namespace {
 }  // namespace
 
 TEST_CASE("an out-of-bounds load names the element, address, argument and program", "[interp][memory]") {
-  // Program 1 reads element [3, 17] of a 64x64 tile at 8 bytes past the end of argument 2 (4096 bytes);
+  // Program 1 reads element [3, 17] of a 64x64 tile at 8 bytes past the end of argument 2 ('x', 4096 bytes);
   // every other element (and all of program 0) stays inside.
   HostBuf a0(16), a1(16), a2(4096), out(64 * 64 * 4);
   KernelBuilder kb;
@@ -38,7 +38,7 @@ TEST_CASE("an out-of-bounds load names the element, address, argument and progra
   INFO(m);
   CHECK_THAT(m, Catch::StartsWith("load at kernels/x.cpp:77: out-of-bounds access at element [3, 17] of the 64x64 tile: address 0x"));
   CHECK_THAT(m, Catch::Contains(fmt::format("{:#x} is", a2.addr() + 4096 + 8)));
-  CHECK_THAT(m, Catch::EndsWith("is 8 bytes past the end of argument 2 (4096 bytes), program_id (1, 0, 0)"));
+  CHECK_THAT(m, Catch::EndsWith("is 8 bytes past the end of argument 2 ('x') (4096 bytes), program_id (1, 0, 0)"));
 }
 
 TEST_CASE("stores and atomics are checked too; before-start, straddling and misaligned accesses", "[interp][memory]") {
@@ -54,17 +54,17 @@ TEST_CASE("stores and atomics are checked too; before-start, straddling and misa
   auto kb = make(K::Store, 16);
   std::string m = interp_error(kb->fn, Grid{}, {buf.arg()});
   CHECK_THAT(m, Catch::Contains("store at kernels/x.cpp:12: out-of-bounds access at element [] of the scalar tile"));
-  CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 (64 bytes)"));
+  CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 ('p') (64 bytes)"));
   kb = make(K::AtomicAdd, -2);
   m = interp_error(kb->fn, Grid{}, {buf.arg()});
   CHECK_THAT(m, Catch::Contains("atomic_add at"));
-  CHECK_THAT(m, Catch::Contains("is 8 bytes before the start of argument 0 (64 bytes)"));
+  CHECK_THAT(m, Catch::Contains("is 8 bytes before the start of argument 0 ('p') (64 bytes)"));
   // A 62-byte argument: the f32 at byte 60 would read 2 bytes past the end.
   KernelArg short_arg = buf.arg();
   short_arg.bytes = 62;
   kb = make(K::Store, 15);
   m = interp_error(kb->fn, Grid{}, {short_arg});
-  CHECK_THAT(m, Catch::Contains("starts 2 bytes before the end of argument 0 (62 bytes) but the element is 4 bytes long"));
+  CHECK_THAT(m, Catch::Contains("starts 2 bytes before the end of argument 0 ('p') (62 bytes) but the element is 4 bytes long"));
   // A pointer argument that is not 4-byte aligned.
   KernelArg skewed = buf.arg();
   skewed.ptr += 2;

@@ -55,7 +55,7 @@ TEST_CASE("a load running past argument x into the adjacent argument y is caught
   const std::string m = interp_error(bad->fn, Grid{}, {x, y, out.arg()});
   INFO(m);
   CHECK_THAT(m, Catch::StartsWith("load at kernels/x.cpp:40: out-of-bounds access at element [64] of the 128 tile"));
-  CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 (256 bytes)"));
+  CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 ('x') (256 bytes)"));
 }
 
 TEST_CASE("an argument of unknown size does not switch off the checks of the others", "[interp][memory][provenance]") {
@@ -65,12 +65,12 @@ TEST_CASE("an argument of unknown size does not switch off the checks of the oth
   std::string m = interp_error(bad->fn, Grid{}, {xs.arg(), ys.arg(false), out.arg()});
   INFO(m);
   CHECK_THAT(m, Catch::Contains("element [64]"));
-  CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 (256 bytes)"));
+  CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 ('x') (256 bytes)"));
   // A null unknown-size bystander does not either.
   KernelArg null_arg;
   null_arg.kind = KernelArg::Kind::Ptr;
   m = interp_error(bad->fn, Grid{}, {xs.arg(), null_arg, out.arg()});
-  CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 (256 bytes)"));
+  CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 ('x') (256 bytes)"));
   // The unknown-size argument itself stays unchecked: reading 128 floats through it works.
   auto via_y = copy_kernel(128);
   ys.bytes.assign(ys.bytes.size(), 0);
@@ -97,12 +97,12 @@ TEST_CASE("a null argument is an error at any offset, and DevicePtr{0, 64} is no
   std::string m = interp_error(far->fn, Grid{}, {null_arg, other.arg(false)});
   INFO(m);
   CHECK_THAT(m, Catch::Contains("null pointer access at element []"));
-  CHECK_THAT(m, Catch::Contains("address 0x2000 is a null pointer plus an offset: argument 0 is a null pointer"));
+  CHECK_THAT(m, Catch::Contains("address 0x2000 is a null pointer plus an offset: argument 0 ('p') is a null pointer"));
   KernelArg sized_null = null_arg;
   sized_null.bytes = 64;
   auto at0 = make(0);
   m = interp_error(at0->fn, Grid{}, {sized_null, other.arg()});
-  CHECK_THAT(m, Catch::Contains("argument 0 is a null pointer"));
+  CHECK_THAT(m, Catch::Contains("argument 0 ('p') is a null pointer"));
 }
 
 TEST_CASE("select between two pointer arguments checks each lane against the argument it picked",
@@ -134,7 +134,7 @@ TEST_CASE("select between two pointer arguments checks each lane against the arg
   const std::string m = interp_error(bad->fn, Grid{}, {x, y, out.arg()});
   INFO(m);
   CHECK_THAT(m, Catch::Contains("out-of-bounds access at element [33] of the 64 tile"));
-  CHECK_THAT(m, Catch::Contains("is 4 bytes past the end of argument 1 (128 bytes)"));
+  CHECK_THAT(m, Catch::Contains("is 4 bytes past the end of argument 1 ('y') (128 bytes)"));
 }
 
 TEST_CASE("a loop-carried pointer advanced past its argument's end is caught", "[interp][memory][provenance]") {
@@ -180,7 +180,7 @@ TEST_CASE("a loop-carried pointer advanced past its argument's end is caught", "
   const std::string m = interp_error(kb.fn, Grid{}, {x, y, out.arg(), int_arg(5)});
   INFO(m);
   CHECK_THAT(m, Catch::StartsWith("load at kernels/x.cpp:90: out-of-bounds access at element [0] of the 16 tile"));
-  CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 (256 bytes)"));
+  CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 ('x') (256 bytes)"));
 }
 
 TEST_CASE("misaligned accesses say so; integer-cast pointers are checked against every argument",
