@@ -276,6 +276,18 @@ void Lowering::declare_kernel() {
 }
 
 void Lowering::run() {
+  // Tensor-core dots lower to mma.sync m16n8k16 (PTX ISA: sm_80+ for bf16; LLVM cannot select it below), so
+  // older targets get an error naming the dot instead of an LLVM abort.
+  int sm = 0;
+  for (char ch : opts.arch)
+    if (ch >= '0' && ch <= '9') sm = sm * 10 + (ch - '0');
+  if (sm < 80)
+    ir::walk(const_cast<ir::Block &>(*fn.body), [&](ir::Op &op) {
+      if (!dot_uses_mma(op, opts.num_warps)) return;
+      cur_op = &op;
+      fail(fmt::format("an f16/bf16 dot needs tensor cores of sm_80 or newer (mma.sync m16n8k16); {} is older",
+                       opts.arch));
+    });
   plan = assign_layouts(fn, opts.num_warps);
   axis = analyze_axis_info(fn);
   declare_kernel();

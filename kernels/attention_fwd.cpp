@@ -120,12 +120,17 @@ void check_shape(const Shape &s, const Options &opt) {
     throw TraceError(fmt::format("attention::forward: BLOCK_M {} / BLOCK_N {} too large (at most 256)", opt.block_m,
                                  opt.block_n));
   if (s.batch < 0 || s.heads < 0 || s.seqlen_q < 0 || s.seqlen_k < 0)
-    throw TraceError("attention::forward: sizes must be non-negative");
+    throw TraceError(fmt::format("attention::forward: sizes must be non-negative (batch {}, heads {}, seqlen_q {}, "
+                                 "seqlen_k {})", s.batch, s.heads, s.seqlen_q, s.seqlen_k));
   if (!pow2(s.head_dim) || s.head_dim < 16 || s.head_dim > 256)
     throw TraceError("attention::forward: head_dim " + std::to_string(s.head_dim) +
                      " is not supported (a power of two in [16, 256])");
   if (!pow2(opt.block_m) || !pow2(opt.block_n) || opt.block_m < 16 || opt.block_n < 16)
     throw TraceError("attention::forward: BLOCK_M and BLOCK_N must be powers of two ≥ 16");
+  if (!pow2(opt.num_warps) || opt.num_warps > 16)
+    throw TraceError(fmt::format("attention::forward: num_warps {} must be a power of two in [1, 16]", opt.num_warps));
+  if (opt.num_stages < 1 || opt.num_stages > 8)
+    throw TraceError(fmt::format("attention::forward: num_stages {} must be in [1, 8]", opt.num_stages));
   if (opt.causal && s.seqlen_q != s.seqlen_k)
     throw TraceError("attention::forward: causal masking needs seqlen_q == seqlen_k (got " +
                      std::to_string(s.seqlen_q) + " and " + std::to_string(s.seqlen_k) + ")");

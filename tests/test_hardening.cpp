@@ -9,6 +9,10 @@
 #include "tilejit/attention.h"
 #include "tilejit/buffer.h"
 #include "tilejit/error.h"
+#include "tilejit/flex_attention.h"
+#include "tilejit/flex_variants.h"
+#include "tilejit/kernels.h"
+#include "tilejit/ops.h"
 
 using namespace tilejit;
 
@@ -33,6 +37,58 @@ TEST_CASE("attention options are validated before anything runs", "[hardening]")
   opt.softmax_scale = -0.125f;  // the kernel takes the row max on raw scores: a negative scale would invert it
   REQUIRE_THROWS_WITH(attention::check_shape(s, opt), Catch::Contains("positive"));
   opt.softmax_scale = 0;
+  opt.num_warps = 3;
+  REQUIRE_THROWS_WITH(attention::check_shape(s, opt), Catch::Contains("num_warps 3"));
+  opt.num_warps = 4;
+  opt.num_stages = 9;
+  REQUIRE_THROWS_WITH(attention::check_shape(s, opt), Catch::Contains("num_stages 9"));
+  opt.num_stages = 2;
   opt.block_m = 1 << 30;
   REQUIRE_THROWS_AS(attention::check_shape(s, opt), TraceError);
+}
+
+TEST_CASE("an f16/bf16 dot for an arch without mma.sync m16n8k16 is a CompileError, not an LLVM abort", "[hardening]") {
+  kernels::BuiltinSpec spec;
+  spec.dtype = DType::f16;
+  for (const char *arch : {"sm_70", "sm_75"}) {
+    spec.arch = arch;
+    REQUIRE_THROWS_WITH(kernels::builtin_ptx("matmul", spec),
+                        Catch::Contains("needs tensor cores of sm_80 or newer") && Catch::Contains(arch));
+  }
+  spec.dtype = DType::f32;  // the FMA path still compiles for them
+  spec.arch = "sm_75";
+  REQUIRE(kernels::builtin_ptx("matmul", spec).find(".entry") != std::string::npos);
+}
+
+TEST_CASE("flex options and built-in mods are validated before anything runs", "[hardening][flex]") {
+  attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 16, .seqlen_k = 16, .head_dim_qk = 32};
+  Buffer b(1 << 16, Backend::Interpreter);
+  auto expect = [&](attention::FlexOptions o, const char *what) {
+    o.backend = Backend::Interpreter;
+    REQUIRE_THROWS_WITH(attention::flex_forward(b, b, b, b, b, s, o), Catch::Contains(what));
+  };
+  attention::FlexOptions o;
+  for (float bad : {-1.f, std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    o.softmax_scale = bad;
+    expect(o, "softmax_scale");
+  }
+  o = {};
+  o.block_m = 512;
+  expect(o, "BLOCK_M 512");
+  o = {};
+  o.num_warps = 3;
+  expect(o, "num_warps 3");
+  o = {};
+  o.num_stages = 0;
+  expect(o, "num_stages 0");
+  // A mask function must return a rank ≤ 2 boolean tile.
+  o = {};
+  o.mask = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return reshape(q >= kv, {1, 16, 16}); });
+  o.block_m = o.block_n = 16;
+  o.block_mask_mode = attention::BlockMaskMode::Off;
+  expect(o, "the mask function returned i1[1x16x16]");
+  REQUIRE_THROWS_WITH(attention::softcap(0.f), Catch::Contains("must be finite and > 0"));
+  REQUIRE_THROWS_WITH(attention::softcap(std::nanf("")), Catch::Contains("must be finite and > 0"));
+  REQUIRE_THROWS_WITH(attention::alibi_slopes(-3), Catch::Contains("heads -3"));
+  REQUIRE(attention::alibi_slopes(0).empty());
 }

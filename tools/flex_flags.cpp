@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -22,13 +24,50 @@
 
 namespace tilejit::tools {
 
+namespace {
+
+/// A finite number ≥ 0 (CLI11's own range check accepts NaN and inf for floats).
+const CLI::Validator kFiniteNonNegative(
+    [](std::string &text) -> std::string {
+      char *end = nullptr;
+      double v = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < 0)
+        return fmt::format("{} is not a finite number ≥ 0", text);
+      return {};
+    },
+    "FINITE≥0");
+
+/// "100,0,1,513": lengths ≥ 0, at least one, no empty items or trailing characters.
+std::vector<int> parse_lengths(const std::string &text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    int n = 0;
+    auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (item.empty() || ec != std::errc{} || ptr != item.data() + item.size() || n < 0)
+      throw Error(fmt::format("--varlen '{}': '{}' is not a length (comma-separated integers ≥ 0, e.g. 100,0,513)",
+                              text, item));
+    out.push_back(n);
+  }
+  if (out.empty() || text.back() == ',')
+    throw Error(fmt::format("--varlen '{}': give comma-separated lengths, e.g. 100,0,513", text));
+  return out;
+}
+
+}  // namespace
+
 void add_flex_flags(CLI::App *att, FlexFlags &f) {
-  att->add_option("--window-left", f.window_left, "sliding window: keys up to this many before the query");
-  att->add_option("--window-right", f.window_right, "sliding window: keys up to this many after the query");
+  const auto sides = CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max());
+  att->add_option("--window-left", f.window_left, "sliding window: keys up to this many before the query (-1: unbounded)")
+      ->check(sides);
+  att->add_option("--window-right", f.window_right, "sliding window: keys up to this many after the query (-1: unbounded)")
+      ->check(sides);
   att->add_flag("--alibi", f.alibi, "ALiBi bias with the paper's slopes");
-  att->add_option("--softcap", f.softcap, "tanh soft-capping of the scores (e.g. 50)");
-  att->add_option("--gqa-kv-heads", f.gqa_kv_heads, "key/value heads (grouped-query attention)");
-  att->add_option("--varlen", f.varlen, "variable-length batch: comma-separated sequence lengths");
+  att->add_option("--softcap", f.softcap, "tanh soft-capping of the scores (e.g. 50; 0: off)")->check(kFiniteNonNegative);
+  att->add_option("--gqa-kv-heads", f.gqa_kv_heads, "key/value heads (grouped-query attention)")
+      ->check(CLI::Range(0, 65535));
+  att->add_option("--varlen", f.varlen, "variable-length batch: comma-separated sequence lengths (replaces --batch, "
+                                        "--seqlen-q and --seqlen-k)");
   att->add_flag("--bottom-right", f.bottom_right, "align causal / window masks bottom-right");
 }
 
@@ -47,10 +86,7 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
               .seqlen_k = a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, .head_dim_qk = a.head_dim};
   std::vector<int> lens, cu{0};
   if (!f.varlen.empty()) {
-    std::stringstream ss(f.varlen);
-    for (std::string item; std::getline(ss, item, ',');) {
-      int n = std::stoi(item);
-      if (n < 0) throw Error("--varlen: lengths must be ≥ 0");
+    for (int n : parse_lengths(f.varlen)) {
       lens.push_back(n);
       cu.push_back(cu.back() + n);
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -166,9 +167,9 @@ int main(int argc, char **argv) {
 
   AttentionArgs a;
   auto *att = app.add_subcommand("attention", "run the attention forward kernel, time it, optionally check it");
-  att->add_option("--batch", a.batch, "batch size")->check(CLI::PositiveNumber);
-  att->add_option("--heads", a.heads, "heads")->check(CLI::PositiveNumber);
-  att->add_option("--seqlen-q", a.seqlen_q, "query length")->check(CLI::PositiveNumber);
+  att->add_option("--batch", a.batch, "batch size")->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  att->add_option("--heads", a.heads, "heads")->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  att->add_option("--seqlen-q", a.seqlen_q, "query length")->check(CLI::Range(1, std::numeric_limits<int>::max()));
   att->add_option("--seqlen-k", a.seqlen_k, "key length (default: seqlen-q)");
   att->add_option("--head-dim", a.head_dim, "head dimension");
   att->add_flag("--causal", a.causal, "causal mask");

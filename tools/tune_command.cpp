@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -109,19 +110,19 @@ CLI::App *add_tune_command(CLI::App &app) {
   TuneArgs &a = g_args;
   auto *c = app.add_subcommand("tune", "autotune a kernel for a shape; print every config's time and the winner");
   c->add_option("kernel", a.kernel, "attention or matmul")->required()->check(CLI::IsMember({"attention", "matmul"}));
-  c->add_option("--batch", a.batch, "attention: batch")->check(CLI::PositiveNumber);
-  c->add_option("--heads", a.heads, "attention: heads")->check(CLI::PositiveNumber);
-  c->add_option("--seqlen-q", a.seqlen_q, "attention: query length")->check(CLI::PositiveNumber);
+  c->add_option("--batch", a.batch, "attention: batch")->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  c->add_option("--heads", a.heads, "attention: heads")->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  c->add_option("--seqlen-q", a.seqlen_q, "attention: query length")->check(CLI::Range(1, std::numeric_limits<int>::max()));
   c->add_option("--seqlen-k", a.seqlen_k, "attention: key length (default: seqlen-q)");
   c->add_option("--head-dim", a.head_dim, "attention: head dimension");
   c->add_flag("--causal", a.causal, "attention: causal mask");
-  c->add_option("-M", a.M, "matmul: rows of a and c")->check(CLI::PositiveNumber);
-  c->add_option("-N", a.N, "matmul: columns of b and c")->check(CLI::PositiveNumber);
-  c->add_option("-K", a.K, "matmul: columns of a, rows of b")->check(CLI::PositiveNumber);
+  c->add_option("-M", a.M, "matmul: rows of a and c")->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  c->add_option("-N", a.N, "matmul: columns of b and c")->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  c->add_option("-K", a.K, "matmul: columns of a, rows of b")->check(CLI::Range(1, std::numeric_limits<int>::max()));
   c->add_option("--dtype", a.dtype, "bf16 or f16 (matmul also f32)")->check(CLI::IsMember({"bf16", "f16", "f32"}));
   c->add_flag("--use-cache", a.use_cache, "print the cached winner if there is one instead of tuning again");
-  c->add_option("--repeats", a.repeats, "timed samples per config (median wins)")->check(CLI::PositiveNumber);
-  c->add_option("--warmup", a.warmup, "untimed launches per config")->check(CLI::NonNegativeNumber);
+  c->add_option("--repeats", a.repeats, "timed samples per config (median wins)")->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  c->add_option("--warmup", a.warmup, "untimed launches per config")->check(CLI::Range(0, std::numeric_limits<int>::max()));
   c->add_option("--threads", a.threads, "compile threads (0: TILEJIT_AUTOTUNE_THREADS or the hardware's, ≤ 16)");
   return c;
 }

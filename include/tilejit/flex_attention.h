@@ -149,7 +149,7 @@ enum class BlockMaskMode {
 struct FlexOptions {
   ScoreMod score_mod;
   Mask mask;
-  float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim_qk)
+  float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim_qk); otherwise finite and positive (else TraceError)
   DType dtype = DType::bf16;  // bf16 or f16 (q, k, v, out)
   /// Element strides; all-zero (default) means contiguous for the layout described in FlexShape. With
   /// varlen, `batch` is ignored and `seq` steps over packed tokens.

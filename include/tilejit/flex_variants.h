@@ -41,7 +41,8 @@ ScoreMod alibi(const Captured &slopes);
 std::vector<float> alibi_slopes(int heads);
 /// tanh soft-capping (Gemma 2): cap·tanh(score / cap). cap is an f32 capture.
 ScoreMod softcap(const Captured &cap);
-inline ScoreMod softcap(float cap) { return softcap(capture(cap)); }
+/// The same with a fixed cap; throws TraceError unless cap is finite and > 0.
+ScoreMod softcap(float cap);
 /// Relative-position bias from a table (T5-style, without bucketing): score + table[h, clamp(kv − q,
 /// −max_distance, max_distance) + max_distance]. table: f32 [heads_q, 2·max_distance + 1].
 ScoreMod relative_position_bias(const Captured &table, int max_distance);

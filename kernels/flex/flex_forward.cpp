@@ -51,8 +51,16 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
   for (int d : {s.head_dim_qk, p.dim_v})
     if (d < 16 || d > 256) throw fail(fmt::format("head dim {} is not supported (16 to 256)", d));
   auto pow2 = [](int x) { return x >= 16 && (x & (x - 1)) == 0; };
-  if (!pow2(opt.block_m) || !pow2(opt.block_n))
-    throw fail(fmt::format("BLOCK_M {} and BLOCK_N {} must be powers of two ≥ 16", opt.block_m, opt.block_n));
+  if (!pow2(opt.block_m) || !pow2(opt.block_n) || opt.block_m > 256 || opt.block_n > 256)
+    throw fail(fmt::format("BLOCK_M {} and BLOCK_N {} must be powers of two in [16, 256]", opt.block_m, opt.block_n));
+  if (opt.num_warps < 1 || opt.num_warps > 16 || (opt.num_warps & (opt.num_warps - 1)) != 0)
+    throw fail(fmt::format("num_warps {} must be a power of two in [1, 16]", opt.num_warps));
+  if (opt.num_stages < 1 || opt.num_stages > 8)
+    throw fail(fmt::format("num_stages {} must be in [1, 8]", opt.num_stages));
+  // 0 selects 1/sqrt(head_dim_qk); the kernel takes the row max on raw scores, so the scale must be positive.
+  if (!std::isfinite(opt.softmax_scale) || opt.softmax_scale < 0)
+    throw fail(fmt::format("softmax_scale {} must be finite and positive (0 selects 1/sqrt(head_dim))",
+                           opt.softmax_scale));
   if (opt.dtype != DType::bf16 && opt.dtype != DType::f16)
     throw fail(fmt::format("dtype {} is not supported (bf16 or f16)", dtype_name(opt.dtype)));
   if (s.heads_q > 65535 || s.batch > 65535)

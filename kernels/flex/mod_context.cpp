@@ -1,6 +1,7 @@
 // The context a mod sees while traced (mod_seqlen_q/k) and the visibility test band ∧ fn.
 #include <fmt/format.h>
 
+#include "ir/ir.h"
 #include "kernels/flex/flex_internal.h"
 #include "kernels/launch_options.h"
 #include "tilejit/error.h"
@@ -31,6 +32,11 @@ Tile visible(const Mask &mask, bool has_band, const BandTiles &band, const Tile 
   if (has_band) vis = in_band(band, q_idx, kv_idx);
   if (mask.fn) {
     Tile f = mask.fn(b, h, q_idx, kv_idx);
+    if (!f.valid() || f.shape().size() > 2)
+      throw TraceError(fmt::format("flex attention: the mask function returned {} (it must return an i1 tile "
+                                   "broadcastable to [query rows, key columns], e.g. q >= kv)",
+                                   f.valid() ? fmt::format("{}[{}]", dtype_name(f.dtype()), ir::shape_str(f.shape()))
+                                             : "nothing"));
     if (f.dtype() != DType::i1)
       throw TraceError(fmt::format("flex attention: the mask function returned {} (it must return i1, e.g. a "
                                    "comparison)", dtype_name(f.dtype())));

@@ -98,8 +98,16 @@ ScoreMod alibi(const Captured &slopes) {
   });
 }
 
+ScoreMod softcap(float cap) {
+  if (!std::isfinite(cap) || cap <= 0)
+    throw TraceError(fmt::format("softcap: the cap {} must be finite and > 0 (scores become cap·tanh(score/cap))", cap));
+  return softcap(capture(cap));
+}
+
 std::vector<float> alibi_slopes(int heads) {
-  if (heads <= 0) return {};
+  if (heads < 0 || heads > 65535)
+    throw TraceError(fmt::format("alibi_slopes: heads {} must be in [0, 65535]", heads));
+  if (heads == 0) return {};
   auto pow2_slopes = [](int n) {
     std::vector<float> v(static_cast<size_t>(n));
     double start = std::pow(2.0, -8.0 / n);
