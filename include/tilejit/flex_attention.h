@@ -123,7 +123,10 @@ Tile mod_k_token(const Tile &kv_idx);
 /// (strides in FlexOptions; default contiguous). lse: [batch, heads_q, seqlen_q] f32, contiguous.
 /// Varlen (FlexOptions::cu_seqlens_q set): tokens of all sequences packed, q/out [total_q, heads_q, d],
 /// k/v [total_k, heads_kv, d]; seqlen_q/seqlen_k are then the maximum lengths and lse is
-/// [heads_q, total_q]. head_dim_v = 0 means head_dim_qk. Head dims may be any value in [16, 256]; those
+/// [heads_q, total_q]. cu_seqlens must be non-decreasing prefix sums starting at 0 with cu_seqlens[batch] =
+/// total and every length ≤ seqlen_q / seqlen_k: they live in device memory and are NOT checked (as in
+/// FlashAttention's varlen API); violating this reads or writes outside the tensors (the interpreter
+/// reports it as an out-of-bounds access). head_dim_v = 0 means head_dim_qk. Head dims may be any value in [16, 256]; those
 /// that are not powers of two (96, 192, ...) run in the next power-of-two tile with masked lanes.
 struct FlexShape {
   int batch = 1, heads_q = 1, heads_kv = 0 /* 0: heads_q */, seqlen_q = 128, seqlen_k = 128;
