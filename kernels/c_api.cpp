@@ -16,6 +16,7 @@
 #include "tilejit/attention.h"
 #include "tilejit/buffer.h"
 #include "tilejit/error.h"
+#include "tilejit/kernels.h"
 
 #ifndef TILEJIT_VERSION
 #define TILEJIT_VERSION "unknown"
@@ -128,6 +129,12 @@ int tilejit_matmul(const void *a, const void *b, void *c, int M, int N, int K, i
     if (M <= 0 || N <= 0 || K <= 0)
       throw TraceError(fmt::format("M, N, K must be positive (got {}, {}, {})", M, N, K));
     if (!a || !b || !c) throw TraceError(fmt::format("pointer '{}' is null", !a ? "a" : !b ? "b" : "c"));
+    if (resolve_backend(Backend::Auto) == Backend::Interpreter) {  // TILEJIT_INTERPRET=1: host pointers, no tuning
+      LaunchConfig cfg;
+      cfg.backend = Backend::Interpreter;
+      kernels::matmul(device_ptr(a), device_ptr(b), device_ptr(c), M, N, K, dt, cfg);
+      return;
+    }
     Stream borrowed(Stream::Borrow{}, stream);
     kernels::matmul_autotuned(device_ptr(a), device_ptr(b), device_ptr(c), M, N, K, dt, &borrowed);
   });

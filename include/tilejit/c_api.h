@@ -105,7 +105,8 @@ int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, 
 int tilejit_flex_clear_cache(void);
 
 /* c[M,N] = a[M,K]·b[K,N], contiguous row-major, dtype bf16 (0), f16 (1) or f32 (2), f32 accumulation.
- * Uses the autotuner's config for the shape (the first call per shape bucket tunes). */
+ * Uses the autotuner's config for the shape (the first call per shape bucket tunes). With TILEJIT_INTERPRET=1:
+ * the CPU interpreter on host pointers, default blocks, no tuning. */
 int tilejit_matmul(const void *a, const void *b, void *c, int M, int N, int K, int dtype, void *stream);
 
 /* What one compile cost (milliseconds) and where the kernel came from. */
