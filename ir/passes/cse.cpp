@@ -45,12 +45,15 @@ class Cse {
     scopes_.emplace_back();
     for (size_t i = 0; i < b.ops.size();) {
       Op &op = *b.ops[i];
+      // Uses come after their definition in this walk (SSA dominance; regions are visited inside their op),
+      // so rewriting each op's operands as it is reached replaces every use of a merged op's results in one
+      // pass over the function, instead of a walk of the whole function per merge.
+      for (Value *&o : op.operands)
+        if (auto it = replaced_.find(o); it != replaced_.end()) o = it->second;
       if (passes::is_pure(op.kind) && op.regions.empty() && op.num_results() > 0) {
         std::string key = op_key(op);
         if (Op *prev = lookup(key)) {
-          std::vector<Value *> to;
-          for (auto &r : prev->results) to.push_back(r.get());
-          passes::replace_results(fn_, op, to);
+          for (int r = 0; r < op.num_results(); ++r) replaced_[op.result(r)] = prev->result(r);
           passes::erase_op(b, i);
           continue;
         }
@@ -64,6 +67,7 @@ class Cse {
 
   Function &fn_;
   std::vector<std::unordered_map<std::string, Op *>> scopes_;
+  std::unordered_map<const Value *, Value *> replaced_;  // results of merged (erased) ops → the kept op's
 };
 
 }  // namespace
