@@ -209,21 +209,19 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
                                      bool a_smem, llvm::Value *b_base, bool b_nk, bool bf16) {
   auto &b = L.b;
   std::vector<std::vector<Frag>> af(size_t(g.KT), std::vector<Frag>(size_t(g.MT)));
-  for (int64_t kt = 0; a_smem ? false : kt < g.KT; ++kt)
-    for (int64_t mt = 0; mt < g.MT; ++mt) {
-      Frag &f = af[size_t(kt)][size_t(mt)];
-      if (a_pre) for (int i = 0; i < 4; ++i) f[size_t(i)] = (*a_pre)[size_t((mt * g.KT + kt) * 4 + i)];
-      else if (a_regs) f = a_from_regs(L, *a_regs, mt, kt);
-      else f = load_a(L, g, a_base, mt, kt);
-    }
-  // A read by the wgmma from shared memory: this warpgroup's slabs (wgmma_a_row) start g·MT·64 rows in.
   llvm::Value *a_slabs = nullptr;
-  if (a_smem)
+  if (a_smem) {
+    // A read by the wgmma from shared memory: this warpgroup's slabs (wgmma_a_row) start g·MT·64 rows in.
     a_slabs = b.CreateInBoundsGEP(b.getInt8Ty(), a_base,
                                   b.CreateMul(b.CreateLShr(L.warp(), 2), L.i32(g.MT * 64 * 128)));
-  int64_t per_row = 2 * g.NT;
-  auto acc_reg = [&](int64_t mt, int64_t nt, int i) { return size_t((2 * mt + (i >> 1)) * per_row + 2 * nt + (i & 1)); };
-  if (!a_smem) {
+  } else {
+    for (int64_t kt = 0; kt < g.KT; ++kt)
+      for (int64_t mt = 0; mt < g.MT; ++mt) {
+        Frag &f = af[size_t(kt)][size_t(mt)];
+        if (a_pre) for (int i = 0; i < 4; ++i) f[size_t(i)] = (*a_pre)[size_t((mt * g.KT + kt) * 4 + i)];
+        else if (a_regs) f = a_from_regs(L, *a_regs, mt, kt);
+        else f = load_a(L, g, a_base, mt, kt);
+      }
     std::vector<llvm::Value *> a_regs_flat;
     for (auto &row : af)
       for (Frag &f : row)
@@ -234,6 +232,8 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
       for (Frag &f : af[i])
         for (llvm::Value *&r : f) r = a_regs_flat[n++];
   }
+  int64_t per_row = 2 * g.NT;
+  auto acc_reg = [&](int64_t mt, int64_t nt, int i) { return size_t((2 * mt + (i >> 1)) * per_row + 2 * nt + (i & 1)); };
   pin_registers(L, c);
   wgmma_fence(L);
   for (int64_t kt = 0; kt < g.KT; ++kt)
