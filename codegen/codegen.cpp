@@ -33,6 +33,13 @@ Lowering::Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLV
   if (entry_.empty() || std::isdigit(static_cast<unsigned char>(entry_[0]))) entry_ = "k_" + entry_;
 }
 
+int sm_version(const std::string &arch) {
+  int v = 0;
+  for (char c : arch)
+    if (c >= '0' && c <= '9') v = v * 10 + (c - '0');
+  return v;
+}
+
 void Lowering::fail(const std::string &why) const {
   if (!cur_op) throw CompileError(fmt::format("codegen: kernel '{}': {}", fn.name, why));
   throw CompileError(fmt::format("codegen: cannot lower op '{}' at {} in kernel '{}': {}", ir::op_name(cur_op->kind),
@@ -278,10 +285,7 @@ void Lowering::declare_kernel() {
 void Lowering::run() {
   // Tensor-core dots lower to mma.sync m16n8k16 (PTX ISA: sm_80+ for bf16; LLVM cannot select it below), so
   // older targets get an error naming the dot instead of an LLVM abort.
-  int sm = 0;
-  for (char ch : opts.arch)
-    if (ch >= '0' && ch <= '9') sm = sm * 10 + (ch - '0');
-  if (sm < 80)
+  if (sm_version(opts.arch) < 80)
     ir::walk(const_cast<ir::Block &>(*fn.body), [&](ir::Op &op) {
       if (!dot_uses_mma(op, opts.num_warps)) return;
       cur_op = &op;

@@ -30,6 +30,9 @@ struct Tile {
   bool is_scalar() const { return !layout.has_value(); }
 };
 
+/// 90 for "sm_90a", 80 for "sm_80": the digits of an arch name.
+int sm_version(const std::string &arch);
+
 class Lowering {
  public:
   Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLVMContext &ctx, llvm::Module &mod);

@@ -16,13 +16,6 @@ namespace {
 constexpr int64_t kMaxPipelineBytes = 160 * 1024;  // stage buffers; leaves room for scratch and static smem
 constexpr int64_t kChunkElems = 8;                  // 16 bytes of 16-bit elements per cp.async
 
-int sm_version(const std::string &arch) {
-  int v = 0;
-  for (char c : arch)
-    if (c >= '0' && c <= '9') v = v * 10 + (c - '0');
-  return v;
-}
-
 /// Ops that may be re-lowered for another iteration: pure, no regions, no memory.
 bool relowerable(ir::OpKind k) {
   using K = ir::OpKind;
