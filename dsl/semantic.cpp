@@ -46,6 +46,12 @@ int normalize_axis(int axis, int rank, const char *op, const ir::Type &t, const 
 
 ir::Value *emit(TraceContext &ctx, ir::OpKind kind, std::vector<ir::Value *> operands, ir::Type type,
                 const SrcLoc &loc, ir::Attrs attrs) {
+  // Every tile lives in registers spread over one program's threads; Triton caps tiles at the same size. A
+  // larger one would only fail later (hours of codegen for a huge dot, or an allocation failure).
+  constexpr int64_t kMaxTileElements = int64_t(1) << 20;
+  if (!type.is_scalar() && type.numel() > kMaxTileElements)
+    fail(loc, fmt::format("{}: a {} tile has {} elements; a tile holds at most 2^20 = {}", ir::op_name(kind),
+                          type.str(), type.numel(), kMaxTileElements));
   return ctx.builder.create1(kind, std::move(operands), std::move(type), std::move(attrs), ir_loc(loc));
 }
 

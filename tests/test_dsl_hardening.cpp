@@ -87,3 +87,23 @@ TEST_CASE("launch limits are the same on the interpreter as on the GPU", "[dsl][
   REQUIRE_THROWS_WITH(run(LaunchConfig{}, Grid{1, 70000, 1}), Contains("exceeds the limit of 65535"));
   REQUIRE_NOTHROW(run(LaunchConfig{}));
 }
+
+TEST_CASE("a tile over 2^20 elements is a TraceError naming the op and the user's line", "[dsl][hardening]") {
+  auto huge_full = Kernel("huge_full", [](Ptr<f32> out) {
+    auto z = zeros({1 << 16, 1 << 16}, DType::f32);  // throws here
+    store(out + arange(0, 16), arange(0, 16).to(DType::f32));
+  });
+  REQUIRE_THROWS_WITH(huge_full.function(DevicePtr{}),
+                      Contains("constant: a tensor<65536x65536xf32> tile has 4294967296 elements") &&
+                          Contains("test_dsl_hardening.cpp"));
+  auto outer = Kernel("outer", [](Ptr<f32> out) {  // each operand is fine; their broadcast product is not
+    auto a = arange(0, 2048).to(DType::f32);
+    store(out + arange(0, 2048), max(a(_, None) * a(None, _), 1));
+  });
+  REQUIRE_THROWS_WITH(outer.function(DevicePtr{}), Contains("has 4194304 elements; a tile holds at most 2^20"));
+  auto fine = Kernel("fine", [](Ptr<f32> out) {  // exactly 2^20 is allowed
+    auto a = arange(0, 1024).to(DType::f32);
+    store(out + arange(0, 1024), max(a(_, None) * a(None, _), 1));
+  });
+  REQUIRE_NOTHROW(fine.function(DevicePtr{}));
+}
