@@ -210,33 +210,34 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
   flex_forward(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), s, opt);
 }
 
-std::string flex_forward_ir(const FlexShape &s, const FlexOptions &opt) {
-  Plan p = plan(s, opt);
-  DevicePtr fake{256, 0};
+namespace {
+
+/// The flex kernel's arguments for ir() / ptx() dumps: placeholder addresses, and a placeholder block mask
+/// of the right block counts when the launch would use one.
+auto placeholder_kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt) {
+  const DevicePtr fake{256, 0};
   BlockMask placeholder;
   placeholder.num_q_blocks = p.nqb;
   placeholder.num_k_blocks = p.nkb;
   bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);
-  auto args = kernel_args(p, s, opt, fake, fake, fake, fake, fake, use_bm ? &placeholder : nullptr);
-  return flex_kernel(opt.dtype, opt.score_mod, opt.mask).ir(args);
+  return kernel_args(p, s, opt, fake, fake, fake, fake, fake, use_bm ? &placeholder : nullptr);
+}
+
+}  // namespace
+
+std::string flex_forward_ir(const FlexShape &s, const FlexOptions &opt) {
+  return flex_kernel(opt.dtype, opt.score_mod, opt.mask).ir(placeholder_kernel_args(plan(s, opt), s, opt));
 }
 
 std::string flex_forward_ptx(const FlexShape &s, const FlexOptions &opt, bool block_mask) {
   LaunchConfig cfg = launch_config(opt);
   if (cfg.arch.empty()) cfg.arch = "sm_90a";
+  Plan p = plan(s, opt);
   if (block_mask) {
-    Plan p = plan(s, opt);
-    DevicePtr fake{256, 0};
+    const DevicePtr fake{256, 0};
     return block_mask_kernel(opt.mask).ptx(cfg, block_mask_args(opt.mask, s, opt, fake, fake, p.nqb, p.nkb)).ptx;
   }
-  Plan p = plan(s, opt);
-  DevicePtr fake{256, 0};
-  BlockMask placeholder;
-  placeholder.num_q_blocks = p.nqb;
-  placeholder.num_k_blocks = p.nkb;
-  bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);
-  auto args = kernel_args(p, s, opt, fake, fake, fake, fake, fake, use_bm ? &placeholder : nullptr);
-  return flex_kernel(opt.dtype, opt.score_mod, opt.mask).ptx(cfg, args).ptx;
+  return flex_kernel(opt.dtype, opt.score_mod, opt.mask).ptx(cfg, placeholder_kernel_args(p, s, opt)).ptx;
 }
 
 }  // namespace tilejit::attention
