@@ -18,11 +18,12 @@ tm() { for ss in 1 0; do echo "smem_a=$ss $* : $(TILEJIT_WGMMA_SMEM_A=$ss $T att
 tm --batch 4 --heads 16 --seqlen-q 4096 --head-dim 128 --block-m 128 --block-n 128 --num-warps 8
 tm --batch 16 --heads 16 --seqlen-q 1024 --head-dim 128 --causal --block-m 128 --block-n 128 --num-warps 8
 tm --batch 8 --heads 32 --seqlen-q 2048 --head-dim 64 --causal --block-m 64 --block-n 64 --num-warps 4
-timeout ${GPU_TESTS_TIMEOUT:-200} carry/tilejit_gpu_tests > "$out/gpu_tests_smem_a.log" 2>&1; echo "gpu tests rc=$?"
+timeout ${GPU_TESTS_TIMEOUT:-200} carry/tilejit_gpu_tests > "$out/gpu_tests_smem_a.log" 2>&1; tests_rc=$?
+echo "gpu tests rc=$tests_rc"
 grep -E "FAILED" -A4 "$out/gpu_tests_smem_a.log" | head -12; tail -3 "$out/gpu_tests_smem_a.log"
 # When the above passes: the full protocol and the flex mods with the shared-memory A path on (the
 # environment reaches the library loaded by the Python scripts), to decide whether it becomes the default.
-if [ "${SS_FULL:-0}" = 1 ]; then
+if [ "${SS_FULL:-0}" = 1 ] && [ "$tests_rc" = 0 ]; then
   timeout 250 python3 bench/side_by_side.py --lib carry/libtilejit.so.0 --skip compile \
     --out "$out/side_by_side_smem_a.md" > "$out/side_by_side_smem_a.log" 2>&1; echo "side_by_side rc=$?"
   timeout 100 python3 bench/flex_side_by_side.py --lib carry/libtilejit.so.0 --block-m 64 --block-n 64 \

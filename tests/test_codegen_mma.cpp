@@ -110,7 +110,9 @@ std::pair<int, std::string> ptxas_v(const std::string &ptx, const std::string &a
 
 // max_spill: spill bytes tolerated (0: none and no stack frame).
 void check_tensor_core_kernel(const std::string &name, kernels::BuiltinSpec spec, const std::string &tag,
-                              int max_spill = 0, bool smem_a = false) {
+                              int max_spill = 0) {
+  const char *env = std::getenv("TILEJIT_WGMMA_SMEM_A");
+  bool smem_a = !(env && std::string(env) == "0");  // the default: wgmma reads q from shared memory
   for (std::string arch : {"sm_80", "sm_90a"}) {
     spec.arch = arch;
     std::string ptx = kernels::builtin_ptx(name, spec);
@@ -254,9 +256,9 @@ TEST_CASE("pipelined attention (3 stages; 128x64 with 8 warps) and matmul assemb
   }
 }
 
-TEST_CASE("experimental wgmma with q in shared memory (TILEJIT_WGMMA_SMEM_A=1) assembles without spills",
+TEST_CASE("wgmma with q re-read into registers (TILEJIT_WGMMA_SMEM_A=0) assembles without spills",
           "[codegen][mma][ptx]") {
-  setenv("TILEJIT_WGMMA_SMEM_A", "1", 1);
+  setenv("TILEJIT_WGMMA_SMEM_A", "0", 1);
   kernels::BuiltinSpec spec;
   spec.dtype = DType::bf16;
   for (int d : {64, 128})
@@ -264,9 +266,9 @@ TEST_CASE("experimental wgmma with q in shared memory (TILEJIT_WGMMA_SMEM_A=1) a
       spec.head_dim = d;
       spec.causal = causal;
       spec.block_m = 64, spec.block_n = 64, spec.num_warps = 4;
-      check_tensor_core_kernel("attention", spec, fmt::format("ss_attention_d{}_{}", d, causal), 0, true);
+      check_tensor_core_kernel("attention", spec, fmt::format("rs_attention_d{}_{}", d, causal));
       spec.block_m = 128, spec.block_n = 64, spec.num_warps = 8;  // two warpgroups, two slabs
-      check_tensor_core_kernel("attention", spec, fmt::format("ss8_attention_d{}_{}", d, causal), 0, true);
+      check_tensor_core_kernel("attention", spec, fmt::format("rs8_attention_d{}_{}", d, causal));
     }
   unsetenv("TILEJIT_WGMMA_SMEM_A");
 }
