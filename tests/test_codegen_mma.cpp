@@ -218,8 +218,8 @@ TEST_CASE("pipelined loops: dot operand loads become cp.async into stage buffers
         REQUIRE(contains(ptx, fmt::format("cp.async.wait_group {}", stages - 2)));
         REQUIRE(contains(ptx, "cp.async.wait_group 0"));
         // The register path has 4 per loop body (2 per dot); the pipeline has 1 at the top of the body plus 1
-        // before its prologue. Attention has two loops (key blocks without and with the mask).
-        REQUIRE(barriers(ptx) == register_path_barriers - 2 * 2);
+        // before its prologue. Attention has one loop over the key blocks.
+        REQUIRE(barriers(ptx) == register_path_barriers - 2);
         // K and V tiles each: BLOCK_N·d·2 bytes per stage, in dynamic shared memory.
         REQUIRE(contains(ptx, ".extern .shared .align 16 .b8 tilejit_smem[]"));
       }
