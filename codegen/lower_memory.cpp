@@ -189,7 +189,12 @@ void lower_store(Lowering &L, const ir::Op &op) {
     L.emit_if(cond, [&] { b.CreateAlignedStore(x, p, llvm::Align(uint64_t(esize))); });
     return;
   }
-  const Layout &l = L.layout_of(ptr);
+  // A vector (e.g. attention's logsumexp, in a row slice of the MMA layout) is stored from the value's own
+  // layout when the addresses and mask can be recomputed in it: no conversion through shared memory (two
+  // barriers). Tiles keep the pointer's layout, whose wide vectors coalesce better than MMA fragments.
+  auto remat = [&](const ir::Value *x) { return x->type.is_scalar() || L.plan.rematerializable.count(x) != 0; };
+  bool value_layout = val->type.rank() == 1 && !val->type.is_scalar() && remat(ptr) && (!mask || remat(mask));
+  const Layout &l = value_layout ? L.layout_of(val) : L.layout_of(ptr);
   Tile p = L.get_in(ptr, l);
   Tile x = L.get_in(val, l);
   Tile m = mask ? L.get_in(mask, l) : splat_tile(l, b.getTrue());
@@ -249,7 +254,12 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
     L.barrier();
     return Tile{std::nullopt, {b.CreateAlignedLoad(rt, L.smem_addr(L.i32(0), rt), llvm::Align(uint64_t(esize)))}};
   }
-  const Layout &l = L.layout_of(ptr);
+  // A vector (e.g. attention's logsumexp, in a row slice of the MMA layout) is stored from the value's own
+  // layout when the addresses and mask can be recomputed in it: no conversion through shared memory (two
+  // barriers). Tiles keep the pointer's layout, whose wide vectors coalesce better than MMA fragments.
+  auto remat = [&](const ir::Value *x) { return x->type.is_scalar() || L.plan.rematerializable.count(x) != 0; };
+  bool value_layout = val->type.rank() == 1 && !val->type.is_scalar() && remat(ptr) && (!mask || remat(mask));
+  const Layout &l = value_layout ? L.layout_of(val) : L.layout_of(ptr);
   Tile p = L.get_in(ptr, l);
   Tile x = L.get_in(val, l);
   Tile m = mask ? L.get_in(mask, l) : splat_tile(l, b.getTrue());
