@@ -50,7 +50,8 @@ class FlexVariant(ctypes.Structure):
     _fields_ = [("causal", ctypes.c_int), ("bottom_right", ctypes.c_int), ("window_left", ctypes.c_int),
                 ("window_right", ctypes.c_int), ("alibi", ctypes.c_int), ("softcap", ctypes.c_float),
                 ("doc_ids", ctypes.c_void_p), ("reuse_block_mask", ctypes.c_int), ("block_m", ctypes.c_int),
-                ("block_n", ctypes.c_int), ("num_warps", ctypes.c_int), ("num_stages", ctypes.c_int)]
+                ("block_n", ctypes.c_int), ("num_warps", ctypes.c_int), ("num_stages", ctypes.c_int),
+                ("autotune", ctypes.c_int)]
 
 
 def load_flex(lib):
@@ -69,6 +70,7 @@ def tilejit_variant(lib, mod, doc_ids, args):
     v = FlexVariant()
     lib.tilejit_flex_variant_init(ctypes.byref(v))
     v.block_m, v.block_n, v.num_warps, v.num_stages = args.block_m, args.block_n, args.num_warps, args.num_stages
+    v.autotune = int(args.autotune)
     if mod == "alibi":
         v.alibi = 1
     elif mod == "softcap50":
@@ -301,9 +303,11 @@ def print_row(row, heads):
 
 def markdown(rows, args, env):
     lines = [f"# tilejit flex attention vs FlexAttention ({time.strftime('%Y-%m-%d %H:%M')})", "", env, "",
-             f"bf16, head_dim {HEAD_DIM}, {HEADS} heads, batch = {TOKENS} / seqlen; tilejit config: block_m "
-             f"{args.block_m or 'default'}, block_n {args.block_n or 'default'}, num_warps "
-             f"{args.num_warps or 'default'}, num_stages {args.num_stages or 'default'}.", ""]
+             f"bf16, head_dim {HEAD_DIM}, {HEADS} heads, batch = {TOKENS} / seqlen; tilejit config: " +
+             ("autotuned per mod and seqlen (the first call tunes; TILEJIT_PRINT_AUTOTUNING=1 prints the winners)"
+              if args.autotune else
+              f"block_m {args.block_m or 'default'}, block_n {args.block_n or 'default'}, num_warps "
+              f"{args.num_warps or 'default'}, num_stages {args.num_stages or 'default'}") + ".", ""]
     lines += TABLE_HEAD + [table_row(r, args.check_heads) for r in rows]
     lines += ["",
               "- FLOPs = 4·b·h·pairs·d where pairs counts only the attended (q, k) pairs, exactly (host count): "
@@ -335,6 +339,8 @@ def main():
     ap.add_argument("--check-heads", type=int, default=2, help="heads of batch 0 checked against fp32 math")
     for name in ("block-m", "block-n", "num-warps", "num-stages"):
         ap.add_argument(f"--{name}", type=int, default=0, help=f"tilejit {name.replace('-', '_')} (0: the library's default)")
+    ap.add_argument("--autotune", action="store_true", help="tilejit picks its config per mod and seqlen by "
+                    "measuring (the variant's autotune field; the four config flags are then ignored)")
     args = ap.parse_args()
     seqlens = [4096] if args.quick else [int(x) for x in args.seqlens.split(",") if x]
     for s in seqlens:

@@ -194,9 +194,15 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   if (settings.alibi) variant.slopes.set(slopes_for(st, be, heads_q));
   if (settings.softcap) variant.cap.set(double(vs.softcap));
   attention::BlockMask fresh_mask;  // freed after the launch: cuMemFree waits for the kernels using it
+  if (settings.documents)
+    variant.doc_ids.set(DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(vs.doc_ids)), size_t(batch) * seqlen_q * 4});
+  if (vs.autotune && be == Backend::GPU) {
+    // The tuned config first: the cached block masks below are keyed by its block sizes.
+    opt.autotune = true;
+    opt = attention::flex::tuned_flex_options(pq, pk, pv, po, plse, shape, opt);
+  }
   if (settings.documents) {
     DevicePtr ids{uint64_t(reinterpret_cast<uintptr_t>(vs.doc_ids)), size_t(batch) * seqlen_q * 4};
-    variant.doc_ids.set(ids);
     BlockMaskKey key{ids.address, batch, heads_q, seqlen_q, seqlen_k, opt.block_m, opt.block_n,
                      settings.causal, settings.align, settings.window_left, settings.window_right, be};
     if (vs.reuse_block_mask) {

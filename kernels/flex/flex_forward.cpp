@@ -10,9 +10,8 @@
 #include "tilejit/error.h"
 
 namespace tilejit::attention {
+namespace flex {
 namespace {
-
-using namespace flex;
 
 int next_pow2_at_least_16(int x) {
   int p = 16;
@@ -20,18 +19,9 @@ int next_pow2_at_least_16(int x) {
   return p;
 }
 
-/// Everything derived from (shape, options) that the launch needs.
-struct Plan {
-  bool varlen = false;
-  int heads_kv = 0, dim_v = 0, nqb = 0, nkb = 0;
-  Strides q, k, v, o;
-  int64_t lse_b = 0, lse_h = 0;
-  int64_t last_q = 0, last_k = 0, last_v = 0, last_o = 0, last_lse = 0;  // furthest element addressed
-  bool large = false;
-  bool work = false;
-};
-
 bool all_zero(const Strides &s) { return s.batch == 0 && s.head == 0 && s.seq == 0 && s.dim == 0; }
+
+}  // namespace
 
 Plan plan(const FlexShape &s, const FlexOptions &opt) {
   auto fail = [](const std::string &why) { return TraceError("attention::flex_forward: " + why); };
@@ -113,6 +103,8 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
   return p;
 }
 
+namespace {
+
 void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name) {
   if (d.address == 0) throw TraceError(fmt::format("attention::flex_forward: pointer '{}' is null", name));
   size_t need = size_t(last + 1) * esz;
@@ -120,6 +112,8 @@ void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name) {
     throw TraceError(fmt::format("attention::flex_forward: '{}' holds {} bytes, its shape and strides address {}",
                                  name, d.bytes, need));
 }
+
+}  // namespace
 
 std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt, DevicePtr q,
                                           DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
@@ -167,12 +161,29 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   return a;
 }
 
-}  // namespace
+/// The flex kernel's arguments for ir() / ptx() dumps and compiles: placeholder addresses, and a placeholder
+/// block mask of the right block counts when the launch would use one.
+std::vector<detail::ArgValue> placeholder_kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt) {
+  const DevicePtr fake{256, 0};
+  BlockMask placeholder;
+  placeholder.num_q_blocks = p.nqb;
+  placeholder.num_k_blocks = p.nkb;
+  bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);
+  return kernel_args(p, s, opt, fake, fake, fake, fake, fake, use_bm ? &placeholder : nullptr);
+}
+
+}  // namespace flex
+
+using namespace flex;
 
 void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, const FlexShape &s,
                   const FlexOptions &opt) {
   Plan p = plan(s, opt);
   if (!p.work) return;
+  if (opt.autotune && resolve_backend(opt.backend) == Backend::GPU) {
+    flex_forward(q, k, v, out, lse, s, tuned_flex_options(q, k, v, out, lse, s, opt));
+    return;
+  }
   check_extent(q, p.last_q, 2, "q");
   check_extent(k, p.last_k, 2, "k");
   check_extent(v, p.last_v, 2, "v");
@@ -209,21 +220,6 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
   auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
   flex_forward(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), s, opt);
 }
-
-namespace {
-
-/// The flex kernel's arguments for ir() / ptx() dumps: placeholder addresses, and a placeholder block mask
-/// of the right block counts when the launch would use one.
-auto placeholder_kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt) {
-  const DevicePtr fake{256, 0};
-  BlockMask placeholder;
-  placeholder.num_q_blocks = p.nqb;
-  placeholder.num_k_blocks = p.nkb;
-  bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);
-  return kernel_args(p, s, opt, fake, fake, fake, fake, fake, use_bm ? &placeholder : nullptr);
-}
-
-}  // namespace
 
 std::string flex_forward_ir(const FlexShape &s, const FlexOptions &opt) {
   return flex_kernel(opt.dtype, opt.score_mod, opt.mask).ir(placeholder_kernel_args(plan(s, opt), s, opt));

@@ -106,4 +106,28 @@ std::vector<detail::ArgValue> block_mask_args(const Mask &mask, const FlexShape 
                                               DevicePtr kv_blocks, DevicePtr counts, int num_q_blocks,
                                               int num_k_blocks);
 
+/// Everything derived from (shape, options) that a launch needs (flex_forward.cpp).
+struct Plan {
+  bool varlen = false;
+  int heads_kv = 0, dim_v = 0, nqb = 0, nkb = 0;
+  Strides q, k, v, o;
+  int64_t lse_b = 0, lse_h = 0;
+  int64_t last_q = 0, last_k = 0, last_v = 0, last_o = 0, last_lse = 0;  // furthest element addressed
+  bool large = false;
+  bool work = false;
+};
+/// Validates (shape, options) and derives the plan; throws TraceError naming what is wrong.
+Plan plan(const FlexShape &s, const FlexOptions &opt);
+/// The flex kernel's argument list for a launch (bm: the block mask it visits, or null).
+std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt, DevicePtr q,
+                                          DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
+                                          const BlockMask *bm);
+/// The same with placeholder pointers (IR / PTX dumps, compiles without a launch).
+std::vector<detail::ArgValue> placeholder_kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt);
+
+/// opt with the autotuner's BLOCK_M, BLOCK_N, num_warps, num_stages for this shape and these mods, and
+/// autotune off (flex_autotune.cpp). Tunes on the first call per key; the outputs are restored afterwards.
+FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
+                               const FlexShape &s, const FlexOptions &opt);
+
 }  // namespace tilejit::attention::flex

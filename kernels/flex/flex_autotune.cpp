@@ -1,0 +1,125 @@
+// Autotuning of the flex kernel's configuration (FlexOptions::autotune).
+//
+// Candidates: BLOCK_M ∈ {64,128} × BLOCK_N ∈ {32,64,128} × num_warps ∈ {4,8} × num_stages ∈ {2,3} (BLOCK_M/N
+// fixed to a given block mask's). Which config wins depends strongly on the mods: a narrow sliding window
+// visits few key blocks per program and prefers small tiles, full attention large ones — so the key holds the
+// traced IR of the mods (two lambdas that trace alike share a tuning) and the band's sides. When the mask
+// has a function, each candidate's block mask is built once before timing (its block sizes differ).
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "codegen/codegen.h"
+#include "kernels/flex/flex_internal.h"
+#include "runtime/autotune_device.h"
+#include "runtime/runtime.h"
+#include "tilejit/autotune.h"
+
+namespace tilejit::attention::flex {
+namespace {
+
+int64_t bucket(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+// A stable name for the mods: the hash of the kernel's IR traced at a fixed config (pointer identities of the
+// lambdas would differ between processes, and the disk cache must not).
+std::string mods_hash(const FlexShape &s, const FlexOptions &opt) {
+  FlexOptions o = opt;
+  o.block_m = o.block_n = 64;
+  o.block_mask = nullptr;
+  std::string ir = flex_kernel(o.dtype, o.score_mod, o.mask).ir(placeholder_kernel_args(plan(s, o), s, o));
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : ir) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p) {
+  BandArgs band = band_args(opt.mask.band);
+  auto side = [](int64_t x) { return x >= kUnbounded ? std::string("inf") : std::to_string(bucket(x + 1) - 1); };
+  return fmt::format("{} mods={} dqk={} dv={} group={} varlen={} band={}/{}/{} sq<={} sk<={} bh<={} bm={}",
+                     dtype_name(opt.dtype), mods_hash(s, opt), s.head_dim_qk, p.dim_v,
+                     p.heads_kv ? s.heads_q / p.heads_kv : 1, p.varlen ? 1 : 0,
+                     opt.mask.band ? side(band.left) : "-", opt.mask.band ? side(band.right) : "-",
+                     band.bottom_right, bucket(s.seqlen_q), bucket(s.seqlen_k),
+                     bucket(int64_t(s.batch) * s.heads_q),
+                     opt.block_mask ? fmt::format("{}x{}", opt.block_mask->block_m, opt.block_mask->block_n) : "-");
+}
+
+FlexOptions with_config(FlexOptions o, const autotune::Config &c) {
+  o.block_m = c.get("BLOCK_M");
+  o.block_n = c.get("BLOCK_N");
+  o.num_warps = c.num_warps;
+  o.num_stages = c.num_stages;
+  o.autotune = false;
+  return o;
+}
+
+std::mutex g_mutex;
+std::unordered_map<std::string, autotune::Config> g_fast;  // key + arch → winner, applied in this process
+
+}  // namespace
+
+FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
+                               const FlexShape &s, const FlexOptions &opt_in) {
+  FlexOptions opt = opt_in;
+  opt.autotune = false;
+  if (opt.arch.empty()) opt.arch = runtime::device_arch();
+  Plan p = plan(s, opt);
+  std::string key = shape_key(s, opt, p);
+  {
+    std::lock_guard lock(g_mutex);
+    if (auto it = g_fast.find(key + " " + opt.arch); it != g_fast.end()) return with_config(opt, it->second);
+  }
+  std::vector<int> bms{64, 128}, bns{32, 64, 128};
+  if (opt.block_mask) bms = {opt.block_mask->block_m}, bns = {opt.block_mask->block_n};
+
+  autotune::Tunable t;
+  t.kernel = "flex_attention_fwd";
+  t.key = key;
+  t.arch = opt.arch;
+  t.configs = autotune::cartesian({{"BLOCK_M", bms}, {"BLOCK_N", bns}}, {4, 8}, {2, 3});
+  t.stream = opt.stream;
+  KernelBase &kernel = flex_kernel(opt.dtype, opt.score_mod, opt.mask);
+  t.compile = [&](const autotune::Config &c) {
+    FlexOptions o = with_config(opt, c);
+    const ir::Function &fn = kernel.function(placeholder_kernel_args(plan(s, o), s, o));
+    codegen::CodegenOptions co;
+    co.arch = o.arch;
+    co.num_warps = o.num_warps;
+    co.num_stages = o.num_stages;
+    const runtime::LoadedKernel &lk = runtime::get_kernel(fn, co);
+    return autotune::Compiled{lk.num_regs, lk.shared_bytes, lk.num_threads};
+  };
+  // Each candidate's block mask (a mask function without a given block mask), built when timing starts.
+  std::map<std::pair<int, int>, BlockMask> masks;
+  bool own_masks = !opt.block_mask && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
+  autotune::DeviceSnapshot outputs;
+  t.snapshot = [&](Stream *stream) {
+    outputs.take({{out.address, size_t(p.last_o + 1) * 2}, {lse.address, size_t(p.last_lse + 1) * 4}}, stream);
+  };
+  t.restore = [&](Stream *stream) { outputs.restore(stream); };
+  t.launch = [&](const autotune::Config &c, Stream *, int) {
+    FlexOptions o = with_config(opt, c);
+    if (own_masks) {
+      auto pair = std::make_pair(o.block_m, o.block_n);
+      auto it = masks.find(pair);
+      if (it == masks.end()) it = masks.emplace(pair, create_block_mask(o.mask, s, o)).first;
+      o.block_mask = &it->second;
+    }
+    flex_forward(q, k, v, out, lse, s, o);
+  };
+  autotune::Result r = autotune::tune(t, {});
+  {
+    std::lock_guard lock(g_mutex);
+    g_fast[key + " " + opt.arch] = r.best;
+  }
+  return with_config(opt, r.best);
+}
+
+}  // namespace tilejit::attention::flex
