@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "codegen/mma.h"
 #include "tilejit/error.h"
 
@@ -154,17 +156,22 @@ class Assigner {
         all_remat = all_remat && remat(o);
         if (!free(o)) {
           all_free = false;
-          if (!pick) pick = o;
+          if (!pick || (in_mma_layout(o) && !in_mma_layout(pick))) pick = o;
         }
       }
-      if (!pick)
-        for (auto *o : op.operands)
-          if (!o->type.is_scalar()) { pick = o; break; }
       // Results computed only from rematerializable values are themselves rematerializable: plan them in
       // the default layout (the one loads and stores vectorize best in), not their operands' layouts.
-      set(res, pick && !all_free ? plan_.of(pick) : dflt(res));
+      set(res, all_free ? dflt(res) : plan_.of(pick));
       mark_remat(res, all_remat);
     }
+  }
+
+  // When non-free operands disagree, the MMA accumulator layout wins: converting the other operand (often a
+  // small i1 mask) is cheaper than converting the scores and then converting p back for the next dot.
+  bool in_mma_layout(const ir::Value *v) const {
+    const Layout &l = plan_.of(v);
+    std::optional<Layout> mma = mma_layout(l.shape, num_warps_);
+    return mma && *mma == l;
   }
 
   void for_op(const ir::Op &op) {

@@ -4,7 +4,8 @@
 // - anchors (Constant, Arange, Splat, Trans, Reshape results) take the default layout of their shape;
 // - elementwise ops (and Load/AtomicAdd through their pointer) take the layout of their first tile operand
 //   that is not *rematerializable* (Constant/Splat/Arange and elementwise ops over those: they can be
-//   recomputed in any layout for free), or of the first tile operand when all are;
+//   recomputed in any layout for free), preferring an operand in the MMA accumulator layout when they
+//   disagree; the default layout when all are rematerializable;
 // - Reduce/ArgReduce → slice of the operand's layout; ExpandDims → the operand's parent when the operand is
 //   a slice missing exactly one parent dim, otherwise the default layout of the shape the result is
 //   broadcast to (its only use), with the operand converted; Broadcast keeps the operand's parameters;
