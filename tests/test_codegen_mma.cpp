@@ -93,21 +93,6 @@ TEST_CASE("mma operand swizzle: a permutation within each row, conflict-free ldm
 
 namespace {
 
-// ptxas -v for arch; returns (exit status, log).
-std::pair<int, std::string> ptxas_v(const std::string &ptx, const std::string &arch, const std::string &tag) {
-  auto file = dump_ptx(ptx, tag + "_" + arch);
-  auto cubin = file;
-  cubin.replace_extension(".cubin");
-  std::string cmd = fmt::format("{} -v -arch={} {} -o {} 2>&1", ptxas_binary(), arch, file.string(), cubin.string());
-  std::string out;
-  FILE *p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 // max_spill: spill bytes tolerated (0: none and no stack frame).
 void check_tensor_core_kernel(const std::string &name, kernels::BuiltinSpec spec, const std::string &tag,
                               int max_spill = 0) {

@@ -31,11 +31,13 @@ inline std::filesystem::path dump_ptx(const std::string &ptx, const std::string 
   return file;
 }
 
-/// Runs ptxas on a PTX file; returns its exit status and its output.
-inline std::pair<int, std::string> run_ptxas(const std::filesystem::path &file, const std::string &arch) {
+/// Runs ptxas (with extra `flags`, e.g. "-v") on a PTX file; returns its exit status and its output.
+inline std::pair<int, std::string> run_ptxas(const std::filesystem::path &file, const std::string &arch,
+                                             const std::string &flags = "") {
   auto cubin = file;
   cubin.replace_extension("." + arch + ".cubin");
-  std::string cmd = fmt::format("{} -arch={} {} -o {} 2>&1", ptxas_binary(), arch, file.string(), cubin.string());
+  std::string cmd = fmt::format("{} {} -arch={} {} -o {} 2>&1", ptxas_binary(), flags, arch, file.string(),
+                                cubin.string());
   std::string out;
   FILE *p = popen(cmd.c_str(), "r");
   if (!p) return {-1, "popen failed"};
@@ -43,6 +45,11 @@ inline std::pair<int, std::string> run_ptxas(const std::filesystem::path &file, 
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+/// ptxas -v on `ptx` (dumped as <tag>_<arch>.ptx): exit status and the log with registers and spills.
+inline std::pair<int, std::string> ptxas_v(const std::string &ptx, const std::string &arch, const std::string &tag) {
+  return run_ptxas(dump_ptx(ptx, tag + "_" + arch), arch, "-v");
 }
 
 /// Compiles fn for sm_80 and sm_90a, REQUIREs that ptxas accepts both, returns the sm_90a result.
