@@ -2,6 +2,9 @@
 // reference), tuning restores the outputs it overwrote, and winners land in the disk cache, one per key.
 #include <filesystem>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include "flex_checks.h"
 #include "kernels/flex/flex_internal.h"
 #include "test_runtime_scoped_env.h"
