@@ -7,6 +7,9 @@
 #include <mutex>
 #include <vector>
 
+#include <dlfcn.h>
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
 #include "codegen/codegen.h"
@@ -46,9 +49,22 @@ std::string specialization(const ir::Function &fn) {
   return s;
 }
 
+// This build of the library: the size and modification time of the loaded binary that holds this code. The
+// version string alone would let a rebuilt library with different codegen (same version) reuse stale PTX.
+const std::string &build_id() {
+  static const std::string id = [] {
+    Dl_info info{};
+    struct stat st {};
+    if (dladdr(reinterpret_cast<const void *>(&build_id), &info) && info.dli_fname && stat(info.dli_fname, &st) == 0)
+      return fmt::format("{}-{}.{}", st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    return std::string("unknown-build");
+  }();
+  return id;
+}
+
 // Key of the PTX: everything codegen's output depends on.
 std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts) {
-  return hash_key({"tilejit-ptx-v2", TILEJIT_VERSION, codegen::llvm_version(), opts.arch,
+  return hash_key({"tilejit-ptx-v2", TILEJIT_VERSION, build_id(), codegen::llvm_version(), opts.arch,
                    std::to_string(opts.num_warps), std::to_string(opts.num_stages), opts.wgmma ? (opts.wgmma_smem_a ? "wgmma-ss" : "wgmma") : "mma",
                    specialization(fn),
                    ir::print(fn)});
