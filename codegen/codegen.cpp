@@ -428,8 +428,6 @@ TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }
 TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts) {
   if (const char *e = std::getenv("TILEJIT_DISABLE_WGMMA"); e && *e && std::string(e) != "0") opts.wgmma = false;
   if (const char *e = std::getenv("TILEJIT_WGMMA_SMEM_A"); e && *e) opts.wgmma_smem_a = std::string(e) != "0";
-  if (const char *e = std::getenv("TILEJIT_EXP2_FMA_PERCENT"); e && *e)
-    opts.exp2_fma_percent = std::clamp(std::atoi(e), 0, 100);
 }
 
 }  // namespace tilejit::codegen

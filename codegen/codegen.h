@@ -18,13 +18,10 @@ struct CodegenOptions {
                                 // from shared memory (descriptor, rows staged in wgmma's order; 4-10% faster
                                 // on the H200, bench/results/2026-11-30-ss-validation-h200.md); false: A is
                                 // re-read with ldmatrix into registers every iteration
-  int exp2_fma_percent = 0;     // share of an f32 tile's exp2 (tiles of ≥ 16 registers per thread, e.g. attention's
-                                // scores) computed by a polynomial on the FMA pipe instead of ex2.approx
-                                // (codegen/exp2_fma.h), in steps of 12.5%; 0: all on the special-function unit
 };
 
-/// Applies the environment's codegen switches to opts: TILEJIT_DISABLE_WGMMA=1 (wgmma = false),
-/// TILEJIT_WGMMA_SMEM_A=1/0 (wgmma_smem_a) and TILEJIT_EXP2_FMA_PERCENT=n (exp2_fma_percent). Used by the runtime before compiling and by ptx() dumps, so the
+/// Applies the environment's codegen switches to opts: TILEJIT_DISABLE_WGMMA=1 (wgmma = false) and
+/// TILEJIT_WGMMA_SMEM_A=1/0 (wgmma_smem_a). Used by the runtime before compiling and by ptx() dumps, so the
 /// compile cache key (which includes both fields) matches what was generated.
 TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts);
 

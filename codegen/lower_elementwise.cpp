@@ -9,7 +9,6 @@
 
 #include <numbers>
 
-#include "codegen/exp2_fma.h"
 #include "codegen/lowering.h"
 
 namespace tilejit::codegen {
@@ -235,13 +234,9 @@ Tile lower_elementwise(Lowering &L, const ir::Op &op, const Layout *forced) {
   for (auto *o : op.operands) in.push_back(L.get_in(o, l));
   Tile out{l, {}};
   std::vector<llvm::Value *> args(in.size());
-  // exp2 of a large f32 tile: every 8 registers, the first `on_fma` go to the FMA pipe (codegen/exp2_fma.h).
-  int on_fma = 0;
-  if (op.kind == ir::OpKind::Exp2 && res->type.dtype() == DType::f32 && l.num_regs() >= 16)
-    on_fma = (L.opts.exp2_fma_percent * 8 + 50) / 100;
   for (int64_t r = 0; r < l.num_regs(); ++r) {
     for (size_t i = 0; i < in.size(); ++i) args[i] = in[i].regs[size_t(r)];
-    out.regs.push_back(r % 8 < on_fma ? exp2_on_fma(L, args[0]) : elementwise_scalar(L, op, args));
+    out.regs.push_back(elementwise_scalar(L, op, args));
   }
   return out;
 }

@@ -66,7 +66,6 @@ const std::string &build_id() {
 std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts) {
   return hash_key({"tilejit-ptx-v2", TILEJIT_VERSION, build_id(), codegen::llvm_version(), opts.arch,
                    std::to_string(opts.num_warps), std::to_string(opts.num_stages), opts.wgmma ? (opts.wgmma_smem_a ? "wgmma-ss" : "wgmma") : "mma",
-                   "exp2fma" + std::to_string(opts.exp2_fma_percent),
                    specialization(fn),
                    ir::print(fn)});
 }

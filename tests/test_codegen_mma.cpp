@@ -257,26 +257,3 @@ TEST_CASE("wgmma with q re-read into registers (TILEJIT_WGMMA_SMEM_A=0) assemble
     }
   unsetenv("TILEJIT_WGMMA_SMEM_A");
 }
-
-TEST_CASE("exp2 on the FMA pipe (TILEJIT_EXP2_FMA_PERCENT): fewer ex2.approx, assembles without spills",
-          "[codegen][exp2]") {
-  kernels::BuiltinSpec spec;
-  spec.dtype = DType::bf16;
-  spec.head_dim = 128;
-  spec.num_stages = 2;
-  spec.arch = "sm_90a";
-  size_t previous = 0;
-  for (const char *pct : {"0", "25", "50"}) {
-    setenv("TILEJIT_EXP2_FMA_PERCENT", pct, 1);
-    std::string ptx = kernels::builtin_ptx("attention", spec);
-    size_t ex2 = count_of(ptx, "ex2.approx");
-    INFO(pct << "%: " << ex2 << " ex2.approx");
-    if (std::string(pct) != "0") REQUIRE(ex2 < previous);  // a quarter / half of the score tile's exp2 moved
-    previous = ex2;
-    auto [rc, log] = ptxas_v(ptx, "sm_90a", std::string("exp2fma") + pct);
-    INFO("ptxas says:\n" << log);
-    REQUIRE(rc == 0);
-    REQUIRE(contains(log, "0 bytes spill stores"));
-  }
-  unsetenv("TILEJIT_EXP2_FMA_PERCENT");
-}
