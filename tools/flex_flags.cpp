@@ -101,6 +101,7 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
   opt.block_n = a.block_n;
   opt.num_warps = a.num_warps;
   opt.num_stages = a.num_stages;
+  opt.autotune = a.autotune;
   opt.backend = be;
   opt.arch = a.arch;
   // The same variant builder as the C ABI (kernels/flex/variants_builtin.h).

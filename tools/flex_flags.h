@@ -24,6 +24,7 @@ struct FlexRunArgs {
   std::string dtype, backend, arch;
   int block_m, block_n, num_warps, num_stages, iters;
   uint64_t seed;
+  bool autotune;
 };
 
 void add_flex_flags(CLI::App *attention, FlexFlags &f);

@@ -26,6 +26,7 @@ struct AttentionArgs {
   bool causal = false, check = false;
   std::string dtype = "bf16", backend = "auto", arch;
   int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, iters = 10, check_rows = 64;
+  bool autotune = false;
   uint64_t seed = 0;
 };
 
@@ -59,6 +60,7 @@ int run_attention(const AttentionArgs &a) {
   opt.block_n = a.block_n;
   opt.num_warps = a.num_warps;
   opt.num_stages = a.num_stages;
+  opt.autotune = a.autotune;
   opt.backend = parse_backend(a.backend);
   opt.arch = a.arch;
   bool gpu = opt.backend == Backend::GPU;
@@ -180,6 +182,9 @@ int main(int argc, char **argv) {
   att->add_option("--block-n", a.block_n, "BLOCK_N");
   att->add_option("--num-warps", a.num_warps, "num_warps");
   att->add_option("--num-stages", a.num_stages, "num_stages (software pipeline depth)");
+  att->add_flag("--autotune", a.autotune,
+                "GPU: pick BLOCK_M/BLOCK_N/num_warps/num_stages by measuring (the first call per shape bucket "
+                "tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); the four flags above are then ignored");
   att->add_option("--iters", a.iters, "timed launches (GPU)");
   att->add_flag("--check", a.check, "compare sampled rows against a float64 reference");
   att->add_option("--check-rows", a.check_rows, "rows sampled by --check");
@@ -213,7 +218,8 @@ int main(int argc, char **argv) {
   try {
     if (att->parsed() && tools::flex_requested(flex))
       return tools::run_flex(flex, {a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
-                                    a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed});
+                                    a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
+                                    a.autotune});
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
     spec.dtype = !dtype.empty() ? parse_dtype(dtype) : kname == "vector_add" ? DType::f32 : DType::bf16;
