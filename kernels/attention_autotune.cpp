@@ -18,16 +18,10 @@
 namespace tilejit::attention::detail {
 namespace {
 
-int64_t next_pow2(int64_t x) {
-  int64_t p = 1;
-  while (p < x) p <<= 1;
-  return p;
-}
-
 std::string shape_key(const Shape &s, const Options &opt) {
   return fmt::format("{} d={} causal={} sq<={} sk<={} bh<={}", opt.dtype == DType::bf16 ? "bf16" : "f16",
-                     s.head_dim, opt.causal ? 1 : 0, next_pow2(s.seqlen_q), next_pow2(s.seqlen_k),
-                     next_pow2(int64_t(s.batch) * s.heads));
+                     s.head_dim, opt.causal ? 1 : 0, autotune::pow2_bucket(s.seqlen_q),
+                     autotune::pow2_bucket(s.seqlen_k), autotune::pow2_bucket(int64_t(s.batch) * s.heads));
 }
 
 std::vector<autotune::Config> candidates() {

@@ -150,6 +150,12 @@ std::string Config::str() const {
   return s + fmt::format("num_warps={} num_stages={}", num_warps, num_stages);
 }
 
+int64_t pow2_bucket(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
 std::vector<Config> cartesian(const std::vector<std::pair<std::string, std::vector<int>>> &constants,
                               const std::vector<int> &num_warps, const std::vector<int> &num_stages) {
   std::vector<Config> out{Config{}};

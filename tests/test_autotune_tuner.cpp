@@ -104,6 +104,15 @@ TEST_CASE("autotune configs: cartesian product, canonical text, named constants"
   CHECK(cartesian({}, {4}, {1}).size() == 1);
 }
 
+TEST_CASE("autotune shape keys bucket sizes to powers of two", "[autotune]") {
+  CHECK(pow2_bucket(-5) == 1);
+  CHECK(pow2_bucket(1) == 1);
+  CHECK(pow2_bucket(1000) == 1024);
+  CHECK(pow2_bucket(1024) == 1024);
+  CHECK(pow2_bucket(1025) == 2048);
+  CHECK(pow2_bucket(int64_t(3) << 40) == int64_t(1) << 42);
+}
+
 TEST_CASE("autotune prunes by shared memory and registers, drops failed compiles, picks the fastest",
           "[autotune]") {
   std::string dir = fresh_dir();

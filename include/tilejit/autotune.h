@@ -14,6 +14,7 @@
 // TILEJIT_PRINT_AUTOTUNING=1 prints each decision (the table of configs and times, and the winner) to stderr.
 // TILEJIT_AUTOTUNE_THREADS=n sets the number of compile threads (default: hardware threads, at most 16).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -37,6 +38,10 @@ struct Config {
   std::string str() const;
   bool operator==(const Config &o) const = default;
 };
+
+/// The smallest power of two ≥ x (1 for x ≤ 1): shape keys bucket sizes with it, so nearby shapes share a
+/// tuning.
+int64_t pow2_bucket(int64_t x);
 
 /// The cartesian product of constant values × num_warps × num_stages, constants varying slowest, in order.
 std::vector<Config> cartesian(const std::vector<std::pair<std::string, std::vector<int>>> &constants,

@@ -21,12 +21,6 @@
 namespace tilejit::attention::flex {
 namespace {
 
-int64_t bucket(int64_t x) {
-  int64_t p = 1;
-  while (p < x) p <<= 1;
-  return p;
-}
-
 // A stable name for the mods: the hash of the kernel's IR traced at a fixed config (pointer identities of the
 // lambdas would differ between processes, and the disk cache must not).
 std::string mods_hash(const FlexShape &s, const FlexOptions &opt) {
@@ -41,13 +35,15 @@ std::string mods_hash(const FlexShape &s, const FlexOptions &opt) {
 
 std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p) {
   BandArgs band = band_args(opt.mask.band);
-  auto side = [](int64_t x) { return x >= kUnbounded ? std::string("inf") : std::to_string(bucket(x + 1) - 1); };
+  auto side = [](int64_t x) {
+    return x >= kUnbounded ? std::string("inf") : std::to_string(autotune::pow2_bucket(x + 1) - 1);
+  };
   return fmt::format("{} mods={} dqk={} dv={} group={} varlen={} band={}/{}/{} sq<={} sk<={} bh<={} bm={}",
                      dtype_name(opt.dtype), mods_hash(s, opt), s.head_dim_qk, p.dim_v,
                      p.heads_kv ? s.heads_q / p.heads_kv : 1, p.varlen ? 1 : 0,
                      opt.mask.band ? side(band.left) : "-", opt.mask.band ? side(band.right) : "-",
-                     band.bottom_right, bucket(s.seqlen_q), bucket(s.seqlen_k),
-                     bucket(int64_t(s.batch) * s.heads_q),
+                     band.bottom_right, autotune::pow2_bucket(s.seqlen_q), autotune::pow2_bucket(s.seqlen_k),
+                     autotune::pow2_bucket(int64_t(s.batch) * s.heads_q),
                      opt.block_mask ? fmt::format("{}x{}", opt.block_mask->block_m, opt.block_mask->block_n) : "-");
 }
 
