@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "kernels/attention_internal.h"
+#include "kernels/launch_options.h"
 #include "runtime/autotune_device.h"
 #include "runtime/runtime.h"
 #include "tilejit/error.h"
@@ -26,15 +27,6 @@ std::string shape_key(const Shape &s, const Options &opt) {
 
 std::vector<autotune::Config> candidates() {
   return autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3});
-}
-
-Options with_config(Options o, const autotune::Config &c) {
-  o.block_m = c.get("BLOCK_M");
-  o.block_n = c.get("BLOCK_N");
-  o.num_warps = c.num_warps;
-  o.num_stages = c.num_stages;
-  o.autotune = false;
-  return o;
 }
 
 // Bytes from a tensor's base pointer to the end of its furthest element.
@@ -58,7 +50,8 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
   std::string fast_key = key + " " + opt.arch;
   if (!result && settings.use_cache) {
     std::lock_guard lock(g_mutex);
-    if (auto it = g_fast.find(fast_key); it != g_fast.end()) return with_config(opt, it->second);
+    if (auto it = g_fast.find(fast_key); it != g_fast.end())
+      return kernels::with_tuned_config(opt, it->second);
   }
 
   autotune::Tunable t;
@@ -68,7 +61,7 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
   t.configs = candidates();
   t.stream = opt.stream;
   t.flops = forward_flops(s, opt.causal);
-  t.compile = [&](const autotune::Config &c) { return compile(p, s, L, with_config(opt, c)); };
+  t.compile = [&](const autotune::Config &c) { return compile(p, s, L, kernels::with_tuned_config(opt, c)); };
 
   // Input rotation: copies 1..n-1 of q, k, v (copy 0 is the caller's), made only when tuning really runs.
   size_t qb = span_bytes(L.q, s.seqlen_q, s), kb = span_bytes(L.k, s.seqlen_k, s), vb = span_bytes(L.v, s.seqlen_k, s);
@@ -92,7 +85,7 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
   t.restore = [&](Stream *stream) { outputs.restore(stream); };
   t.rotations = 8;  // launch() wraps around the copies that exist
   t.launch = [&](const autotune::Config &c, Stream *, int rotation) {
-    launch(inputs[size_t(rotation) % inputs.size()], s, L, with_config(opt, c));
+    launch(inputs[size_t(rotation) % inputs.size()], s, L, kernels::with_tuned_config(opt, c));
   };
 
   autotune::Result r = autotune::tune(t, settings);
@@ -102,7 +95,7 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
     g_fast[fast_key] = best;
   }
   if (result) *result = std::move(r);
-  return with_config(opt, best);
+  return kernels::with_tuned_config(opt, best);
 }
 
 }  // namespace tilejit::attention::detail

@@ -14,6 +14,7 @@
 
 #include "codegen/codegen.h"
 #include "kernels/flex/flex_internal.h"
+#include "kernels/launch_options.h"
 #include "runtime/autotune_device.h"
 #include "runtime/runtime.h"
 #include "tilejit/autotune.h"
@@ -47,15 +48,6 @@ std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p)
                      opt.block_mask ? fmt::format("{}x{}", opt.block_mask->block_m, opt.block_mask->block_n) : "-");
 }
 
-FlexOptions with_config(FlexOptions o, const autotune::Config &c) {
-  o.block_m = c.get("BLOCK_M");
-  o.block_n = c.get("BLOCK_N");
-  o.num_warps = c.num_warps;
-  o.num_stages = c.num_stages;
-  o.autotune = false;
-  return o;
-}
-
 std::mutex g_mutex;
 std::unordered_map<std::string, autotune::Config> g_fast;  // key + arch → winner, applied in this process
 
@@ -70,7 +62,8 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   std::string key = shape_key(s, opt, p);
   {
     std::lock_guard lock(g_mutex);
-    if (auto it = g_fast.find(key + " " + opt.arch); it != g_fast.end()) return with_config(opt, it->second);
+    if (auto it = g_fast.find(key + " " + opt.arch); it != g_fast.end())
+      return kernels::with_tuned_config(opt, it->second);
   }
   std::vector<int> bms{64, 128}, bns{32, 64, 128};
   if (opt.block_mask) bms = {opt.block_mask->block_m}, bns = {opt.block_mask->block_n};
@@ -83,7 +76,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   t.stream = opt.stream;
   KernelBase &kernel = flex_kernel(opt.dtype, opt.score_mod, opt.mask);
   t.compile = [&](const autotune::Config &c) {
-    FlexOptions o = with_config(opt, c);
+    FlexOptions o = kernels::with_tuned_config(opt, c);
     const ir::Function &fn = kernel.function(placeholder_kernel_args(plan(s, o), s, o));
     codegen::CodegenOptions co;
     co.arch = o.arch;
@@ -101,7 +94,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   };
   t.restore = [&](Stream *stream) { outputs.restore(stream); };
   t.launch = [&](const autotune::Config &c, Stream *, int) {
-    FlexOptions o = with_config(opt, c);
+    FlexOptions o = kernels::with_tuned_config(opt, c);
     if (own_masks) {
       auto pair = std::make_pair(o.block_m, o.block_n);
       auto it = masks.find(pair);
@@ -115,7 +108,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
     std::lock_guard lock(g_mutex);
     g_fast[key + " " + opt.arch] = r.best;
   }
-  return with_config(opt, r.best);
+  return kernels::with_tuned_config(opt, r.best);
 }
 
 }  // namespace tilejit::attention::flex
