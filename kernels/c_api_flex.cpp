@@ -230,7 +230,7 @@ FlexCacheStats flex_cache_stats() {
   s.block_mask_builds = st.block_mask_builds;
   for (auto &[key, v] : st.variants)
     for (DType dt : {DType::bf16, DType::f16})
-      s.traced_specializations += attention::flex::flex_kernel(dt, v.score_mod, v.mask).num_specializations();
+      s.traced_specializations += attention::flex::flex_kernel(dt, v.score_mod, v.mask)->num_specializations();
   return s;
 }
 

@@ -3,6 +3,7 @@
 // block-mask kernel itself. No GPU needed; the GPU tests run them.
 #include <catch2/catch.hpp>
 
+#include "kernels/flex/flex_internal.h"
 #include "tilejit/flex_attention.h"
 #include "tilejit/flex_variants.h"
 #include "tilejit/ops.h"
@@ -44,4 +45,20 @@ TEST_CASE("flex kernels compile to PTX", "[flex][ptx]") {
   std::string ir = attention::flex_forward_ir(v, o);
   REQUIRE(ir.find("i64 -> i32") == std::string::npos);  // offsets stay 64-bit
   REQUIRE(attention::flex_forward_ptx(v, o).find(".entry") != std::string::npos);
+}
+
+TEST_CASE("flex kernels traced for distinct mod objects are a bounded cache", "[flex]") {
+  attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 100, .seqlen_k = 100, .head_dim_qk = 32};
+  auto mod_ir = [&](const attention::ScoreMod &m) {
+    attention::FlexOptions o;
+    o.score_mod = m;
+    return attention::flex_forward_ir(s, o);
+  };
+  attention::ScoreMod first = [](Tile x, Tile, Tile, Tile, Tile) { return x * 0.5f; };
+  std::string first_ir = mod_ir(first);
+  // A new ScoreMod object per call (natural code) used to keep every traced kernel forever.
+  for (size_t i = 0; i < attention::flex::kMaxCachedModKernels + 20; ++i)
+    mod_ir([](Tile x, Tile, Tile, Tile, Tile) { return x * 0.5f; });
+  CHECK(attention::flex::flex_kernels_cached() <= attention::flex::kMaxCachedModKernels);
+  CHECK(mod_ir(first) == first_ir);  // evicted by now, traced again, same kernel
 }

@@ -181,7 +181,11 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
              a.dtype, has_band ? fmt::format("[{}, {}]{}", band.left, band.right, f.bottom_right ? " bottom-right" : "")
                                : "none",
              f.alibi, f.softcap, f.varlen.empty() ? "no" : f.varlen);
-  fmt::print("  first call (trace+compile+run): {:.2f} ms; time: {:.3f} ms\n", first_ms, ms);
+  if (be == Backend::GPU)
+    fmt::print("  first call (trace+compile+run): {:.2f} ms; time: {:.3f} ms (median of {} launches)\n", first_ms, ms,
+               std::max(1, a.iters));
+  else
+    fmt::print("  time: {:.1f} ms (trace + one run on the CPU interpreter)\n", first_ms);
   if (!a.check) return 0;
 
   // Float64 reference for sampled rows (the first and last, and random ones) of up to 8 (sequence, head)

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "tilejit/attention.h"
+#include "tilejit/c_api.h"
 #include "tilejit/error.h"
 #include "tilejit/kernels.h"
 #include "tilejit/numerics.h"
@@ -164,6 +165,7 @@ int run_attention(const AttentionArgs &a) {
 int main(int argc, char **argv) {
   CLI::App app{"tilejit: a C++ tile DSL JIT-compiled through LLVM NVPTX"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("tilejit ") + tilejit_version());
   app.option_defaults()->always_capture_default();
   const auto arch_names = CLI::IsMember({"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"});
 
@@ -176,7 +178,8 @@ int main(int argc, char **argv) {
   att->add_option("--head-dim", a.head_dim, "head dimension");
   att->add_flag("--causal", a.causal, "causal mask");
   att->add_option("--dtype", a.dtype, "bf16 or f16")->check(CLI::IsMember({"bf16", "f16"}));
-  att->add_option("--backend", a.backend, "gpu, interp or auto")->check(CLI::IsMember({"gpu", "interp", "auto"}));
+  att->add_option("--backend", a.backend, "gpu, interp (CPU interpreter) or auto (the GPU if a driver and device are "
+                  "present, else the interpreter)")->check(CLI::IsMember({"gpu", "interp", "auto"}));
   att->add_option("--arch", a.arch, "GPU arch (default: the device's)")->check(arch_names);
   att->add_option("--block-m", a.block_m, "BLOCK_M");
   att->add_option("--block-n", a.block_n, "BLOCK_N");
@@ -185,10 +188,10 @@ int main(int argc, char **argv) {
   att->add_flag("--autotune", a.autotune,
                 "GPU: pick BLOCK_M/BLOCK_N/num_warps/num_stages by measuring (the first call per shape bucket "
                 "tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); the four flags above are then ignored");
-  att->add_option("--iters", a.iters, "timed launches (GPU)");
+  att->add_option("--iters", a.iters, "timed launches (GPU)")->check(CLI::Range(1, 1000000));
   att->add_flag("--check", a.check, "compare sampled rows against a float64 reference");
   att->add_option("--check-rows", a.check_rows, "rows sampled by --check");
-  att->add_option("--seed", a.seed, "random seed (default: random)");
+  att->add_option("--seed", a.seed, "random seed (0: a random one, printed with the check)");
   tools::FlexFlags flex;
   tools::add_flex_flags(att, flex);
 
@@ -216,7 +219,14 @@ int main(int argc, char **argv) {
   auto *tune = tools::add_tune_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
-    if (att->parsed() && tools::flex_requested(flex))
+    if (att->parsed() && a.autotune && parse_backend(a.backend) != Backend::GPU)
+      fmt::print(stderr, "tilejit: note: --autotune has no effect on the interpreter (it times configs on a GPU); "
+                         "using --block-m/--block-n/--num-warps/--num-stages\n");
+    // The flex kernel also runs what the plain one rejects: causal with seqlen_q ≠ seqlen_k (top-left, as
+    // --window-right 0) and head dims that are not powers of two (padded).
+    bool plain_cannot = (a.causal && a.seqlen_k > 0 && a.seqlen_k != a.seqlen_q) ||
+                        a.head_dim < 16 || (a.head_dim & (a.head_dim - 1)) != 0;
+    if (att->parsed() && (tools::flex_requested(flex) || plain_cannot))
       return tools::run_flex(flex, {a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
                                     a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
                                     a.autotune});
@@ -226,6 +236,11 @@ int main(int argc, char **argv) {
     if (ir->parsed()) fmt::print("{}", kernels::builtin_ir(kname, spec));
     if (ptx->parsed()) fmt::print("{}", kernels::builtin_ptx(kname, spec));
     return 0;
+  } catch (const DriverError &e) {
+    fmt::print(stderr, "tilejit: error: {}\n", e.what());
+    if (tune->parsed()) fmt::print(stderr, "tilejit: tuning times configs on a GPU; it cannot run on the interpreter\n");
+    else if (!gpu_available()) fmt::print(stderr, "tilejit: no usable GPU here: use --backend interp (or auto)\n");
+    return 1;
   } catch (const std::exception &e) {
     fmt::print(stderr, "tilejit: error: {}\n", e.what());
     return 1;

@@ -17,8 +17,10 @@
 // their values never retraces or recompiles.
 //
 // Caching: each distinct ScoreMod / MaskFn object (assignment from a lambda creates one; copies share it)
-// gets its own traced kernel per specialization, kept for the life of the process. The compiled code is
-// cached by printed IR, so two lambdas that trace to the same IR share one compiled kernel.
+// gets its own traced kernel per specialization; the 64 most recently used are kept (a mod used again after
+// eviction is traced again, about a millisecond). The compiled code is cached by printed IR, so two lambdas
+// that trace to the same IR share one compiled kernel. Create mods once and reuse them where you can: a new
+// ScoreMod per call costs a trace per call.
 //
 // Masks. A Mask is a *band* (closed-form key range per query; causal and sliding windows) AND an optional
 // mask function. Visible(i, j) = in_band(i, j) && fn(b, h, i, j). With only a band, each query block

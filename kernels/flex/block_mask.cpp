@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "kernels/flex/flex_internal.h"
+#include "kernels/flex/kernel_lru.h"
 #include "tilejit/error.h"
 #include "tilejit/ops.h"
 
@@ -71,16 +72,13 @@ void trace_block_mask(const Mask &mask, std::span<const detail::ArgValue> a) {
 
 }  // namespace
 
-KernelBase &block_mask_kernel(const Mask &mask) {
-  static std::mutex mu;
-  static std::map<const void *, std::unique_ptr<KernelBase>> kernels;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = kernels.find(mask.fn.identity());
-  if (it != kernels.end()) return *it->second;
-  ParamTable t = block_mask_params();
-  auto k = std::make_unique<KernelBase>("flex_block_mask", std::move(t.decls), std::move(t.names),
+std::shared_ptr<KernelBase> block_mask_kernel(const Mask &mask) {
+  static KernelLru<const void *> kernels(kMaxCachedModKernels);
+  return kernels.get(mask.fn.identity(), [&] {
+    ParamTable t = block_mask_params();
+    return std::make_shared<KernelBase>("flex_block_mask", std::move(t.decls), std::move(t.names),
                                         [mask](std::span<const detail::ArgValue> a) { trace_block_mask(mask, a); });
-  return *kernels.emplace(mask.fn.identity(), std::move(k)).first->second;
+  });
 }
 
 std::vector<detail::ArgValue> block_mask_args(const Mask &mask, const FlexShape &s, const FlexOptions &opt,
@@ -137,7 +135,7 @@ BlockMask create_block_mask(const Mask &mask, const FlexShape &s, const FlexOpti
   auto cfg = launch_config(opt);
   cfg.num_stages = 1;
   Grid grid{uint32_t(bm.num_q_blocks), uint32_t(s.heads_q), uint32_t(s.batch)};
-  block_mask_kernel(mask).launch(grid, cfg, args);
+  block_mask_kernel(mask)->launch(grid, cfg, args);
   return bm;
 }
 

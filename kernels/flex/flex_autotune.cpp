@@ -28,7 +28,7 @@ std::string mods_hash(const FlexShape &s, const FlexOptions &opt) {
   FlexOptions o = opt;
   o.block_m = o.block_n = 64;
   o.block_mask = nullptr;
-  std::string ir = flex_kernel(o.dtype, o.score_mod, o.mask).ir(placeholder_kernel_args(plan(s, o), s, o));
+  std::string ir = flex_kernel(o.dtype, o.score_mod, o.mask)->ir(placeholder_kernel_args(plan(s, o), s, o));
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : ir) h = (h ^ c) * 1099511628211ull;
   return fmt::format("{:016x}", h);
@@ -74,10 +74,10 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   t.arch = opt.arch;
   t.configs = autotune::cartesian({{"BLOCK_M", bms}, {"BLOCK_N", bns}}, {4, 8}, {2, 3});
   t.stream = opt.stream;
-  KernelBase &kernel = flex_kernel(opt.dtype, opt.score_mod, opt.mask);
+  std::shared_ptr<KernelBase> kernel = flex_kernel(opt.dtype, opt.score_mod, opt.mask);
   t.compile = [&](const autotune::Config &c) {
     FlexOptions o = kernels::with_tuned_config(opt, c);
-    const ir::Function &fn = kernel.function(placeholder_kernel_args(plan(s, o), s, o));
+    const ir::Function &fn = kernel->function(placeholder_kernel_args(plan(s, o), s, o));
     codegen::CodegenOptions co;
     co.arch = o.arch;
     co.num_warps = o.num_warps;

@@ -204,7 +204,7 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
   }
   auto args = kernel_args(p, s, opt, q, k, v, out, lse, bm);
   Grid grid{uint32_t(p.nqb), uint32_t(s.heads_q), uint32_t(s.batch)};
-  flex_kernel(opt.dtype, opt.score_mod, opt.mask).launch(grid, launch_config(opt), args);
+  flex_kernel(opt.dtype, opt.score_mod, opt.mask)->launch(grid, launch_config(opt), args);
 }
 
 void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const FlexShape &s,
@@ -222,7 +222,7 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 }
 
 std::string flex_forward_ir(const FlexShape &s, const FlexOptions &opt) {
-  return flex_kernel(opt.dtype, opt.score_mod, opt.mask).ir(placeholder_kernel_args(plan(s, opt), s, opt));
+  return flex_kernel(opt.dtype, opt.score_mod, opt.mask)->ir(placeholder_kernel_args(plan(s, opt), s, opt));
 }
 
 std::string flex_forward_ptx(const FlexShape &s, const FlexOptions &opt, bool block_mask) {
@@ -231,9 +231,9 @@ std::string flex_forward_ptx(const FlexShape &s, const FlexOptions &opt, bool bl
   Plan p = plan(s, opt);
   if (block_mask) {
     const DevicePtr fake{256, 0};
-    return block_mask_kernel(opt.mask).ptx(cfg, block_mask_args(opt.mask, s, opt, fake, fake, p.nqb, p.nkb)).ptx;
+    return block_mask_kernel(opt.mask)->ptx(cfg, block_mask_args(opt.mask, s, opt, fake, fake, p.nqb, p.nkb)).ptx;
   }
-  return flex_kernel(opt.dtype, opt.score_mod, opt.mask).ptx(cfg, placeholder_kernel_args(p, s, opt)).ptx;
+  return flex_kernel(opt.dtype, opt.score_mod, opt.mask)->ptx(cfg, placeholder_kernel_args(p, s, opt)).ptx;
 }
 
 }  // namespace tilejit::attention

@@ -3,6 +3,7 @@
 // user's mods), the mod context (mod_seqlen_q/k), and the visibility test shared by the attention kernel
 // and the block-mask kernel. Not installed.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -90,8 +91,14 @@ enum FlexParam : int {
   kBlockM, kBlockN, kDimQK, kDimV, kPadQK, kPadV, kVarlen, kHasBand, kUseBlockMask, kLarge,
   kNumFlexParams
 };
+/// How many traced kernels (per kind: attention, block mask) are kept for distinct mod objects; the least
+/// recently used beyond this are dropped (a later call with that mod traces again; compiled code stays
+/// cached by IR).
+constexpr size_t kMaxCachedModKernels = 64;
 /// The attention kernel for (dtype, score_mod, mask) — traced per specialization, cached per mod identity.
-KernelBase &flex_kernel(DType dtype, const ScoreMod &score_mod, const Mask &mask);
+std::shared_ptr<KernelBase> flex_kernel(DType dtype, const ScoreMod &score_mod, const Mask &mask);
+/// How many traced attention kernels are cached now (tests).
+size_t flex_kernels_cached();
 
 /// Parameters of the block-mask kernel, in order.
 enum BlockMaskParam : int {
@@ -100,7 +107,7 @@ enum BlockMaskParam : int {
   bBlockM, bBlockN, bVarlen, bHasBand,
   kNumBlockMaskParams
 };
-KernelBase &block_mask_kernel(const Mask &mask);
+std::shared_ptr<KernelBase> block_mask_kernel(const Mask &mask);
 /// The block-mask kernel's arguments for writing into kv_blocks / counts.
 std::vector<detail::ArgValue> block_mask_args(const Mask &mask, const FlexShape &s, const FlexOptions &opt,
                                               DevicePtr kv_blocks, DevicePtr counts, int num_q_blocks,

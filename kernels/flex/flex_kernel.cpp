@@ -17,6 +17,7 @@
 
 #include "ir/ir.h"
 #include "kernels/flex/flex_internal.h"
+#include "kernels/flex/kernel_lru.h"
 #include "tilejit/error.h"
 #include "tilejit/ops.h"
 
@@ -187,19 +188,23 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
 
 }  // namespace
 
-KernelBase &flex_kernel(DType dt, const ScoreMod &score_mod, const Mask &mask) {
-  static std::mutex mu;
-  static std::map<std::tuple<DType, const void *, const void *>, std::unique_ptr<KernelBase>> kernels;
-  std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(dt, score_mod.identity(), mask.fn.identity());
-  auto it = kernels.find(key);
-  if (it != kernels.end()) return *it->second;
-  ParamTable t = flex_params(dt);
-  // The trace function keeps copies of the mods, so their identities stay unique while cached.
-  auto k = std::make_unique<KernelBase>(
-      "flex_attention_fwd", std::move(t.decls), std::move(t.names),
-      [dt, score_mod, mask](std::span<const detail::ArgValue> a) { trace_flex(dt, score_mod, mask, a); });
-  return *kernels.emplace(key, std::move(k)).first->second;
+namespace {
+KernelLru<std::tuple<DType, const void *, const void *>> &flex_kernels() {
+  static KernelLru<std::tuple<DType, const void *, const void *>> kernels(kMaxCachedModKernels);
+  return kernels;
+}
+}  // namespace
+
+size_t flex_kernels_cached() { return flex_kernels().size(); }
+
+std::shared_ptr<KernelBase> flex_kernel(DType dt, const ScoreMod &score_mod, const Mask &mask) {
+  return flex_kernels().get(std::make_tuple(dt, score_mod.identity(), mask.fn.identity()), [&] {
+    ParamTable t = flex_params(dt);
+    // The trace function keeps copies of the mods, so their identities stay unique while cached.
+    return std::make_shared<KernelBase>(
+        "flex_attention_fwd", std::move(t.decls), std::move(t.names),
+        [dt, score_mod, mask](std::span<const detail::ArgValue> a) { trace_flex(dt, score_mod, mask, a); });
+  });
 }
 
 }  // namespace tilejit::attention::flex
