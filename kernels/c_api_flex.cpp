@@ -169,7 +169,9 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   auto pow2 = [](int x) { return x >= 16 && (x & (x - 1)) == 0; };
   if (!pow2(opt.block_m) || !pow2(opt.block_n))
     throw TraceError(fmt::format("BLOCK_M {} and BLOCK_N {} must be powers of two ≥ 16", opt.block_m, opt.block_n));
-  // Strides and extents are checked by flex_forward (an empty problem returns there before touching memory).
+  // Every option is validated before a block mask is built (its kernel would otherwise report them first);
+  // strides and extents are checked by flex_forward (an empty problem returns there before touching memory).
+  attention::flex::plan(shape, opt);
   const Backend be = resolve_backend(Backend::Auto);
   opt.backend = be;
 

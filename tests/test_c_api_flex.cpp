@@ -3,6 +3,7 @@
 // odd lengths, against the float64 reference of the flex tests; the caches (no retrace, block masks
 // rebuilt only for a new pointer); and the argument errors.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstdint>
@@ -402,6 +403,14 @@ TEST_CASE("C ABI flex: bad arguments return an error code and a clear message", 
   v.doc_ids = static_cast<const int32_t *>(p);
   CHECK(call(p, 2, 2, 17, 19) == TILEJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(error(), Catch::Contains("doc_ids (document masking) needs seqlen_q == seqlen_k (got 17 and 19)"));
+  // Options are validated before the document block mask is built (its kernel used to report them first,
+  // as an internal error).
+  for (int w : {3, 64}) {
+    v.num_warps = w;
+    CHECK(call(p, 2, 2, 17, 17) == TILEJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(error(), Catch::Contains(fmt::format("num_warps {} must be a power of two in [1, 16]", w)));
+  }
+  v.num_warps = 0;
   v.doc_ids = nullptr;
 
   CHECK(call(p, 2, 2, 17, 17, 5) == TILEJIT_ERROR_INVALID_ARGUMENT);

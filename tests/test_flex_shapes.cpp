@@ -1,5 +1,7 @@
 // Flex attention shapes on the CPU interpreter: GQA/MQA, varlen with empty sequences, padded head dims,
 // a v head dim different from q·k's, no-op sizes, and the errors for unsupported shapes.
+#include <limits>
+
 #include "flex_checks.h"
 
 using namespace tilejit;
@@ -60,7 +62,18 @@ TEST_CASE("flex: batch 0 and zero-length sequences are no-ops", "[flex]") {
   attention::FlexOptions o;
   o.backend = Backend::Interpreter;
   Buffer empty;
-  attention::flex_forward(empty, empty, empty, empty, empty, {.batch = 0, .heads_q = 2}, o);
-  attention::flex_forward(empty, empty, empty, empty, empty,
-                          {.batch = 2, .heads_q = 2, .seqlen_q = 0, .seqlen_k = 5}, o);
+  REQUIRE_NOTHROW(attention::flex_forward(empty, empty, empty, empty, empty, {.batch = 0, .heads_q = 2}, o));
+  REQUIRE_NOTHROW(attention::flex_forward(empty, empty, empty, empty, empty,
+                                          {.batch = 2, .heads_q = 2, .seqlen_q = 0, .seqlen_k = 5}, o));
+  // No keys at all: k and v hold nothing the kernel reads (a token allocation), every row gives 0 and −inf.
+  attention::FlexShape s{.batch = 2, .heads_q = 2, .seqlen_q = 3, .seqlen_k = 0, .head_dim_qk = 32};
+  size_t nq = size_t(2) * 2 * 3 * 32;
+  Buffer q(nq * 2, Backend::Interpreter), kv(2, Backend::Interpreter), out(nq * 2, Backend::Interpreter),
+      lse(size_t(2) * 2 * 3 * 4, Backend::Interpreter);
+  q.fill_bytes(0x3c);
+  out.fill_bytes(0xff);
+  lse.fill_bytes(0xff);
+  attention::flex_forward(q, kv, kv, out, lse, s, o);
+  for (uint16_t x : out.download_as<uint16_t>(nq)) REQUIRE(x == 0);
+  for (float x : lse.download_as<float>(12)) REQUIRE(x == -std::numeric_limits<float>::infinity());
 }

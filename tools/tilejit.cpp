@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
   att->add_option("--num-stages", a.num_stages, "num_stages (software pipeline depth)");
   att->add_flag("--autotune", a.autotune,
                 "GPU: pick BLOCK_M/BLOCK_N/num_warps/num_stages by measuring (the first call per shape bucket "
-                "tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); the four flags above are then ignored");
+                "tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); the four flags above are then validated but not used");
   att->add_option("--iters", a.iters, "timed launches (GPU)")->check(CLI::Range(1, 1000000));
   att->add_flag("--check", a.check, "compare sampled rows against a float64 reference");
   att->add_option("--check-rows", a.check_rows, "rows sampled by --check");
@@ -224,6 +224,12 @@ int main(int argc, char **argv) {
                          "using --block-m/--block-n/--num-warps/--num-stages\n");
     // The flex kernel also runs what the plain one rejects: causal with seqlen_q ≠ seqlen_k (top-left, as
     // --window-right 0) and head dims that are not powers of two (padded).
+    if (att->parsed()) {  // checks both paths share, before allocating anything
+      if (a.seqlen_k < -1 || a.seqlen_k == 0) throw Error("--seqlen-k must be positive (or -1: same as --seqlen-q)");
+      double total = double(a.batch) * a.heads * std::max(a.seqlen_q, a.seqlen_k) * a.head_dim;
+      if (total > double(1u << 31))
+        throw Error(fmt::format("the tensors would hold {:.3g} elements each; at most 2^31", total));
+    }
     bool plain_cannot = (a.causal && a.seqlen_k > 0 && a.seqlen_k != a.seqlen_q) ||
                         a.head_dim < 16 || (a.head_dim & (a.head_dim - 1)) != 0;
     if (att->parsed() && (tools::flex_requested(flex) || plain_cannot))

@@ -69,8 +69,9 @@ typedef struct tilejit_flex_variant {
   int block_m, block_n;   /* tile sizes, powers of two ≥ 16; 0: the library's default (64) */
   int num_warps, num_stages; /* 0: the library's defaults (4, 2) */
   int autotune;           /* nonzero (GPU): the autotuner picks block_m, block_n, num_warps, num_stages for this
-                           * shape and variant (the four fields above are ignored); the first call per key
-                           * tunes (FlexOptions::autotune in flex_attention.h) */
+                           * shape and variant (the four fields above are still validated but not used); the
+                           * first call per key tunes (FlexOptions::autotune in flex_attention.h); ignored on
+                           * the interpreter */
 } tilejit_flex_variant;
 
 /* Everything off, every tuning field 0 (defaults): window_left = window_right = −1, the rest 0/NULL. */

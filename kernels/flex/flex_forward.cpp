@@ -80,8 +80,9 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
     if (st.batch < 0 || st.head < 0 || st.seq < 0)
       throw fail(fmt::format("tensor '{}': strides (batch {}, head {}, seq {}) must not be negative", name,
                              st.batch, st.head, st.seq));
-    int64_t b = p.varlen ? 0 : std::max(s.batch - 1, 0);
-    return b * st.batch + int64_t(std::max(heads - 1, 0)) * st.head + std::max<int64_t>(seq - 1, 0) * st.seq + d - 1;
+    if (seq <= 0 || heads <= 0 || (!p.varlen && s.batch <= 0)) return int64_t(-1);  // no rows: nothing addressed
+    int64_t b = p.varlen ? 0 : s.batch - 1;
+    return b * st.batch + int64_t(heads - 1) * st.head + (seq - 1) * st.seq + d - 1;
   };
   p.last_q = last(p.q, s.heads_q, rows_q, Dq, "q");
   p.last_k = last(p.k, p.heads_kv, rows_k, Dq, "k");
@@ -180,25 +181,25 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
                   const FlexOptions &opt) {
   Plan p = plan(s, opt);
   if (!p.work) return;
-  if (opt.autotune && resolve_backend(opt.backend) == Backend::GPU) {
-    flex_forward(q, k, v, out, lse, s, tuned_flex_options(q, k, v, out, lse, s, opt));
-    return;
-  }
+  // Everything is checked before tuning too: the tuner copies out/lse aside and times launches on them.
   check_extent(q, p.last_q, 2, "q");
   check_extent(k, p.last_k, 2, "k");
   check_extent(v, p.last_v, 2, "v");
   check_extent(out, p.last_o, 2, "out");
   check_extent(lse, p.last_lse, 4, "lse");
   const BlockMask *bm = opt.block_mask;
+  if (bm && (bm->batch != s.batch || bm->heads != s.heads_q || bm->block_m != opt.block_m ||
+             bm->block_n != opt.block_n || bm->num_q_blocks != p.nqb || bm->num_k_blocks != p.nkb))
+    throw TraceError(fmt::format("attention::flex_forward: the block mask was made for batch {}, heads {}, "
+                                 "{}x{} blocks of {}x{}; this call needs batch {}, heads {}, {}x{} blocks of {}x{}",
+                                 bm->batch, bm->heads, bm->num_q_blocks, bm->num_k_blocks, bm->block_m,
+                                 bm->block_n, s.batch, s.heads_q, p.nqb, p.nkb, opt.block_m, opt.block_n));
+  if (opt.autotune && resolve_backend(opt.backend) == Backend::GPU) {
+    flex_forward(q, k, v, out, lse, s, tuned_flex_options(q, k, v, out, lse, s, opt));
+    return;
+  }
   BlockMask computed;
-  if (bm) {
-    if (bm->batch != s.batch || bm->heads != s.heads_q || bm->block_m != opt.block_m ||
-        bm->block_n != opt.block_n || bm->num_q_blocks != p.nqb || bm->num_k_blocks != p.nkb)
-      throw TraceError(fmt::format("attention::flex_forward: the block mask was made for batch {}, heads {}, "
-                                   "{}x{} blocks of {}x{}; this call needs batch {}, heads {}, {}x{} blocks of {}x{}",
-                                   bm->batch, bm->heads, bm->num_q_blocks, bm->num_k_blocks, bm->block_m,
-                                   bm->block_n, s.batch, s.heads_q, p.nqb, p.nkb, opt.block_m, opt.block_n));
-  } else if (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
+  if (!bm && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
     computed = create_block_mask(opt.mask, s, opt);
     bm = &computed;
   }
