@@ -280,6 +280,7 @@ void Lowering::declare_kernel() {
   };
   annotate("kernel", 1);
   annotate("maxntidx", 32 * opts.num_warps);
+  if (opts.min_ctas_per_sm > 0) annotate("minctasm", opts.min_ctas_per_sm);
 }
 
 void Lowering::run() {

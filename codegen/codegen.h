@@ -14,6 +14,7 @@ struct CodegenOptions {
   int num_stages = 1;           // ≥ 2: cp.async software pipeline of loops' dot operand loads (codegen/pipeline.h), sm_80+
   bool wgmma = true;            // sm_90a: tensor-core dots whose B operand is staged in shared memory use wgmma
                                 // (codegen/wgmma.h) instead of mma.sync; false keeps mma.sync everywhere
+  int min_ctas_per_sm = 0;      // ≥ 1: .minnctapersm (with .maxntid): registers capped so this many fit per SM
   bool wgmma_smem_a = true;     // with wgmma, a loop-invariant A (attention's q) is read by the wgmma itself
                                 // from shared memory (descriptor, rows staged in wgmma's order; 4-10% faster
                                 // on the H200, bench/results/2026-11-30-ss-validation-h200.md); false: A is

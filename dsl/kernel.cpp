@@ -71,7 +71,7 @@ struct KernelBase::Impl {
   // Loaded GPU kernels per (traced function, arch, num_warps, num_stages). The runtime's own cache is
   // keyed by a hash of the printed IR; remembering its answer here keeps printing and hashing off the
   // launch path (LoadedKernel references stay valid until exit).
-  std::map<std::tuple<const ir::Function *, std::string, int, int>, const runtime::LoadedKernel *> loaded;
+  std::map<std::tuple<const ir::Function *, std::string, int, int, int>, const runtime::LoadedKernel *> loaded;
   uint64_t loaded_generation = 0;
   // Captured values each traced function uses (tilejit/capture.h): extra trailing kernel arguments whose
   // values are read at every launch.
@@ -280,7 +280,8 @@ void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgV
   opts.arch = cfg.arch.empty() ? runtime::device_arch() : cfg.arch;
   opts.num_warps = cfg.num_warps;
   opts.num_stages = cfg.num_stages;
-  auto key = std::make_tuple(&fn, opts.arch, opts.num_warps, opts.num_stages);
+  opts.min_ctas_per_sm = cfg.min_ctas_per_sm;
+  auto key = std::make_tuple(&fn, opts.arch, opts.num_warps, opts.num_stages, opts.min_ctas_per_sm);
   const runtime::LoadedKernel *k = nullptr;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -311,6 +312,7 @@ codegen::PtxResult KernelBase::ptx(const LaunchConfig &cfg, std::span<const ArgV
   opts.arch = cfg.arch;
   opts.num_warps = cfg.num_warps;
   opts.num_stages = cfg.num_stages;
+  opts.min_ctas_per_sm = cfg.min_ctas_per_sm;
   codegen::apply_env_overrides(opts);
   return codegen::compile_to_ptx(fn, opts);
 }

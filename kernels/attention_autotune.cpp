@@ -26,7 +26,9 @@ std::string shape_key(const Shape &s, const Options &opt) {
 }
 
 std::vector<autotune::Config> candidates() {
-  return autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3});
+  std::vector<autotune::Config> c =
+      autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3});
+  return kernels::with_two_per_sm(std::move(c));
 }
 
 // Bytes from a tensor's base pointer to the end of its furthest element.

@@ -204,6 +204,7 @@ autotune::Compiled compile(const Pointers &p, const Shape &s, const Layout &L, c
   co.arch = opt.arch.empty() ? runtime::device_arch() : opt.arch;
   co.num_warps = opt.num_warps;
   co.num_stages = opt.num_stages;
+  co.min_ctas_per_sm = opt.min_ctas_per_sm;
   const runtime::LoadedKernel &k = runtime::get_kernel(fn, co);
   return {k.num_regs, k.shared_bytes, k.num_threads};
 }

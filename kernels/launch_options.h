@@ -2,6 +2,8 @@
 // attention::Options and attention::FlexOptions carry the same launch and tile fields (num_warps,
 // num_stages, backend, stream, arch, block_m, block_n, autotune).
 #pragma once
+#include <vector>
+
 #include "tilejit/autotune.h"
 #include "tilejit/launch.h"
 
@@ -15,16 +17,33 @@ LaunchConfig launch_config_of(const Options &opt) {
   cfg.backend = opt.backend;
   cfg.stream = opt.stream;
   cfg.arch = opt.arch;
+  cfg.min_ctas_per_sm = opt.min_ctas_per_sm;
   return cfg;
 }
 
-/// o with the config's BLOCK_M, BLOCK_N, num_warps and num_stages, and autotuning off (the config is final).
+/// The configs plus, for each with 8 warps, the same with MIN_CTAS=2: two programs per SM (registers capped at
+/// 128 per thread), so one program's prologue and epilogue overlap the other's main loop — the fixed cost
+/// that dominates short sequences and narrow bands at one 8-warp program per SM.
+inline std::vector<autotune::Config> with_two_per_sm(std::vector<autotune::Config> configs) {
+  size_t n = configs.size();
+  for (size_t i = 0; i < n; ++i)
+    if (configs[i].num_warps == 8) {
+      autotune::Config c = configs[i];
+      c.constants.emplace_back("MIN_CTAS", 2);
+      configs.push_back(std::move(c));
+    }
+  return configs;
+}
+
+/// o with the config's BLOCK_M, BLOCK_N, num_warps, num_stages and MIN_CTAS (0 when absent), and autotuning
+/// off (the config is final).
 template <class Options>
 Options with_tuned_config(Options o, const autotune::Config &c) {
   o.block_m = c.get("BLOCK_M");
   o.block_n = c.get("BLOCK_N");
   o.num_warps = c.num_warps;
   o.num_stages = c.num_stages;
+  o.min_ctas_per_sm = c.get_or("MIN_CTAS", 0);
   o.autotune = false;
   return o;
 }

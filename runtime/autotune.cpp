@@ -144,6 +144,12 @@ int Config::get(const std::string &name) const {
   throw Error(fmt::format("autotune config '{}' has no constant named '{}'", str(), name));
 }
 
+int Config::get_or(const std::string &name, int fallback) const {
+  for (const auto &[n, v] : constants)
+    if (n == name) return v;
+  return fallback;
+}
+
 std::string Config::str() const {
   std::string s;
   for (const auto &[n, v] : constants) s += fmt::format("{}={} ", n, v);

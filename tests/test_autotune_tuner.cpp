@@ -11,9 +11,11 @@
 #include <set>
 #include <thread>
 
+#include "kernels/launch_options.h"
 #include "runtime/autotune_store.h"
 #include "runtime/cache.h"
 #include "test_runtime_scoped_env.h"
+#include "tilejit/attention.h"
 #include "tilejit/autotune.h"
 #include "tilejit/error.h"
 
@@ -102,6 +104,26 @@ TEST_CASE("autotune configs: cartesian product, canonical text, named constants"
   CHECK_THROWS_WITH(cs[0].get("BLOCK_K"), Catch::Contains("no constant named 'BLOCK_K'") &&
                                               Catch::Contains("BLOCK_M=64 BLOCK_N=32"));
   CHECK(cartesian({}, {4}, {1}).size() == 1);
+}
+
+TEST_CASE("attention candidates: 8-warp configs also at two programs per SM; the config reaches the options",
+          "[autotune]") {
+  auto cs = tilejit::kernels::with_two_per_sm(
+      cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3}));
+  REQUIRE(cs.size() == 54);
+  size_t two = 0;
+  for (const auto &c : cs)
+    if (c.get_or("MIN_CTAS", 0) == 2) {
+      ++two;
+      CHECK(c.num_warps == 8);
+    }
+  CHECK(two == 18);
+  CHECK(cs.back().str() == "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=3");
+  attention::Options o = tilejit::kernels::with_tuned_config(attention::Options{}, cs.back());
+  CHECK(o.min_ctas_per_sm == 2);
+  CHECK(o.block_m == 128);
+  CHECK_FALSE(o.autotune);
+  CHECK(tilejit::kernels::with_tuned_config(attention::Options{}, cs.front()).min_ctas_per_sm == 0);
 }
 
 TEST_CASE("autotune shape keys bucket sizes to powers of two", "[autotune]") {

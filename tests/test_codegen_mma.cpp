@@ -11,6 +11,7 @@
 
 #include "codegen/mma.h"
 #include "test_codegen_util.h"
+#include "tilejit/attention.h"
 #include "tilejit/kernels.h"
 
 using namespace tilejit;
@@ -256,4 +257,28 @@ TEST_CASE("wgmma with q re-read into registers (TILEJIT_WGMMA_SMEM_A=0) assemble
       check_tensor_core_kernel("attention", spec, fmt::format("rs8_attention_d{}_{}", d, causal));
     }
   unsetenv("TILEJIT_WGMMA_SMEM_A");
+}
+
+TEST_CASE("min_ctas_per_sm: .maxntid/.minnctapersm in the PTX; two 8-warp programs per SM fit without spills",
+          "[codegen][occupancy]") {
+  attention::Shape s{4, 16, 1024, 1024, 128};
+  attention::Options o;
+  o.block_m = 128;
+  o.block_n = 64;
+  o.num_warps = 8;
+  o.num_stages = 2;
+  o.arch = "sm_90a";
+  std::string one = attention::forward_ptx(s, o);
+  REQUIRE_FALSE(contains(one, ".minnctapersm"));
+  o.min_ctas_per_sm = 2;
+  std::string two = attention::forward_ptx(s, o);
+  REQUIRE(contains(two, ".maxntid 256, 1, 1"));
+  REQUIRE(contains(two, ".minnctapersm 2"));
+  auto [rc, log] = ptxas_v(two, "sm_90a", "minctas2");
+  INFO("ptxas says:\n" << log);
+  REQUIRE(rc == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(log, m, std::regex(R"(Used (\d+) registers)")));
+  CHECK(std::stoi(m[1].str()) <= 128);  // 65536 registers / (2 programs · 256 threads)
+  CHECK(contains(log, "0 bytes spill stores"));
 }

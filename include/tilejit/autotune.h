@@ -34,6 +34,8 @@ struct Config {
 
   /// The value of a named constant; throws tilejit::Error naming the config when it is absent.
   int get(const std::string &name) const;
+  /// The value of a named constant, or `fallback` when the config has none.
+  int get_or(const std::string &name, int fallback) const;
   /// Canonical text, also the on-disk form: "BLOCK_M=128 BLOCK_N=64 num_warps=4 num_stages=2".
   std::string str() const;
   bool operator==(const Config &o) const = default;

@@ -166,8 +166,10 @@ struct FlexOptions {
   /// BLOCK_M, BLOCK_N (powers of two ≥ 16), num_warps, and num_stages: ≥ 2 software-pipelines the K/V loads of
   /// every key-block loop with cp.async (block-sparse loops included); 1 loads them through registers.
   int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2;
-  /// GPU only: pick BLOCK_M, BLOCK_N, num_warps and num_stages by measuring (the fields above are still
-  /// validated but not used, except BLOCK_M/BLOCK_N when block_mask is given: they must match it and stay). The first call per key —
+  int min_ctas_per_sm = 0;  // ≥ 1: registers capped so this many programs fit per SM (LaunchConfig)
+  /// GPU only: pick BLOCK_M, BLOCK_N, num_warps, num_stages (and min_ctas_per_sm 2 for 8-warp configs) by
+  /// measuring (the fields above are still validated but not used, except BLOCK_M/BLOCK_N when block_mask is
+  /// given: they must match it and stay). The first call per key —
   /// the mods' traced IR, dtype, head dims, GQA group, varlen, the band's sides and the sizes bucketed to
   /// powers of two — compiles the candidates in parallel and times them on this call's inputs (outputs are
   /// restored, so the call's result is as without tuning); the winner is cached in memory and on disk

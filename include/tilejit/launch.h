@@ -31,6 +31,8 @@ struct LaunchConfig {
   Backend backend = Backend::Auto;
   Stream *stream = nullptr;     // GPU stream; null: the default stream of the current device
   std::string arch;             // "sm_80", "sm_90a", ...; empty: the device's own arch
+  int min_ctas_per_sm = 0;      // ≥ 1: ask ptxas to fit this many programs per SM (PTX .maxntid + .minnctapersm,
+                                // CUDA's __launch_bounds__; caps registers per thread, may spill); 0: no hint
 };
 
 /// One kernel argument after binding (pointers are device addresses on the GPU, host addresses in the

@@ -72,7 +72,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   t.kernel = "flex_attention_fwd";
   t.key = key;
   t.arch = opt.arch;
-  t.configs = autotune::cartesian({{"BLOCK_M", bms}, {"BLOCK_N", bns}}, {4, 8}, {2, 3});
+  t.configs = kernels::with_two_per_sm(autotune::cartesian({{"BLOCK_M", bms}, {"BLOCK_N", bns}}, {4, 8}, {2, 3}));
   t.stream = opt.stream;
   std::shared_ptr<KernelBase> kernel = flex_kernel(opt.dtype, opt.score_mod, opt.mask);
   t.compile = [&](const autotune::Config &c) {
@@ -82,6 +82,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
     co.arch = o.arch;
     co.num_warps = o.num_warps;
     co.num_stages = o.num_stages;
+    co.min_ctas_per_sm = o.min_ctas_per_sm;
     const runtime::LoadedKernel &lk = runtime::get_kernel(fn, co);
     return autotune::Compiled{lk.num_regs, lk.shared_bytes, lk.num_threads};
   };

@@ -75,7 +75,7 @@ TEST_CASE("autotuning attention: a winner, restored outputs, correct results, ca
     stream.synchronize();
     INFO(autotune::format_result(autotune::Tunable{.kernel = "attention_fwd"}, r));
     REQUIRE(r.source == "tuned");
-    REQUIRE(r.trials.size() == 36);
+    REQUIRE(r.trials.size() == 54);  // 36 tile configs + the 18 with 8 warps again at two programs per SM
     CHECK(r.best_ms > 0);
     int ok = 0;
     for (const auto &t : r.trials) ok += t.status == "ok";
