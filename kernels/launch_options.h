@@ -2,6 +2,8 @@
 // attention::Options and attention::FlexOptions carry the same launch and tile fields (num_warps,
 // num_stages, backend, stream, arch, block_m, block_n, autotune).
 #pragma once
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "tilejit/autotune.h"
@@ -19,6 +21,13 @@ LaunchConfig launch_config_of(const Options &opt) {
   cfg.arch = opt.arch;
   cfg.min_ctas_per_sm = opt.min_ctas_per_sm;
   return cfg;
+}
+
+/// Whether the autotuners also try 8-warp configs at two programs per SM (with_two_per_sm). Off until run on
+/// a GPU (bench/min_ctas_validation_run.sh): TILEJIT_AUTOTUNE_TWO_PER_SM=1 turns it on.
+inline bool two_per_sm_candidates() {
+  const char *e = std::getenv("TILEJIT_AUTOTUNE_TWO_PER_SM");
+  return e && std::string(e) == "1";
 }
 
 /// The configs plus, for each with 8 warps, the same with MIN_CTAS=2: two programs per SM (registers capped at
