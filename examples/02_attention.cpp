@@ -21,6 +21,7 @@ int main() {
     for (auto &x : host) x = float_to_bf16(dist(rng));
     b->upload(host);
   }
+  const std::vector<uint16_t> v_host = host;  // the last upload was v
   attention::Options opt;
   opt.causal = true;
   opt.backend = where;
@@ -28,5 +29,9 @@ int main() {
   auto o = out.download_as<uint16_t>(n);
   std::printf("attention on the %s: out[0..3] = %f %f %f %f\n", where == Backend::GPU ? "GPU" : "interpreter",
               bf16_to_float(o[0]), bf16_to_float(o[1]), bf16_to_float(o[2]), bf16_to_float(o[3]));
-  return 0;
+  // Causal: query 0 sees key 0 only, so its output row is v's first row (softmax weight exactly 1).
+  bool ok = true;
+  for (int d = 0; d < shape.head_dim; ++d) ok = ok && o[size_t(d)] == v_host[size_t(d)];
+  std::printf("row 0 equals v[0] (it sees only key 0): %s\n", ok ? "ok" : "FAILED");
+  return ok ? 0 : 1;
 }

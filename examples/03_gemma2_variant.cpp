@@ -2,6 +2,7 @@
 // scores (cap 50) plus a causal sliding window of 4096 keys, traced into the attention kernel.
 // Runs on the GPU, or on the CPU interpreter (then on a small shape) when there is no GPU or
 // TILEJIT_INTERPRET=1 is set.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -36,6 +37,10 @@ int main() {
   auto o = out.download_as<uint16_t>(1);
   auto l = lse.download_as<float>(size_t(shape.seqlen_q));
   // All scores equal: out = 1, lse of the last row = cap·tanh(d·scale/cap) + log(visible keys).
-  std::printf("out[0] = 0x%04x (f16 1.0 = 0x3c00), lse[last] = %.4f\n", o[0], l.back());
-  return o[0] == 0x3c00 ? 0 : 1;
+  double score = 50.0 * std::tanh(shape.head_dim_qk / std::sqrt(double(shape.head_dim_qk)) / 50.0);
+  double want = score + std::log(double(std::min(shape.seqlen_q, 4096)));
+  bool ok = o[0] == 0x3c00 && std::abs(l.back() - want) < 1e-3 * std::abs(want);
+  std::printf("out[0] = 0x%04x (f16 1.0 = 0x3c00), lse[last] = %.4f (expected %.4f): %s\n", o[0], l.back(), want,
+              ok ? "ok" : "FAILED");
+  return ok ? 0 : 1;
 }
