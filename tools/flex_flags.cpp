@@ -76,27 +76,39 @@ bool flex_requested(const FlexFlags &f) {
          !f.varlen.empty() || f.bottom_right;
 }
 
-int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
-  using namespace attention;
-  Backend be = a.backend == "gpu" ? Backend::GPU
-               : a.backend == "interp" ? Backend::Interpreter
-                                       : (gpu_available() ? Backend::GPU : Backend::Interpreter);
-  DType dt = a.dtype == "f16" ? DType::f16 : DType::bf16;
-  FlexShape s{.batch = a.batch, .heads_q = a.heads, .heads_kv = f.gqa_kv_heads, .seqlen_q = a.seqlen_q,
-              .seqlen_k = a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, .head_dim_qk = a.head_dim};
+namespace {
+
+/// The shape, options and variant of a flex run, shared by run_flex and the ir/ptx dumps.
+struct FlexSetup {
+  attention::FlexShape s;
+  attention::FlexOptions opt;
   std::vector<int> lens, cu{0};
+  attention::flex::BuiltinVariant variant;
+  Buffer slopes;  // the variant's ALiBi slopes (captured)
+  bool has_band = false;
+  attention::Band band;
+  int Hkv = 0;
+  DType dt = DType::bf16;
+};
+
+FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
+  using namespace attention;
+  FlexSetup x;
+  x.dt = a.dtype == "f16" ? DType::f16 : DType::bf16;
+  x.s = {.batch = a.batch, .heads_q = a.heads, .heads_kv = f.gqa_kv_heads, .seqlen_q = a.seqlen_q,
+         .seqlen_k = a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, .head_dim_qk = a.head_dim};
   if (!f.varlen.empty()) {
     for (int n : parse_lengths(f.varlen)) {
-      lens.push_back(n);
-      cu.push_back(cu.back() + n);
+      x.lens.push_back(n);
+      x.cu.push_back(x.cu.back() + n);
     }
-    s.batch = int(lens.size());
-    s.seqlen_q = s.seqlen_k = lens.empty() ? 0 : *std::max_element(lens.begin(), lens.end());
-    s.total_q = s.total_k = cu.back();
+    x.s.batch = int(x.lens.size());
+    x.s.seqlen_q = x.s.seqlen_k = x.lens.empty() ? 0 : *std::max_element(x.lens.begin(), x.lens.end());
+    x.s.total_q = x.s.total_k = x.cu.back();
   }
-  const int Hkv = s.heads_kv ? s.heads_kv : s.heads_q;
-  FlexOptions opt;
-  opt.dtype = dt;
+  x.Hkv = x.s.heads_kv ? x.s.heads_kv : x.s.heads_q;
+  FlexOptions &opt = x.opt;
+  opt.dtype = x.dt;
   opt.block_m = a.block_m;
   opt.block_n = a.block_n;
   opt.num_warps = a.num_warps;
@@ -113,16 +125,41 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
                                  .softcap = f.softcap > 0};
   std::optional<Band> built_band = flex::builtin_band(settings);
   if (f.bottom_right && !built_band) throw Error("--bottom-right needs --causal or a window");
-  const bool has_band = built_band.has_value();
-  const Band band = built_band.value_or(Band{});
-  flex::BuiltinVariant variant = flex::make_builtin_variant(settings, "tilejit attention");
-  std::vector<float> slopes = alibi_slopes(s.heads_q);
-  Buffer slopes_buf(std::max<size_t>(slopes.size(), 1) * 4, be);
-  if (!slopes.empty()) slopes_buf.upload(slopes);
-  if (f.alibi) variant.slopes.set(slopes_buf);
-  if (f.softcap > 0) variant.cap.set(double(f.softcap));
-  opt.mask = variant.mask;
-  opt.score_mod = variant.score_mod;
+  x.has_band = built_band.has_value();
+  x.band = built_band.value_or(Band{});
+  x.variant = flex::make_builtin_variant(settings, "tilejit attention");
+  std::vector<float> slopes = alibi_slopes(x.s.heads_q);
+  x.slopes = Buffer(std::max<size_t>(slopes.size(), 1) * 4, be);
+  if (!slopes.empty()) x.slopes.upload(slopes);
+  if (f.alibi) x.variant.slopes.set(x.slopes);
+  if (f.softcap > 0) x.variant.cap.set(double(f.softcap));
+  opt.mask = x.variant.mask;
+  opt.score_mod = x.variant.score_mod;
+  return x;
+}
+
+}  // namespace
+
+std::string flex_code(const FlexFlags &f, const FlexRunArgs &a, bool ptx) {
+  FlexSetup x = flex_setup(f, a, Backend::Interpreter);  // no GPU needed: nothing runs
+  if (!x.lens.empty()) x.opt.cu_seqlens_q = x.opt.cu_seqlens_k = DevicePtr{256, 0};  // placeholders
+  return ptx ? attention::flex_forward_ptx(x.s, x.opt) : attention::flex_forward_ir(x.s, x.opt);
+}
+
+int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
+  using namespace attention;
+  Backend be = a.backend == "gpu" ? Backend::GPU
+               : a.backend == "interp" ? Backend::Interpreter
+                                       : (gpu_available() ? Backend::GPU : Backend::Interpreter);
+  FlexSetup x = flex_setup(f, a, be);
+  FlexShape &s = x.s;
+  FlexOptions &opt = x.opt;
+  const std::vector<int> &lens = x.lens, &cu = x.cu;
+  const DType dt = x.dt;
+  const int Hkv = x.Hkv;
+  const bool has_band = x.has_band;
+  const Band band = x.band;
+  const std::vector<float> slopes = alibi_slopes(s.heads_q);  // the reference's copy
 
   bool varlen = !lens.empty();
   size_t rows_q = varlen ? size_t(s.total_q) : size_t(s.batch) * s.seqlen_q;

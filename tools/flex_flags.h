@@ -31,5 +31,7 @@ void add_flex_flags(CLI::App *attention, FlexFlags &f);
 bool flex_requested(const FlexFlags &f);
 /// Runs, times and (with check) verifies sampled rows against float64; returns the exit code.
 int run_flex(const FlexFlags &f, const FlexRunArgs &a);
+/// The flex kernel's tile IR (ptx false) or PTX for these flags (arch: a.arch, default sm_90a); no GPU needed.
+std::string flex_code(const FlexFlags &f, const FlexRunArgs &a, bool ptx);
 
 }  // namespace tilejit::tools

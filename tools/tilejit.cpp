@@ -210,11 +210,14 @@ int main(int argc, char **argv) {
     c->add_option("--num-warps", spec.num_warps, "num_warps");
     c->add_option("--num-stages", spec.num_stages, "num_stages");
   };
+  tools::FlexFlags code_flex;  // ir/ptx of attention with variant flags: the flex kernel
   auto *ir = app.add_subcommand("ir", "print the tile IR of a built-in kernel");
   add_spec(ir);
+  tools::add_flex_flags(ir, code_flex);
   auto *ptx = app.add_subcommand("ptx", "print the PTX of a built-in kernel");
   add_spec(ptx);
   ptx->add_option("--arch", spec.arch, "target GPU arch")->check(arch_names);
+  tools::add_flex_flags(ptx, code_flex);
 
   auto *tune = tools::add_tune_command(app);
   CLI11_PARSE(app, argc, argv);
@@ -238,6 +241,14 @@ int main(int argc, char **argv) {
                                     a.autotune});
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
+    if ((ir->parsed() || ptx->parsed()) && tools::flex_requested(code_flex)) {
+      if (kname != "attention") throw Error("variant flags (--alibi, --softcap, windows, ...) apply to attention only");
+      tools::FlexRunArgs fa{1, 4, 1024, -1, spec.head_dim, spec.causal, false, dtype.empty() ? "bf16" : dtype, "interp",
+                            ptx->parsed() ? spec.arch : "", spec.block_m, spec.block_n, spec.num_warps,
+                            spec.num_stages, 1, 0, false};
+      fmt::print("{}", tools::flex_code(code_flex, fa, ptx->parsed()));
+      return 0;
+    }
     spec.dtype = !dtype.empty() ? parse_dtype(dtype) : kname == "vector_add" ? DType::f32 : DType::bf16;
     if (ir->parsed()) fmt::print("{}", kernels::builtin_ir(kname, spec));
     if (ptx->parsed()) fmt::print("{}", kernels::builtin_ptx(kname, spec));
