@@ -25,6 +25,7 @@ struct FlexRunArgs {
   int block_m, block_n, num_warps, num_stages, iters;
   uint64_t seed;
   bool autotune;
+  int check_rows;  // rows sampled by --check, spread over up to 8 (sequence, head) pairs
 };
 
 void add_flex_flags(CLI::App *attention, FlexFlags &f);

@@ -51,8 +51,6 @@ void random_tensor(size_t n, DType dt, std::mt19937_64 &rng, std::vector<uint16_
 }
 
 int run_attention(const AttentionArgs &a) {
-  if (a.seqlen_k < -1 || a.seqlen_k == 0) throw Error("--seqlen-k must be positive (or -1: same as --seqlen-q)");
-  if (a.check_rows < 1) throw Error("--check-rows must be positive");
   attention::Shape shape{a.batch, a.heads, a.seqlen_q, a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, a.head_dim};
   attention::Options opt;
   opt.causal = a.causal;
@@ -65,9 +63,7 @@ int run_attention(const AttentionArgs &a) {
   opt.backend = parse_backend(a.backend);
   opt.arch = a.arch;
   bool gpu = opt.backend == Backend::GPU;
-  attention::check_shape(shape, opt);  // before allocating anything
-  double total = double(shape.batch) * shape.heads * std::max(shape.seqlen_q, shape.seqlen_k) * shape.head_dim;
-  if (total > double(1u << 31)) throw Error(fmt::format("the tensors would hold {:.3g} elements each; at most 2^31", total));
+  attention::check_shape(shape, opt);  // before allocating anything (sizes are checked in main)
 
   uint64_t seed = a.seed ? a.seed : std::random_device{}();
   std::mt19937_64 rng(seed);
@@ -229,6 +225,7 @@ int main(int argc, char **argv) {
     // --window-right 0) and head dims that are not powers of two (padded).
     if (att->parsed()) {  // checks both paths share, before allocating anything
       if (a.seqlen_k < -1 || a.seqlen_k == 0) throw Error("--seqlen-k must be positive (or -1: same as --seqlen-q)");
+      if (a.check_rows < 1) throw Error("--check-rows must be positive");
       double total = double(a.batch) * a.heads * std::max(a.seqlen_q, a.seqlen_k) * a.head_dim;
       if (total > double(1u << 31))
         throw Error(fmt::format("the tensors would hold {:.3g} elements each; at most 2^31", total));
@@ -238,14 +235,14 @@ int main(int argc, char **argv) {
     if (att->parsed() && (tools::flex_requested(flex) || plain_cannot))
       return tools::run_flex(flex, {a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
                                     a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
-                                    a.autotune});
+                                    a.autotune, a.check_rows});
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
     if ((ir->parsed() || ptx->parsed()) && tools::flex_requested(code_flex)) {
       if (kname != "attention") throw Error("variant flags (--alibi, --softcap, windows, ...) apply to attention only");
       tools::FlexRunArgs fa{1, 4, 1024, -1, spec.head_dim, spec.causal, false, dtype.empty() ? "bf16" : dtype, "interp",
                             ptx->parsed() ? spec.arch : "", spec.block_m, spec.block_n, spec.num_warps,
-                            spec.num_stages, 1, 0, false};
+                            spec.num_stages, 1, 0, false, 0};
       fmt::print("{}", tools::flex_code(code_flex, fa, ptx->parsed()));
       return 0;
     }
