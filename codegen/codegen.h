@@ -15,19 +15,14 @@ struct CodegenOptions {
   bool wgmma = true;            // sm_90a: tensor-core dots whose B operand is staged in shared memory use wgmma
                                 // (codegen/wgmma.h) instead of mma.sync; false keeps mma.sync everywhere
   int min_ctas_per_sm = 0;      // ≥ 1: .minnctapersm (with .maxntid): registers capped so this many fit per SM
-  bool wgmma_smem_a = true;
-  bool wgmma_deferred_wait = false;  // EXPERIMENTAL, not yet run on a GPU: a wgmma dot commits without waiting;
-                                     // the wait (wait_group 0) comes at the first read of its result, a barrier,
-                                     // or control flow that reads it — so independent work (attention's softmax
-                                     // of block j while q·k_{j+1} runs) overlaps the tensor cores
-                                     // (TILEJIT_WGMMA_DEFERRED_WAIT=1)     // with wgmma, a loop-invariant A (attention's q) is read by the wgmma itself
+  bool wgmma_smem_a = true;     // with wgmma, a loop-invariant A (attention's q) is read by the wgmma itself
                                 // from shared memory (descriptor, rows staged in wgmma's order; 4-10% faster
                                 // on the H200, bench/results/2026-11-30-ss-validation-h200.md); false: A is
                                 // re-read with ldmatrix into registers every iteration
 };
 
 /// Applies the environment's codegen switches to opts: TILEJIT_DISABLE_WGMMA=1 (wgmma = false) and
-/// TILEJIT_WGMMA_SMEM_A=1/0 (wgmma_smem_a) and TILEJIT_WGMMA_DEFERRED_WAIT=1/0 (wgmma_deferred_wait). Used by the runtime before compiling and by ptx() dumps, so the
+/// TILEJIT_WGMMA_SMEM_A=1/0 (wgmma_smem_a). Used by the runtime before compiling and by ptx() dumps, so the
 /// compile cache key (which includes both fields) matches what was generated.
 TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts);
 

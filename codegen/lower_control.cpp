@@ -31,7 +31,6 @@ Tile yielded(Lowering &L, const ir::Op *y, int i, const ir::Value *like) {
 
 void lower_for(Lowering &L, const ir::Op &op) {
   auto &b = L.b;
-  if (L.regions_read_pending_wgmma(op)) L.flush_wgmma();  // the wait must dominate reads in every iteration
   const ir::Block &body = *op.region(0);
   int n = op.num_operands() - 3;
   llvm::Value *lb = L.get(op.operand(0)).regs[0];
@@ -131,7 +130,6 @@ void lower_for(Lowering &L, const ir::Op &op) {
 
 void lower_if(Lowering &L, const ir::Op &op) {
   auto &b = L.b;
-  if (L.regions_read_pending_wgmma(op)) L.flush_wgmma();  // the wait must dominate reads in both branches
   const Tile &c = L.get(op.operand(0));
   if (!c.is_scalar()) L.fail("if needs a scalar condition");
   const ir::Op *saved = L.cur_op;
