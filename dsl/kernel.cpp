@@ -276,11 +276,7 @@ void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgV
     interp::run(fn, grid, b.runtime);
     return;
   }
-  codegen::CodegenOptions opts;
-  opts.arch = cfg.arch.empty() ? runtime::device_arch() : cfg.arch;
-  opts.num_warps = cfg.num_warps;
-  opts.num_stages = cfg.num_stages;
-  opts.min_ctas_per_sm = cfg.min_ctas_per_sm;
+  codegen::CodegenOptions opts = runtime::codegen_options(cfg);
   auto key = std::make_tuple(&fn, opts.arch, opts.num_warps, opts.num_stages, opts.min_ctas_per_sm);
   const runtime::LoadedKernel *k = nullptr;
   {
@@ -308,11 +304,7 @@ codegen::PtxResult KernelBase::ptx(const LaunchConfig &cfg, std::span<const ArgV
     throw Error(fmt::format("kernel {}: ptx() needs LaunchConfig::arch (e.g. \"sm_90a\"); there may be no GPU to ask",
                             impl_->name));
   const ir::Function &fn = function(args);
-  codegen::CodegenOptions opts;
-  opts.arch = cfg.arch;
-  opts.num_warps = cfg.num_warps;
-  opts.num_stages = cfg.num_stages;
-  opts.min_ctas_per_sm = cfg.min_ctas_per_sm;
+  codegen::CodegenOptions opts = runtime::codegen_options(cfg);  // cfg.arch is set (checked above)
   codegen::apply_env_overrides(opts);
   return codegen::compile_to_ptx(fn, opts);
 }

@@ -200,12 +200,7 @@ void launch(const Pointers &p, const Shape &s, const Layout &L, const Options &o
 autotune::Compiled compile(const Pointers &p, const Shape &s, const Layout &L, const Options &opt) {
   const ir::Function &fn = with_args(s, opt, L, p.q, p.k, p.v, p.out, p.lse, [&](auto &kernel, auto &&...args)
                                          -> const ir::Function & { return kernel.function(args...); });
-  codegen::CodegenOptions co;
-  co.arch = opt.arch.empty() ? runtime::device_arch() : opt.arch;
-  co.num_warps = opt.num_warps;
-  co.num_stages = opt.num_stages;
-  co.min_ctas_per_sm = opt.min_ctas_per_sm;
-  const runtime::LoadedKernel &k = runtime::get_kernel(fn, co);
+  const runtime::LoadedKernel &k = runtime::get_kernel(fn, runtime::codegen_options(launch_config(opt)));
   return {k.num_regs, k.shared_bytes, k.num_threads};
 }
 

@@ -62,11 +62,7 @@ autotune::Compiled matmul_compile(DevicePtr a, DevicePtr b, DevicePtr c, int M, 
                                   const LaunchConfig &cfg, MatmulBlocks bl) {
   return with_dtype(dtype, M, N, K, [&](auto t) {
     const ir::Function &fn = matmul_kernel<decltype(t)>().function(a, b, c, M, N, K, K, N, N, bl.m, bl.n, bl.k);
-    codegen::CodegenOptions co;
-    co.arch = cfg.arch.empty() ? runtime::device_arch() : cfg.arch;
-    co.num_warps = cfg.num_warps;
-    co.num_stages = cfg.num_stages;
-    const runtime::LoadedKernel &k = runtime::get_kernel(fn, co);
+    const runtime::LoadedKernel &k = runtime::get_kernel(fn, runtime::codegen_options(cfg));
     return autotune::Compiled{k.num_regs, k.shared_bytes, k.num_threads};
   });
 }

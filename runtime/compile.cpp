@@ -95,6 +95,15 @@ void write_artifact(const std::string &dir, const std::string &key, const char *
 
 }  // namespace
 
+codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {
+  codegen::CodegenOptions opts;
+  opts.arch = cfg.arch.empty() ? device_arch() : cfg.arch;
+  opts.num_warps = cfg.num_warps;
+  opts.num_stages = cfg.num_stages;
+  opts.min_ctas_per_sm = cfg.min_ctas_per_sm;
+  return opts;
+}
+
 const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOptions &opts_in) {
   auto t0 = Clock::now();
   codegen::CodegenOptions opts = opts_in;

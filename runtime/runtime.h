@@ -23,6 +23,10 @@ struct LoadedKernel {
 /// The current device's arch as a codegen target: "sm_90a" for compute capability 9.0, "sm_80", ...
 std::string device_arch();
 
+/// The codegen options of a launch: its num_warps, num_stages, min_ctas_per_sm and arch (empty: the current
+/// device's, which needs a GPU). The environment's switches are applied later, by get_kernel.
+codegen::CodegenOptions codegen_options(const LaunchConfig &cfg);
+
 /// Compiles `fn` for `opts` (through the in-process and on-disk caches of PTX and cubin) and loads it.
 /// Throws CompileError or DriverError (naming the driver call, its error name and the kernel).
 const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOptions &opts);

@@ -22,16 +22,34 @@
 namespace tilejit::attention::flex {
 namespace {
 
-// A stable name for the mods: the hash of the kernel's IR traced at a fixed config (pointer identities of the
-// lambdas would differ between processes, and the disk cache must not).
-std::string mods_hash(const FlexShape &s, const FlexOptions &opt) {
-  FlexOptions o = opt;
-  o.block_m = o.block_n = 64;
-  o.block_mask = nullptr;
-  std::string ir = flex_kernel(o.dtype, o.score_mod, o.mask)->ir(placeholder_kernel_args(plan(s, o), s, o));
+// A stable name for the mods: the hash of the kernel's IR traced at one fixed shape and config (pointer
+// identities of the lambdas would differ between processes, and the disk cache must not; the call's own dims,
+// band and sizes are in the key separately). Computed once per traced kernel object — printing the IR on
+// every autotuned call would cost host time per launch; the weak pointer notices a kernel evicted from the
+// cache whose address was reused.
+std::string mods_hash(const FlexOptions &opt) {
+  std::shared_ptr<KernelBase> kernel = flex_kernel(opt.dtype, opt.score_mod, opt.mask);
+  static std::mutex mu;
+  static std::map<const KernelBase *, std::pair<std::weak_ptr<KernelBase>, std::string>> memo;
+  {
+    std::lock_guard lock(mu);
+    if (auto it = memo.find(kernel.get()); it != memo.end() && !it->second.first.expired()) return it->second.second;
+  }
+  const FlexShape canonical{.batch = 1, .heads_q = 1, .seqlen_q = 256, .seqlen_k = 256, .head_dim_qk = 64};
+  FlexOptions o;
+  o.dtype = opt.dtype;
+  o.score_mod = opt.score_mod;
+  o.mask = opt.mask;
+  o.block_mask_mode = opt.block_mask_mode;
+  std::string ir = kernel->ir(placeholder_kernel_args(plan(canonical, o), canonical, o));
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : ir) h = (h ^ c) * 1099511628211ull;
-  return fmt::format("{:016x}", h);
+  std::string name = fmt::format("{:016x}", h);
+  std::lock_guard lock(mu);
+  if (memo.size() > 4 * kMaxCachedModKernels)  // drop entries of evicted kernels
+    std::erase_if(memo, [](const auto &e) { return e.second.first.expired(); });
+  memo[kernel.get()] = {kernel, name};
+  return name;
 }
 
 std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p) {
@@ -40,7 +58,7 @@ std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p)
     return x >= kUnbounded ? std::string("inf") : std::to_string(autotune::pow2_bucket(x + 1) - 1);
   };
   return fmt::format("{} mods={} dqk={} dv={} group={} varlen={} band={}/{}/{} sq<={} sk<={} bh<={} bm={}",
-                     dtype_name(opt.dtype), mods_hash(s, opt), s.head_dim_qk, p.dim_v,
+                     dtype_name(opt.dtype), mods_hash(opt), s.head_dim_qk, p.dim_v,
                      p.heads_kv ? s.heads_q / p.heads_kv : 1, p.varlen ? 1 : 0,
                      opt.mask.band ? side(band.left) : "-", opt.mask.band ? side(band.right) : "-",
                      band.bottom_right, autotune::pow2_bucket(s.seqlen_q), autotune::pow2_bucket(s.seqlen_k),
@@ -79,12 +97,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   t.compile = [&](const autotune::Config &c) {
     FlexOptions o = kernels::with_tuned_config(opt, c);
     const ir::Function &fn = kernel->function(placeholder_kernel_args(plan(s, o), s, o));
-    codegen::CodegenOptions co;
-    co.arch = o.arch;
-    co.num_warps = o.num_warps;
-    co.num_stages = o.num_stages;
-    co.min_ctas_per_sm = o.min_ctas_per_sm;
-    const runtime::LoadedKernel &lk = runtime::get_kernel(fn, co);
+    const runtime::LoadedKernel &lk = runtime::get_kernel(fn, runtime::codegen_options(launch_config(o)));
     return autotune::Compiled{lk.num_regs, lk.shared_bytes, lk.num_threads};
   };
   // Each candidate's block mask (a mask function without a given block mask), built when timing starts.
