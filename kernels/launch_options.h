@@ -23,11 +23,12 @@ LaunchConfig launch_config_of(const Options &opt) {
   return cfg;
 }
 
-/// Whether the autotuners also try 8-warp configs at two programs per SM (with_two_per_sm). Off until run on
-/// a GPU (bench/min_ctas_validation_run.sh): TILEJIT_AUTOTUNE_TWO_PER_SM=1 turns it on.
+/// Whether the autotuners also try 8-warp configs at two programs per SM (with_two_per_sm). On by default:
+/// measured on the H200 (bench/results/2026-11-30-min-ctas-h200.md) it wins every d128 shape at seqlen 1024
+/// (128x64, 8 warps: 0.465 -> 0.383 ms) and most flex mods; TILEJIT_AUTOTUNE_TWO_PER_SM=0 turns it off.
 inline bool two_per_sm_candidates() {
   const char *e = std::getenv("TILEJIT_AUTOTUNE_TWO_PER_SM");
-  return e && std::string(e) == "1";
+  return !(e && std::string(e) == "0");
 }
 
 /// The configs plus, for each with 8 warps, the same with MIN_CTAS=2: two programs per SM (registers capped at
