@@ -3,7 +3,7 @@
 # TILEJIT_AUTOTUNE_TWO_PER_SM=1 until this has run; if it helps, make two_per_sm_candidates() default on): every GPU test, the attention tuning tables of the short shapes (MIN_CTAS=2 rows beside
 # the others), the short-sequence side-by-side and the flex mods, autotuned. Expects ./carry.
 set -uo pipefail
-export LD_LIBRARY_PATH=$PWD/carry TILEJIT_CACHE_DIR=/tmp/tj-minctas PYTHONUNBUFFERED=1 TILEJIT_AUTOTUNE_TWO_PER_SM=1
+export LD_LIBRARY_PATH=$PWD/carry TILEJIT_CACHE_DIR=/tmp/tj-minctas PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 timeout 120 carry/tilejit_gpu_tests > "$out/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"
 grep -E "FAILED|with expansion" -A3 "$out/gpu_tests.log" | head -20; tail -2 "$out/gpu_tests.log"

@@ -19,7 +19,11 @@ void fold_constants(Function &fn);   // evaluates ops whose operands are all con
 void canonicalize(Function &fn);     // algebraic identities (x+0, x*1, broadcast of splat, ...)
 void cse(Function &fn);              // common-subexpression elimination of pure ops
 void dce(Function &fn);              // removes unused pure ops and unused loop-carried values
-/// The standard pipeline: verify, fold, canonicalize, cse, dce (to a fixed point), verify.
+/// Moves loads whose operands do not change across a for loop's iterations (and the pure ops computing
+/// them) in front of the loop, when the loop writes no memory; the moved load's mask gains `lb < ub`.
+void hoist_invariant_loads(Function &fn);
+/// The standard pipeline: verify, fold, canonicalize, hoist_invariant_loads, cse, dce (to a fixed point),
+/// verify.
 void optimize(Function &fn);
 
 }  // namespace tilejit::ir

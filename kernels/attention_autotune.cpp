@@ -28,7 +28,7 @@ std::string shape_key(const Shape &s, const Options &opt) {
 std::vector<autotune::Config> candidates() {
   std::vector<autotune::Config> c =
       autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3});
-  return kernels::two_per_sm_candidates() ? kernels::with_two_per_sm(std::move(c)) : c;
+  return kernels::more_per_sm_candidates() ? kernels::with_more_per_sm(std::move(c)) : c;
 }
 
 // Bytes from a tensor's base pointer to the end of its furthest element.

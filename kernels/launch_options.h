@@ -23,25 +23,29 @@ LaunchConfig launch_config_of(const Options &opt) {
   return cfg;
 }
 
-/// Whether the autotuners also try 8-warp configs at two programs per SM (with_two_per_sm). On by default:
-/// measured on the H200 (bench/results/2026-11-30-min-ctas-h200.md) it wins every d128 shape at seqlen 1024
-/// (128x64, 8 warps: 0.465 -> 0.383 ms) and most flex mods; TILEJIT_AUTOTUNE_TWO_PER_SM=0 turns it off.
-inline bool two_per_sm_candidates() {
-  const char *e = std::getenv("TILEJIT_AUTOTUNE_TWO_PER_SM");
+/// Whether the autotuners also try configs with registers capped at 128 per thread (with_more_per_sm). On
+/// by default: measured on the H200 (bench/results/2026-11-30-min-ctas-h200.md), 8-warp 128x64 at two
+/// programs per SM wins every d128 shape at seqlen 1024 (0.465 -> 0.383 ms) and most flex mods;
+/// TILEJIT_AUTOTUNE_MORE_PER_SM=0 turns it off.
+inline bool more_per_sm_candidates() {
+  const char *e = std::getenv("TILEJIT_AUTOTUNE_MORE_PER_SM");
   return !(e && std::string(e) == "0");
 }
 
-/// The configs plus, for each with 8 warps, the same with MIN_CTAS=2: two programs per SM (registers capped at
-/// 128 per thread), so one program's prologue and epilogue overlap the other's main loop — the fixed cost
-/// that dominates short sequences and narrow bands at one 8-warp program per SM.
-inline std::vector<autotune::Config> with_two_per_sm(std::vector<autotune::Config> configs) {
+/// The configs plus, with registers capped at 128 per thread, each 8-warp config at MIN_CTAS=2 and each
+/// 4-warp BLOCK_M=64 config at MIN_CTAS=4 (65536 registers per SM shared by 512 threads either way), so
+/// several programs share an SM and one's prologue and epilogue overlap another's main loop — the fixed cost
+/// that dominates short sequences and narrow bands. (4 warps with BLOCK_M=128 hold two row groups of
+/// accumulators per thread and would only spill under the cap.)
+inline std::vector<autotune::Config> with_more_per_sm(std::vector<autotune::Config> configs) {
   size_t n = configs.size();
-  for (size_t i = 0; i < n; ++i)
-    if (configs[i].num_warps == 8) {
-      autotune::Config c = configs[i];
-      c.constants.emplace_back("MIN_CTAS", 2);
-      configs.push_back(std::move(c));
-    }
+  for (size_t i = 0; i < n; ++i) {
+    int per_sm = configs[i].num_warps == 8 ? 2 : configs[i].num_warps == 4 && configs[i].get("BLOCK_M") == 64 ? 4 : 0;
+    if (per_sm == 0) continue;
+    autotune::Config c = configs[i];
+    c.constants.emplace_back("MIN_CTAS", per_sm);
+    configs.push_back(std::move(c));
+  }
   return configs;
 }
 

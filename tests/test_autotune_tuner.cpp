@@ -106,18 +106,24 @@ TEST_CASE("autotune configs: cartesian product, canonical text, named constants"
   CHECK(cartesian({}, {4}, {1}).size() == 1);
 }
 
-TEST_CASE("attention candidates: 8-warp configs also at two programs per SM; the config reaches the options",
+TEST_CASE("attention candidates: registers capped at 128 (8 warps at two per SM, 4 warps with BLOCK_M=64 at four); "
+          "the config reaches the options",
           "[autotune]") {
-  auto cs = tilejit::kernels::with_two_per_sm(
+  auto cs = tilejit::kernels::with_more_per_sm(
       cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3}));
-  REQUIRE(cs.size() == 54);
-  size_t two = 0;
-  for (const auto &c : cs)
-    if (c.get_or("MIN_CTAS", 0) == 2) {
-      ++two;
-      CHECK(c.num_warps == 8);
+  REQUIRE(cs.size() == 36 + 18 + 9);
+  size_t two = 0, four = 0;
+  for (const auto &c : cs) {
+    int per_sm = c.get_or("MIN_CTAS", 0);
+    CHECK((per_sm == 0 || per_sm * c.num_warps == 16));  // 512 threads per SM: 128 registers each
+    if (per_sm == 2) ++two;
+    if (per_sm == 4) {
+      ++four;
+      CHECK(c.get("BLOCK_M") == 64);
     }
+  }
   CHECK(two == 18);
+  CHECK(four == 9);
   CHECK(cs.back().str() == "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=3");
   attention::Options o = tilejit::kernels::with_tuned_config(attention::Options{}, cs.back());
   CHECK(o.min_ctas_per_sm == 2);

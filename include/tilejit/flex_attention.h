@@ -168,7 +168,7 @@ struct FlexOptions {
   int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2;
   int min_ctas_per_sm = 0;  // ≥ 1: registers capped so this many programs fit per SM (LaunchConfig)
   /// GPU only: pick BLOCK_M, BLOCK_N, num_warps, num_stages (and min_ctas_per_sm 2 for 8-warp
-  /// configs, unless TILEJIT_AUTOTUNE_TWO_PER_SM=0) by measuring (the fields above are still validated but not used, except BLOCK_M/BLOCK_N when block_mask is
+  /// configs, 4 for 4-warp BLOCK_M=64 ones, unless TILEJIT_AUTOTUNE_MORE_PER_SM=0) by measuring (the fields above are still validated but not used, except BLOCK_M/BLOCK_N when block_mask is
   /// given: they must match it and stay). The first call per key —
   /// the mods' traced IR, dtype, head dims, GQA group, varlen, the band's sides and the sizes bucketed to
   /// powers of two — compiles the candidates in parallel and times them on this call's inputs (outputs are

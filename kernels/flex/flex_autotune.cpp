@@ -91,7 +91,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   t.key = key;
   t.arch = opt.arch;
   t.configs = autotune::cartesian({{"BLOCK_M", bms}, {"BLOCK_N", bns}}, {4, 8}, {2, 3});
-  if (kernels::two_per_sm_candidates()) t.configs = kernels::with_two_per_sm(std::move(t.configs));
+  if (kernels::more_per_sm_candidates()) t.configs = kernels::with_more_per_sm(std::move(t.configs));
   t.stream = opt.stream;
   std::shared_ptr<KernelBase> kernel = flex_kernel(opt.dtype, opt.score_mod, opt.mask);
   t.compile = [&](const autotune::Config &c) {
