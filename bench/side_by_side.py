@@ -150,7 +150,9 @@ def find_triton_tutorial():
     for root in roots:
         for pattern in ("**/*fused-attention*.py", "**/*fused_attention*.py"):
             for path in glob.glob(os.path.join(root, pattern), recursive=True):
-                return path, None
+                # Other packages ship files of that name too (jax's cuDNN wrapper): only Triton's tutorial.
+                if "triton" in path.lower() and "tutorial" in path.lower():
+                    return path, None
     return None, "the tutorial's source is not shipped with the installed triton"
 
 
