@@ -2,7 +2,6 @@
 // emit PTX. Also the core of the Lowering state (values, conversions, thread geometry, shared memory).
 #include "codegen/codegen.h"
 
-#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -95,8 +94,6 @@ llvm::Value *Lowering::from_mem(llvm::Value *v, ElemType t) {
 // ----------------------------------------------------------------------------------------------- values --
 
 const Tile &Lowering::get(const ir::Value *v) {
-  if (!pending_wgmma_.empty() && std::find(pending_wgmma_.begin(), pending_wgmma_.end(), v) != pending_wgmma_.end())
-    flush_wgmma();
   auto it = values_.find(v);
   if (it == values_.end()) fail(fmt::format("an operand of type {} is used before it is defined", v->type.str()));
   return it->second;
@@ -228,26 +225,7 @@ llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
   return g;
 }
 
-void Lowering::defer_wgmma_result(const ir::Value *v, Tile t) {
-  if (!(*t.layout == plan.of(v))) {  // a conversion reads the registers: wait now
-    wgmma_wait(*this);
-    pin_registers(*this, t.regs);
-    set(v, std::move(t));
-    return;
-  }
-  values_[v] = std::move(t);
-  pending_wgmma_.push_back(v);
-}
-
-void Lowering::flush_wgmma() {
-  if (pending_wgmma_.empty()) return;
-  wgmma_wait(*this);
-  for (const ir::Value *v : pending_wgmma_) pin_registers(*this, values_.at(v).regs);
-  pending_wgmma_.clear();
-}
-
 void Lowering::barrier() {
-  flush_wgmma();  // the wgmma may read shared memory that threads overwrite after the barrier
   if (use_wgmma) fence_proxy_async(*this);  // shared-memory writes before the barrier may be read by wgmma after it
   b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_barrier0));
 }
@@ -332,7 +310,6 @@ void Lowering::run() {
   find_folded_trans();
   lower_block(*fn.body);
   cur_op = nullptr;
-  flush_wgmma();
   b.CreateRetVoid();
 }
 
@@ -383,16 +360,9 @@ void Lowering::lower_op(const ir::Op &op) {
     case K::Reduce: case K::ArgReduce:
       set(op.result(), lower_reduce(*this, op));
       return;
-    case K::Dot: {
-      Tile t = lower_dot(*this, op);
-      if (wgmma_wait_deferred) {
-        wgmma_wait_deferred = false;
-        defer_wgmma_result(op.result(), std::move(t));
-      } else {
-        set(op.result(), std::move(t));
-      }
+    case K::Dot:
+      set(op.result(), lower_dot(*this, op));
       return;
-    }
     case K::For:
       lower_for(*this, op);
       return;
@@ -459,8 +429,6 @@ TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }
 TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts) {
   if (const char *e = std::getenv("TILEJIT_DISABLE_WGMMA"); e && *e && std::string(e) != "0") opts.wgmma = false;
   if (const char *e = std::getenv("TILEJIT_WGMMA_SMEM_A"); e && *e) opts.wgmma_smem_a = std::string(e) != "0";
-  if (const char *e = std::getenv("TILEJIT_WGMMA_DEFERRED_WAIT"); e && *e)
-    opts.wgmma_deferred_wait = std::string(e) != "0";
 }
 
 }  // namespace tilejit::codegen

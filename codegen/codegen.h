@@ -19,17 +19,11 @@ struct CodegenOptions {
                                 // from shared memory (descriptor, rows staged in wgmma's order; 4-10% faster
                                 // on the H200, bench/results/2026-11-30-ss-validation-h200.md); false: A is
                                 // re-read with ldmatrix into registers every iteration
-  bool wgmma_deferred_wait = false;  // a wgmma dot commits without waiting; the wait (wait_group 0) comes at
-                                     // the first read of its result, a barrier, control flow that reads it, or
-                                     // the kernel's end — so independent work (the flex kernel's softmax of
-                                     // block j while q·k_{j+1} runs) overlaps the tensor cores
-                                     // (TILEJIT_WGMMA_DEFERRED_WAIT=1/0)
 };
 
-/// Applies the environment's codegen switches to opts: TILEJIT_DISABLE_WGMMA=1 (wgmma = false),
-/// TILEJIT_WGMMA_SMEM_A=1/0 (wgmma_smem_a) and TILEJIT_WGMMA_DEFERRED_WAIT=1/0 (wgmma_deferred_wait). Used by
-/// the runtime before compiling and by ptx() dumps, so the compile cache key (which includes these fields)
-/// matches what was generated.
+/// Applies the environment's codegen switches to opts: TILEJIT_DISABLE_WGMMA=1 (wgmma = false) and
+/// TILEJIT_WGMMA_SMEM_A=1/0 (wgmma_smem_a). Used by the runtime before compiling and by ptx() dumps, so the
+/// compile cache key (which includes both fields) matches what was generated.
 TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts);
 
 /// Kernel ABI (what the runtime passes): one .param per ir::Function param, in order: pointers as 64-bit

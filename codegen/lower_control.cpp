@@ -31,9 +31,6 @@ Tile yielded(Lowering &L, const ir::Op *y, int i, const ir::Value *like) {
 
 void lower_for(Lowering &L, const ir::Op &op) {
   auto &b = L.b;
-  // In-flight wgmma results are waited for before any control flow: a wait inside a region would not cover
-  // the paths around it (the loop running zero times, the other branch).
-  L.flush_wgmma();
   const ir::Block &body = *op.region(0);
   int n = op.num_operands() - 3;
   llvm::Value *lb = L.get(op.operand(0)).regs[0];
@@ -133,7 +130,6 @@ void lower_for(Lowering &L, const ir::Op &op) {
 
 void lower_if(Lowering &L, const ir::Op &op) {
   auto &b = L.b;
-  L.flush_wgmma();  // as in lower_for: a wait inside one branch would not cover the other
   const Tile &c = L.get(op.operand(0));
   if (!c.is_scalar()) L.fail("if needs a scalar condition");
   const ir::Op *saved = L.cur_op;

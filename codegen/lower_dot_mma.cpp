@@ -260,12 +260,7 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
         for (int64_t q = 0; q < n / 2; ++q) c[acc_reg(mt, p * 8 + q / 4, int(q % 4))] = sub[size_t(q)];
       }
     }
-  if (L.opts.wgmma_deferred_wait) {  // the caller records c as pending (Lowering::defer_wgmma_result)
-    wgmma_commit(L);
-    L.wgmma_wait_deferred = true;
-  } else {
-    wgmma_commit_and_wait(L, c);
-  }
+  wgmma_commit_and_wait(L, c);
   return c;
 }
 

@@ -77,17 +77,6 @@ class Lowering {
   /// The planned layout of a tile value.
   const Layout &layout_of(const ir::Value *v) { return plan.of(v); }
 
-  // ---- deferred wgmma waits (CodegenOptions::wgmma_deferred_wait) ----
-  /// Set by the dot lowering when it committed its wgmma group without waiting; the caller then records the
-  /// result with defer_wgmma_result instead of set.
-  bool wgmma_wait_deferred = false;
-  /// Records a dot result whose wgmma group is still in flight (its registers must not be read yet).
-  void defer_wgmma_result(const ir::Value *v, Tile t);
-  /// Waits for every in-flight wgmma group (wait_group 0) and pins their results' registers after the wait,
-  /// so no read of them is scheduled before it. Called by get() of a pending value, barrier(), every for
-  /// and if (before their regions), and the kernel's end.
-  void flush_wgmma();
-
   // ---- thread geometry (i32 values) ----
   llvm::Value *tid() { return tid_; }
   llvm::Value *lane() { return lane_; }
@@ -174,7 +163,6 @@ class Lowering {
   Tile rematerialize(const ir::Value *v, const Layout &l, int depth);
 
   std::unordered_map<const ir::Value *, Tile> values_;
-  std::vector<const ir::Value *> pending_wgmma_;  // dot results whose wgmma is in flight
   llvm::GlobalVariable *smem_ = nullptr;
   llvm::Value *smem_base_ = nullptr;  // smem_ rounded up to 1024 bytes (use_wgmma), else smem_
   int64_t smem_bytes_ = 0;

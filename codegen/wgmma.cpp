@@ -18,13 +18,9 @@ void wgmma_fence(Lowering &L) { asm_void(L, "wgmma.fence.sync.aligned;"); }
 
 void fence_proxy_async(Lowering &L) { asm_void(L, "fence.proxy.async.shared::cta;"); }
 
-void wgmma_commit(Lowering &L) { asm_void(L, "wgmma.commit_group.sync.aligned;"); }
-
-void wgmma_wait(Lowering &L) { asm_void(L, "wgmma.wait_group.sync.aligned 0;"); }
-
 void wgmma_commit_and_wait(Lowering &L, std::vector<llvm::Value *> &regs) {
-  wgmma_commit(L);
-  wgmma_wait(L);
+  asm_void(L, "wgmma.commit_group.sync.aligned;");
+  asm_void(L, "wgmma.wait_group.sync.aligned 0;");
   pin_registers(L, regs);
 }
 

@@ -20,9 +20,6 @@ void wgmma_fence(Lowering &L);
 /// wgmma.commit_group.sync.aligned then wgmma.wait_group.sync.aligned 0, after which each of `regs` (the
 /// accumulators) is pinned (pin_registers) so that no use of them can move above the wait.
 void wgmma_commit_and_wait(Lowering &L, std::vector<llvm::Value *> &regs);
-/// The two halves: wgmma.commit_group, and wgmma.wait_group 0 (deferred waits, Lowering::flush_wgmma).
-void wgmma_commit(Lowering &L);
-void wgmma_wait(Lowering &L);
 /// Passes each of `regs` (f32 or b32) through an empty volatile asm with a tied operand. Before wgmma_fence
 /// this materializes the accumulators and A fragments in their registers ahead of the fence: otherwise LLVM
 /// may place the copies that feed the wgmma's tied operands (or the A fragments' packing) after the fence,

@@ -8,9 +8,7 @@
 // crossing the band's edge); every key block. The online softmax works in log2 units, exp2(s·c − m) with one
 // fma per score (c = scale·log2e on raw scores without a score_mod, log2e after one). Rows seeing no key end with l = 0 → output 0
 // and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32 otherwise.
-#include <cstdlib>
 #include <limits>
-#include <string>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -45,12 +43,6 @@ ParamTable flex_params(DType dt) {
   for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
   for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE"}) t.add(n, K::ConstBool, DType::i1);
   return t;
-}
-
-// TILEJIT_FLEX_OVERLAP=1: the unmasked key-block loop is rotated (see its use). Read at trace time.
-bool overlap_qk() {
-  const char *e = std::getenv("TILEJIT_FLEX_OVERLAP");
-  return e && std::string(e) == "1";
 }
 
 void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<const detail::ArgValue> a) {
@@ -105,20 +97,14 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   // together with the mask (Cols::WithMask: need_mask must then also cover blocks crossing the end).
   enum class Masking { Never, Always, When };
   enum class Cols { Always, Never, WithMask };
-  // q·kᵀ of the key block at start_n (keys past the sequence's end read as 0).
-  auto qk = [&](const Tile &start_n) {
+  auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
     Tile cols = start_n + offs_n;
-    Tile k_mask = (cols < seqlen_k)(_, None);
+    Tile col_ok = cols < seqlen_k;
+    Tile k_mask = col_ok(_, None);
     if (kq_cols.valid()) k_mask = k_mask & kq_cols;
     Tile cols_w = large ? cols.to(DType::i64) : cols;
     Tile k = load(k_base + (cols_w * sks)(_, None) + dq(None, _), k_mask, 0.f);
-    return dot(q, trans(k));  // [BM, BN] f32
-  };
-  // The rest of one key block, given its raw scores s = qk(start_n): mods, mask, online softmax, P·V.
-  auto finish = [&](Tile s, const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
-    Tile cols = start_n + offs_n;
-    Tile col_ok = cols < seqlen_k;
-    Tile cols_w = large ? cols.to(DType::i64) : cols;
+    Tile s = dot(q, trans(k));  // [BM, BN] f32
     Tile kv_idx = minimum(cols, maximum(seqlen_k - 1, 0))(None, _);
     // s stays in score units; c (> 0: the scale is positive) converts them to log2 units inside the softmax's
     // one fma per score. Without a score_mod s is the raw q·k and the softmax scale is folded into c.
@@ -156,9 +142,6 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     acc = dot(p.to(dt), v, acc * alpha(_, None));
     m_i = m_new;
   };
-  auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
-    finish(qk(start_n), start_n, masking, need_mask, cols_check);
-  };
 
   Tile block_live = m0 < seqlen_q;  // programs past the sequence's end visit nothing
   if (use_block_mask) {
@@ -189,22 +172,8 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile hi = where(block_live, seqlen_k, 0);
     Tile full_end = (hi / BN) * BN;
     Masking m = any_mask ? Masking::Always : Masking::Never;
-    if (overlap_qk()) {
-      // Rotated (FlashAttention-3's intra-warpgroup overlap, arXiv 2407.08608 §3.2): each iteration issues
-      // the next block's q·kᵀ before the softmax of the current one, so with deferred wgmma waits the tensor
-      // cores work while the softmax (and the score_mod) runs. The last iteration's next block is the
-      // partial one, or keys past the end (read as 0, not used).
-      Tile s = qk(0);
-      for_range(0, full_end, BN, [&](I32 start_n) {
-        Tile s_next = qk(start_n + BN);
-        finish(s, start_n, m, {}, Cols::Never);
-        s = s_next;
-      });
-      if_(full_end < hi, [&] { finish(s, full_end, m, {}, Cols::Always); });
-    } else {
-      for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
-      for_range(full_end, hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
-    }
+    for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
+    for_range(full_end, hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
   }
 
   Tile l_safe = where(l_i == 0.f, 1.f, l_i);
