@@ -45,10 +45,30 @@ inline void check_flex_variants(Backend be, attention::FlexShape shape, DType dt
         {[&](double s, int, int h, int q, int kv) { return s - double(slopes_host[size_t(h)]) * std::abs(q - kv); },
          band_ref({-1, 0, Align::TopLeft})});
   }
+  // The same through the generic path (a user function calling the built-in has no built-in form), and
+  // ALiBi then soft-capping, which keeps it.
+  {
+    FlexOptions o;
+    attention::ScoreMod builtin = attention::alibi(capture(slopes, DType::f32));
+    o.score_mod = attention::ScoreMod(
+        [builtin](Tile s, Tile b, Tile h, Tile q, Tile kv) { return builtin(s, b, h, q, kv); });
+    auto alibi_ref = [&](double s, int, int h, int q, int kv) {
+      return s - double(slopes_host[size_t(h)]) * std::abs(q - kv);
+    };
+    run("alibi as a user function", o, {alibi_ref, {}});
+    o.score_mod = attention::compose(builtin, attention::softcap(capture(-0.75f)));  // cap's sign: no effect
+    run("alibi then softcap -0.75 (built-in form)", o,
+        {[&](double s, int b, int h, int q, int kv) { return 0.75 * std::tanh(alibi_ref(s, b, h, q, kv) / 0.75); },
+         {}});
+  }
   // Soft-capping; a small cap so it matters on these scores.
   {
     FlexOptions o;
-    o.score_mod = attention::softcap(0.5f);
+    attention::ScoreMod builtin = attention::softcap(0.5f);
+    o.score_mod = attention::ScoreMod(
+        [builtin](Tile s, Tile b, Tile h, Tile q, Tile kv) { return builtin(s, b, h, q, kv); });
+    run("softcap 0.5 as a user function", o, {[](double s, int, int, int, int) { return 0.5 * std::tanh(s / 0.5); }, {}});
+    o.score_mod = builtin;
     run("softcap 0.5", o, {[](double s, int, int, int, int) { return 0.5 * std::tanh(s / 0.5); }, {}});
     o.mask = attention::sliding_window(7, 0);
     run("softcap + sliding window (Gemma 2)", o,

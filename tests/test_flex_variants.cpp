@@ -31,6 +31,29 @@ TEST_CASE("flex: ALiBi slopes follow the paper, including non-power-of-two head 
   REQUIRE(s3 == std::vector<float>{0.0625f, 0.00390625f, 0.25f});
 }
 
+TEST_CASE("flex: the built-ins carry their built-in form; compositions keep it only for ALiBi then softcap",
+          "[flex]") {
+  Captured slopes = capture(DevicePtr{}, DType::f32), cap = capture(2.f);
+  attention::ScoreMod a = attention::alibi(slopes), c = attention::softcap(cap);
+  REQUIRE(a.builtin() != nullptr);
+  CHECK(a.builtin()->alibi_slopes.shared_state() == slopes.shared_state());
+  CHECK_FALSE(a.builtin()->softcap.shared_state());
+  REQUIRE(c.builtin() != nullptr);
+  CHECK(c.builtin()->softcap.shared_state() == cap.shared_state());
+  REQUIRE(attention::softcap(3.f).builtin() != nullptr);
+  const attention::BuiltinScoreForm *both = attention::compose(a, c).builtin();
+  REQUIRE(both != nullptr);
+  CHECK(both->alibi_slopes.shared_state() == slopes.shared_state());
+  CHECK(both->softcap.shared_state() == cap.shared_state());
+  CHECK(attention::compose(c, a).builtin() == nullptr);  // soft-capping first is not the built-in order
+  CHECK(attention::compose(a, a).builtin() == nullptr);
+  attention::ScoreMod user([](Tile s, Tile, Tile, Tile, Tile) { return s * 2.f; });
+  CHECK(user.builtin() == nullptr);
+  CHECK(attention::compose(user, c).builtin() == nullptr);
+  CHECK(attention::compose(a, user).builtin() == nullptr);
+  CHECK(attention::compose(attention::ScoreMod{}, a).builtin() != nullptr);  // identity composes away
+}
+
 TEST_CASE("flex: fully masked rows give 0 and lse -inf, never NaN", "[flex]") {
   FlexCase c;
   c.shape = {.batch = 1, .heads_q = 1, .seqlen_q = 33, .seqlen_k = 33, .head_dim_qk = 32};

@@ -53,6 +53,15 @@ namespace tilejit::attention {
 using ScoreModFn = std::function<Tile(Tile score, Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
 using MaskModFn = std::function<Tile(Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
 
+/// What a built-in score_mod computes (alibi, softcap, and compose(alibi, softcap): ALiBi first). The flex
+/// kernel applies such a mod in an equivalent form with fewer operations per score instead of tracing its
+/// function: the softmax scale and the cap move into the softmax's one fma per score, and the ALiBi distance
+/// is formed from the key block's columns (kernels/flex/flex_kernel.cpp). User functions have none.
+struct BuiltinScoreForm {
+  Captured alibi_slopes;  // set: score − slope[h]·|q_idx − kv_idx| (f32 slopes per query head)
+  Captured softcap;       // set: then cap·tanh(score / cap) (f32; the sign of cap does not matter)
+};
+
 /// A score_mod; empty = identity. Copies share the function (and its traced kernels).
 class ScoreMod {
  public:
@@ -64,9 +73,19 @@ class ScoreMod {
   explicit operator bool() const { return fn_ != nullptr; }
   Tile operator()(Tile s, Tile b, Tile h, Tile q, Tile kv) const { return (*fn_)(s, b, h, q, kv); }
   const void *identity() const { return fn_.get(); }
+  /// The built-in form of this mod (null for user functions; see BuiltinScoreForm).
+  const BuiltinScoreForm *builtin() const { return builtin_.get(); }
+  /// This mod marked as computing `form` (used by the built-ins in flex_variants.h; `fn` must compute
+  /// exactly that, since it is what compose() with user functions and the docs rely on).
+  ScoreMod with_builtin(BuiltinScoreForm form) const {
+    ScoreMod m = *this;
+    m.builtin_ = std::make_shared<const BuiltinScoreForm>(std::move(form));
+    return m;
+  }
 
  private:
   std::shared_ptr<const ScoreModFn> fn_;
+  std::shared_ptr<const BuiltinScoreForm> builtin_;
 };
 
 /// A mask function; empty = everything visible.

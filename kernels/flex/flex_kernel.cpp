@@ -6,7 +6,8 @@
 // program visits are, in order of preference: the block mask's list for this (b, h, query block) (the mask
 // is applied only on blocks flagged partial); the band's closed-form range (the band test only on blocks
 // crossing the band's edge); every key block. The online softmax works in log2 units, exp2(s·c − m) with one
-// fma per score (c = scale·log2e on raw scores without a score_mod, log2e after one). Rows seeing no key end with l = 0 → output 0
+// fma per score (c = scale·log2e on raw scores without a score_mod, log2e after one; the built-in ALiBi and
+// soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end with l = 0 → output 0
 // and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32 otherwise.
 #include <limits>
 #include <map>
@@ -109,7 +110,22 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     // s stays in score units; c (> 0: the scale is positive) converts them to log2 units inside the softmax's
     // one fma per score. Without a score_mod s is the raw q·k and the softmax scale is folded into c.
     Tile c = P(kScale) * kLog2e;
-    if (score_mod) {
+    if (const BuiltinScoreForm *form = score_mod.builtin()) {
+      // The built-in mods in fewer operations per score, s staying a positive multiple of the true score so
+      // that the softmax's max and fma take the factor in c: ALiBi as s − (slope/scale)·|q − kv| (the
+      // distance from the columns, exact below 2^24), soft-capping as tanh(s·scale/|cap|) with |cap| in c
+      // (cap·tanh(x/cap) is even in cap). scale > 0 (validated), so max(s)·c is still max(s·c).
+      if (form->alibi_slopes.shared_state()) {
+        Tile slope = load(form->alibi_slopes() + h);
+        Tile dist = abs(q_idx.to(DType::f32) - cols.to(DType::f32)(None, _));
+        s = fma(dist, -(slope / P(kScale)), s);
+      }
+      if (form->softcap.shared_state()) {
+        Tile cap = abs(form->softcap());
+        s = tanh(s * (P(kScale) / cap));
+        c = cap * kLog2e;
+      }
+    } else if (score_mod) {
       Tile r = score_mod(s * P(kScale), b, h, q_idx, kv_idx);
       if (!r.valid() || r.shape() != s.shape() || (r.dtype() != DType::f32 && r.dtype() != DType::f16 &&
                                                     r.dtype() != DType::bf16))

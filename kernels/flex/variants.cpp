@@ -95,7 +95,7 @@ ScoreMod alibi(const Captured &slopes) {
     // indices (exact below 2^24), so the integer subtract and conversion are not paid per score.
     Tile slope = load(slopes() + h);
     return fma(abs(q.to(DType::f32) - kv.to(DType::f32)), -slope, s);
-  });
+  }).with_builtin({.alibi_slopes = slopes, .softcap = {}});
 }
 
 ScoreMod softcap(float cap) {
@@ -127,7 +127,7 @@ ScoreMod softcap(const Captured &cap) {
   return ScoreMod([cap](Tile s, Tile, Tile, Tile, Tile) {
     Tile c = cap();
     return c * tanh(s * (1.f / c));  // one scalar reciprocal per program instead of a division per score
-  });
+  }).with_builtin({.alibi_slopes = {}, .softcap = cap});
 }
 
 ScoreMod relative_position_bias(const Captured &table, int max_distance) {
@@ -142,9 +142,15 @@ ScoreMod relative_position_bias(const Captured &table, int max_distance) {
 ScoreMod compose(const ScoreMod &first, const ScoreMod &second) {
   if (!first) return second;
   if (!second) return first;
-  return ScoreMod([first, second](Tile s, Tile b, Tile h, Tile q, Tile kv) {
+  ScoreMod both([first, second](Tile s, Tile b, Tile h, Tile q, Tile kv) {
     return second(first(s, b, h, q, kv), b, h, q, kv);
   });
+  // ALiBi then soft-capping is still a built-in form; any other order or a user function is not.
+  const BuiltinScoreForm *f = first.builtin(), *g = second.builtin();
+  if (f && g && f->alibi_slopes.shared_state() && !f->softcap.shared_state() && !g->alibi_slopes.shared_state() &&
+      g->softcap.shared_state())
+    return both.with_builtin({.alibi_slopes = f->alibi_slopes, .softcap = g->softcap});
+  return both;
 }
 
 }  // namespace tilejit::attention
