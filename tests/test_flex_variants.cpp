@@ -54,6 +54,49 @@ TEST_CASE("flex: the built-ins carry their built-in form; compositions keep it o
   CHECK(attention::compose(attention::ScoreMod{}, a).builtin() != nullptr);  // identity composes away
 }
 
+TEST_CASE("flex: built-in forms stay finite where their lambdas are; empty captures are rejected", "[flex]") {
+  REQUIRE_THROWS_WITH(attention::alibi(Captured{}), Catch::Contains("alibi: the slopes capture is empty"));
+  REQUIRE_THROWS_WITH(attention::softcap(Captured{}), Catch::Contains("softcap: the cap capture is empty"));
+  FlexCase c;
+  c.shape = {.batch = 1, .heads_q = 2, .seqlen_q = 17, .seqlen_k = 40, .head_dim_qk = 32};
+  c.dtype = DType::f16;
+  auto user = [](const attention::ScoreMod &m) {
+    return attention::ScoreMod([m](Tile s, Tile b, Tile h, Tile q, Tile kv) { return m(s, b, h, q, kv); });
+  };
+  auto finite = [](const FlexResult &r) {
+    for (float v : r.out)
+      if (!std::isfinite(v)) return false;
+    return true;
+  };
+  // A cap of 0 (the limit: every score 0) and one past FLT_MAX / log2e; the partial key block's masked
+  // scores (−inf) made the folded form NaN before the cap was clamped.
+  for (float cap : {0.f, -0.f, 3e38f}) {
+    INFO("cap " << cap);
+    attention::FlexOptions o;
+    o.score_mod = attention::softcap(capture(cap));
+    RefMods ref{[cap](double s, int, int, int, int) { return cap == 0 ? 0.0 : double(cap) * std::tanh(s / cap); }, {}};
+    FlexResult builtin = run_flex_case(Backend::Interpreter, c, o, ref);
+    o.score_mod = user(o.score_mod);
+    FlexResult generic = run_flex_case(Backend::Interpreter, c, o, ref);
+    CHECK(finite(builtin));
+    CHECK(finite(generic));
+    CHECK(rel_error(builtin.out, builtin.ref_out) <= tolerance(c.dtype));
+  }
+  // ALiBi with slope / scale past FLT_MAX (a tiny softmax scale): the diagonal's 0 · inf was NaN.
+  c.shape.seqlen_k = 17;
+  c.softmax_scale = 1e-36f;
+  std::vector<float> slopes_host{1000.f, 500.f};
+  Buffer slopes(8, Backend::Interpreter);
+  slopes.upload(slopes_host);
+  attention::FlexOptions o;
+  o.score_mod = attention::alibi(capture(slopes, DType::f32));
+  FlexResult r = run_flex_case(
+      Backend::Interpreter, c, o,
+      {[&](double s, int, int h, int q, int kv) { return s - double(slopes_host[size_t(h)]) * std::abs(q - kv); }, {}});
+  CHECK(finite(r));
+  CHECK(rel_error(r.out, r.ref_out) <= tolerance(c.dtype));
+}
+
 TEST_CASE("flex: fully masked rows give 0 and lse -inf, never NaN", "[flex]") {
   FlexCase c;
   c.shape = {.batch = 1, .heads_q = 1, .seqlen_q = 33, .seqlen_k = 33, .head_dim_qk = 32};

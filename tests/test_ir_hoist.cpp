@@ -134,3 +134,37 @@ TEST_CASE("hoist_invariant_loads on the interpreter: same results; a loop that r
   // The guard only lifts the read when the loop does not run: with iterations, the bad index faults.
   CHECK_THROWS_AS(k.launch(Grid{1}, interp, bx, bs, out, 1000, n), Error);
 }
+
+TEST_CASE("hoist_invariant_loads: an integer division or remainder by a runtime value stays in the loop",
+          "[ir][passes][hoist][interp]") {
+  const LaunchConfig interp{.backend = Backend::Interpreter};
+  // x[m / n] and x[m % n] are loop-invariant, but n = 0 makes the loop run zero times: hoisted, the division
+  // would fault where the original never divided.
+  auto k = Kernel("div_in_loop", [](Ptr<f32> x, Ptr<f32> out, I32 m, I32 n) {
+    Tile acc = zeros({}, DType::f32);
+    for_range(0, n, 1, [&](I32) { acc = acc + load(x + m / n) + load(x + m % n); });
+    store(out, acc);
+  });
+  Buffer x(64 * 4, Backend::Interpreter), out(4, Backend::Interpreter);
+  std::vector<float> xs(64);
+  for (int i = 0; i < 64; ++i) xs[size_t(i)] = float(i);
+  x.upload(xs);
+  k.launch(Grid{1}, interp, x, out, 11, 4);  // 4 · (x[2] + x[3])
+  CHECK(out.download_as<float>(1)[0] == 20.f);
+  REQUIRE_NOTHROW(k.launch(Grid{1}, interp, x, out, 11, 0));
+  CHECK(out.download_as<float>(1)[0] == 0.f);
+  // A nonzero constant divisor is safe and does move out.
+  auto fn = dsl_testing::trace(
+      [] {
+        Ptr<f32> p(dsl_testing::param(0)), o(dsl_testing::param(1));
+        I32 m = dsl_testing::param(2), n = dsl_testing::param(3);
+        Tile acc = zeros({}, DType::f32);
+        for_range(0, n, 1, [&](I32) { acc = acc + load(p + m / 3); });
+        store(o, acc);
+      },
+      {dsl_testing::P(DType::f32), dsl_testing::P(DType::f32), dsl_testing::S(DType::i32), dsl_testing::S(DType::i32)});
+  ir::optimize(*fn);
+  auto ls = loads(*fn);
+  REQUIRE(ls.size() == 1);
+  CHECK_FALSE(inside_loop(ls[0]));
+}

@@ -6,7 +6,8 @@
 //
 // The hoisted load runs even when the loop runs zero times, where the original never ran (and its pointer
 // may be invalid, e.g. a program with no key block): its mask gains `lb < ub`, so then it reads nothing.
-// Only loops with a positive constant step are handled (the DSL's for_range steps are positive).
+// Only loops with a positive constant step are handled (the DSL's for_range steps are positive). Integer
+// division and remainder by a non-constant stay in the loop (they fault on zero).
 #include <unordered_set>
 
 #include "ir/builder.h"
@@ -20,6 +21,17 @@ bool writes_memory(Block &b) {
   bool w = false;
   walk(b, [&](Op &op) { w |= op.kind == OpKind::Store || op.kind == OpKind::AtomicAdd; });
   return w;
+}
+
+/// Integer division and remainder fault on a zero divisor (the interpreter throws; LLVM calls it undefined):
+/// moved out of a loop that runs zero times, `m / n` with n = 0 would run where it never did. Only a
+/// nonzero constant divisor is safe to hoist.
+bool may_trap(const Op &op) {
+  if (op.kind != OpKind::Div && op.kind != OpKind::Rem) return false;
+  const Value *d = op.operand(1);
+  if (d->type.is_ptr() || is_float(d->type.dtype())) return false;
+  auto c = passes::constant_of(d);
+  return !c || c->i == 0;
 }
 
 class Hoister {
@@ -57,7 +69,7 @@ class Hoister {
     };
     for (auto &op : body.ops) {
       bool candidate = op->regions.empty() && op->kind != OpKind::Yield && op->kind != OpKind::Dot &&
-                       (passes::is_pure(op->kind) || op->kind == OpKind::Load);
+                       !may_trap(*op) && (passes::is_pure(op->kind) || op->kind == OpKind::Load);
       if (!candidate) continue;
       bool ok = true;
       for (const Value *v : op->operands) ok &= outside_or_invariant(v);

@@ -115,13 +115,18 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
       // that the softmax's max and fma take the factor in c: ALiBi as s − (slope/scale)·|q − kv| (the
       // distance from the columns, exact below 2^24), soft-capping as tanh(s·scale/|cap|) with |cap| in c
       // (cap·tanh(x/cap) is even in cap). scale > 0 (validated), so max(s)·c is still max(s·c).
+      // Per-program scalars are clamped to finite, nonzero values where an inf or a 0 would turn the
+      // algebra's fold into NaN (slope/scale overflowing; a cap of 0, or one past FLT_MAX / log2e) while the
+      // traced lambda would still be finite.
+      constexpr float kFltMax = std::numeric_limits<float>::max(), kFltMin = std::numeric_limits<float>::min();
       if (form->alibi_slopes.shared_state()) {
-        Tile slope = load(form->alibi_slopes() + h);
+        Tile slope = load(form->alibi_slopes() + h).to(DType::f32);
+        Tile per_scale = minimum(maximum(slope / P(kScale), -kFltMax), kFltMax);
         Tile dist = abs(q_idx.to(DType::f32) - cols.to(DType::f32)(None, _));
-        s = fma(dist, -(slope / P(kScale)), s);
+        s = fma(dist, -per_scale, s);
       }
       if (form->softcap.shared_state()) {
-        Tile cap = abs(form->softcap());
+        Tile cap = minimum(maximum(abs(form->softcap().to(DType::f32)), kFltMin), 2e38f);
         s = tanh(s * (P(kScale) / cap));
         c = cap * kLog2e;
       }

@@ -90,6 +90,9 @@ Mask or_masks(const Mask &a, const Mask &b) {
 }
 
 ScoreMod alibi(const Captured &slopes) {
+  if (!slopes.shared_state())
+    throw TraceError("alibi: the slopes capture is empty (default-constructed Captured); capture a buffer of f32 "
+                     "slopes, one per query head, e.g. capture(buf, DType::f32) with alibi_slopes(heads)");
   return ScoreMod([slopes](Tile s, Tile, Tile h, Tile q, Tile kv) {
     // s − slope·|q − kv| as one fma per score: the distance is formed in f32 from the row and column
     // indices (exact below 2^24), so the integer subtract and conversion are not paid per score.
@@ -124,6 +127,9 @@ std::vector<float> alibi_slopes(int heads) {
 }
 
 ScoreMod softcap(const Captured &cap) {
+  if (!cap.shared_state())
+    throw TraceError("softcap: the cap capture is empty (default-constructed Captured); use capture(50.f) or "
+                     "softcap(50.f)");
   return ScoreMod([cap](Tile s, Tile, Tile, Tile, Tile) {
     Tile c = cap();
     return c * tanh(s * (1.f / c));  // one scalar reciprocal per program instead of a division per score
