@@ -34,19 +34,25 @@ Mask or_masks(const Mask &a, const Mask &b);
 MaskFn band_function(const Band &band);
 
 // ---- score mods ----
-/// ALiBi (Press et al., arXiv 2108.12409): score − slope[h]·|q_idx − kv_idx|. slopes: f32 per query head.
+/// ALiBi (Press et al., arXiv 2108.12409): score − slope[h]·|q_idx − kv_idx|. slopes: f32 per query head
+/// (other float dtypes are converted). The distance is formed in f32 (exact below 2^24 positions). Carries a
+/// BuiltinScoreForm, so the flex kernel applies it with the softmax scale folded away. Throws TraceError for
+/// an empty Captured.
 ScoreMod alibi(const Captured &slopes);
 /// The paper's slopes for `heads` heads: for a power of two n, 2^(−8/n·(i+1)); otherwise those of the
 /// largest power of two n < heads, then the even-indexed slopes of the 2n sequence for the extra heads.
 std::vector<float> alibi_slopes(int heads);
-/// tanh soft-capping (Gemma 2): cap·tanh(score / cap). cap is an f32 capture.
+/// tanh soft-capping (Gemma 2): cap·tanh(score / cap). cap is an f32 capture (its sign does not matter: the
+/// function is even in cap). Carries a BuiltinScoreForm: the flex kernel folds the scale and |cap| into the
+/// softmax's fma, with |cap| clamped to [FLT_MIN, 2e38] so the fold stays finite. Throws TraceError for an
+/// empty Captured.
 ScoreMod softcap(const Captured &cap);
 /// The same with a fixed cap; throws TraceError unless cap is finite and > 0.
 ScoreMod softcap(float cap);
 /// Relative-position bias from a table (T5-style, without bucketing): score + table[h, clamp(kv − q,
 /// −max_distance, max_distance) + max_distance]. table: f32 [heads_q, 2·max_distance + 1].
 ScoreMod relative_position_bias(const Captured &table, int max_distance);
-/// first, then second: second(first(score, ...), ...).
+/// first, then second: second(first(score, ...), ...). compose(alibi(..), softcap(..)) keeps the built-in form.
 ScoreMod compose(const ScoreMod &first, const ScoreMod &second);
 
 }  // namespace tilejit::attention
