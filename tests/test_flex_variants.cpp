@@ -52,6 +52,18 @@ TEST_CASE("flex: the built-ins carry their built-in form; compositions keep it o
   CHECK(attention::compose(user, c).builtin() == nullptr);
   CHECK(attention::compose(a, user).builtin() == nullptr);
   CHECK(attention::compose(attention::ScoreMod{}, a).builtin() != nullptr);  // identity composes away
+  // One function, two forms: each gets its own traced kernel (the kernel cache keys on the form too).
+  attention::ScoreMod tagged = user.with_builtin({.alibi_slopes = {}, .softcap = cap});
+  CHECK(tagged.identity() == user.identity());
+  attention::FlexShape shape{.batch = 1, .heads_q = 1, .seqlen_q = 32, .seqlen_k = 32, .head_dim_qk = 32};
+  attention::FlexOptions o;
+  o.backend = Backend::Interpreter;
+  o.score_mod = user;
+  std::string plain_ir = attention::flex_forward_ir(shape, o);
+  o.score_mod = tagged;
+  std::string tagged_ir = attention::flex_forward_ir(shape, o);
+  CHECK(plain_ir.find("tanh") == std::string::npos);
+  CHECK(tagged_ir.find("tanh") != std::string::npos);
 }
 
 TEST_CASE("flex: built-in forms stay finite where their lambdas are; empty captures are rejected", "[flex]") {

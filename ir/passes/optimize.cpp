@@ -1,7 +1,7 @@
 // optimize: the standard pipeline. Verifies the input (a failure there is a DSL bug), runs fold,
-// canonicalize, hoist_invariant_loads, cse and dce until the printed IR stops changing (bounded: each round only shrinks or
-// simplifies the IR, the bound is a guard against a rewrite cycle), and verifies the result (a failure
-// there is a pass bug).
+// canonicalize, hoist_invariant_loads, cse and dce until the printed IR stops changing (bounded: each round
+// only shrinks, simplifies or hoists, the bound is a guard against a rewrite cycle), and verifies the result
+// (a failure there is a pass bug).
 #include "ir/passes.h"
 
 namespace tilejit::ir {

@@ -210,8 +210,11 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
 }  // namespace
 
 namespace {
-KernelLru<std::tuple<DType, const void *, const void *>> &flex_kernels() {
-  static KernelLru<std::tuple<DType, const void *, const void *>> kernels(kMaxCachedModKernels);
+// Key: dtype, the score_mod's function and built-in form (two mods may share a function and differ in form,
+// ScoreMod::with_builtin), the mask's function.
+using FlexKernelKey = std::tuple<DType, const void *, const void *, const void *>;
+KernelLru<FlexKernelKey> &flex_kernels() {
+  static KernelLru<FlexKernelKey> kernels(kMaxCachedModKernels);
   return kernels;
 }
 }  // namespace
@@ -219,7 +222,7 @@ KernelLru<std::tuple<DType, const void *, const void *>> &flex_kernels() {
 size_t flex_kernels_cached() { return flex_kernels().size(); }
 
 std::shared_ptr<KernelBase> flex_kernel(DType dt, const ScoreMod &score_mod, const Mask &mask) {
-  return flex_kernels().get(std::make_tuple(dt, score_mod.identity(), mask.fn.identity()), [&] {
+  return flex_kernels().get(FlexKernelKey{dt, score_mod.identity(), score_mod.builtin(), mask.fn.identity()}, [&] {
     ParamTable t = flex_params(dt);
     // The trace function keeps copies of the mods, so their identities stay unique while cached.
     return std::make_shared<KernelBase>(
