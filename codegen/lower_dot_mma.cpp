@@ -310,7 +310,7 @@ void preload_mma_fragments(Lowering &L, const ir::Op &dot) {
   // Not with wgmma: ptxas (CUDA 13.0, driver 580) was seen to give loop-invariant A fragments of a wgmma the
   // same physical registers as the next dot's A fragments (flex attention's p, in a loop with an `if`), so the
   // second iteration multiplied by p instead of q (SASS: both HGMMAs read R88..R103). Reading the fragments
-  // with ldmatrix in every iteration avoids it (../shared/notes/wgmma-ptxas-loop-invariant-a.md).
+  // with ldmatrix in every iteration avoids it.
   if (L.use_wgmma) return;
   std::vector<llvm::Value *> regs;
   for (int64_t mt = 0; mt < g.MT; ++mt)

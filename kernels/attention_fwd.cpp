@@ -129,7 +129,8 @@ void check_shape(const Shape &s, const Options &opt) {
     throw TraceError("attention::forward: head_dim " + std::to_string(s.head_dim) +
                      " is not supported (a power of two in [16, 256])");
   if (!pow2(opt.block_m) || !pow2(opt.block_n) || opt.block_m < 16 || opt.block_n < 16)
-    throw TraceError("attention::forward: BLOCK_M and BLOCK_N must be powers of two ≥ 16");
+    throw TraceError(fmt::format("attention::forward: BLOCK_M {} and BLOCK_N {} must be powers of two ≥ 16",
+                                 opt.block_m, opt.block_n));
   if (!pow2(opt.num_warps) || opt.num_warps > 16)
     throw TraceError(fmt::format("attention::forward: num_warps {} must be a power of two in [1, 16]", opt.num_warps));
   if (opt.num_stages < 1 || opt.num_stages > 8)

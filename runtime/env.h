@@ -1,9 +1,12 @@
-// Environment variables read by the runtime, in one place:
+// Environment variables read by the runtime:
 //   TILEJIT_INTERPRET    non-empty and not "0": Backend::Auto runs on the CPU interpreter
 //   TILEJIT_DEBUG        non-empty and not "0": compile/cache decisions and timings go to stderr
 //   TILEJIT_CACHE_DIR    on-disk kernel cache (default $XDG_CACHE_HOME/tilejit, else ~/.cache/tilejit)
 //   TILEJIT_DEVICE       CUDA device ordinal (default 0)
 //   TILEJIT_CUDA_LIBRARY the driver library to dlopen instead of libcuda.so.1 (tests use a fake one)
+// Read elsewhere (all in README's table): TILEJIT_PRINT_AUTOTUNING and TILEJIT_AUTOTUNE_THREADS
+// (runtime/autotune.cpp), TILEJIT_AUTOTUNE_MORE_PER_SM (kernels/launch_options.h), TILEJIT_DISABLE_WGMMA and
+// TILEJIT_WGMMA_SMEM_A (codegen/codegen.cpp); tests also read TILEJIT_PTXAS and TILEJIT_PTX_DUMP_DIR.
 // Values are read on each call (cheap), so tests can change them with setenv.
 #pragma once
 #include <string>

@@ -90,7 +90,7 @@ TEST_CASE("C ABI: attention argument errors return a code and a clear message", 
                                               0, 0.f, 48, 64, 4, 1, nullptr);
     CHECK(rc == TILEJIT_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(last_error(), Catch::StartsWith("tilejit_attention_forward_config: ") &&
-                                 Catch::Contains("BLOCK_M and BLOCK_N must be powers of two"));
+                                 Catch::Contains("BLOCK_M 48 and BLOCK_N 64 must be powers of two"));
   }
 }
 

@@ -58,7 +58,9 @@ std::vector<int> parse_lengths(const std::string &text) {
 
 void add_flex_flags(CLI::App *att, FlexFlags &f) {
   const auto sides = CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max());
-  att->add_option("--window-left", f.window_left, "sliding window: keys up to this many before the query (-1: unbounded)")
+  att->add_option("--window-left", f.window_left, "sliding window: keys up to this many before the query (-1: "
+                                                  "unbounded; with --causal or --window-right 0 a causal window, "
+                                                  "e.g. Mistral's 4096)")
       ->check(sides);
   att->add_option("--window-right", f.window_right, "sliding window: keys up to this many after the query (-1: unbounded)")
       ->check(sides);
@@ -66,8 +68,8 @@ void add_flex_flags(CLI::App *att, FlexFlags &f) {
   att->add_option("--softcap", f.softcap, "tanh soft-capping of the scores (e.g. 50; 0: off)")->check(kFiniteNonNegative);
   att->add_option("--gqa-kv-heads", f.gqa_kv_heads, "key/value heads (grouped-query attention)")
       ->check(CLI::Range(0, 65535));
-  att->add_option("--varlen", f.varlen, "variable-length batch: comma-separated sequence lengths (replaces --batch, "
-                                        "--seqlen-q and --seqlen-k)");
+  att->add_option("--varlen", f.varlen, "variable-length batch: comma-separated sequence lengths (for `attention`, "
+                                        "replaces --batch, --seqlen-q and --seqlen-k)");
   att->add_flag("--bottom-right", f.bottom_right, "align causal / window masks bottom-right");
 }
 

@@ -34,7 +34,10 @@ struct AttentionArgs {
 Backend parse_backend(const std::string &s) {
   if (s == "gpu") return Backend::GPU;
   if (s == "interp") return Backend::Interpreter;
-  if (s == "auto") return gpu_available() ? Backend::GPU : Backend::Interpreter;
+  // auto: TILEJIT_INTERPRET=1 picks the interpreter without probing for a driver (as Backend::Auto does).
+  if (s == "auto")
+    return resolve_backend(Backend::Auto) == Backend::Interpreter || !gpu_available() ? Backend::Interpreter
+                                                                                       : Backend::GPU;
   throw Error("unknown backend '" + s + "' (gpu, interp or auto)");
 }
 
@@ -196,7 +199,8 @@ int main(int argc, char **argv) {
   std::string dtype;  // empty: the kernel's own default (f32 for vector_add, bf16 otherwise)
   auto add_spec = [&](CLI::App *c) {
     c->add_option("kernel", kname, "vector_add, softmax, matmul or attention")->required();
-    c->add_option("--dtype", dtype, "element dtype");
+    c->add_option("--dtype", dtype, "element dtype: f32, f16 or bf16 (default: f32 for vector_add, bf16 otherwise)")
+        ->check(CLI::IsMember({"f32", "f16", "bf16"}));
     c->add_option("--head-dim", spec.head_dim, "attention head dim");
     c->add_flag("--causal", spec.causal, "attention causal");
     c->add_option("--block-m", spec.block_m, "BLOCK_M");
@@ -238,7 +242,10 @@ int main(int argc, char **argv) {
                                     a.autotune, a.check_rows});
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
-    if ((ir->parsed() || ptx->parsed()) && tools::flex_requested(code_flex)) {
+    // As for `attention`: variant flags, and head dims the plain kernel rejects, dump the flex kernel.
+    const bool plain_dim = spec.head_dim >= 16 && (spec.head_dim & (spec.head_dim - 1)) == 0;
+    if ((ir->parsed() || ptx->parsed()) &&
+        (tools::flex_requested(code_flex) || (kname == "attention" && !plain_dim))) {
       if (kname != "attention") throw Error("variant flags (--alibi, --softcap, windows, ...) apply to attention only");
       tools::FlexRunArgs fa{1, 4, 1024, -1, spec.head_dim, spec.causal, false, dtype.empty() ? "bf16" : dtype, "interp",
                             ptx->parsed() ? spec.arch : "", spec.block_m, spec.block_n, spec.num_warps,
@@ -251,7 +258,11 @@ int main(int argc, char **argv) {
     if (ptx->parsed()) fmt::print("{}", kernels::builtin_ptx(kname, spec));
     return 0;
   } catch (const DriverError &e) {
-    fmt::print(stderr, "tilejit: error: {}\n", e.what());
+    // The library's message ends with advice for C++ callers (Backend::Interpreter, TILEJIT_INTERPRET); the
+    // CLI gives its own below.
+    std::string msg = e.what();
+    if (auto cut = msg.find("; use Backend::Interpreter"); cut != std::string::npos) msg.erase(cut);
+    fmt::print(stderr, "tilejit: error: {}\n", msg);
     if (tune->parsed()) fmt::print(stderr, "tilejit: tuning times configs on a GPU; it cannot run on the interpreter\n");
     else if (!gpu_available()) fmt::print(stderr, "tilejit: no usable GPU here: use --backend interp (or auto)\n");
     return 1;
