@@ -77,8 +77,9 @@ struct KernelBase::Impl {
   // values are read at every launch.
   std::map<const ir::Function *, std::vector<std::shared_ptr<detail::CaptureState>>> captures;
 
-  /// Appends the launch arguments of fn's captures (their current values) to `args`.
-  void append_capture_args(const ir::Function &fn, Backend backend, std::vector<KernelArg> &args) {
+  /// Appends the launch arguments of fn's captures (their current values) to `args`. requested: the launch's
+  /// backend before resolution (Auto explains itself in the error for a host buffer on a GPU launch).
+  void append_capture_args(const ir::Function &fn, Backend requested, Backend backend, std::vector<KernelArg> &args) {
     std::vector<std::shared_ptr<detail::CaptureState>> used;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -98,7 +99,7 @@ struct KernelBase::Impl {
           if (st.on_gpu == 1 && backend == Backend::Interpreter)
             fail("is a GPU buffer but the launch runs on the CPU interpreter");
           if (st.on_gpu == 0 && backend == Backend::GPU)
-            fail("is a host (interpreter) buffer but the launch runs on the GPU");
+            fail("is a host (interpreter) buffer but the launch runs on the GPU" + runtime::auto_backend_note(requested));
           k.kind = KernelArg::Kind::Ptr;
           k.ptr = st.address;
           k.bytes = st.bytes;
@@ -268,10 +269,11 @@ void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgV
     if (args[i].on_gpu == 1 && backend == Backend::Interpreter)
       impl_->bind_error(i, "is a GPU buffer but the launch runs on the CPU interpreter");
     if (args[i].on_gpu == 0 && backend == Backend::GPU)
-      impl_->bind_error(i, "is a host (interpreter) buffer but the launch runs on the GPU");
+      impl_->bind_error(i, "is a host (interpreter) buffer but the launch runs on the GPU" +
+                               runtime::auto_backend_note(cfg.backend));
   }
   const ir::Function &fn = impl_->get(b);
-  impl_->append_capture_args(fn, backend, b.runtime);
+  impl_->append_capture_args(fn, cfg.backend, backend, b.runtime);
   if (backend == Backend::Interpreter) {
     interp::run(fn, grid, b.runtime);
     return;

@@ -236,8 +236,9 @@ void forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buf
   bool gpu = resolve_backend(opt.backend) == Backend::GPU;
   for (const Buffer *b : {&q, &k, &v, static_cast<const Buffer *>(&out), static_cast<const Buffer *>(&lse)})
     if (b->on_gpu() != gpu)
-      throw TraceError(fmt::format("attention::forward: a {} buffer was given for a launch on the {}",
-                                   b->on_gpu() ? "GPU" : "host (interpreter)", gpu ? "GPU" : "CPU interpreter"));
+      throw TraceError(fmt::format("attention::forward: a {} buffer was given for a launch on the {}{}",
+                                   b->on_gpu() ? "GPU" : "host (interpreter)", gpu ? "GPU" : "CPU interpreter",
+                                   runtime::auto_backend_note(opt.backend)));
   detail::Layout L = contiguous_layout(s);
   auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
   forward_strided(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), s, L.q, L.k, L.v, L.o, opt);

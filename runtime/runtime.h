@@ -23,6 +23,10 @@ struct LoadedKernel {
 /// The current device's arch as a codegen target: "sm_90a" for compute capability 9.0, "sm_80", ...
 std::string device_arch();
 
+/// For errors about a host buffer given to a GPU launch: when `requested` is Backend::Auto, says why it
+/// meant the GPU (TILEJIT_INTERPRET unset) and, when no GPU is usable here, what to do; "" otherwise.
+std::string auto_backend_note(Backend requested);
+
 /// The codegen options of a launch: its num_warps, num_stages, min_ctas_per_sm and arch (empty: the current
 /// device's, which needs a GPU). The environment's switches are applied later, by get_kernel.
 codegen::CodegenOptions codegen_options(const LaunchConfig &cfg);

@@ -9,6 +9,9 @@
 #include "tilejit/error.h"
 #include "tilejit/launch.h"
 #include "tilejit/timer.h"
+#include "tilejit/flex_attention.h"
+#include "tilejit/kernel.h"
+#include "tilejit/ops.h"
 
 using namespace tilejit;
 using testing::ScopedEnv;
@@ -70,6 +73,28 @@ TEST_CASE("without a GPU, GPU objects throw DriverError and gpu_available is fal
     Buffer b(64, Backend::Auto);  // Auto resolves to the interpreter: host memory, no driver needed
     CHECK_FALSE(b.on_gpu());
   }
+}
+
+TEST_CASE("a host buffer given to a Backend::Auto launch says why Auto meant the GPU", "[runtime]") {
+  ScopedEnv env("TILEJIT_INTERPRET", std::nullopt);
+  Buffer x(64 * 4, Backend::Interpreter);
+  auto k = Kernel("fill", [](Ptr<f32> p) { store(p + arange(0, 64), zeros({64}, DType::f32)); });
+  const std::string why = "Backend::Auto means the GPU unless TILEJIT_INTERPRET=1 is set";
+  CHECK_THROWS_WITH(k.launch(Grid{1}, LaunchConfig{.backend = Backend::Auto}, x),
+                    Catch::Contains("host (interpreter) buffer but the launch runs on the GPU") && Catch::Contains(why));
+  // An explicit GPU launch needs no explanation of Auto (and without a GPU it fails on the driver first).
+  try {
+    k.launch(Grid{1}, LaunchConfig{.backend = Backend::GPU}, x);
+  } catch (const Error &e) {
+    CHECK_THAT(std::string(e.what()), !Catch::Contains(why));
+  }
+  attention::FlexShape shape{.batch = 1, .heads_q = 1, .seqlen_q = 16, .seqlen_k = 16, .head_dim_qk = 16};
+  Buffer q(16 * 16 * 2, Backend::Interpreter), o(16 * 16 * 2, Backend::Interpreter), lse(16 * 4, Backend::Interpreter);
+  attention::FlexOptions opt;  // backend Auto
+  CHECK_THROWS_WITH(attention::flex_forward(q, q, q, o, lse, shape, opt), Catch::Contains(why));
+  if (!gpu_available())
+    CHECK_THROWS_WITH(attention::flex_forward(q, q, q, o, lse, shape, opt),
+                      Catch::Contains("no usable GPU is here: pass Backend::Interpreter"));
 }
 
 TEST_CASE("compute capabilities map to codegen targets", "[runtime]") {

@@ -7,6 +7,7 @@
 
 #include "codegen/codegen.h"
 #include "kernels/flex/flex_internal.h"
+#include "runtime/runtime.h"
 #include "tilejit/error.h"
 
 namespace tilejit::attention {
@@ -215,9 +216,9 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
   const Buffer *bufs[] = {&q, &k, &v, &out, &lse};
   for (int i = 0; i < 5; ++i)
     if (bufs[i]->address() != 0 && bufs[i]->on_gpu() != gpu)
-      throw TraceError(fmt::format("attention::flex_forward: buffer '{}' is a {} buffer but the launch runs on the {}",
+      throw TraceError(fmt::format("attention::flex_forward: buffer '{}' is a {} buffer but the launch runs on the {}{}",
                                    names[i], bufs[i]->on_gpu() ? "GPU" : "host (interpreter)",
-                                   gpu ? "GPU" : "CPU interpreter"));
+                                   gpu ? "GPU" : "CPU interpreter", runtime::auto_backend_note(opt.backend)));
   auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
   flex_forward(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), s, opt);
 }
