@@ -53,7 +53,7 @@ TEST_CASE("flex: the built-ins carry their built-in form; compositions keep it o
   CHECK(attention::compose(a, user).builtin() == nullptr);
   CHECK(attention::compose(attention::ScoreMod{}, a).builtin() != nullptr);  // identity composes away
   // One function, two forms: each gets its own traced kernel (the kernel cache keys on the form too).
-  attention::ScoreMod tagged = user.with_builtin({.alibi_slopes = {}, .softcap = cap});
+  attention::ScoreMod tagged = user.with_builtin({.alibi_slopes = {}, .alibi_loc = {}, .softcap = cap});
   CHECK(tagged.identity() == user.identity());
   attention::FlexShape shape{.batch = 1, .heads_q = 1, .seqlen_q = 32, .seqlen_k = 32, .head_dim_qk = 32};
   attention::FlexOptions o;
@@ -107,6 +107,22 @@ TEST_CASE("flex: built-in forms stay finite where their lambdas are; empty captu
       {[&](double s, int, int h, int q, int kv) { return s - double(slopes_host[size_t(h)]) * std::abs(q - kv); }, {}});
   CHECK(finite(r));
   CHECK(rel_error(r.out, r.ref_out) <= tolerance(c.dtype));
+}
+
+TEST_CASE("flex: a slopes buffer too short for the heads is reported at the user's alibi() line", "[flex]") {
+  FlexCase c;
+  c.shape = {.batch = 1, .heads_q = 2, .seqlen_q = 8, .seqlen_k = 8, .head_dim_qk = 16};
+  Buffer one_slope(4, Backend::Interpreter);
+  one_slope.upload(std::vector<float>{0.5f});
+  for (bool builtin : {true, false}) {
+    INFO((builtin ? "built-in form" : "as a user function"));
+    attention::FlexOptions o;
+    const int line = __LINE__ + 1;
+    attention::ScoreMod m = attention::alibi(capture(one_slope, DType::f32));
+    o.score_mod = builtin ? m : attention::ScoreMod([m](Tile s, Tile b, Tile h, Tile q, Tile kv) { return m(s, b, h, q, kv); });
+    CHECK_THROWS_WITH(run_flex_case(Backend::Interpreter, c, o, {}),
+                      Catch::Contains("test_flex_variants.cpp:" + std::to_string(line)));
+  }
 }
 
 TEST_CASE("flex: fully masked rows give 0 and lse -inf, never NaN", "[flex]") {

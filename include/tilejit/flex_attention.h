@@ -39,6 +39,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <type_traits>
 
@@ -59,6 +60,7 @@ using MaskModFn = std::function<Tile(Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
 /// is formed from the key block's columns (kernels/flex/flex_kernel.cpp). User functions have none.
 struct BuiltinScoreForm {
   Captured alibi_slopes;  // set: score − slope[h]·|q_idx − kv_idx| (f32 slopes per query head)
+  std::source_location alibi_loc = std::source_location::current();  // where alibi() was called (errors)
   Captured softcap;       // set: then cap·tanh(score / cap) (f32; the sign of cap does not matter)
 };
 

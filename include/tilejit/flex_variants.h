@@ -3,6 +3,7 @@
 // so their contents and values can change without recompiling.
 #pragma once
 #include <cstdint>
+#include <source_location>
 #include <vector>
 
 #include "tilejit/capture.h"
@@ -37,8 +38,9 @@ MaskFn band_function(const Band &band);
 /// ALiBi (Press et al., arXiv 2108.12409): score − slope[h]·|q_idx − kv_idx|. slopes: f32 per query head
 /// (other float dtypes are converted). The distance is formed in f32 (exact below 2^24 positions). Carries a
 /// BuiltinScoreForm, so the flex kernel applies it with the softmax scale folded away. Throws TraceError for
-/// an empty Captured.
-ScoreMod alibi(const Captured &slopes);
+/// an empty Captured. A slopes buffer too short for the heads is reported (interpreter) at `loc`, the caller's
+/// line.
+ScoreMod alibi(const Captured &slopes, std::source_location loc = std::source_location::current());
 /// The paper's slopes for `heads` heads: for a power of two n, 2^(−8/n·(i+1)); otherwise those of the
 /// largest power of two n < heads, then the even-indexed slopes of the 2n sequence for the extra heads.
 std::vector<float> alibi_slopes(int heads);

@@ -120,7 +120,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
       // traced lambda would still be finite.
       constexpr float kFltMax = std::numeric_limits<float>::max(), kFltMin = std::numeric_limits<float>::min();
       if (form->alibi_slopes.shared_state()) {
-        Tile slope = load(form->alibi_slopes() + h).to(DType::f32);
+        Tile slope = load(form->alibi_slopes(form->alibi_loc) + h, {}, {}, form->alibi_loc).to(DType::f32);
         Tile per_scale = minimum(maximum(slope / P(kScale), -kFltMax), kFltMax);
         Tile dist = abs(q_idx.to(DType::f32) - cols.to(DType::f32)(None, _));
         s = fma(dist, -per_scale, s);

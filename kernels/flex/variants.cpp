@@ -89,16 +89,16 @@ Mask or_masks(const Mask &a, const Mask &b) {
   return r;
 }
 
-ScoreMod alibi(const Captured &slopes) {
+ScoreMod alibi(const Captured &slopes, std::source_location loc) {
   if (!slopes.shared_state())
     throw TraceError("alibi: the slopes capture is empty (default-constructed Captured); capture a buffer of f32 "
                      "slopes, one per query head, e.g. capture(buf, DType::f32) with alibi_slopes(heads)");
-  return ScoreMod([slopes](Tile s, Tile, Tile h, Tile q, Tile kv) {
+  return ScoreMod([slopes, loc](Tile s, Tile, Tile h, Tile q, Tile kv) {
     // s − slope·|q − kv| as one fma per score: the distance is formed in f32 from the row and column
     // indices (exact below 2^24), so the integer subtract and conversion are not paid per score.
-    Tile slope = load(slopes() + h);
+    Tile slope = load(slopes(loc) + h, {}, {}, loc);
     return fma(abs(q.to(DType::f32) - kv.to(DType::f32)), -slope, s);
-  }).with_builtin({.alibi_slopes = slopes, .softcap = {}});
+  }).with_builtin({.alibi_slopes = slopes, .alibi_loc = loc, .softcap = {}});
 }
 
 ScoreMod softcap(float cap) {
@@ -133,7 +133,7 @@ ScoreMod softcap(const Captured &cap) {
   return ScoreMod([cap](Tile s, Tile, Tile, Tile, Tile) {
     Tile c = cap();
     return c * tanh(s * (1.f / c));  // one scalar reciprocal per program instead of a division per score
-  }).with_builtin({.alibi_slopes = {}, .softcap = cap});
+  }).with_builtin({.alibi_slopes = {}, .alibi_loc = {}, .softcap = cap});
 }
 
 ScoreMod relative_position_bias(const Captured &table, int max_distance) {
@@ -155,7 +155,7 @@ ScoreMod compose(const ScoreMod &first, const ScoreMod &second) {
   const BuiltinScoreForm *f = first.builtin(), *g = second.builtin();
   if (f && g && f->alibi_slopes.shared_state() && !f->softcap.shared_state() && !g->alibi_slopes.shared_state() &&
       g->softcap.shared_state())
-    return both.with_builtin({.alibi_slopes = f->alibi_slopes, .softcap = g->softcap});
+    return both.with_builtin({.alibi_slopes = f->alibi_slopes, .alibi_loc = f->alibi_loc, .softcap = g->softcap});
   return both;
 }
 
