@@ -290,9 +290,12 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
     return 0;
   }
   double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
-  bool ok = rel <= 1e-2 && lse_err <= 1e-3 * std::max(1.0, std::log(double(std::max(s.seqlen_k, 1))) + 4);
-  fmt::print("  check ({} sampled rows vs float64, seed {}): rel. Frobenius error {:.3e} (bound 1e-2), max |lse "
-             "error| {:.3e}: {}\n", checked, seed, rel, lse_err, ok ? "PASS" : "FAIL");
+  // Same bounds and line as the plain kernel's check (tools/tilejit.cpp), the lse bound growing with log
+  // seqlen_k as the mods' scores can reach further.
+  const double tol = 1e-2, lse_tol = 1e-3 * std::max(1.0, std::log(double(std::max(s.seqlen_k, 1))) + 4);
+  bool ok = rel <= tol && lse_err <= lse_tol;
+  fmt::print("  check ({} sampled rows vs float64, seed {}): rel. Frobenius error {:.3e} (bound {:.0e}), max |lse "
+             "error| {:.3e} (bound {:.1e}): {}\n", checked, seed, rel, tol, lse_err, lse_tol, ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }
 
