@@ -34,8 +34,7 @@ std::map<std::string, Config> g_winners;       // entry hash → winner, for thi
 int compile_threads(const Settings &s, size_t jobs) {
   int n = s.threads;
   if (n <= 0) {
-    std::string env = runtime::env_string("TILEJIT_AUTOTUNE_THREADS");
-    if (!env.empty()) n = std::atoi(env.c_str());
+    if (auto v = runtime::env_int("TILEJIT_AUTOTUNE_THREADS")) n = int(std::clamp<int64_t>(*v, 0, 1024));
   }
   if (n <= 0) n = std::clamp(int(std::thread::hardware_concurrency()), 1, 16);
   return std::clamp(n, 1, int(std::max<size_t>(jobs, 1)));

@@ -1,5 +1,7 @@
 #include "runtime/driver.h"
 
+#include <algorithm>
+
 #include <dlfcn.h>
 
 #include <atomic>
@@ -54,12 +56,10 @@ void init_device(Driver &d) {
   int count = 0;
   fail(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
   int ordinal = 0;
-  if (std::string env = env_string("TILEJIT_DEVICE"); !env.empty()) {
-    try {
-      ordinal = std::stoi(env);
-    } catch (const std::exception &) {
-      throw DriverError(fmt::format("TILEJIT_DEVICE='{}' is not a device ordinal", env));
-    }
+  try {
+    if (auto v = env_int("TILEJIT_DEVICE")) ordinal = int(std::clamp<int64_t>(*v, -1, 1 << 20));
+  } catch (const Error &) {
+    throw DriverError(fmt::format("TILEJIT_DEVICE='{}' is not a device ordinal", env_string("TILEJIT_DEVICE")));
   }
   if (count == 0) {
     throw DriverError(fmt::format("the CUDA driver reports no device; {}", kFallbackHint));

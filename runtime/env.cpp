@@ -1,6 +1,9 @@
 #include "runtime/env.h"
 
+#include <charconv>
 #include <cstdlib>
+
+#include "tilejit/error.h"
 
 namespace tilejit::runtime {
 
@@ -15,5 +18,15 @@ bool env_flag(const char *name) {
 }
 
 bool debug_enabled() { return env_flag("TILEJIT_DEBUG"); }
+
+std::optional<int64_t> env_int(const char *name) {
+  std::string value = env_string(name);
+  if (value.empty()) return std::nullopt;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size())
+    throw Error(fmt::format("{}='{}' is not an integer", name, value));
+  return v;
+}
 
 }  // namespace tilejit::runtime

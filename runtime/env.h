@@ -9,6 +9,8 @@
 // TILEJIT_WGMMA_SMEM_A (codegen/codegen.cpp); tests also read TILEJIT_PTXAS and TILEJIT_PTX_DUMP_DIR.
 // Values are read on each call (cheap), so tests can change them with setenv.
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -19,6 +21,9 @@ namespace tilejit::runtime {
 std::string env_string(const char *name);
 /// True when the variable is set to a non-empty value other than "0".
 bool env_flag(const char *name);
+/// The variable as an integer, nullopt when unset or empty; throws Error naming it when it is not an integer
+/// (all of it: "1abc" is rejected).
+std::optional<int64_t> env_int(const char *name);
 /// TILEJIT_DEBUG is on.
 bool debug_enabled();
 

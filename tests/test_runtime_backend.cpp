@@ -3,6 +3,7 @@
 
 #include "runtime/device.h"
 #include "runtime/driver.h"
+#include "runtime/env.h"
 #include "test_runtime_scoped_env.h"
 #include "tilejit/buffer.h"
 #include "tilejit/device.h"
@@ -95,6 +96,27 @@ TEST_CASE("a host buffer given to a Backend::Auto launch says why Auto meant the
   if (!gpu_available())
     CHECK_THROWS_WITH(attention::flex_forward(q, q, q, o, lse, shape, opt),
                       Catch::Contains("no usable GPU is here: pass Backend::Interpreter"));
+}
+
+TEST_CASE("integer environment variables are read whole or rejected by name", "[runtime]") {
+  {
+    ScopedEnv env("TILEJIT_TEST_INT", "12");
+    CHECK(runtime::env_int("TILEJIT_TEST_INT") == 12);
+  }
+  {
+    ScopedEnv env("TILEJIT_TEST_INT", "-3");
+    CHECK(runtime::env_int("TILEJIT_TEST_INT") == -3);
+  }
+  {
+    ScopedEnv env("TILEJIT_TEST_INT", "");
+    CHECK_FALSE(runtime::env_int("TILEJIT_TEST_INT").has_value());
+  }
+  for (const char *bad : {"1abc", "abc", " 1", "1.5", "99999999999999999999"}) {
+    ScopedEnv env("TILEJIT_TEST_INT", bad);
+    INFO(bad);
+    CHECK_THROWS_WITH(runtime::env_int("TILEJIT_TEST_INT"),
+                      Catch::Contains("TILEJIT_TEST_INT='" + std::string(bad) + "' is not an integer"));
+  }
 }
 
 TEST_CASE("compute capabilities map to codegen targets", "[runtime]") {

@@ -222,9 +222,14 @@ int main(int argc, char **argv) {
   auto *tune = tools::add_tune_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
-    if (att->parsed() && a.autotune && parse_backend(a.backend) != Backend::GPU)
-      fmt::print(stderr, "tilejit: note: --autotune has no effect on the interpreter (it times configs on a GPU); "
-                         "using --block-m/--block-n/--num-warps/--num-stages\n");
+    if (att->parsed() && parse_backend(a.backend) != Backend::GPU) {
+      if (a.autotune)
+        fmt::print(stderr, "tilejit: note: --autotune has no effect on the interpreter (it times configs on a GPU); "
+                           "using --block-m/--block-n/--num-warps/--num-stages\n");
+      for (const char *gpu_only : {"--arch", "--iters"})
+        if (att->count(gpu_only) > 0)
+          fmt::print(stderr, "tilejit: note: {} has no effect on the interpreter (one untimed run)\n", gpu_only);
+    }
     // The flex kernel also runs what the plain one rejects: causal with seqlen_q ≠ seqlen_k (top-left, as
     // --window-right 0) and head dims that are not powers of two (padded).
     if (att->parsed()) {  // checks both paths share, before allocating anything
