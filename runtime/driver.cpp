@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -17,13 +18,16 @@ namespace tilejit::runtime {
 namespace {
 
 constexpr const char *kDefaultLibrary = "libcuda.so.1";
-constexpr const char *kFallbackHint = "use Backend::Interpreter or set TILEJIT_INTERPRET=1";
+
+// No usable driver: `cause`, and the advice for C++ callers in the message (DriverError::cause keeps it apart).
+DriverError unusable(const std::string &cause, int code = -1) {
+  return DriverError(cause + "; use Backend::Interpreter or set TILEJIT_INTERPRET=1", code, cause);
+}
 
 // The outcome of the one attempt to load the driver: either a driver or the error to rethrow.
 struct LoadResult {
   std::unique_ptr<Driver> driver;
-  std::string error;
-  int code = -1;
+  std::optional<DriverError> error;
 };
 
 // Set once the driver is loaded, so describe_result() can ask it for error names.
@@ -33,8 +37,8 @@ void load_symbols(Driver &d, void *lib, const std::string &path) {
 #define CUDA_FN(member, symbol, params)                                                          \
   d.member = reinterpret_cast<decltype(d.member)>(dlsym(lib, symbol));                           \
   if (!d.member) {                                                                               \
-    throw DriverError(fmt::format("CUDA driver {} lacks the entry point {} (driver too old?); {}", \
-                                  path, symbol, kFallbackHint));                                 \
+    throw unusable(fmt::format("CUDA driver {} lacks the entry point {} (driver too old?)", path,  \
+                               symbol));                                                         \
   }
 #include "runtime/cuda_api.def"
 #undef CUDA_FN
@@ -47,9 +51,9 @@ void init_device(Driver &d) {
     const char *name = nullptr, *text = nullptr;
     d.cuGetErrorName(r, &name);
     d.cuGetErrorString(r, &text);
-    throw DriverError(fmt::format("{} failed: {} ({}); {}", call, name ? name : "unknown CUresult",
-                                  text ? text : "no description", kFallbackHint),
-                      r);
+    throw unusable(fmt::format("{} failed: {} ({})", call, name ? name : "unknown CUresult",
+                               text ? text : "no description"),
+                   r);
   };
   fail(d.cuInit(0), "cuInit");
   fail(d.cuDriverGetVersion(&d.version), "cuDriverGetVersion");
@@ -62,7 +66,7 @@ void init_device(Driver &d) {
     throw DriverError(fmt::format("TILEJIT_DEVICE='{}' is not a device ordinal", env_string("TILEJIT_DEVICE")));
   }
   if (count == 0) {
-    throw DriverError(fmt::format("the CUDA driver reports no device; {}", kFallbackHint));
+    throw unusable("the CUDA driver reports no device");
   }
   if (ordinal < 0 || ordinal >= count) {
     throw DriverError(fmt::format("TILEJIT_DEVICE={} is out of range: the driver reports {} device(s)",
@@ -80,9 +84,8 @@ const LoadResult &loaded() {
       r.driver = load_driver(path.empty() ? kDefaultLibrary : path);
       g_loaded = r.driver.get();
     } catch (const DriverError &e) {
-      r.error = e.what();
-      r.code = e.code;
-      debug_log("{}", r.error);
+      r.error = e;
+      debug_log("{}", e.what());
     }
     return r;
   }();
@@ -97,8 +100,7 @@ std::unique_ptr<Driver> load_driver(const std::string &path) {
   void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char *why = dlerror();
-    throw DriverError(fmt::format("CUDA driver {} could not be loaded ({}); {}", path,
-                                  why ? why : "unknown dlopen error", kFallbackHint));
+    throw unusable(fmt::format("CUDA driver {} could not be loaded ({})", path, why ? why : "unknown dlopen error"));
   }
   auto d = std::make_unique<Driver>();
   load_symbols(*d, lib, path);
@@ -109,7 +111,7 @@ std::unique_ptr<Driver> load_driver(const std::string &path) {
 
 Driver &driver() {
   const LoadResult &r = loaded();
-  if (!r.driver) throw DriverError(r.error, r.code);
+  if (!r.driver) throw *r.error;
   // The primary context must be current on every thread that calls the driver; set it once per thread.
   thread_local bool context_current = false;
   if (!context_current) {

@@ -48,6 +48,9 @@ TEST_CASE("a missing driver library gives a DriverError that names it and sugges
     CHECK_THAT(msg, Catch::Contains("No such file"));  // dlerror's text is included
     CHECK_THAT(msg, Catch::EndsWith("use Backend::Interpreter or set TILEJIT_INTERPRET=1"));
     CHECK(e.code == -1);
+    // The failure alone, for front ends with their own advice: the message up to the advice.
+    CHECK(msg == e.cause + "; use Backend::Interpreter or set TILEJIT_INTERPRET=1");
+    CHECK_THAT(e.cause, Catch::EndsWith("No such file or directory)"));
   }
 }
 
@@ -66,6 +69,12 @@ TEST_CASE("without a GPU, GPU objects throw DriverError and gpu_available is fal
   CHECK_NOTHROW(gpu_available());  // never throws, also when asked again
   CHECK_THROWS_AS(Buffer(1024, Backend::GPU), DriverError);
   CHECK_THROWS_WITH(Buffer(1024, Backend::GPU), Catch::Contains("TILEJIT_INTERPRET=1"));
+  try {
+    Buffer b(1024, Backend::GPU);
+  } catch (const DriverError &e) {  // rethrown from the one load attempt, cause included
+    CHECK_FALSE(e.cause.empty());
+    CHECK_THAT(e.cause, !Catch::Contains("TILEJIT_INTERPRET"));
+  }
   CHECK_THROWS_AS(Stream(), DriverError);
   CHECK_THROWS_AS(GpuTimer(), DriverError);
   CHECK_THROWS_AS(device_info(), DriverError);

@@ -31,6 +31,10 @@ struct AttentionArgs {
   uint64_t seed = 0;
 };
 
+// Head dims the plain attention kernel takes (powers of two from 16); `attention`, `ir` and `ptx` send the
+// others to the flex kernel, which pads them.
+bool plain_head_dim(int d) { return d >= 16 && (d & (d - 1)) == 0; }
+
 Backend parse_backend(const std::string &s) {
   if (s == "gpu") return Backend::GPU;
   if (s == "interp") return Backend::Interpreter;
@@ -239,8 +243,7 @@ int main(int argc, char **argv) {
       if (total > double(1u << 31))
         throw Error(fmt::format("the tensors would hold {:.3g} elements each; at most 2^31", total));
     }
-    bool plain_cannot = (a.causal && a.seqlen_k > 0 && a.seqlen_k != a.seqlen_q) ||
-                        a.head_dim < 16 || (a.head_dim & (a.head_dim - 1)) != 0;
+    bool plain_cannot = (a.causal && a.seqlen_k > 0 && a.seqlen_k != a.seqlen_q) || !plain_head_dim(a.head_dim);
     if (att->parsed() && (tools::flex_requested(flex) || plain_cannot))
       return tools::run_flex(flex, {a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
                                     a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
@@ -248,9 +251,8 @@ int main(int argc, char **argv) {
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
     // As for `attention`: variant flags, and head dims the plain kernel rejects, dump the flex kernel.
-    const bool plain_dim = spec.head_dim >= 16 && (spec.head_dim & (spec.head_dim - 1)) == 0;
     if ((ir->parsed() || ptx->parsed()) &&
-        (tools::flex_requested(code_flex) || (kname == "attention" && !plain_dim))) {
+        (tools::flex_requested(code_flex) || (kname == "attention" && !plain_head_dim(spec.head_dim)))) {
       if (kname != "attention") throw Error("variant flags (--alibi, --softcap, windows, ...) apply to attention only");
       tools::FlexRunArgs fa{1, 4, 1024, -1, spec.head_dim, spec.causal, false, dtype.empty() ? "bf16" : dtype, "interp",
                             ptx->parsed() ? spec.arch : "", spec.block_m, spec.block_n, spec.num_warps,
@@ -263,11 +265,8 @@ int main(int argc, char **argv) {
     if (ptx->parsed()) fmt::print("{}", kernels::builtin_ptx(kname, spec));
     return 0;
   } catch (const DriverError &e) {
-    // The library's message ends with advice for C++ callers (Backend::Interpreter, TILEJIT_INTERPRET); the
-    // CLI gives its own below.
-    std::string msg = e.what();
-    if (auto cut = msg.find("; use Backend::Interpreter"); cut != std::string::npos) msg.erase(cut);
-    fmt::print(stderr, "tilejit: error: {}\n", msg);
+    // Without the library's advice for C++ callers (DriverError::cause): the CLI gives its own below.
+    fmt::print(stderr, "tilejit: error: {}\n", e.cause.empty() ? std::string(e.what()) : e.cause);
     if (tune->parsed()) fmt::print(stderr, "tilejit: tuning times configs on a GPU; it cannot run on the interpreter\n");
     else if (!gpu_available()) fmt::print(stderr, "tilejit: no usable GPU here: use --backend interp (or auto)\n");
     return 1;

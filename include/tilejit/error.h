@@ -18,8 +18,11 @@ struct VerifyError : Error { using Error::Error; };
 struct CompileError : Error { using Error::Error; };
 /// A CUDA driver call failed, or no driver is present; names the call, the driver's error name and the kernel.
 struct DriverError : Error {
-  DriverError(const std::string &msg, int code = -1) : Error(msg), code(code) {}
-  int code;  // CUresult value, or -1 when the driver could not be loaded
+  DriverError(const std::string &msg, int code = -1, std::string cause = {})
+      : Error(msg), code(code), cause(std::move(cause)) {}
+  int code;           // CUresult value, or -1 when the driver could not be loaded
+  std::string cause;  // when no usable driver: what failed, without the message's advice for C++ callers
+                      // (Backend::Interpreter, TILEJIT_INTERPRET), for front ends that give their own; else ""
 };
 /// The CPU interpreter found a fault: an out-of-bounds unmasked access, a division by zero, ...
 struct InterpError : Error { using Error::Error; };
