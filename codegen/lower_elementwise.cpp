@@ -7,6 +7,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
+#include <cstdlib>
 #include <numbers>
 
 #include "codegen/lowering.h"
@@ -59,14 +60,18 @@ llvm::Value *float_math(Lowering &L, ir::OpKind k, llvm::Value *x) {
   };
   auto c = [&](double v) { return ConstantFP::get(x->getType(), v); };
   switch (k) {
+    // ex2/lg2 in their .ftz forms: one MUFU instruction each. Without .ftz ptxas wraps every ex2 in a range
+    // check and two predicated multiplies to produce subnormal results (4 issue slots instead of 1 in a
+    // softmax's inner loop); with it, results below 2^-126 (and subnormal inputs of lg2) flush to 0, as
+    // every attention kernel's exp2 may (PTX ISA, "ex2": .ftz; its subnormal handling).
     case ir::OpKind::Exp:
-      return call(Intrinsic::nvvm_ex2_approx_f, Intrinsic::nvvm_ex2_approx_d, b.CreateFMul(x, c(std::numbers::log2e)));
+      return call(Intrinsic::nvvm_ex2_approx_ftz_f, Intrinsic::nvvm_ex2_approx_d, b.CreateFMul(x, c(std::numbers::log2e)));
     case ir::OpKind::Exp2:
-      return call(Intrinsic::nvvm_ex2_approx_f, Intrinsic::nvvm_ex2_approx_d, x);
+      return call(Intrinsic::nvvm_ex2_approx_ftz_f, Intrinsic::nvvm_ex2_approx_d, x);
     case ir::OpKind::Log:
-      return b.CreateFMul(call(Intrinsic::nvvm_lg2_approx_f, Intrinsic::nvvm_lg2_approx_d, x), c(std::numbers::ln2));
+      return b.CreateFMul(call(Intrinsic::nvvm_lg2_approx_ftz_f, Intrinsic::nvvm_lg2_approx_d, x), c(std::numbers::ln2));
     case ir::OpKind::Log2:
-      return call(Intrinsic::nvvm_lg2_approx_f, Intrinsic::nvvm_lg2_approx_d, x);
+      return call(Intrinsic::nvvm_lg2_approx_ftz_f, Intrinsic::nvvm_lg2_approx_d, x);
     case ir::OpKind::Sqrt:
       return b.CreateCall(L.intrinsic(Intrinsic::sqrt, {x->getType()}), {x});
     case ir::OpKind::Rsqrt:
@@ -82,7 +87,7 @@ llvm::Value *float_math(Lowering &L, ir::OpKind k, llvm::Value *x) {
       return f64 ? b.CreateFPExt(r, b.getDoubleTy()) : r;
     }
     case ir::OpKind::Sigmoid: {
-      Value *e = call(Intrinsic::nvvm_ex2_approx_f, Intrinsic::nvvm_ex2_approx_d,
+      Value *e = call(Intrinsic::nvvm_ex2_approx_ftz_f, Intrinsic::nvvm_ex2_approx_d,
                       b.CreateFMul(x, c(-std::numbers::log2e)));
       return b.CreateFDiv(c(1.0), b.CreateFAdd(c(1.0), e));
     }
@@ -128,6 +133,10 @@ llvm::Value *cast_value(Lowering &L, llvm::Value *v, DType from, DType to) {
     return b.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
   }
   if (is_int(from) && is_int(to)) return from == DType::i1 ? b.CreateZExt(v, dst) : b.CreateSExtOrTrunc(v, dst);
+  if (from == DType::i32 && to == DType::f32 && std::getenv("TILEJIT_AB_MAGIC_I2F")) {  // AB-TEMP: |v| < 2^22
+    llvm::Value *bits = b.CreateAdd(v, b.getInt32(0x4B400000));
+    return b.CreateFSub(b.CreateBitCast(bits, b.getFloatTy()), llvm::ConstantFP::get(b.getFloatTy(), 12582912.0));
+  }
   if (is_int(from)) {  // int → float: convert to f32/f64, then round to the 16-bit type if needed
     llvm::Type *wide = L.compute_type(to);
     llvm::Value *f = from == DType::i1 ? b.CreateUIToFP(v, wide) : b.CreateSIToFP(v, wide);

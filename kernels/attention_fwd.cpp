@@ -100,7 +100,8 @@ auto &attention_kernel() {
 
         // Rows that saw no key (l = 0) get output 0 and logsumexp -inf.
         auto l_safe = where(l_i == 0.f, 1.f, l_i);
-        auto out = acc / l_safe(_, None);
+        // One division per row, then multiplies: a divide per element costs ptxas's IEEE sequence with a slow path.
+        auto out = acc * (1.f / l_safe)(_, None);
         auto o_ptrs = O + (b * stride_ob + h * stride_oh) + offs_m(_, None) * stride_os + offs_d(None, _);
         store(o_ptrs, out.to(T::dtype), row_ok(_, None));
         auto lse = where(l_i == 0.f, neg_inf, (m_i + log2(l_safe)) * kLn2);

@@ -53,7 +53,11 @@ Tile broadcast_to(const Tile &t, std::vector<int64_t> shape, SrcLoc loc = SrcLoc
 Tile where(const Tile &cond, const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
 Tile minimum(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
 Tile maximum(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
-/// Float math; int tiles are cast to f32 first. Result dtype = (float) operand dtype.
+/// Float math; int tiles are cast to f32 first. Result dtype = (float) operand dtype. On the GPU, f32 (and
+/// f16/bf16, computed in f32) exp, exp2, log, log2, rsqrt, tanh and sigmoid use the PTX approximations
+/// (PTX ISA 9.7.3: ex2/lg2.approx.ftz, rsqrt.approx, tanh.approx): exp2's relative error is about 2^-22,
+/// tanh's about 2^-11; exp/exp2 results below 2^-126 and subnormal log/log2 inputs flush to 0. f64 math
+/// uses the f64 forms. The interpreter computes them in float64.
 Tile exp(const Tile &x, SrcLoc loc = SrcLoc::current());
 Tile exp2(const Tile &x, SrcLoc loc = SrcLoc::current());
 Tile log(const Tile &x, SrcLoc loc = SrcLoc::current());

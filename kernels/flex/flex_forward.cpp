@@ -160,6 +160,7 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kHasBand] = int_arg(opt.mask.band.has_value());
   a[kUseBlockMask] = int_arg(bm != nullptr);
   a[kLarge] = int_arg(p.large);
+  a[kSoftcapBound] = int_arg(softcap_bound(opt));
   return a;
 }
 

@@ -88,13 +88,19 @@ enum FlexParam : int {
   kQb, kQh, kQs, kKb, kKh, kKs, kVb, kVh, kVs, kOb, kOh, kOs, kLb, kLh,
   kBandLeft, kBandRight, kBandBottomRight, kNumQBlocks, kNumKBlocks,
   // constexprs
-  kBlockM, kBlockN, kDimQK, kDimV, kPadQK, kPadV, kVarlen, kHasBand, kUseBlockMask, kLarge,
+  kBlockM, kBlockN, kDimQK, kDimV, kPadQK, kPadV, kVarlen, kHasBand, kUseBlockMask, kLarge, kSoftcapBound,
   kNumFlexParams
 };
 /// How many traced kernels (per kind: attention, block mask) are kept for distinct mod objects; the least
 /// recently used beyond this are dropped (a later call with that mod traces again; compiled code stays
 /// cached by IR).
 constexpr size_t kMaxCachedModKernels = 64;
+/// Whether the built-in soft-capping's bound replaces the online softmax's running max for a launch with
+/// these options (SOFTCAP_BOUND, see flex_kernel.cpp): bf16, a built-in soft-cap (alone or after ALiBi) and
+/// |cap| ≤ kSoftcapBoundMaxCap, with the cap's value at this launch.
+bool softcap_bound(const FlexOptions &opt);
+/// The largest |cap| whose scores' range, 2·|cap|·log2e in log2 units, fits the fixed reference's window.
+constexpr float kSoftcapBoundMaxCap = 55.f;
 /// The attention kernel for (dtype, score_mod, mask) — traced per specialization, cached per mod identity.
 std::shared_ptr<KernelBase> flex_kernel(DType dtype, const ScoreMod &score_mod, const Mask &mask);
 /// How many traced attention kernels are cached now (tests).

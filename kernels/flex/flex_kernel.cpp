@@ -9,6 +9,8 @@
 // fma per score (c = scale·log2e on raw scores without a score_mod, log2e after one; the built-in ALiBi and
 // soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end with l = 0 → output 0
 // and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32 otherwise.
+#include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -42,7 +44,8 @@ ParamTable flex_params(DType dt) {
   for (const char *n : {"band_left", "band_right", "band_bottom_right", "num_q_blocks", "num_k_blocks"})
     t.add(n, K::I32);
   for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
-  for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE"}) t.add(n, K::ConstBool, DType::i1);
+  for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE", "SOFTCAP_BOUND"})
+    t.add(n, K::ConstBool, DType::i1);
   return t;
 }
 
@@ -52,6 +55,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int BM = C(kBlockM), BN = C(kBlockN), DQK = C(kDimQK), DV = C(kDimV), PQK = C(kPadQK), PV = C(kPadV);
   const bool varlen = C(kVarlen), has_band = C(kHasBand), use_block_mask = C(kUseBlockMask), large = C(kLarge);
+  const bool softcap_bound = C(kSoftcapBound);
 
   Tile pid_m = program_id(0), h = program_id(1), b = program_id(2);
   Tile seqlen_q = P(kSeqlenQ), seqlen_k = P(kSeqlenK);
@@ -93,13 +97,71 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   if (has_band) band = {P(kBandLeft), P(kBandRight), P(kBandBottomRight) * (seqlen_k - seqlen_q)};
   const bool any_mask = has_band || bool(mask.fn);
 
+  // The built-in ALiBi's per-program scalars: the slope of head h and a = slope/scale (s stays in units of
+  // the raw q·k, see below), clamped to ±FLT_MAX where slope/scale overflows (a tiny scale) so that the
+  // distance form stays finite where the traced lambda is.
+  const BuiltinScoreForm *form = score_mod.builtin();
+  constexpr float kFltMax = std::numeric_limits<float>::max(), kFltMin = std::numeric_limits<float>::min();
+  Tile slope, alibi_a;
+  if (form && form->alibi_slopes.shared_state()) {
+    slope = load(form->alibi_slopes(form->alibi_loc) + h, {}, {}, form->alibi_loc).to(DType::f32);
+    alibi_a = minimum(maximum(slope / P(kScale), -kFltMax), kFltMax);
+  }
+  // The built-in soft-cap: |cap|, clamped to a finite, nonzero value where a 0 or one past FLT_MAX / log2e
+  // would make the fold below NaN.
+  Tile cap;
+  if (form && form->softcap.shared_state())
+    cap = minimum(maximum(abs(form->softcap().to(DType::f32)), kFltMin), 2e38f);
+  // SOFTCAP_BOUND: soft-capped scores lie in [−C, C] log2 units (C = |cap|·log2e ≤ 80, checked on the host),
+  // so a fixed reference R = min(C, 120 − C) replaces the running max: every p = exp2(score − R) lies in
+  // [2^-120 · (the row's largest p), 2^40] — normal in f32 and bf16 (the P operand's dtype), at most 2^40 so
+  // that l and the f32 accumulator keep 2^88 of headroom — and the online rescaling of acc and l by
+  // exp2(m_old − m_new), and the max itself, drop out of the loop (FlashAttention's softmax with a known
+  // bound; logsumexp = R + log2 l).
+  Tile bound_ref;
+  if (softcap_bound) {
+    if (!cap.valid()) throw TraceError("internal: SOFTCAP_BOUND without the built-in soft-cap");
+    Tile cc = cap * kLog2e;
+    bound_ref = minimum(cc, 120.f - cc);
+  }
+
+  // The built-in ALiBi (without soft-capping) on the tensor cores. −a·|q − kv| splits, in a key block wholly
+  // below the diagonal (every kv ≤ every q), into a·j + a·(start_n − q) with j = kv − start_n; in a block wholly
+  // above it, with the block's keys taken in reverse order (j = start_n + BN − 1 − kv), into
+  // a·j − a·(start_n + BN − 1 − q). The column part a·j is the same in every block: a k=16 MMA adds it to
+  // the scores, ones (columns 0..2 of E, [BM, 16]) times a·j split into three bf16 terms (columns 0..2 of
+  // AJ, [BN, 16]; hi + mid + lo carries a·j to f32 precision). The row part joins the softmax's row max and
+  // its one fma per score. Per score this leaves no ALU work; blocks crossing the diagonal add
+  // −2a·max(kv − q, 0) to the below form. Needs |a| ≤ 2^100 (the split terms stay finite); otherwise the
+  // program takes the distance form (the key loops are traced for both, the branch is per program).
+  enum class AlibiForm { Distance, Mma };
+  AlibiForm alibi_form = AlibiForm::Distance;
+  const bool alibi_mma = alibi_a.valid() && !cap.valid() && !std::getenv("TILEJIT_AB_ALIBI_DIST");
+  Tile ones_e, aj, ca;
+  if (alibi_mma) {
+    Tile j16 = arange(0, 16)(None, _);
+    ones_e = (where(j16 < 3, 1.f, 0.f) + zeros({BM, 16}, DType::f32)).to(DType::bf16);
+    Tile x = arange(0, BN).to(DType::f32) * alibi_a;
+    Tile hi = x.to(DType::bf16).to(DType::f32);
+    Tile mid = (x - hi).to(DType::bf16).to(DType::f32);
+    Tile lo = x - hi - mid;
+    aj = where(j16 == 0, hi(_, None), where(j16 == 1, mid(_, None), where(j16 == 2, lo(_, None), 0.f)))
+             .to(DType::bf16);
+  }
+
   // One key block. The mask is applied never, always, or when the i1 scalar `need_mask` is true. Keys past
   // the sequence's end are masked always (Cols::Always), never (a block wholly inside: Cols::Never), or
   // together with the mask (Cols::WithMask: need_mask must then also cover blocks crossing the end).
   enum class Masking { Never, Always, When };
   enum class Cols { Always, Never, WithMask };
   auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
-    Tile cols = start_n + offs_n;
+    const bool mma = alibi_form == AlibiForm::Mma;
+    Tile above, below;
+    if (mma) {
+      above = start_n >= m0 + (BM - 1);
+      below = start_n + (BN - 1) <= m0;
+    }
+    Tile cols = mma ? where(above, start_n + (BN - 1) - offs_n, start_n + offs_n) : start_n + offs_n;
     Tile col_ok = cols < seqlen_k;
     Tile k_mask = col_ok(_, None);
     if (kq_cols.valid()) k_mask = k_mask & kq_cols;
@@ -110,36 +172,38 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     // s stays in score units; c (> 0: the scale is positive) converts them to log2 units inside the softmax's
     // one fma per score. Without a score_mod s is the raw q·k and the softmax scale is folded into c.
     Tile c = P(kScale) * kLog2e;
-    if (const BuiltinScoreForm *form = score_mod.builtin()) {
+    Tile r;  // the ALiBi tensor-core form's row part, in log2 units (see above)
+    if (form) {
       // The built-in mods in fewer operations per score, s staying a positive multiple of the true score so
-      // that the softmax's max and fma take the factor in c: ALiBi as s − (slope/scale)·|q − kv| (the
-      // distance from the columns, exact below 2^24), soft-capping as tanh(s·scale/|cap|) with |cap| in c
-      // (cap·tanh(x/cap) is even in cap). scale > 0 (validated), so max(s)·c is still max(s·c).
-      // Per-program scalars are clamped to finite, nonzero values where an inf or a 0 would turn the
-      // algebra's fold into NaN (slope/scale overflowing; a cap of 0, or one past FLT_MAX / log2e) while the
-      // traced lambda would still be finite.
-      constexpr float kFltMax = std::numeric_limits<float>::max(), kFltMin = std::numeric_limits<float>::min();
-      if (form->alibi_slopes.shared_state()) {
-        Tile slope = load(form->alibi_slopes(form->alibi_loc) + h, {}, {}, form->alibi_loc).to(DType::f32);
-        Tile per_scale = minimum(maximum(slope / P(kScale), -kFltMax), kFltMax);
+      // that the softmax's max and fma take the factor in c. scale > 0 (validated), so max(s)·c = max(s·c).
+      if (mma) {
+        s = dot(ones_e, trans(aj), s);
+        Tile rows_f = rows.to(DType::f32);
+        r = where(above, (start_n + (BN - 1)).to(DType::f32) - rows_f, rows_f - start_n.to(DType::f32)) * -ca;
+        if_(!(above | below), [&] {
+          Tile d = maximum(cols.to(DType::f32)(None, _) - q_idx.to(DType::f32), 0.f);
+          s = fma(d, -2.f * alibi_a, s);
+        });
+      } else if (alibi_a.valid()) {
+        // s − a·|q − kv|, the distance formed from the columns in f32 (exact below 2^24).
         Tile dist = abs(q_idx.to(DType::f32) - cols.to(DType::f32)(None, _));
-        s = fma(dist, -per_scale, s);
+        s = fma(dist, -alibi_a, s);
       }
-      if (form->softcap.shared_state()) {
-        Tile cap = minimum(maximum(abs(form->softcap().to(DType::f32)), kFltMin), 2e38f);
+      if (cap.valid()) {
+        // tanh(s·scale/|cap|) with |cap| in c (cap·tanh(x/cap) is even in cap).
         s = tanh(s * (P(kScale) / cap));
         c = cap * kLog2e;
       }
     } else if (score_mod) {
-      Tile r = score_mod(s * P(kScale), b, h, q_idx, kv_idx);
-      if (!r.valid() || r.shape() != s.shape() || (r.dtype() != DType::f32 && r.dtype() != DType::f16 &&
-                                                    r.dtype() != DType::bf16))
+      Tile out = score_mod(s * P(kScale), b, h, q_idx, kv_idx);
+      if (!out.valid() || out.shape() != s.shape() || (out.dtype() != DType::f32 && out.dtype() != DType::f16 &&
+                                                    out.dtype() != DType::bf16))
         throw TraceError(fmt::format(
             "flex attention: the score_mod returned {} (it must return the score tile's shape [{}] as a float, "
             "e.g. an expression of its `score` argument)",
-            r.valid() ? fmt::format("{}[{}]", dtype_name(r.dtype()), ir::shape_str(r.shape())) : "nothing",
+            out.valid() ? fmt::format("{}[{}]", dtype_name(out.dtype()), ir::shape_str(out.shape())) : "nothing",
             ir::shape_str(s.shape())));
-      s = r.to(DType::f32);
+      s = out.to(DType::f32);
       c = Tile(kLog2e);
     }
     if (cols_check == Cols::Always) s = where(col_ok(None, _), s, neg_inf);
@@ -151,20 +215,29 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     if (masking == Masking::Always) apply();
     if (masking == Masking::When) if_(need_mask, apply);
 
-    Tile m_new = maximum(m_i, max(s, 1) * c);  // max(s)·c = max(s·c) as c > 0
-    // A row with no visible key so far keeps m = −inf: subtract 0 instead so exp2 gives 0, not NaN.
-    Tile m_sub = where(m_new == neg_inf, 0.f, m_new);
-    Tile p = exp2(fma(s, c, -m_sub(_, None)));
-    Tile alpha = exp2(m_i - m_sub);
-    l_i = l_i * alpha + sum(p, 1);
     Tile v_mask = col_ok(_, None);
     if (v_cols.valid()) v_mask = v_mask & v_cols;
+    if (softcap_bound) {
+      Tile p = exp2(fma(s, c, -bound_ref));
+      l_i = l_i + sum(p, 1);
+      Tile v = load(v_base + (cols_w * svs)(_, None) + dv(None, _), v_mask, 0.f);
+      acc = dot(p.to(dt), v, acc);
+      return;
+    }
+    // max(s)·c = max(s·c) as c > 0; with a row part the scores are s·c + r.
+    Tile m_new = maximum(m_i, r.valid() ? fma(max(s, 1), c, r) : max(s, 1) * c);
+    // A row with no visible key so far keeps m = −inf: subtract 0 instead so exp2 gives 0, not NaN.
+    Tile m_sub = where(m_new == neg_inf, 0.f, m_new);
+    Tile p = exp2(fma(s, c, (r.valid() ? r - m_sub : -m_sub)(_, None)));
+    Tile alpha = exp2(m_i - m_sub);
+    l_i = l_i * alpha + sum(p, 1);
     Tile v = load(v_base + (cols_w * svs)(_, None) + dv(None, _), v_mask, 0.f);
     acc = dot(p.to(dt), v, acc * alpha(_, None));
     m_i = m_new;
   };
 
   Tile block_live = m0 < seqlen_q;  // programs past the sequence's end visit nothing
+  auto visit_keys = [&] {
   if (use_block_mask) {
     Tile bh_q = (b * P(kHeads) + h) * P(kNumQBlocks) + pid_m;
     Tile count = where(block_live, load(P(kKvCounts) + bh_q), 0);
@@ -196,14 +269,30 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
     for_range(full_end, hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
   }
+  };
+  if (alibi_mma) {
+    ca = (P(kScale) * kLog2e) * alibi_a;
+    if_(
+        abs(alibi_a) <= 0x1p100f,
+        [&] {
+          alibi_form = AlibiForm::Mma;
+          visit_keys();
+        },
+        [&] {
+          alibi_form = AlibiForm::Distance;
+          visit_keys();
+        });
+  } else {
+    visit_keys();
+  }
 
   Tile l_safe = where(l_i == 0.f, 1.f, l_i);
-  Tile out = acc / l_safe(_, None);
+  Tile out = acc * (1.f / l_safe)(_, None);  // one division per row (see attention_fwd.cpp)
   Tile o_mask = row_ok(_, None);
   if (v_cols.valid()) o_mask = o_mask & v_cols;
   Tile o_rows = (q_start_w + rows) * stride(kOs);
   store(P(kO) + (b * stride(kOb) + h * stride(kOh)) + o_rows(_, None) + dv(None, _), out.to(dt), o_mask);
-  Tile lse = where(l_i == 0.f, neg_inf, (m_i + log2(l_safe)) * kLn2);
+  Tile lse = where(l_i == 0.f, neg_inf, ((softcap_bound ? bound_ref : m_i) + log2(l_safe)) * kLn2);
   store(P(kLse) + (b * stride(kLb) + h * stride(kLh) + q_start_w) + rows, lse, row_ok);
 }
 
@@ -220,6 +309,17 @@ KernelLru<FlexKernelKey> &flex_kernels() {
 }  // namespace
 
 size_t flex_kernels_cached() { return flex_kernels().size(); }
+
+bool softcap_bound(const FlexOptions &opt) {
+  const BuiltinScoreForm *form = opt.score_mod.builtin();
+  if (!form || !form->softcap.shared_state() || opt.dtype != DType::bf16) return false;
+  const detail::CaptureState &st = form->softcap.state();
+  using Kind = detail::CaptureState::Kind;
+  if (st.kind == Kind::Ptr) return false;
+  // The kernel rounds the cap to f32 and clamps it to ≥ FLT_MIN: a cap of 0 qualifies.
+  double cap = st.kind == Kind::F32 ? double(float(st.f)) : double(st.i);
+  return std::isfinite(cap) && std::fabs(cap) <= kSoftcapBoundMaxCap;
+}
 
 std::shared_ptr<KernelBase> flex_kernel(DType dt, const ScoreMod &score_mod, const Mask &mask) {
   return flex_kernels().get(FlexKernelKey{dt, score_mod.identity(), score_mod.builtin(), mask.fn.identity()}, [&] {
