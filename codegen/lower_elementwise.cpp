@@ -7,7 +7,6 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
-#include <cstdlib>
 #include <numbers>
 
 #include "codegen/lowering.h"
@@ -133,10 +132,6 @@ llvm::Value *cast_value(Lowering &L, llvm::Value *v, DType from, DType to) {
     return b.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
   }
   if (is_int(from) && is_int(to)) return from == DType::i1 ? b.CreateZExt(v, dst) : b.CreateSExtOrTrunc(v, dst);
-  if (from == DType::i32 && to == DType::f32 && std::getenv("TILEJIT_AB_MAGIC_I2F")) {  // AB-TEMP: |v| < 2^22
-    llvm::Value *bits = b.CreateAdd(v, b.getInt32(0x4B400000));
-    return b.CreateFSub(b.CreateBitCast(bits, b.getFloatTy()), llvm::ConstantFP::get(b.getFloatTy(), 12582912.0));
-  }
   if (is_int(from)) {  // int → float: convert to f32/f64, then round to the 16-bit type if needed
     llvm::Type *wide = L.compute_type(to);
     llvm::Value *f = from == DType::i1 ? b.CreateUIToFP(v, wide) : b.CreateSIToFP(v, wide);

@@ -105,7 +105,11 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   Tile slope, alibi_a;
   if (form && form->alibi_slopes.shared_state()) {
     slope = load(form->alibi_slopes(form->alibi_loc) + h, {}, {}, form->alibi_loc).to(DType::f32);
-    alibi_a = minimum(maximum(slope / P(kScale), -kFltMax), kFltMax);
+    // A multiply by 1/scale, not a division: ptxas guards an IEEE division with a branch on its operands,
+    // and a branch on the loaded slope held every warp at the program's start until the load returned,
+    // before the key loop's first copies were issued (a global latency per program, 12% at seqlen 1024).
+    Tile inv_scale = minimum(1.f / P(kScale), kFltMax);
+    alibi_a = minimum(maximum(slope * inv_scale, -kFltMax), kFltMax);
   }
   // The built-in soft-cap: |cap|, clamped to a finite, nonzero value where a 0 or one past FLT_MAX / log2e
   // would make the fold below NaN.
@@ -125,43 +129,13 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     bound_ref = minimum(cc, 120.f - cc);
   }
 
-  // The built-in ALiBi (without soft-capping) on the tensor cores. −a·|q − kv| splits, in a key block wholly
-  // below the diagonal (every kv ≤ every q), into a·j + a·(start_n − q) with j = kv − start_n; in a block wholly
-  // above it, with the block's keys taken in reverse order (j = start_n + BN − 1 − kv), into
-  // a·j − a·(start_n + BN − 1 − q). The column part a·j is the same in every block: a k=16 MMA adds it to
-  // the scores, ones (columns 0..2 of E, [BM, 16]) times a·j split into three bf16 terms (columns 0..2 of
-  // AJ, [BN, 16]; hi + mid + lo carries a·j to f32 precision). The row part joins the softmax's row max and
-  // its one fma per score. Per score this leaves no ALU work; blocks crossing the diagonal add
-  // −2a·max(kv − q, 0) to the below form. Needs |a| ≤ 2^100 (the split terms stay finite); otherwise the
-  // program takes the distance form (the key loops are traced for both, the branch is per program).
-  enum class AlibiForm { Distance, Mma };
-  AlibiForm alibi_form = AlibiForm::Distance;
-  const bool alibi_mma = alibi_a.valid() && !cap.valid() && !std::getenv("TILEJIT_AB_ALIBI_DIST");
-  Tile ones_e, aj, ca;
-  if (alibi_mma) {
-    Tile j16 = arange(0, 16)(None, _);
-    ones_e = (where(j16 < 3, 1.f, 0.f) + zeros({BM, 16}, DType::f32)).to(DType::bf16);
-    Tile x = arange(0, BN).to(DType::f32) * alibi_a;
-    Tile hi = x.to(DType::bf16).to(DType::f32);
-    Tile mid = (x - hi).to(DType::bf16).to(DType::f32);
-    Tile lo = x - hi - mid;
-    aj = where(j16 == 0, hi(_, None), where(j16 == 1, mid(_, None), where(j16 == 2, lo(_, None), 0.f)))
-             .to(DType::bf16);
-  }
-
   // One key block. The mask is applied never, always, or when the i1 scalar `need_mask` is true. Keys past
   // the sequence's end are masked always (Cols::Always), never (a block wholly inside: Cols::Never), or
   // together with the mask (Cols::WithMask: need_mask must then also cover blocks crossing the end).
   enum class Masking { Never, Always, When };
   enum class Cols { Always, Never, WithMask };
   auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
-    const bool mma = alibi_form == AlibiForm::Mma;
-    Tile above, below;
-    if (mma) {
-      above = start_n >= m0 + (BM - 1);
-      below = start_n + (BN - 1) <= m0;
-    }
-    Tile cols = mma ? where(above, start_n + (BN - 1) - offs_n, start_n + offs_n) : start_n + offs_n;
+    Tile cols = start_n + offs_n;
     Tile col_ok = cols < seqlen_k;
     Tile k_mask = col_ok(_, None);
     if (kq_cols.valid()) k_mask = k_mask & kq_cols;
@@ -172,19 +146,10 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     // s stays in score units; c (> 0: the scale is positive) converts them to log2 units inside the softmax's
     // one fma per score. Without a score_mod s is the raw q·k and the softmax scale is folded into c.
     Tile c = P(kScale) * kLog2e;
-    Tile r;  // the ALiBi tensor-core form's row part, in log2 units (see above)
     if (form) {
       // The built-in mods in fewer operations per score, s staying a positive multiple of the true score so
       // that the softmax's max and fma take the factor in c. scale > 0 (validated), so max(s)·c = max(s·c).
-      if (mma) {
-        s = dot(ones_e, trans(aj), s);
-        Tile rows_f = rows.to(DType::f32);
-        r = where(above, (start_n + (BN - 1)).to(DType::f32) - rows_f, rows_f - start_n.to(DType::f32)) * -ca;
-        if_(!(above | below), [&] {
-          Tile d = maximum(cols.to(DType::f32)(None, _) - q_idx.to(DType::f32), 0.f);
-          s = fma(d, -2.f * alibi_a, s);
-        });
-      } else if (alibi_a.valid()) {
+      if (alibi_a.valid()) {
         // s − a·|q − kv|, the distance formed from the columns in f32 (exact below 2^24).
         Tile dist = abs(q_idx.to(DType::f32) - cols.to(DType::f32)(None, _));
         s = fma(dist, -alibi_a, s);
@@ -224,11 +189,10 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
       acc = dot(p.to(dt), v, acc);
       return;
     }
-    // max(s)·c = max(s·c) as c > 0; with a row part the scores are s·c + r.
-    Tile m_new = maximum(m_i, r.valid() ? fma(max(s, 1), c, r) : max(s, 1) * c);
+    Tile m_new = maximum(m_i, max(s, 1) * c);  // max(s)·c = max(s·c) as c > 0
     // A row with no visible key so far keeps m = −inf: subtract 0 instead so exp2 gives 0, not NaN.
     Tile m_sub = where(m_new == neg_inf, 0.f, m_new);
-    Tile p = exp2(fma(s, c, (r.valid() ? r - m_sub : -m_sub)(_, None)));
+    Tile p = exp2(fma(s, c, -m_sub(_, None)));
     Tile alpha = exp2(m_i - m_sub);
     l_i = l_i * alpha + sum(p, 1);
     Tile v = load(v_base + (cols_w * svs)(_, None) + dv(None, _), v_mask, 0.f);
@@ -237,7 +201,6 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   };
 
   Tile block_live = m0 < seqlen_q;  // programs past the sequence's end visit nothing
-  auto visit_keys = [&] {
   if (use_block_mask) {
     Tile bh_q = (b * P(kHeads) + h) * P(kNumQBlocks) + pid_m;
     Tile count = where(block_live, load(P(kKvCounts) + bh_q), 0);
@@ -268,22 +231,6 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Masking m = any_mask ? Masking::Always : Masking::Never;
     for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
     for_range(full_end, hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
-  }
-  };
-  if (alibi_mma) {
-    ca = (P(kScale) * kLog2e) * alibi_a;
-    if_(
-        abs(alibi_a) <= 0x1p100f,
-        [&] {
-          alibi_form = AlibiForm::Mma;
-          visit_keys();
-        },
-        [&] {
-          alibi_form = AlibiForm::Distance;
-          visit_keys();
-        });
-  } else {
-    visit_keys();
   }
 
   Tile l_safe = where(l_i == 0.f, 1.f, l_i);

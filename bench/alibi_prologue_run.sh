@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The built-in ALiBi after its per-program scalar became slope · (1/scale) (no IEEE division on the loaded
+# slope, so no branch holding the warps before the key loop's first copies): none and alibi beside
+# FlexAttention, autotuned. Expects ./carry.
+source "$(dirname "$0")/device_prelude.sh"
+export TILEJIT_PRINT_AUTOTUNING=1
+timeout 150 python3 bench/flex_side_by_side.py --lib carry/libtilejit.so.0 --autotune --mods none,alibi \
+  --out "$out/flex.md" > "$out/flex.log" 2> "$out/flex.err"
+echo "rc=$?"
+grep -E "^\| [a-z]" "$out/flex.md" | awk -F'|' '{print $2, $3, $5, $8, $9, $10}'
+grep winner "$out/flex.err" | sed 's/; stored.*//'
