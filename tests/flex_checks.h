@@ -8,6 +8,38 @@ namespace tilejit::testing {
 using attention::Align;
 using attention::FlexOptions;
 
+/// The built-in soft-cap at the edges of its fixed-reference softmax (SOFTCAP_BOUND: bf16, |cap| ≤ 55) and
+/// just past them (the running max): rows whose every visible score is pinned at −cap (ALiBi with slope
+/// 1000 then the cap, the diagonal masked out) must not underflow, and rows with no visible key still end
+/// with 0 and lse −inf. Caps 50 and 55 take the bound, 56 and every f16 case the online softmax.
+inline void check_softcap_bound_edges(Backend be, int block_m, int block_n) {
+  for (DType dt : {DType::bf16, DType::f16})
+    for (float cap : {50.f, 55.f, 56.f}) {
+      FlexCase c;
+      c.shape = {.batch = 1, .heads_q = 2, .seqlen_q = 70, .seqlen_k = 45, .head_dim_qk = 32};
+      c.dtype = dt;
+      c.block_m = block_m;
+      c.block_n = block_n;
+      INFO("cap " << cap << ", " << dtype_name(dt) << ", blocks " << block_m << "x" << block_n);
+      std::vector<float> slopes_host{1000.f, 0.25f};
+      Buffer slopes(slopes_host.size() * 4, be);
+      slopes.upload(slopes_host);
+      FlexOptions o;
+      o.score_mod = attention::compose(attention::alibi(capture(slopes, DType::f32)), attention::softcap(cap));
+      // Query i sees keys j ≤ i − 2 and j ≥ i + 2: never its own (distance 0), so with slope 1000 every score
+      // of head 0 is −cap + tiny.
+      o.mask = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return (q - kv >= 2) | (kv - q >= 2); });
+      auto score = [&](double s, int, int h, int q, int kv) {
+        return double(cap) * std::tanh((s - double(slopes_host[size_t(h)]) * std::abs(q - kv)) / cap);
+      };
+      auto visible = [](int, int, int q, int kv, int, int) { return q - kv >= 2 || kv - q >= 2; };
+      require_matches(run_flex_case(be, c, o, {score, visible}), dt);
+      // A mask that hides every key from every row: output 0, lse −inf on both paths.
+      o.mask = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return q < 0; });
+      require_matches(run_flex_case(be, c, o, {score, [](int, int, int, int, int, int) { return false; }}), dt);
+    }
+}
+
 /// Every built-in variant and composition on one shape.
 inline void check_flex_variants(Backend be, attention::FlexShape shape, DType dt, int block_m, int block_n) {
   FlexCase c;

@@ -62,3 +62,43 @@ TEST_CASE("flex kernels traced for distinct mod objects are a bounded cache", "[
   CHECK(attention::flex::flex_kernels_cached() <= attention::flex::kMaxCachedModKernels);
   CHECK(mod_ir(first) == first_ir);  // evicted by now, traced again, same kernel
 }
+
+TEST_CASE("flex: the built-in soft-cap's fixed softmax reference is chosen per launch from the cap and dtype",
+          "[flex]") {
+  attention::FlexOptions o;
+  auto bound = [&](attention::ScoreMod m, DType dt = DType::bf16) {
+    o.score_mod = std::move(m);
+    o.dtype = dt;
+    return attention::flex::softcap_bound(o);
+  };
+  Buffer slopes(16, Backend::Interpreter);
+  CHECK(bound(attention::softcap(50.f)));
+  CHECK(bound(attention::softcap(capture(-55.f))));  // the sign of a captured cap does not matter
+  CHECK_FALSE(bound(attention::softcap(55.5f)));
+  CHECK_FALSE(bound(attention::softcap(50.f), DType::f16));  // P in f16 has no room for the reference's window
+  CHECK(bound(attention::softcap(capture(0.f))));              // clamped to FLT_MIN in the kernel: all scores 0
+  CHECK(bound(attention::softcap(capture(int32_t(30)))));
+  CHECK(bound(attention::compose(attention::alibi(capture(slopes, DType::f32)), attention::softcap(30.f))));
+  CHECK_FALSE(bound(attention::alibi(capture(slopes, DType::f32))));
+  CHECK_FALSE(bound(attention::ScoreMod([](Tile s, Tile, Tile, Tile, Tile) { return 50.f * tanh(s / 50.f); })));
+  // The cap is read at each launch: a capture changed to a larger cap switches to the running max.
+  Captured cap = capture(20.f);
+  attention::ScoreMod m = attention::softcap(cap);
+  CHECK(bound(m));
+  cap.set(80.0);
+  CHECK_FALSE(bound(m));
+  // The bound's kernel has one exp2 per key block (no rescaling factor) where the running max's has two.
+  attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 100, .seqlen_k = 100, .head_dim_qk = 64};
+  auto exp2s = [&](const std::string &ir) {
+    size_t n = 0;
+    for (size_t at = ir.find("exp2"); at != std::string::npos; at = ir.find("exp2", at + 1)) ++n;
+    return n;
+  };
+  o.dtype = DType::bf16;
+  o.score_mod = attention::softcap(50.f);
+  std::string with_bound = attention::flex_forward_ir(s, o);
+  o.score_mod = attention::softcap(60.f);
+  std::string online = attention::flex_forward_ir(s, o);
+  CHECK(exp2s(with_bound) > 0);
+  CHECK(exp2s(with_bound) < exp2s(online));
+}

@@ -11,6 +11,10 @@ TEST_CASE("flex: every variant, odd self-attention lengths", "[flex]") {
                         DType::bf16, 16, 32);
 }
 
+TEST_CASE("flex: the built-in soft-cap's fixed reference at its edges and past them", "[flex]") {
+  check_softcap_bound_edges(Backend::Interpreter, 16, 16);
+}
+
 TEST_CASE("flex: every variant, seqlen_q != seqlen_k", "[flex]") {
   // Bottom-right causal with seqlen_q > seqlen_k leaves the first rows with no key: out 0, lse −inf.
   check_flex_variants(Backend::Interpreter, {.batch = 1, .heads_q = 2, .seqlen_q = 40, .seqlen_k = 23, .head_dim_qk = 32},

@@ -58,6 +58,12 @@ using MaskModFn = std::function<Tile(Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
 /// kernel applies such a mod in an equivalent form with fewer operations per score instead of tracing its
 /// function: the softmax scale and the cap move into the softmax's one fma per score, and the ALiBi distance
 /// is formed from the key block's columns (kernels/flex/flex_kernel.cpp). User functions have none.
+/// With a soft-cap and bf16, when |cap| ≤ 55 at the launch, the scores' bound [−cap, cap] replaces the online
+/// softmax's running max: p = exp2(score·log2e − R) against a fixed R = min(C, 120 − C), C = |cap|·log2e, so
+/// the loop drops the row max and the rescaling of the accumulator (each row's largest p stays ≥ 2^-120,
+/// every p ≤ 2^40). f16 (whose P operand cannot hold that range) and larger caps keep the running max. The
+/// outputs are as accurate (the per-p rounding to bf16 is the same); they differ from a running-max kernel's
+/// by rounding only.
 struct BuiltinScoreForm {
   Captured alibi_slopes;  // set: score − slope[h]·|q_idx − kv_idx| (f32 slopes per query head)
   std::source_location alibi_loc = std::source_location::current();  // where alibi() was called (errors)

@@ -19,6 +19,11 @@ TEST_CASE("flex on the GPU: every variant", "[gpu][flex]") {
                       DType::bf16, 64, 32);
 }
 
+TEST_CASE("flex on the GPU: the built-in soft-cap's fixed reference at its edges and past them", "[gpu][flex]") {
+  check_softcap_bound_edges(Backend::GPU, 64, 64);
+  check_softcap_bound_edges(Backend::GPU, 128, 32);
+}
+
 TEST_CASE("flex on the GPU: GQA, varlen, head dims", "[gpu][flex]") {
   check_flex_gqa(Backend::GPU, 8, 2, 777, DType::bf16, 64, 64);
   check_flex_gqa(Backend::GPU, 6, 1, 130, DType::f16, 128, 32);
