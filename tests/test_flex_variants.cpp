@@ -159,3 +159,46 @@ TEST_CASE("flex: fully masked rows give 0 and lse -inf, never NaN", "[flex]") {
   require_matches(run_flex_case(Backend::Interpreter, c, o, {{}, [](int, int, int q, int kv, int, int) { return q >= 10 && kv <= q; }}),
                   DType::bf16);
 }
+
+TEST_CASE("flex: a tiny soft-cap with a large softmax scale gives finite results where a score is exactly 0",
+          "[flex]") {
+  // scale/cap overflows to inf for caps below scale/FLT_MAX; a query row of zeros has scores of exactly 0,
+  // and 0·inf was NaN. The lambda's cap·tanh(0/cap) is 0, so that row's output is the mean of v.
+  const int S = 5, D = 32;
+  attention::FlexShape s{.batch = 1, .heads_q = 1, .seqlen_q = 2, .seqlen_k = S, .head_dim_qk = D};
+  std::vector<float> q_host(size_t(2 * D), 0.f), k_host(size_t(S * D)), v_host(size_t(S * D));
+  for (size_t i = 0; i < k_host.size(); ++i) {
+    k_host[i] = float(int(i % 7) - 3) * 0.25f;
+    v_host[i] = float(int(i % 5) - 2) * 0.5f;
+  }
+  for (int d = 0; d < D; ++d) q_host[size_t(D + d)] = 1.f;  // row 1: nonzero scores, saturated by the cap
+  auto bf16_buffer = [](const std::vector<float> &x) {
+    Buffer b(x.size() * 2, Backend::Interpreter);
+    std::vector<uint16_t> bits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) bits[i] = float_to_bf16(x[i]);
+    b.upload(bits);
+    return b;
+  };
+  Buffer q = bf16_buffer(q_host), k = bf16_buffer(k_host), v = bf16_buffer(v_host);
+  for (float cap : {0.f, 1e-45f, 1e-39f}) {
+    INFO("cap " << cap);
+    Buffer out(size_t(2 * D) * 2, Backend::Interpreter), lse(2 * 4, Backend::Interpreter);
+    out.fill_bytes(0xff);
+    lse.fill_bytes(0xff);
+    attention::FlexOptions o;
+    o.backend = Backend::Interpreter;
+    o.softmax_scale = 5.f;
+    o.score_mod = attention::softcap(capture(cap));
+    attention::flex_forward(q, k, v, out, lse, s, o);
+    auto out_bits = out.download_as<uint16_t>(size_t(2 * D));
+    auto lse_host = lse.download_as<float>(2);
+    for (int d = 0; d < D; ++d) {
+      double mean = 0;
+      for (int j = 0; j < S; ++j) mean += v_host[size_t(j * D + d)] / S;
+      CHECK(std::abs(double(bf16_to_float(out_bits[size_t(d)])) - mean) <= 1e-2);
+      CHECK(std::isfinite(bf16_to_float(out_bits[size_t(D + d)])));
+    }
+    CHECK(std::abs(double(lse_host[0]) - std::log(double(S))) <= 1e-3);
+    CHECK(std::isfinite(lse_host[1]));
+  }
+}

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -26,13 +27,13 @@ namespace tilejit::tools {
 
 namespace {
 
-/// A finite number ≥ 0 (CLI11's own range check accepts NaN and inf for floats).
+/// A finite number ≥ 0 that stays finite as a float (CLI11's own range check accepts NaN and inf for floats).
 const CLI::Validator kFiniteNonNegative(
     [](std::string &text) -> std::string {
       char *end = nullptr;
       double v = std::strtod(text.c_str(), &end);
-      if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < 0)
-        return fmt::format("{} is not a finite number ≥ 0", text);
+      if (end == text.c_str() || *end != '\0' || !std::isfinite(float(v)) || v < 0)
+        return fmt::format("{} is not a finite number ≥ 0 (at most {:g})", text, double(FLT_MAX));
       return {};
     },
     "FINITE≥0");

@@ -59,11 +59,13 @@ using MaskModFn = std::function<Tile(Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
 /// function: the softmax scale and the cap move into the softmax's one fma per score, and the ALiBi distance
 /// is formed from the key block's columns (kernels/flex/flex_kernel.cpp). User functions have none.
 /// With a soft-cap and bf16, when |cap| ≤ 55 at the launch, the scores' bound [−cap, cap] replaces the online
-/// softmax's running max: p = exp2(score·log2e − R) against a fixed R = min(C, 120 − C), C = |cap|·log2e, so
-/// the loop drops the row max and the rescaling of the accumulator (each row's largest p stays ≥ 2^-120,
-/// every p ≤ 2^40). f16 (whose P operand cannot hold that range) and larger caps keep the running max. The
-/// outputs are as accurate (the per-p rounding to bf16 is the same); they differ from a running-max kernel's
-/// by rounding only.
+/// softmax's running max: p = exp2(score·log2e − R) against a fixed R = min(C, 100 − C), C = |cap|·log2e, so
+/// the loop drops the row max and the rescaling of the accumulator. Each row's largest p stays ≥ 2^-100 and
+/// every p ≤ 2^(2C−100) (≤ 1 up to |cap| ≈ 34.7, ≤ 2^24.3 at 50, 2^58.7 at 55). The outputs are as accurate
+/// as the running max's (the same bf16 rounding per p) within two limits the running max does not have: a
+/// row's Σ|v| above 2^(228 − 2C) (≈ 2^84 at cap 50) overflows the f32 accumulator to inf, and in a row whose
+/// every score sits near −cap, products p·v with |v| below 2^-26 become subnormal and lose precision.
+/// f16 (whose P operand cannot hold that range) and larger caps keep the running max.
 struct BuiltinScoreForm {
   Captured alibi_slopes;  // set: score − slope[h]·|q_idx − kv_idx| (f32 slopes per query head)
   std::source_location alibi_loc = std::source_location::current();  // where alibi() was called (errors)

@@ -105,28 +105,27 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   Tile slope, alibi_a;
   if (form && form->alibi_slopes.shared_state()) {
     slope = load(form->alibi_slopes(form->alibi_loc) + h, {}, {}, form->alibi_loc).to(DType::f32);
-    // A multiply by 1/scale (from the parameter alone), not a division of the loaded slope: ptxas guards an
-    // IEEE division with a branch on its operands, which held the warps at the program's start until the
-    // slope arrived (no measurable time on the H200: the q tile's loads are waited for there anyway).
-    Tile inv_scale = minimum(1.f / P(kScale), kFltMax);
-    alibi_a = minimum(maximum(slope * inv_scale, -kFltMax), kFltMax);
+    alibi_a = minimum(maximum(slope / P(kScale), -kFltMax), kFltMax);
   }
   // The built-in soft-cap: |cap|, clamped to a finite, nonzero value where a 0 or one past FLT_MAX / log2e
   // would make the fold below NaN.
   Tile cap;
   if (form && form->softcap.shared_state())
     cap = minimum(maximum(abs(form->softcap().to(DType::f32)), kFltMin), 2e38f);
-  // SOFTCAP_BOUND: soft-capped scores lie in [−C, C] log2 units (C = |cap|·log2e ≤ 80, checked on the host),
-  // so a fixed reference R = min(C, 120 − C) replaces the running max: every p = exp2(score − R) lies in
-  // [2^-120 · (the row's largest p), 2^40] — normal in f32 and bf16 (the P operand's dtype), at most 2^40 so
-  // that l and the f32 accumulator keep 2^88 of headroom — and the online rescaling of acc and l by
-  // exp2(m_old − m_new), and the max itself, drop out of the loop (FlashAttention's softmax with a known
-  // bound; logsumexp = R + log2 l).
+  // SOFTCAP_BOUND: soft-capped scores lie in [−C, C] log2 units (C = |cap|·log2e, |cap| ≤ 55 checked on the
+  // host), so a fixed reference R = min(C, W − C) replaces the running max (FlashAttention's softmax with a
+  // known bound; logsumexp = R + log2 l): the loop loses the max and the rescaling of acc and l. Each row's
+  // largest p = exp2(score − R) is then ≥ 2^-W, so its products with |v| ≥ 2^(W−126) stay normal f32 in the
+  // accumulator, and every p ≤ 2^(2C−W) ≤ 2^59 (p ≤ 1 for |cap| ≤ W/(2·log2e) ≈ 34.7), which bounds Σ|v| over
+  // a row's keys by 2^69 before acc overflows where the running max would not (flex_attention.h).
+  constexpr float kBoundWindow = 100.f;
+  static_assert(2 * kSoftcapBoundMaxCap * kLog2e - kBoundWindow <= 60.f && kBoundWindow <= 120.f,
+                "the bound's p must stay within bf16/f32 with headroom: see above");
   Tile bound_ref;
   if (softcap_bound) {
     if (!cap.valid()) throw TraceError("internal: SOFTCAP_BOUND without the built-in soft-cap");
     Tile cc = cap * kLog2e;
-    bound_ref = minimum(cc, 120.f - cc);
+    bound_ref = minimum(cc, kBoundWindow - cc);
   }
 
   // One key block. The mask is applied never, always, or when the i1 scalar `need_mask` is true. Keys past
@@ -156,7 +155,8 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
       }
       if (cap.valid()) {
         // tanh(s·scale/|cap|) with |cap| in c (cap·tanh(x/cap) is even in cap).
-        s = tanh(s * (P(kScale) / cap));
+        // scale/cap clamped: a tiny cap would make it inf and a score of 0 NaN (the lambda's tanh(0/cap) is 0).
+        s = tanh(s * minimum(P(kScale) / cap, kFltMax));
         c = cap * kLog2e;
       }
     } else if (score_mod) {
