@@ -98,10 +98,19 @@ TEST_CASE("flex: built-in forms stay finite where their lambdas are; empty captu
     CHECK(finite(generic));
     CHECK(rel_error(builtin.out, builtin.ref_out) <= tolerance(c.dtype));
   }
-  // ALiBi with slope / scale past FLT_MAX (a tiny softmax scale): the diagonal's 0 · inf was NaN.
+  // A softmax scale below 2^-50 with the built-in ALiBi is refused (slope/scale·|q − kv| could overflow where
+  // the bias is moderate, dropping keys); at 2^-50, slopes of 2^45 overflow slope/scale·|q − kv| to −inf
+  // where the bias in natural units is below −2^45 anyway: finite, and as the reference.
   c.shape.seqlen_k = 17;
   c.softmax_scale = 1e-36f;
-  std::vector<float> slopes_host{1000.f, 500.f};
+  {
+    attention::FlexOptions o;
+    Buffer slopes(8, Backend::Interpreter);
+    o.score_mod = attention::alibi(capture(slopes, DType::f32));
+    REQUIRE_THROWS_WITH(run_flex_case(Backend::Interpreter, c, o, {}), Catch::Contains("below 2^-50"));
+  }
+  c.softmax_scale = 0x1p-50f;
+  std::vector<float> slopes_host{0x1p45f, 1e-3f};
   Buffer slopes(8, Backend::Interpreter);
   slopes.upload(slopes_host);
   attention::FlexOptions o;

@@ -61,10 +61,11 @@ using MaskModFn = std::function<Tile(Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
 /// With a soft-cap and bf16, when |cap| ≤ 55 at the launch, the scores' bound [−cap, cap] replaces the online
 /// softmax's running max: p = exp2(score·log2e − R) against a fixed R = min(C, 100 − C), C = |cap|·log2e, so
 /// the loop drops the row max and the rescaling of the accumulator. Each row's largest p stays ≥ 2^-100 and
-/// every p ≤ 2^(2C−100) (≤ 1 up to |cap| ≈ 34.7, ≤ 2^24.3 at 50, 2^58.7 at 55). The outputs are as accurate
-/// as the running max's (the same bf16 rounding per p) within two limits the running max does not have: a
-/// row's Σ|v| above 2^(228 − 2C) (≈ 2^84 at cap 50) overflows the f32 accumulator to inf, and in a row whose
-/// every score sits near −cap, products p·v with |v| below 2^-26 become subnormal and lose precision.
+/// every p ≤ max(1, 2^(2C−100)) (1 up to |cap| ≈ 34.7, 2^44.3 at 50, 2^58.7 at 55). The outputs are as
+/// accurate as the running max's (the same bf16 rounding per p) within two limits the running max does not
+/// have: a row's Σ|v| above 2^(228 − 2C) (≈ 2^84 at cap 50) overflows the f32 accumulator to inf, and in a row
+/// whose every score sits near −cap, products p·v with |v| below 2^-26 become subnormal: they lose precision,
+/// and on the GPU flush to 0.
 /// f16 (whose P operand cannot hold that range) and larger caps keep the running max.
 struct BuiltinScoreForm {
   Captured alibi_slopes;  // set: score − slope[h]·|q_idx − kv_idx| (f32 slopes per query head)
@@ -183,7 +184,9 @@ enum class BlockMaskMode {
 struct FlexOptions {
   ScoreMod score_mod;
   Mask mask;
-  float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim_qk); otherwise finite and positive (else TraceError)
+  /// 0: 1/sqrt(head_dim_qk); otherwise finite and positive, and ≥ 2^-50 with the built-in alibi() (else
+  /// TraceError).
+  float softmax_scale = 0.f;
   DType dtype = DType::bf16;  // bf16 or f16 (q, k, v, out)
   /// Element strides; all-zero (default) means contiguous for the layout described in FlexShape. With
   /// varlen, `batch` is ignored and `seq` steps over packed tokens.

@@ -52,6 +52,14 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
   if (!std::isfinite(opt.softmax_scale) || opt.softmax_scale < 0)
     throw fail(fmt::format("softmax_scale {} must be finite and positive (0 selects 1/sqrt(head_dim))",
                            opt.softmax_scale));
+  // The built-in ALiBi adds slope/scale·|q − kv| to the raw scores: below 2^-50 that product can overflow where
+  // the bias in natural units, slope·|q − kv|, is moderate (keys would silently drop out). With scale ≥ 2^-50
+  // an overflow needs |slope| > 2^40, where exp of the bias is 0 anyway.
+  if (const BuiltinScoreForm *form = opt.score_mod.builtin();
+      form && form->alibi_slopes.shared_state() && opt.softmax_scale > 0 && opt.softmax_scale < 0x1p-50f)
+    throw fail(fmt::format("softmax_scale {:g} is below 2^-50, the smallest the built-in alibi() supports (it scales "
+                           "the slopes by 1/softmax_scale); write the bias as your own score_mod for such a scale",
+                           opt.softmax_scale));
   if (opt.dtype != DType::bf16 && opt.dtype != DType::f16)
     throw fail(fmt::format("dtype {} is not supported (bf16 or f16)", dtype_name(opt.dtype)));
   if (s.heads_q > 65535 || s.batch > 65535)
