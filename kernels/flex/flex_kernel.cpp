@@ -10,7 +10,6 @@
 // soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end with l = 0 → output 0
 // and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32 otherwise.
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -102,9 +101,9 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   // distance form stays finite where the traced lambda is.
   const BuiltinScoreForm *form = score_mod.builtin();
   constexpr float kFltMax = std::numeric_limits<float>::max(), kFltMin = std::numeric_limits<float>::min();
-  Tile slope, alibi_a;
+  Tile alibi_a;
   if (form && form->alibi_slopes.shared_state()) {
-    slope = load(form->alibi_slopes(form->alibi_loc) + h, {}, {}, form->alibi_loc).to(DType::f32);
+    Tile slope = load(form->alibi_slopes(form->alibi_loc) + h, {}, {}, form->alibi_loc).to(DType::f32);
     alibi_a = minimum(maximum(slope / P(kScale), -kFltMax), kFltMax);
   }
   // The built-in soft-cap: |cap|, clamped to a finite, nonzero value where a 0 or one past FLT_MAX / log2e
