@@ -116,7 +116,6 @@ auto &attention_kernel() {
 }  // namespace
 
 void check_shape(const Shape &s, const Options &opt) {
-  auto pow2 = [](int x) { return x > 0 && (x & (x - 1)) == 0; };
   if (!std::isfinite(opt.softmax_scale) || opt.softmax_scale < 0)
     throw TraceError(fmt::format("attention::forward: softmax_scale {} must be finite and positive (0 selects "
                                  "1/sqrt(head_dim))", opt.softmax_scale));
@@ -126,13 +125,13 @@ void check_shape(const Shape &s, const Options &opt) {
   if (s.batch < 0 || s.heads < 0 || s.seqlen_q < 0 || s.seqlen_k < 0)
     throw TraceError(fmt::format("attention::forward: sizes must be non-negative (batch {}, heads {}, seqlen_q {}, "
                                  "seqlen_k {})", s.batch, s.heads, s.seqlen_q, s.seqlen_k));
-  if (!pow2(s.head_dim) || s.head_dim < 16 || s.head_dim > 256)
+  if (!kernels::pow2_at_least(s.head_dim, 16) || s.head_dim > 256)
     throw TraceError("attention::forward: head_dim " + std::to_string(s.head_dim) +
                      " is not supported (a power of two in [16, 256])");
-  if (!pow2(opt.block_m) || !pow2(opt.block_n) || opt.block_m < 16 || opt.block_n < 16)
+  if (!kernels::pow2_at_least(opt.block_m, 16) || !kernels::pow2_at_least(opt.block_n, 16))
     throw TraceError(fmt::format("attention::forward: BLOCK_M {} and BLOCK_N {} must be powers of two ≥ 16",
                                  opt.block_m, opt.block_n));
-  if (!pow2(opt.num_warps) || opt.num_warps > 16)
+  if (!kernels::pow2_at_least(opt.num_warps, 1) || opt.num_warps > 16)
     throw TraceError(fmt::format("attention::forward: num_warps {} must be a power of two in [1, 16]", opt.num_warps));
   if (opt.num_stages < 1 || opt.num_stages > 8)
     throw TraceError(fmt::format("attention::forward: num_stages {} must be in [1, 8]", opt.num_stages));

@@ -15,6 +15,7 @@
 #include "kernels/c_api_guard.h"
 #include "kernels/flex/flex_internal.h"
 #include "kernels/flex/variants_builtin.h"
+#include "kernels/launch_options.h"
 #include "runtime/driver.h"
 #include "tilejit/buffer.h"
 #include "tilejit/c_api.h"
@@ -166,8 +167,7 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
                              .seqlen_k = seqlen_k, .head_dim_qk = head_dim};
   if (head_dim < 16 || head_dim > 256)
     throw TraceError(fmt::format("head dim {} is not supported (16 to 256)", head_dim));
-  auto pow2 = [](int x) { return x >= 16 && (x & (x - 1)) == 0; };
-  if (!pow2(opt.block_m) || !pow2(opt.block_n))
+  if (!kernels::pow2_at_least(opt.block_m, 16) || !kernels::pow2_at_least(opt.block_n, 16))
     throw TraceError(fmt::format("BLOCK_M {} and BLOCK_N {} must be powers of two ≥ 16", opt.block_m, opt.block_n));
   // Every option is validated before a block mask is built (its kernel would otherwise report them first);
   // strides and extents are checked by flex_forward (an empty problem returns there before touching memory).

@@ -2,6 +2,7 @@
 // attention::Options and attention::FlexOptions carry the same launch and tile fields (num_warps,
 // num_stages, backend, stream, arch, block_m, block_n, autotune).
 #pragma once
+#include <bit>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -10,6 +11,9 @@
 #include "tilejit/launch.h"
 
 namespace tilejit::kernels {
+
+/// Whether x is a power of two ≥ lo (the options' tile sizes and num_warps, head dims).
+inline bool pow2_at_least(int x, int lo) { return x >= lo && std::has_single_bit(unsigned(x)); }
 
 template <class Options>
 LaunchConfig launch_config_of(const Options &opt) {

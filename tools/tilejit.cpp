@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -33,7 +34,7 @@ struct AttentionArgs {
 
 // Head dims the plain attention kernel takes (powers of two from 16); `attention`, `ir` and `ptx` send the
 // others to the flex kernel, which pads them.
-bool plain_head_dim(int d) { return d >= 16 && (d & (d - 1)) == 0; }
+bool plain_head_dim(int d) { return d >= 16 && std::has_single_bit(unsigned(d)); }
 
 Backend parse_backend(const std::string &s) {
   if (s == "gpu") return Backend::GPU;

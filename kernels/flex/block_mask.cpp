@@ -10,6 +10,7 @@
 
 #include "kernels/flex/flex_internal.h"
 #include "kernels/flex/kernel_lru.h"
+#include "kernels/launch_options.h"
 #include "tilejit/error.h"
 #include "tilejit/ops.h"
 
@@ -112,8 +113,7 @@ BlockMask create_block_mask(const Mask &mask, const FlexShape &s, const FlexOpti
   bool varlen = opt.cu_seqlens_q.address != 0;
   if (varlen != (opt.cu_seqlens_k.address != 0))
     throw TraceError("create_block_mask: give both cu_seqlens_q and cu_seqlens_k, or neither");
-  auto pow2 = [](int x) { return x >= 16 && (x & (x - 1)) == 0; };
-  if (!pow2(opt.block_m) || !pow2(opt.block_n))
+  if (!kernels::pow2_at_least(opt.block_m, 16) || !kernels::pow2_at_least(opt.block_n, 16))
     throw TraceError(fmt::format("create_block_mask: block sizes {}x{} must be powers of two ≥ 16", opt.block_m,
                                  opt.block_n));
   if (s.batch < 0 || s.heads_q < 0 || s.seqlen_q < 0 || s.seqlen_k < 0)

@@ -7,6 +7,7 @@
 
 #include "codegen/codegen.h"
 #include "kernels/flex/flex_internal.h"
+#include "kernels/launch_options.h"
 #include "runtime/runtime.h"
 #include "tilejit/error.h"
 
@@ -41,10 +42,10 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
   p.dim_v = s.head_dim_v == 0 ? s.head_dim_qk : s.head_dim_v;
   for (int d : {s.head_dim_qk, p.dim_v})
     if (d < 16 || d > 256) throw fail(fmt::format("head dim {} is not supported (16 to 256)", d));
-  auto pow2 = [](int x) { return x >= 16 && (x & (x - 1)) == 0; };
-  if (!pow2(opt.block_m) || !pow2(opt.block_n) || opt.block_m > 256 || opt.block_n > 256)
+  if (!kernels::pow2_at_least(opt.block_m, 16) || !kernels::pow2_at_least(opt.block_n, 16) || opt.block_m > 256 ||
+      opt.block_n > 256)
     throw fail(fmt::format("BLOCK_M {} and BLOCK_N {} must be powers of two in [16, 256]", opt.block_m, opt.block_n));
-  if (opt.num_warps < 1 || opt.num_warps > 16 || (opt.num_warps & (opt.num_warps - 1)) != 0)
+  if (!kernels::pow2_at_least(opt.num_warps, 1) || opt.num_warps > 16)
     throw fail(fmt::format("num_warps {} must be a power of two in [1, 16]", opt.num_warps));
   if (opt.num_stages < 1 || opt.num_stages > 8)
     throw fail(fmt::format("num_stages {} must be in [1, 8]", opt.num_stages));
