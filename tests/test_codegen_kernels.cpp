@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <limits>
+#include <sstream>
 
 #include "codegen/codegen.h"
 #include "ir/passes.h"
@@ -31,6 +32,22 @@ TEST_CASE("codegen: vector add is vectorized and assembles", "[codegen]") {
   REQUIRE(contains(r.ptx, "st.global.v4.f32"));
   REQUIRE(r.shared_bytes == 0);
   REQUIRE(r.entry == "vector_add");
+}
+
+TEST_CASE("codegen: x ± f32(arange) is one add of an immediate per element", "[codegen]") {
+  auto r = compile_and_assemble(index_floats(64, 64), "index_floats");
+  INFO(r.ptx);
+  // Each of the five rewritten outputs: per element (x ± f32(start + thread coordinate)) ± an immediate, the
+  // first term shared by the elements of one x register. A plain lowering adds register to register.
+  size_t imm = 0, reg = 0;
+  std::istringstream lines(r.ptx);
+  for (std::string line; std::getline(lines, line);) {
+    if (!contains(line, "add.rn.f32") && !contains(line, "sub.rn.f32")) continue;
+    (contains(line, ", 0f") ? imm : reg)++;
+  }
+  INFO("f32 add/sub with an immediate: " << imm << ", register to register: " << reg);
+  REQUIRE(imm >= 5 * 16);  // 32 elements per thread per output; the zero offsets need no add
+  REQUIRE(reg < imm);
 }
 
 TEST_CASE("codegen: without alignment facts the vector add falls back to scalar accesses", "[codegen]") {

@@ -213,6 +213,29 @@ inline Function casts() {
   return std::move(f.fn);
 }
 
+// Positions in f32 (codegen/lower_index_float.cpp): integer-valued f32 tiles x (rows) and y (columns) loaded
+// from i32, combined with f32(arange) along the other dim: x − a, a − x, x + a, a + x (a along columns, start
+// 7), y − r (r along rows, start −5), and x − f32(arange(3, 4)) broadcast from a length-1 arange (not a
+// coordinate along the columns: the plain lowering). Output k of six at out + k·M·N, row-major [M, N].
+inline Function index_floats(int64_t M, int64_t N) {
+  FnBuilder f("index_floats");
+  Value *x = f.param("x", P({}, I32), true), *y = f.param("y", P({}, I32), true), *out = f.param("out", P({}, F32), true);
+  Value *xf = bcast(f, cast(f, load(f, ptr_add(f, x, f.arange(0, M))), F32), 1, {M, N});
+  Value *yf = bcast(f, cast(f, load(f, ptr_add(f, y, f.arange(0, N))), F32), 0, {M, N});
+  Value *a = bcast(f, cast(f, f.arange(7, 7 + N), F32), 0, {M, N});
+  Value *r = bcast(f, cast(f, f.arange(-5, -5 + M), F32), 1, {M, N});
+  Value *one = f.axis_op(OpKind::ExpandDims, cast(f, f.arange(3, 4), F32), T({1, 1}, F32), 0);
+  Value *single = f.op(OpKind::Broadcast, {one}, T({M, N}, F32));
+  std::vector<Value *> outs{bin(f, OpKind::Sub, xf, a), bin(f, OpKind::Sub, a, xf), bin(f, OpKind::Add, xf, a),
+                            bin(f, OpKind::Add, a, xf), bin(f, OpKind::Sub, yf, r), bin(f, OpKind::Sub, xf, single)};
+  Value *rc = bin(f, OpKind::Add, bin(f, OpKind::Mul, bcast(f, f.arange(0, M), 1, {M, N}), f.ci(T({M, N}, I32), N)),
+                  bcast(f, f.arange(0, N), 0, {M, N}));
+  for (size_t k = 0; k < outs.size(); ++k)
+    store(f, ptr_add(f, out, bin(f, OpKind::Add, rc, f.ci(T({M, N}, I32), int64_t(k) * M * N))), outs[k]);
+  verify(f.fn);
+  return std::move(f.fn);
+}
+
 // Tile atomics (F32 and I32, masked, old values used) and a scalar atomic whose result is stored.
 inline Function atomics() {
   FnBuilder f("atomics");

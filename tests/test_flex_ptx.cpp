@@ -102,3 +102,24 @@ TEST_CASE("flex: the built-in soft-cap's fixed softmax reference is chosen per l
   CHECK(exp2s(with_bound) > 0);
   CHECK(exp2s(with_bound) < exp2s(online));
 }
+
+TEST_CASE("flex: the built-in ALiBi converts no key positions to f32 in its loop", "[flex][ptx]") {
+  // Its distance is (q − start_n) − offs_n in f32: one conversion per row and one of the thread's column
+  // coordinate per key block, then an add of an immediate per score (codegen/lower_index_float.cpp). The
+  // plain form converted each key column each block: 16 per thread per loop at 128x64, 8 warps.
+  attention::FlexShape s{.batch = 2, .heads_q = 16, .seqlen_q = 1024, .seqlen_k = 1024, .head_dim_qk = 128};
+  Buffer slopes(64, Backend::Interpreter);
+  attention::FlexOptions o;
+  o.arch = "sm_90a";
+  o.block_m = 128;
+  o.block_n = 64;
+  o.num_warps = 8;
+  o.score_mod = attention::alibi(capture(slopes, DType::f32));
+  std::string ptx = attention::flex_forward_ptx(s, o);
+  size_t cvt = 0;
+  for (const char *op : {"cvt.rn.f32.s32", "cvt.rn.f32.u32"})
+    for (size_t at = ptx.find(op); at != std::string::npos; at = ptx.find(op, at + 1)) ++cvt;
+  INFO(cvt << " int → f32 conversions");
+  CHECK(cvt > 0);
+  CHECK(cvt <= 8);  // two loops (whole blocks, the last block) × (2 rows + 1 column coordinate) + slack
+}

@@ -334,6 +334,24 @@ TEST_CASE("codegen on the GPU: if, casts, atomics, math, transpose/reshape", "[g
   }
 }
 
+TEST_CASE("codegen on the GPU: positions in f32 (x ± f32(arange)) match the interpreter bit for bit",
+          "[gpu][codegen]") {
+  const int64_t M = 64, N = 64;
+  std::mt19937 gen(13);
+  std::uniform_int_distribution<int32_t> d(-(1 << 23), 1 << 23);  // |x ± b| < 2^24: every step exact
+  std::vector<int32_t> x(M), y(N);
+  for (auto &v : x) v = d(gen);
+  for (auto &v : y) v = d(gen);
+  std::vector<Arg> args;
+  args.push_back(buffer_arg(x));
+  args.push_back(buffer_arg(y));
+  args.push_back(poisoned(6 * M * N * 4));
+  run_both(index_floats(M, N), Grid{1}, args);
+  auto [cpu, gpu] = outputs<float>(args[2]);
+  require_close(cpu, gpu, 0, 0, "index floats");
+  REQUIRE(cpu[1] == float(x[0]) - 8.f);  // the oracle itself: x[0] − (7 + 1)
+}
+
 // The cp.async pipeline (codegen/pipeline.h) in attention: K and V tiles go global→shared directly, masked
 // rows past seqlen_k are zero-filled, stages past the loop's end are never read. Each config (BLOCK_M,
 // BLOCK_N, num_warps, num_stages) against the interpreter on the same inputs; both round p to the input
