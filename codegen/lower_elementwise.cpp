@@ -234,7 +234,7 @@ Tile lower_elementwise(Lowering &L, const ir::Op &op, const Layout *forced) {
     return Tile{std::nullopt, {elementwise_scalar(L, op, args)}};
   }
   const Layout &l = forced ? *forced : L.layout_of(res);
-  if (auto t = lower_index_float(L, op, l)) return *t;
+  if (auto t = lower_index_to_f32(L, op, l)) return *t;
   std::vector<Tile> in;
   for (auto *o : op.operands) in.push_back(L.get_in(o, l));
   Tile out{l, {}};

@@ -176,9 +176,9 @@ class Lowering {
 // `forced`: compute the result directly in this layout instead of the planned one (rematerialization).
 Tile lower_source(Lowering &L, const ir::Op &op, const Layout *forced = nullptr);  // Constant, ProgramId, NumPrograms, Arange
 Tile lower_elementwise(Lowering &L, const ir::Op &op, const Layout *forced = nullptr);  // is_elementwise ops
-// lower_index_float.cpp: x ± f32(arange) for an integer-valued f32 x as (x ± f32(start + thread part)) ± an
-// immediate per register (nothing per column kept live across loops); nothing when the op is not of that form.
-std::optional<Tile> lower_index_float(Lowering &L, const ir::Op &op, const Layout &l);
+// lower_index_to_f32.cpp: index_to_f32 (a Cast with the index flag) of positions as f32(per-thread part) +
+// an immediate per register; nothing when the operand is not a sum of aranges, scalars and constants.
+std::optional<Tile> lower_index_to_f32(Lowering &L, const ir::Op &op, const Layout &l);
 /// Computes one elementwise op on register values (all in register types), for dtypes of `op`.
 llvm::Value *elementwise_scalar(Lowering &L, const ir::Op &op, const std::vector<llvm::Value *> &args);
 llvm::Value *cast_value(Lowering &L, llvm::Value *v, DType from, DType to);

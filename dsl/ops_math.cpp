@@ -82,6 +82,21 @@ Tile cast(const Tile &t, DType dtype, SrcLoc loc) {
   return TileAccess::from_value(dsl::cast_value(ctx, v, dtype, loc));
 }
 
+Tile index_to_f32(const Tile &t, SrcLoc loc) {
+  auto &ctx = TraceContext::require("index_to_f32", loc);
+  dsl::require_valid(t, "index_to_f32", "the source", loc);
+  if (t.is_literal()) return TileAccess::from_value(dsl::materialize(ctx, t, DType::f32, {}, "index_to_f32", loc));
+  ir::Value *v = TileAccess::value(t);
+  if (v->type.is_ptr() || v->type.dtype() != DType::i32)
+    dsl::fail(loc, fmt::format("index_to_f32: the source must be an i32 tile of positions, got {}",
+                               dsl::describe(v->type)));
+  ir::Type rt = v->type;
+  rt.elem.dtype = DType::f32;
+  ir::Attrs a;
+  a.flag = true;  // the index form: see codegen/lower_index_to_f32.cpp
+  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Cast, {v}, rt, loc, a));
+}
+
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc) {
   auto &ctx = TraceContext::require("cdiv", loc);
   auto u = dsl::unify(ctx, {&a, &b}, "cdiv", loc);

@@ -96,6 +96,7 @@ std::string attr_text(const Op &op) {
     case OpKind::ArgReduce:
       return fmt::format(" {{axis = {}, kind = {}}}", a.axis, reduce_kind_name(a.reduce));
     case OpKind::Dot: return a.flag ? " {allow_tf32}" : "";
+    case OpKind::Cast: return a.flag ? " {index}" : "";
     default: return "";
   }
 }

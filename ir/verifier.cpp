@@ -276,6 +276,8 @@ class Verifier {
         auto addr_like = [](const Type &t) { return t.is_ptr() || t.dtype() == DType::i64; };
         if ((from.is_ptr() || to.is_ptr()) && !(addr_like(from) && addr_like(to)))
           fail(op, fmt::format("'cast' between {} and {}: pointers cast only to pointers or i64", from.str(), to.str()));
+        if (op.attrs.flag && (from.is_ptr() || from.dtype() != DType::i32 || to.is_ptr() || to.dtype() != DType::f32))
+          fail(op, fmt::format("'cast' {{index}} converts i32 to f32, not {} to {}", from.str(), to.str()));
         break;
       }
       case OpKind::PtrAdd:

@@ -213,23 +213,31 @@ inline Function casts() {
   return std::move(f.fn);
 }
 
-// Positions in f32 (codegen/lower_index_float.cpp): integer-valued f32 tiles x (rows) and y (columns) loaded
-// from i32, combined with f32(arange) along the other dim: x − a, a − x, x + a, a + x (a along columns, start
-// 7), y − r (r along rows, start −5), and x − f32(arange(3, 4)) broadcast from a length-1 arange (not a
-// coordinate along the columns: the plain lowering). Output k of six at out + k·M·N, row-major [M, N].
+// index_to_f32 (a Cast with the index flag; codegen/lower_index_to_f32.cpp) of position tiles [M, N]:
+//   0: S + row − column (aranges along both dims and a runtime scalar, the ALiBi distance's form)
+//   1: arange(7, 7 + N) along columns − S + 3 (a constant tile)
+//   2: a length-1 arange stretched over the columns + rows (the stretched one is a constant, not a coordinate)
+//   3: x (loaded, one per row) + column: not of the form, converted plainly
+// Output k of four at out + k·M·N, row-major [M, N].
+inline Value *index_cast(FnBuilder &f, Value *x) {
+  Attrs a;
+  a.flag = true;
+  return f.op(OpKind::Cast, {x}, Type{x->type.shape, ElemType{F32, false}}, a);
+}
 inline Function index_floats(int64_t M, int64_t N) {
   FnBuilder f("index_floats");
-  Value *x = f.param("x", P({}, I32), true), *y = f.param("y", P({}, I32), true), *out = f.param("out", P({}, F32), true);
-  Value *xf = bcast(f, cast(f, load(f, ptr_add(f, x, f.arange(0, M))), F32), 1, {M, N});
-  Value *yf = bcast(f, cast(f, load(f, ptr_add(f, y, f.arange(0, N))), F32), 0, {M, N});
-  Value *a = bcast(f, cast(f, f.arange(7, 7 + N), F32), 0, {M, N});
-  Value *r = bcast(f, cast(f, f.arange(-5, -5 + M), F32), 1, {M, N});
-  Value *one = f.axis_op(OpKind::ExpandDims, cast(f, f.arange(3, 4), F32), T({1, 1}, F32), 0);
-  Value *single = f.op(OpKind::Broadcast, {one}, T({M, N}, F32));
-  std::vector<Value *> outs{bin(f, OpKind::Sub, xf, a), bin(f, OpKind::Sub, a, xf), bin(f, OpKind::Add, xf, a),
-                            bin(f, OpKind::Add, a, xf), bin(f, OpKind::Sub, yf, r), bin(f, OpKind::Sub, xf, single)};
-  Value *rc = bin(f, OpKind::Add, bin(f, OpKind::Mul, bcast(f, f.arange(0, M), 1, {M, N}), f.ci(T({M, N}, I32), N)),
-                  bcast(f, f.arange(0, N), 0, {M, N}));
+  Value *x = f.param("x", P({}, I32), true), *out = f.param("out", P({}, F32), true), *shift = f.param("S", S(I32));
+  Value *rows = bcast(f, f.arange(0, M), 1, {M, N}), *cols = bcast(f, f.arange(0, N), 0, {M, N});
+  Value *Sb = splat(f, shift, {M, N});
+  Value *cols7 = bcast(f, f.arange(7, 7 + N), 0, {M, N});
+  Value *one = f.op(OpKind::Broadcast, {f.axis_op(OpKind::ExpandDims, f.arange(3, 4), T({1, 1}, I32), 0)}, T({M, N}, I32));
+  Value *xr = bcast(f, load(f, ptr_add(f, x, f.arange(0, M))), 1, {M, N});
+  std::vector<Value *> outs{
+      index_cast(f, bin(f, OpKind::Sub, bin(f, OpKind::Add, Sb, rows), cols)),
+      index_cast(f, bin(f, OpKind::Add, bin(f, OpKind::Sub, cols7, Sb), f.ci(T({M, N}, I32), 3))),
+      index_cast(f, bin(f, OpKind::Add, one, rows)),
+      index_cast(f, bin(f, OpKind::Add, xr, cols))};
+  Value *rc = bin(f, OpKind::Add, bin(f, OpKind::Mul, rows, f.ci(T({M, N}, I32), N)), cols);
   for (size_t k = 0; k < outs.size(); ++k)
     store(f, ptr_add(f, out, bin(f, OpKind::Add, rc, f.ci(T({M, N}, I32), int64_t(k) * M * N))), outs[k]);
   verify(f.fn);

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "ir/passes.h"
 #include "test_dsl_helpers.h"
 
 using namespace tilejit;
@@ -194,6 +195,10 @@ TEST_CASE("dsl: creation, shape and math ops", "[dsl]") {
     CHECK(w.dtype() == DType::i32);
     CHECK(value_of(where(r(_, None) < 20, 1.f, zeros({32, 8}, DType::bf16)))->type == T({32, 8}, DType::bf16));
     CHECK(cast(f, DType::f32).dtype() == DType::f32);
+    auto idx = index_to_f32(r(_, None) - arange(0, 8)(None, _) + program_id(0));
+    CHECK(value_of(idx)->type == T({32, 8}, DType::f32));
+    CHECK(value_of(idx)->def->kind == OpKind::Cast);
+    CHECK(value_of(idx)->def->attrs.flag);  // the index form
     CHECK(f.to(DType::f16).dtype() == DType::f16);
     CHECK(value_of(cdiv(program_id(0), 16))->def->kind == OpKind::Div);
     static_assert(cdiv(1000, 256) == 4);
@@ -201,6 +206,8 @@ TEST_CASE("dsl: creation, shape and math ops", "[dsl]") {
     CHECK(value_of(num_programs(1))->def->kind == OpKind::NumPrograms);
   });
   REQUIRE_NOTHROW(ir::verify(*fn));
+  INFO(ir::print(*fn));
+  CHECK(ir::print(*fn).find("{index} : ") != std::string::npos);
 }
 
 TEST_CASE("dsl: reductions and dot", "[dsl]") {
@@ -276,6 +283,10 @@ TEST_CASE("dsl: errors name the op, shapes, dtypes and the user's line", "[dsl][
   auto not_pow2 = [] { arange(0, 48); };
   REQUIRE_THROWS_WITH(trace(not_pow2), Contains("arange") && Contains("48") && Contains("power of two") && Contains(at(line)));
   REQUIRE_THROWS_WITH(trace([] { zeros({16, 3}, DType::f32); }), Contains("full: shape 16x3") && Contains("power of two"));
+  REQUIRE_THROWS_WITH(trace([] { index_to_f32(zeros({16}, DType::f32)); }),
+                      Contains("index_to_f32") && Contains("i32 tile of positions") && Contains("16 (f32)"));
+  REQUIRE_THROWS_WITH(trace([] { index_to_f32(arange(0, 16).to(DType::i64)); }),
+                      Contains("index_to_f32") && Contains("i64"));
   REQUIRE_THROWS_WITH(trace([] { reshape(zeros({16, 4}, DType::f32), {32}); }),
                       Contains("reshape: cannot reshape 16x4 (f32) (64 elements) to 32 (32 elements)"));
   REQUIRE_NOTHROW(trace([] { reshape(zeros({16, 4}, DType::f32), {64, 1, 1}); }));

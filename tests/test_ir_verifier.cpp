@@ -115,6 +115,12 @@ TEST_CASE("verify: cmp, select, ptr_add", "[ir][verifier]") {
   Value *fo = k.param("fo", S(DType::f32));
   k.op(OpKind::PtrAdd, {q, fo}, P({}, DType::f32));
   CHECK_VERIFY_FAILS(k.fn, "'ptr_add' needs an integer tile, not f32");
+
+  FnBuilder m;  // the index form of a cast converts i32 to f32 only
+  Attrs index;
+  index.flag = true;
+  m.op(OpKind::Cast, {m.param("i", S(DType::i64))}, S(DType::f32), index);
+  CHECK_VERIFY_FAILS(m.fn, "'cast' {index} converts i32 to f32, not i64 to f32");
 }
 
 TEST_CASE("verify: load and store", "[ir][verifier]") {

@@ -72,6 +72,14 @@ Tile abs(const Tile &x, SrcLoc loc = SrcLoc::current());
 Tile fma(const Tile &a, const Tile &b, const Tile &c, SrcLoc loc = SrcLoc::current());
 /// Converts to `dtype` (float→int truncates toward zero). Pointer tiles cannot be cast.
 Tile cast(const Tile &t, DType dtype, SrcLoc loc = SrcLoc::current());
+/// Converts an i32 tile of positions (arange, program_id, loop indices and runtime scalars combined by + and −,
+/// e.g. a distance q_idx − kv_idx) to f32. The GPU lowering splits each element into a part shared by all of a
+/// thread's elements and a compile-time constant, and computes f32(shared part) + constant: one add per
+/// distinct constant instead of an integer add and a conversion per element (codegen/lower_index_to_f32.cpp).
+/// Exact, and equal to cast(), while the shared part and the values stay below 2^24 in magnitude; beyond that
+/// an element may differ from the correctly rounded conversion by one ulp. Tiles of other forms, and the
+/// interpreter, convert exactly as cast() does. Throws TraceError for a non-i32 or pointer tile.
+Tile index_to_f32(const Tile &t, SrcLoc loc = SrcLoc::current());
 /// Ceiling division of int tiles: (a + b - 1) / b.
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
 
