@@ -1,16 +1,18 @@
 // index_to_f32 (a Cast with the index flag, include/tilejit/ops.h): an i32 tile of positions converted to
-// f32 as f32(B) + C_r, where B is one value per thread and C_r a compile-time constant per register.
+// f32 as f32(V_r + B) + C_r, where B is one value per thread, C_r a compile-time constant per register, and
+// V_r the plain value of whatever part is not an arange, scalar or constant (one value per row for a
+// row-broadcast q_idx; absent for a pure sum of aranges).
 //
 // Why: position arithmetic inside a loop, such as ALiBi's distance q_idx − kv_idx, is plainly an integer add
 // and an I2FP per element every iteration, or (when part of it is loop-invariant) one f32 per register kept
 // live across the loop, which spills at the 128-register cap. An arange's element in register r is
 // thread_base + off_r (disjoint bits), so a sum of aranges along different dims and runtime scalars is
-// B + C_r; one conversion of B per thread, then one FADD per distinct C_r (LLVM merges equal ones: a thread's
-// 2 rows x 16 columns of a 128x64 accumulator tile hold 18 distinct row − column offsets, not 32).
+// B + C_r; one conversion per distinct V_r + B (LLVM merges equal ones: two per thread for a row-broadcast
+// V), then one FADD of an immediate per element, and nothing per column kept live.
 //
-// Exactness: f32(B) + C_r rounds once when |B| < 2^24 and |B + C_r| < 2^24 (both integers are then exact in
-// f32), so it equals the plain conversion bit for bit; beyond, it may differ by one ulp (ops.h says so).
-// i32 wrap-around is not modelled: positions do not wrap.
+// Exactness: f32(V_r + B) + C_r rounds once when |V_r + B| < 2^24 and the result is below 2^24 in magnitude
+// (both integers are then exact in f32), so it equals the plain conversion bit for bit; beyond, it may
+// differ by one ulp (ops.h says so). i32 wrap-around is not modelled: positions do not wrap.
 #include <llvm/IR/Constants.h>
 
 #include "codegen/lowering.h"
@@ -20,10 +22,11 @@ namespace {
 
 using K = ir::OpKind;
 
-// B + C_r over the registers of layout `l` (the cast's layout).
+// V_r + B + C_r over the registers of layout `l` (the cast's layout).
 struct Affine {
-  llvm::Value *base = nullptr;  // i32; null means 0
-  std::vector<int64_t> c;       // per register
+  llvm::Value *base = nullptr;     // B: i32, one per thread; null means 0
+  std::vector<int64_t> c;          // C_r
+  std::vector<llvm::Value *> var;  // V_r: i32 per register, or empty (0)
 };
 
 class Decompose {
@@ -31,7 +34,15 @@ class Decompose {
   Decompose(Lowering &L, const Layout &l) : L_(L), l_(l) {}
 
   // `dims[k]`: the dim of l that v's dim k runs along, or -1 where v has size 1 there (broadcast).
+  // Falls back to v's plain registers where v is not of the form (or deeper than 32 ops), when v has the
+  // cast's rank; nothing otherwise (the caller one level up then takes its own plain registers).
   std::optional<Affine> of(const ir::Value *v, const std::vector<int> &dims, int depth = 0) {
+    if (auto a = split(v, dims, depth)) return a;
+    return plain(v);
+  }
+
+ private:
+  std::optional<Affine> split(const ir::Value *v, const std::vector<int> &dims, int depth) {
     if (depth > 32 || v->type.dtype() != DType::i32 || v->type.is_ptr()) return std::nullopt;
     if (v->type.is_scalar() || !v->def) return uniform(v);
     const ir::Op &op = *v->def;
@@ -72,18 +83,41 @@ class Decompose {
         else a.base = add ? L_.b.CreateAdd(x->base, y->base) : L_.b.CreateSub(x->base, y->base);
         for (int64_t r = 0; r < l_.num_regs(); ++r)
           a.c.push_back(add ? x->c[size_t(r)] + y->c[size_t(r)] : x->c[size_t(r)] - y->c[size_t(r)]);
+        if (y->var.empty()) {
+          a.var = x->var;
+        } else {
+          for (int64_t r = 0; r < l_.num_regs(); ++r) {
+            llvm::Value *yv = y->var[size_t(r)], *xv = x->var.empty() ? nullptr : x->var[size_t(r)];
+            a.var.push_back(!xv ? (add ? yv : L_.b.CreateNeg(yv))
+                                : add ? L_.b.CreateAdd(xv, yv) : L_.b.CreateSub(xv, yv));
+          }
+        }
         return a;
       }
-      default: return std::nullopt;  // anything else: not of this form
+      default: return std::nullopt;  // anything else: of() takes its plain registers
     }
   }
 
- private:
-  Affine constant(int64_t c) { return Affine{nullptr, std::vector<int64_t>(size_t(l_.num_regs()), c)}; }
+  Affine constant(int64_t c) { return Affine{nullptr, std::vector<int64_t>(size_t(l_.num_regs()), c), {}}; }
   std::optional<Affine> uniform(const ir::Value *v) {
     const Tile &t = L_.get(v);
     if (!t.is_scalar()) return std::nullopt;
-    return Affine{t.regs[0], std::vector<int64_t>(size_t(l_.num_regs()), 0)};
+    return Affine{t.regs[0], std::vector<int64_t>(size_t(l_.num_regs()), 0), {}};
+  }
+  // v (of the cast's shape up to broadcasts: `dims` maps it) in the cast's layout, register by register.
+  std::optional<Affine> plain(const ir::Value *v) {
+    if (v->type.is_scalar() || v->type.shape.size() != size_t(l_.rank())) return std::nullopt;
+    for (int i = 0; i < l_.rank(); ++i)
+      if (v->type.shape[size_t(i)] != l_.shape[i] && v->type.shape[size_t(i)] != 1) return std::nullopt;
+    Layout want = v->type.shape == l_.shape ? l_ : reshape_same_params(l_, v->type.shape);
+    Tile t = L_.get_in(v, want);
+    Affine a{nullptr, std::vector<int64_t>(size_t(l_.num_regs()), 0), {}};
+    for (int64_t r = 0; r < l_.num_regs(); ++r) {  // broadcast dims: the register of index 0 along them
+      auto idx = l_.reg_index(r);
+      for (int i = 0; i < l_.rank(); ++i) idx[size_t(i)] %= want.regs_along(i);
+      a.var.push_back(t.regs[size_t(want.reg_from_index(idx))]);
+    }
+    return a;
   }
 
   Lowering &L_;
@@ -99,11 +133,13 @@ std::optional<Tile> lower_index_to_f32(Lowering &L, const ir::Op &op, const Layo
   auto a = Decompose(L, l).of(op.operand(0), dims);
   if (!a) return std::nullopt;
   auto &b = L.b;
-  llvm::Value *fb = a->base ? b.CreateSIToFP(a->base, b.getFloatTy()) : nullptr;
   Tile out{l, {}};
-  for (int64_t c : a->c) {
+  for (int64_t r = 0; r < l.num_regs(); ++r) {
+    llvm::Value *i = a->var.empty() ? a->base : !a->base ? a->var[size_t(r)] : b.CreateAdd(a->var[size_t(r)], a->base);
+    llvm::Value *f = i ? b.CreateSIToFP(i, b.getFloatTy()) : nullptr;  // equal (V_r, B) pairs: one after CSE
+    int64_t c = a->c[size_t(r)];
     llvm::Value *k = llvm::ConstantFP::get(b.getFloatTy(), double(c));
-    out.regs.push_back(!fb ? k : c == 0 ? fb : b.CreateFAdd(fb, k));
+    out.regs.push_back(!f ? k : c == 0 ? f : b.CreateFAdd(f, k));
   }
   return out;
 }

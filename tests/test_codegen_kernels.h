@@ -214,11 +214,12 @@ inline Function casts() {
 }
 
 // index_to_f32 (a Cast with the index flag; codegen/lower_index_to_f32.cpp) of position tiles [M, N]:
-//   0: S + row − column (aranges along both dims and a runtime scalar, the ALiBi distance's form)
+//   0: S + row − column (aranges along both dims and a runtime scalar)
 //   1: arange(7, 7 + N) along columns − S + 3 (a constant tile)
 //   2: a length-1 arange stretched over the columns + rows (the stretched one is a constant, not a coordinate)
-//   3: x (loaded, one per row) + column: not of the form, converted plainly
-// Output k of four at out + k·M·N, row-major [M, N].
+//   3: x − column, x loaded (one per row): the plain part converted once per row (ALiBi's distance's form)
+//   4: row · column: not of the form, converted plainly per element
+// Output k of five at out + k·M·N, row-major [M, N].
 inline Value *index_cast(FnBuilder &f, Value *x) {
   Attrs a;
   a.flag = true;
@@ -236,7 +237,7 @@ inline Function index_floats(int64_t M, int64_t N) {
       index_cast(f, bin(f, OpKind::Sub, bin(f, OpKind::Add, Sb, rows), cols)),
       index_cast(f, bin(f, OpKind::Add, bin(f, OpKind::Sub, cols7, Sb), f.ci(T({M, N}, I32), 3))),
       index_cast(f, bin(f, OpKind::Add, one, rows)),
-      index_cast(f, bin(f, OpKind::Add, xr, cols))};
+      index_cast(f, bin(f, OpKind::Sub, xr, cols)), index_cast(f, bin(f, OpKind::Mul, rows, cols))};
   Value *rc = bin(f, OpKind::Add, bin(f, OpKind::Mul, rows, f.ci(T({M, N}, I32), N)), cols);
   for (size_t k = 0; k < outs.size(); ++k)
     store(f, ptr_add(f, out, bin(f, OpKind::Add, rc, f.ci(T({M, N}, I32), int64_t(k) * M * N))), outs[k]);

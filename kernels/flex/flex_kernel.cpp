@@ -148,10 +148,9 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
       // The built-in mods in fewer operations per score, s staying a positive multiple of the true score so
       // that the softmax's max and fma take the factor in c. scale > 0 (validated), so max(s)·c = max(s·c).
       if (alibi_a.valid()) {
-        // s − a·|q − kv|, the distance (m0 − start_n) + row − column converted by index_to_f32: one value per
-        // thread plus an immediate per distinct row − column offset (exact below 2^24). Rows past seqlen_q
-        // (q_idx clamps them) are never stored, so the unclamped rows serve.
-        Tile dist = abs(index_to_f32((rows - start_n)(_, None) - offs_n(None, _)));
+        // s − a·|q − kv|, the distance converted by index_to_f32: f32(q_idx − start_n − the thread's first
+        // column) once per row, then an add of an immediate per score (exact below 2^24).
+        Tile dist = abs(index_to_f32((q_idx - start_n) - offs_n(None, _)));
         s = fma(dist, -alibi_a, s);
       }
       if (cap.valid()) {

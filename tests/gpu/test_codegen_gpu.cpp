@@ -343,7 +343,7 @@ TEST_CASE("codegen on the GPU: index_to_f32 of positions matches the interpreter
   for (int32_t S : {d(gen), -d(gen), 0}) {
     std::vector<Arg> args;
     args.push_back(buffer_arg(x));
-    args.push_back(poisoned(4 * M * N * 4));
+    args.push_back(poisoned(5 * M * N * 4));
     args.push_back(int_arg(S));
     run_both(index_floats(M, N), Grid{1}, args);
     auto [cpu, gpu] = outputs<float>(args[1]);
