@@ -12,8 +12,11 @@
 //
 // Exactness: f32(V_r + B) + C_r rounds once when |V_r + B| < 2^24 and the result is below 2^24 in magnitude
 // (both integers are then exact in f32), so it equals the plain conversion bit for bit; beyond, it may
-// differ by one ulp (ops.h says so). i32 wrap-around is not modelled: positions do not wrap.
+// differ by one ulp (ops.h says so). Constant parts of 2^24 or more take the plain conversion; wrap-around of
+// the runtime parts in i32 is not modelled (positions do not wrap).
 #include <llvm/IR/Constants.h>
+
+#include <algorithm>
 
 #include "codegen/lowering.h"
 
@@ -131,7 +134,9 @@ std::optional<Tile> lower_index_to_f32(Lowering &L, const ir::Op &op, const Layo
   std::vector<int> dims(size_t(l.rank()));
   for (int i = 0; i < l.rank(); ++i) dims[size_t(i)] = l.shape[i] == 1 ? -1 : i;
   auto a = Decompose(L, l).of(op.operand(0), dims);
-  if (!a) return std::nullopt;
+  // Constants past 2^24 (summed in 64 bits here, wrapping in i32 in the plain form) are not positions.
+  if (!a || std::any_of(a->c.begin(), a->c.end(), [](int64_t c) { return c <= -(1 << 24) || c >= (1 << 24); }))
+    return std::nullopt;
   auto &b = L.b;
   Tile out{l, {}};
   for (int64_t r = 0; r < l.num_regs(); ++r) {

@@ -53,6 +53,21 @@ TEST_CASE("codegen: index_to_f32 of positions is a few conversions per thread an
   REQUIRE(imm >= 16);       // the distinct constants (equal ones are one add)
 }
 
+TEST_CASE("codegen: index_to_f32 with a constant part of 2^24 or more converts plainly", "[codegen]") {
+  // arange + 2^31 − 64 is past f32's exact integers (and its i32 sum wraps past 2^31): element by element.
+  const int64_t n = 128;
+  FnBuilder f("index_big");
+  Value *out = f.param("out", P({}, F32), true);
+  Value *offs = f.arange(0, n);
+  Value *big = bin(f, OpKind::Add, offs, f.ci(T({n}, I32), (int64_t(1) << 31) - 64));
+  store(f, ptr_add(f, out, offs), index_cast(f, big));
+  verify(f.fn);
+  auto r = compile_and_assemble(f.fn, "index_big");
+  INFO(r.ptx);
+  REQUIRE(contains(r.ptx, "cvt.rn.f32.s32"));
+  REQUIRE_FALSE(contains(r.ptx, "add.rn.f32"));
+}
+
 TEST_CASE("codegen: without alignment facts the vector add falls back to scalar accesses", "[codegen]") {
   Function fn = vector_add(1024);
   fn.params[0].align16 = false;  // x may be misaligned
