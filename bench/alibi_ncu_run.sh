@@ -18,3 +18,4 @@ for m in none alibi; do
   echo "source lines $(wc -l < "$out/source_$m.csv")"
 done
 grep -E "Duration|Executed Ipc Active|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|Executed Instructions\"" "$out"/details_*.csv | cut -c1-220
+python3 bench/ncu_source_diff.py "$out/source_none.csv" "$out/source_alibi.csv" | head -30
