@@ -13,3 +13,18 @@ run_gpu_tests() {
   grep -E "FAILED|with expansion" -A3 "$out/gpu_tests.log" | head -20
   tail -2 "$out/gpu_tests.log"
 }
+
+# The GPU's name, driver and clock, then every GPU test case (run_gpu_tests SECONDS).
+gpu_header_and_tests() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+  run_gpu_tests "${1:-200}"
+}
+
+# flex_side_by_side.py autotuned over every mod and protocol seqlen (flex_table SECONDS [LIB]); table and
+# logs in $out/flex_autotuned.*; prints the exit status and a summary of each row.
+flex_table() {
+  timeout "${1:-240}" python3 bench/flex_side_by_side.py --lib "${2:-carry/libtilejit.so.0}" --autotune \
+    --out "$out/flex_autotuned.md" > "$out/flex_autotuned.log" 2> "$out/flex_autotuned.err"
+  echo "flex rc=$?"
+  grep -E "^\| [a-z]" "$out/flex_autotuned.md" | awk -F'|' '{print $2, $3, $5, $8, $9, $10}'
+}

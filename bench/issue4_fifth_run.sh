@@ -4,11 +4,8 @@
 # one division per row in every attention kernel. Expects ./carry.
 source "$(dirname "$0")/device_prelude.sh"
 export TILEJIT_PRINT_AUTOTUNING=1
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
-run_gpu_tests 200
-timeout 230 python3 bench/flex_side_by_side.py --lib carry/libtilejit.so.0 --autotune --out "$out/flex_autotuned.md" \
-  > "$out/flex_autotuned.log" 2> "$out/flex_autotuned.err"; echo "flex rc=$?"
-grep -E "^\| [a-z]" "$out/flex_autotuned.md" | awk -F'|' '{print $2, $3, $5, $8, $9, $10}'
+gpu_header_and_tests 200
+flex_table 230
 timeout 150 python3 bench/side_by_side.py --lib carry/libtilejit.so.0 --quick --skip compile \
   --out "$out/side_by_side.md" > "$out/side_by_side.log" 2> "$out/side_by_side.err"; echo "side_by_side rc=$?"
 grep -E "^\| (d(64|128)|matmul|bf16)" "$out/side_by_side.md" | awk -F'|' '{print $2, $4, $5, $9}' | head -20

@@ -5,11 +5,8 @@
 # build (C: carry/libtilejit.so.0) with the implicit-rewrite build of 9ea36cc (A: carry/ab/libA.so.0).
 source "$(dirname "$0")/device_prelude.sh"
 export TILEJIT_PRINT_AUTOTUNING=1
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
-run_gpu_tests 200
-timeout 240 python3 bench/flex_side_by_side.py --lib carry/libtilejit.so.0 --autotune --out "$out/flex_autotuned.md" \
-  > "$out/flex_autotuned.log" 2> "$out/flex_autotuned.err"; echo "flex rc=$?"
-grep -E "^\| [a-z]" "$out/flex_autotuned.md" | awk -F'|' '{print $2, $3, $5, $8, $9, $10}'
+gpu_header_and_tests 200
+flex_table 240
 i=0
 for v in A C C A; do
   i=$((i + 1))

@@ -5,11 +5,8 @@
 # ratio sits nearest the bar. Expects ./carry.
 source "$(dirname "$0")/device_prelude.sh"
 export TILEJIT_PRINT_AUTOTUNING=1
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
-run_gpu_tests 200
-timeout 240 python3 bench/flex_side_by_side.py --lib carry/libtilejit.so.0 --autotune --out "$out/flex_autotuned.md" \
-  > "$out/flex_autotuned.log" 2> "$out/flex_autotuned.err"; echo "flex rc=$?"
-grep -E "^\| [a-z]" "$out/flex_autotuned.md" | awk -F'|' '{print $2, $3, $5, $8, $9, $10}'
+gpu_header_and_tests 200
+flex_table 240
 for rep in 1 2; do
   TILEJIT_CACHE_DIR=/tmp/tj-rep$rep timeout 100 python3 bench/flex_side_by_side.py --lib carry/libtilejit.so.0 \
     --autotune --mods none,alibi --seqlens 1024 --out "$out/flex_1024_rep$rep.md" > "$out/flex_1024_rep$rep.log" \
