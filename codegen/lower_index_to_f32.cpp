@@ -12,11 +12,13 @@
 //
 // Exactness: f32(V_r + B) + C_r rounds once when |V_r + B| < 2^24 and the result is below 2^24 in magnitude
 // (both integers are then exact in f32), so it equals the plain conversion bit for bit; beyond, it may
-// differ by one ulp (ops.h says so). Constant parts of 2^24 or more take the plain conversion; wrap-around of
-// the runtime parts in i32 is not modelled (positions do not wrap).
+// differ by up to two ulps (ops.h says so). Constant parts of 2^24 or more take the plain conversion; where
+// the runtime parts' i32 sum wraps, the plain form converts the wrapped value and this one may not.
 #include <llvm/IR/Constants.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "codegen/lowering.h"
 
@@ -37,33 +39,42 @@ class Decompose {
   Decompose(Lowering &L, const Layout &l) : L_(L), l_(l) {}
 
   // `dims[k]`: the dim of l that v's dim k runs along, or -1 where v has size 1 there (broadcast).
-  // Falls back to v's plain registers where v is not of the form (or deeper than 32 ops), when v has the
-  // cast's rank; nothing otherwise (the caller one level up then takes its own plain registers).
-  std::optional<Affine> of(const ir::Value *v, const std::vector<int> &dims, int depth = 0) {
-    if (auto a = split(v, dims, depth)) return a;
-    return plain(v);
+  // Falls back to v's plain registers where v is not of the form, when v has the cast's rank and its
+  // registers are at hand; nothing otherwise (the caller one level up then takes its own plain registers). Memoized: an operand DAG that
+  // reuses a subexpression is visited once per (value, dims), never once per path.
+  std::optional<Affine> of(const ir::Value *v, const std::vector<int> &dims) {
+    auto key = std::make_pair(v, dims);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    std::optional<Affine> a = ++visited_ > kMaxVisits ? std::nullopt : split(v, dims);
+    if (!a) a = plain(v);
+    memo_.emplace(std::move(key), a);
+    return a;
   }
+  /// False when the operand had more distinct parts than kMaxVisits: the caller then converts plainly.
+  bool within_budget() const { return visited_ <= kMaxVisits; }
 
  private:
-  std::optional<Affine> split(const ir::Value *v, const std::vector<int> &dims, int depth) {
-    if (depth > 32 || v->type.dtype() != DType::i32 || v->type.is_ptr()) return std::nullopt;
+  static constexpr int kMaxVisits = 256;
+
+  std::optional<Affine> split(const ir::Value *v, const std::vector<int> &dims) {
+    if (v->type.dtype() != DType::i32 || v->type.is_ptr()) return std::nullopt;
+    if (v->def && v->def->kind == K::Constant) return constant(v->def->attrs.ivalue);  // scalar or tile
     if (v->type.is_scalar() || !v->def) return uniform(v);
     const ir::Op &op = *v->def;
     switch (op.kind) {
-      case K::Constant: return constant(op.attrs.ivalue);
-      case K::Splat: return of(op.operand(0), {}, depth + 1);
+      case K::Splat: return of(op.operand(0), {});
       case K::Broadcast: {
         std::vector<int> d = dims;
         const auto &src = op.operand(0)->type.shape;
         for (size_t k = 0; k < d.size() && k < src.size(); ++k)
           if (src[k] == 1) d[k] = -1;
-        return of(op.operand(0), d, depth + 1);
+        return of(op.operand(0), d);
       }
       case K::ExpandDims: {
         std::vector<int> d = dims;
         if (op.attrs.axis < 0 || size_t(op.attrs.axis) >= d.size()) return std::nullopt;
         d.erase(d.begin() + op.attrs.axis);
-        return of(op.operand(0), d, depth + 1);
+        return of(op.operand(0), d);
       }
       case K::Arange: {
         if (dims.size() != 1) return std::nullopt;
@@ -77,7 +88,7 @@ class Decompose {
       }
       case K::Add:
       case K::Sub: {
-        auto x = of(op.operand(0), dims, depth + 1), y = of(op.operand(1), dims, depth + 1);
+        auto x = of(op.operand(0), dims), y = of(op.operand(1), dims);
         if (!x || !y) return std::nullopt;
         bool add = op.kind == K::Add;
         Affine a;
@@ -113,6 +124,11 @@ class Decompose {
     for (int i = 0; i < l_.rank(); ++i)
       if (v->type.shape[size_t(i)] != l_.shape[i] && v->type.shape[size_t(i)] != 1) return std::nullopt;
     Layout want = v->type.shape == l_.shape ? l_ : reshape_same_params(l_, v->type.shape);
+    // Only where v's registers are already there or recomputed: never a trip through shared memory that the
+    // plain cast would not make (nothing emitted here may have side effects: the result may go unused).
+    const Tile &cur = L_.get(v);
+    if (!cur.is_scalar() && !same_distribution(*cur.layout, want) && !L_.plan.rematerializable.count(v))
+      return std::nullopt;
     Tile t = L_.get_in(v, want);
     Affine a{nullptr, std::vector<int64_t>(size_t(l_.num_regs()), 0), {}};
     for (int64_t r = 0; r < l_.num_regs(); ++r) {  // broadcast dims: the register of index 0 along them
@@ -125,6 +141,8 @@ class Decompose {
 
   Lowering &L_;
   const Layout &l_;
+  std::map<std::pair<const ir::Value *, std::vector<int>>, std::optional<Affine>> memo_;
+  int visited_ = 0;
 };
 
 }  // namespace
@@ -133,7 +151,9 @@ std::optional<Tile> lower_index_to_f32(Lowering &L, const ir::Op &op, const Layo
   if (op.kind != K::Cast || !op.attrs.flag || op.result()->type.is_scalar()) return std::nullopt;
   std::vector<int> dims(size_t(l.rank()));
   for (int i = 0; i < l.rank(); ++i) dims[size_t(i)] = l.shape[i] == 1 ? -1 : i;
-  auto a = Decompose(L, l).of(op.operand(0), dims);
+  Decompose dec(L, l);
+  auto a = dec.of(op.operand(0), dims);
+  if (!dec.within_budget()) return std::nullopt;
   // Constants past 2^24 (summed in 64 bits here, wrapping in i32 in the plain form) are not positions.
   if (!a || std::any_of(a->c.begin(), a->c.end(), [](int64_t c) { return c <= -(1 << 24) || c >= (1 << 24); }))
     return std::nullopt;

@@ -85,7 +85,12 @@ Tile cast(const Tile &t, DType dtype, SrcLoc loc) {
 Tile index_to_f32(const Tile &t, SrcLoc loc) {
   auto &ctx = TraceContext::require("index_to_f32", loc);
   dsl::require_valid(t, "index_to_f32", "the source", loc);
-  if (t.is_literal()) return TileAccess::from_value(dsl::materialize(ctx, t, DType::f32, {}, "index_to_f32", loc));
+  if (t.is_literal()) {
+    if (dsl::literal_dtype(t) != DType::i32)
+      dsl::fail(loc, fmt::format("index_to_f32: the source must be an i32 position, got a {} literal",
+                                 dtype_name(dsl::literal_dtype(t))));
+    return TileAccess::from_value(dsl::materialize(ctx, t, DType::f32, {}, "index_to_f32", loc));
+  }
   ir::Value *v = TileAccess::value(t);
   if (v->type.is_ptr() || v->type.dtype() != DType::i32)
     dsl::fail(loc, fmt::format("index_to_f32: the source must be an i32 tile of positions, got {}",

@@ -54,18 +54,42 @@ TEST_CASE("codegen: index_to_f32 of positions is a few conversions per thread an
 }
 
 TEST_CASE("codegen: index_to_f32 with a constant part of 2^24 or more converts plainly", "[codegen]") {
-  // arange + 2^31 − 64 is past f32's exact integers (and its i32 sum wraps past 2^31): element by element.
+  // arange + 2^31 − 64 is past f32's exact integers (and its i32 sum wraps past 2^31): element by element,
+  // whether the constant is a tile or a splat scalar.
   const int64_t n = 128;
-  FnBuilder f("index_big");
-  Value *out = f.param("out", P({}, F32), true);
-  Value *offs = f.arange(0, n);
-  Value *big = bin(f, OpKind::Add, offs, f.ci(T({n}, I32), (int64_t(1) << 31) - 64));
-  store(f, ptr_add(f, out, offs), index_cast(f, big));
-  verify(f.fn);
-  auto r = compile_and_assemble(f.fn, "index_big");
-  INFO(r.ptx);
-  REQUIRE(contains(r.ptx, "cvt.rn.f32.s32"));
-  REQUIRE_FALSE(contains(r.ptx, "add.rn.f32"));
+  for (bool scalar : {false, true}) {
+    INFO((scalar ? "splat scalar constant" : "tile constant"));
+    FnBuilder f("index_big");
+    Value *out = f.param("out", P({}, F32), true);
+    Value *offs = f.arange(0, n);
+    const int64_t big = (int64_t(1) << 31) - 64;
+    Value *k = scalar ? splat(f, f.ci(S(I32), big), {n}) : f.ci(T({n}, I32), big);
+    store(f, ptr_add(f, out, offs), index_cast(f, bin(f, OpKind::Add, offs, k)));
+    verify(f.fn);
+    auto r = compile_and_assemble(f.fn, "index_big");
+    INFO(r.ptx);
+    REQUIRE(contains(r.ptx, "cvt.rn.f32.s32"));
+    REQUIRE_FALSE(contains(r.ptx, "add.rn.f32"));
+  }
+}
+
+TEST_CASE("codegen: index_to_f32 of an operand reusing its subexpressions stays linear", "[codegen]") {
+  // a − (a − offs), twenty times over: 2^20 paths through the operand, 41 distinct values. Each value is
+  // decomposed once; the LLVM IR stays the size of the plain cast's, give or take.
+  auto build = [](bool index) {
+    FnBuilder f("index_dag");
+    Value *out = f.param("out", P({}, F32), true), *shift = f.param("S", S(I32));
+    Value *offs = f.arange(0, 128);
+    Value *a = bin(f, OpKind::Add, offs, splat(f, shift, {128}));
+    for (int i = 0; i < 20; ++i) a = bin(f, OpKind::Sub, a, bin(f, OpKind::Sub, a, offs));
+    store(f, ptr_add(f, out, offs), index ? index_cast(f, a) : cast(f, a, F32));
+    verify(f.fn);
+    return std::move(f.fn);
+  };
+  size_t plain = codegen::emit_llvm_ir(build(false), CodegenOptions{}).size();
+  size_t index = codegen::emit_llvm_ir(build(true), CodegenOptions{}).size();
+  INFO("LLVM IR bytes: plain " << plain << ", index " << index);
+  REQUIRE(index < 2 * plain);
 }
 
 TEST_CASE("codegen: without alignment facts the vector add falls back to scalar accesses", "[codegen]") {

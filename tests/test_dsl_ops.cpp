@@ -287,6 +287,9 @@ TEST_CASE("dsl: errors name the op, shapes, dtypes and the user's line", "[dsl][
                       Contains("index_to_f32") && Contains("i32 tile of positions") && Contains("16 (f32)"));
   REQUIRE_THROWS_WITH(trace([] { index_to_f32(arange(0, 16).to(DType::i64)); }),
                       Contains("index_to_f32") && Contains("i64"));
+  REQUIRE_THROWS_WITH(trace([] { index_to_f32(2.5f); }), Contains("index_to_f32") && Contains("f32 literal"));
+  REQUIRE_THROWS_WITH(trace([] { index_to_f32(true); }), Contains("index_to_f32") && Contains("i1 literal"));
+  REQUIRE_THROWS_WITH(trace([] { index_to_f32(int64_t(1) << 40); }), Contains("index_to_f32") && Contains("i64 literal"));
   REQUIRE_THROWS_WITH(trace([] { reshape(zeros({16, 4}, DType::f32), {32}); }),
                       Contains("reshape: cannot reshape 16x4 (f32) (64 elements) to 32 (32 elements)"));
   REQUIRE_NOTHROW(trace([] { reshape(zeros({16, 4}, DType::f32), {64, 1, 1}); }));

@@ -77,8 +77,10 @@ Tile cast(const Tile &t, DType dtype, SrcLoc loc = SrcLoc::current());
 /// thread's elements and a compile-time constant, and computes f32(shared part) + constant: one add per
 /// distinct constant instead of an integer add and a conversion per element (codegen/lower_index_to_f32.cpp).
 /// Exact, and equal to cast(), while the shared part and the values stay below 2^24 in magnitude; beyond that
-/// an element may differ from the correctly rounded conversion by one ulp. Tiles of other forms, and the
-/// interpreter, convert exactly as cast() does. Throws TraceError for a non-i32 or pointer tile.
+/// an element may differ from the correctly rounded conversion by up to two ulps, and where the i32 sum wraps
+/// around (cast() converts the wrapped value) the result is unspecified. Tiles of other forms, and the
+/// interpreter, convert exactly as cast() does. Throws TraceError for a non-i32 or pointer tile or a literal
+/// that is not an i32.
 Tile index_to_f32(const Tile &t, SrcLoc loc = SrcLoc::current());
 /// Ceiling division of int tiles: (a + b - 1) / b.
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
