@@ -40,8 +40,9 @@ class Decompose {
 
   // `dims[k]`: the dim of l that v's dim k runs along, or -1 where v has size 1 there (broadcast).
   // Falls back to v's plain registers where v is not of the form, when v has the cast's rank and its
-  // registers are at hand; nothing otherwise (the caller one level up then takes its own plain registers). Memoized: an operand DAG that
-  // reuses a subexpression is visited once per (value, dims), never once per path.
+  // registers are at hand; nothing otherwise (the caller one level up then takes its own plain
+  // registers). Memoized: an operand DAG that reuses a subexpression is visited once per (value, dims),
+  // never once per path.
   std::optional<Affine> of(const ir::Value *v, const std::vector<int> &dims) {
     auto key = std::make_pair(v, dims);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
@@ -160,7 +161,9 @@ std::optional<Tile> lower_index_to_f32(Lowering &L, const ir::Op &op, const Layo
   auto &b = L.b;
   Tile out{l, {}};
   for (int64_t r = 0; r < l.num_regs(); ++r) {
-    llvm::Value *i = a->var.empty() ? a->base : !a->base ? a->var[size_t(r)] : b.CreateAdd(a->var[size_t(r)], a->base);
+    llvm::Value *i = a->var.empty() ? a->base
+                     : !a->base     ? a->var[size_t(r)]
+                                    : b.CreateAdd(a->var[size_t(r)], a->base);
     llvm::Value *f = i ? b.CreateSIToFP(i, b.getFloatTy()) : nullptr;  // equal (V_r, B) pairs: one after CSE
     int64_t c = a->c[size_t(r)];
     llvm::Value *k = llvm::ConstantFP::get(b.getFloatTy(), double(c));
