@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The built-in ALiBi with its distance as (q − start_n) − offs_n in f32 (codegen/lower_index_float.cpp: one
-# FADD of an immediate per score, no per-column conversion): every GPU test, then none and alibi beside
-# FlexAttention, autotuned. Expects ./carry.
+# The built-in ALiBi with its distance as (q − start_n) − offs_n in f32 (an implicit codegen rewrite, since
+# replaced by index_to_f32: one FADD of an immediate per score, no per-column conversion): every GPU test,
+# then none and alibi beside FlexAttention, autotuned. Expects ./carry.
 source "$(dirname "$0")/device_prelude.sh"
 export TILEJIT_PRINT_AUTOTUNING=1
 run_gpu_tests 200

@@ -119,7 +119,7 @@ class Decompose {
     if (!t.is_scalar()) return std::nullopt;
     return Affine{t.regs[0], std::vector<int64_t>(size_t(l_.num_regs()), 0), {}};
   }
-  // v (of the cast's shape up to broadcasts: `dims` maps it) in the cast's layout, register by register.
+  // v (the cast's rank, its size-1 dims broadcast) in the cast's layout, register by register.
   std::optional<Affine> plain(const ir::Value *v) {
     if (v->type.is_scalar() || v->type.shape.size() != size_t(l_.rank())) return std::nullopt;
     for (int i = 0; i < l_.rank(); ++i)

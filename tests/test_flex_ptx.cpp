@@ -10,6 +10,14 @@
 
 using namespace tilejit;
 
+namespace {
+size_t occurrences(const std::string &text, const std::string &needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
 TEST_CASE("flex kernels compile to PTX", "[flex][ptx]") {
   attention::FlexShape s{.batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 1000, .seqlen_k = 1000,
                          .head_dim_qk = 128};
@@ -89,11 +97,7 @@ TEST_CASE("flex: the built-in soft-cap's fixed softmax reference is chosen per l
   CHECK_FALSE(bound(m));
   // The bound's kernel has one exp2 per key block (no rescaling factor) where the running max's has two.
   attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 100, .seqlen_k = 100, .head_dim_qk = 64};
-  auto exp2s = [&](const std::string &ir) {
-    size_t n = 0;
-    for (size_t at = ir.find("exp2"); at != std::string::npos; at = ir.find("exp2", at + 1)) ++n;
-    return n;
-  };
+  auto exp2s = [](const std::string &ir) { return occurrences(ir, "exp2"); };
   o.dtype = DType::bf16;
   o.score_mod = attention::softcap(50.f);
   std::string with_bound = attention::flex_forward_ir(s, o);
@@ -104,9 +108,9 @@ TEST_CASE("flex: the built-in soft-cap's fixed softmax reference is chosen per l
 }
 
 TEST_CASE("flex: the built-in ALiBi converts no key positions to f32 in its loop", "[flex][ptx]") {
-  // Its distance is (q − start_n) − offs_n in f32: one conversion per row and one of the thread's column
-  // coordinate per key block, then an add of an immediate per score (codegen/lower_index_float.cpp). The
-  // plain form converted each key column each block: 16 per thread per loop at 128x64, 8 warps.
+  // Its distance goes through index_to_f32: f32(q_idx − start_n − the thread's first column) once per row
+  // per key block, then an add of an immediate per score (codegen/lower_index_to_f32.cpp). The plain form
+  // converted each key column each block: 16 per thread per loop at 128x64, 8 warps.
   attention::FlexShape s{.batch = 2, .heads_q = 16, .seqlen_q = 1024, .seqlen_k = 1024, .head_dim_qk = 128};
   Buffer slopes(64, Backend::Interpreter);
   attention::FlexOptions o;
@@ -116,9 +120,7 @@ TEST_CASE("flex: the built-in ALiBi converts no key positions to f32 in its loop
   o.num_warps = 8;
   o.score_mod = attention::alibi(capture(slopes, DType::f32));
   std::string ptx = attention::flex_forward_ptx(s, o);
-  size_t cvt = 0;
-  for (const char *op : {"cvt.rn.f32.s32", "cvt.rn.f32.u32"})
-    for (size_t at = ptx.find(op); at != std::string::npos; at = ptx.find(op, at + 1)) ++cvt;
+  size_t cvt = occurrences(ptx, "cvt.rn.f32.s32") + occurrences(ptx, "cvt.rn.f32.u32");
   INFO(cvt << " int → f32 conversions");
   CHECK(cvt > 0);
   CHECK(cvt <= 8);  // two loops (whole blocks, the last block) × (2 rows + 1 column coordinate) + slack
