@@ -235,6 +235,8 @@ Tile lower_elementwise(Lowering &L, const ir::Op &op, const Layout *forced) {
   }
   const Layout &l = forced ? *forced : L.layout_of(res);
   if (auto t = lower_index_to_f32(L, op, l)) return *t;
+  if (auto t = lower_fma_index(L, op, l)) return *t;
+  if (auto t = lower_split_consumer(L, op, l)) return *t;
   std::vector<Tile> in;
   for (auto *o : op.operands) in.push_back(L.get_in(o, l));
   Tile out{l, {}};

@@ -82,7 +82,7 @@ class Decompose {
         int64_t start = op.attrs.ints.at(0);
         if (dims[0] < 0) return constant(start);  // a length-1 arange stretched: its one value
         int d = dims[0];
-        Affine a{L_.thread_base(l_, d), {}};
+        Affine a{L_.thread_base(l_, d), {}, {}};
         for (int64_t r = 0; r < l_.num_regs(); ++r)
           a.c.push_back(start + (l_.reg_offset(d, l_.reg_index(r)[size_t(d)]) & (l_.shape[d] - 1)));
         return a;
@@ -146,30 +146,127 @@ class Decompose {
   int visited_ = 0;
 };
 
-}  // namespace
+// The parts of index_to_f32 of the cast `cast` in layout l: per register f32(V_r + B) (null where V_r + B is
+// 0; one LLVM value per distinct (V_r, B), so equal parts are the same pointer) and the constant C_r.
+struct IndexParts {
+  std::vector<llvm::Value *> f;
+  std::vector<int64_t> c;
+};
 
-std::optional<Tile> lower_index_to_f32(Lowering &L, const ir::Op &op, const Layout &l) {
-  if (op.kind != K::Cast || !op.attrs.flag || op.result()->type.is_scalar()) return std::nullopt;
+std::optional<IndexParts> index_parts(Lowering &L, const ir::Op &cast, const Layout &l) {
+  if (cast.kind != K::Cast || !cast.attrs.flag || cast.result()->type.is_scalar()) return std::nullopt;
   std::vector<int> dims(size_t(l.rank()));
   for (int i = 0; i < l.rank(); ++i) dims[size_t(i)] = l.shape[i] == 1 ? -1 : i;
   Decompose dec(L, l);
-  auto a = dec.of(op.operand(0), dims);
+  auto a = dec.of(cast.operand(0), dims);
   if (!dec.within_budget()) return std::nullopt;
   // Constants past 2^24 (summed in 64 bits here, wrapping in i32 in the plain form) are not positions.
   if (!a || std::any_of(a->c.begin(), a->c.end(), [](int64_t c) { return c <= -(1 << 24) || c >= (1 << 24); }))
     return std::nullopt;
   auto &b = L.b;
-  Tile out{l, {}};
+  IndexParts out{{}, a->c};
+  std::map<llvm::Value *, llvm::Value *> converted;  // V_r (or null) → f32(V_r + B)
   for (int64_t r = 0; r < l.num_regs(); ++r) {
-    llvm::Value *i = a->var.empty() ? a->base
-                     : !a->base     ? a->var[size_t(r)]
-                                    : b.CreateAdd(a->var[size_t(r)], a->base);
-    llvm::Value *f = i ? b.CreateSIToFP(i, b.getFloatTy()) : nullptr;  // equal (V_r, B) pairs: one after CSE
-    int64_t c = a->c[size_t(r)];
-    llvm::Value *k = llvm::ConstantFP::get(b.getFloatTy(), double(c));
-    out.regs.push_back(!f ? k : c == 0 ? f : b.CreateFAdd(f, k));
+    llvm::Value *v = a->var.empty() ? nullptr : a->var[size_t(r)];
+    auto [it, fresh] = converted.emplace(v, nullptr);
+    if (fresh) {
+      llvm::Value *i = !v ? a->base : !a->base ? v : b.CreateAdd(v, a->base);
+      it->second = i ? b.CreateSIToFP(i, b.getFloatTy()) : nullptr;
+    }
+    out.f.push_back(it->second);
   }
   return out;
+}
+
+// A tile of the layout's shape that every register of which is −inf (a where's masked side).
+bool all_neg_inf(const Tile &t) {
+  return std::all_of(t.regs.begin(), t.regs.end(), [](llvm::Value *v) {
+    auto *c = llvm::dyn_cast<llvm::ConstantFP>(v);
+    return c && c->getValueAPF().isInfinity() && c->getValueAPF().isNegative();
+  });
+}
+
+}  // namespace
+
+std::optional<Tile> lower_index_to_f32(Lowering &L, const ir::Op &op, const Layout &l) {
+  auto p = index_parts(L, op, l);
+  if (!p) return std::nullopt;
+  Tile out{l, {}};
+  for (int64_t r = 0; r < l.num_regs(); ++r) {
+    llvm::Value *f = p->f[size_t(r)];
+    int64_t c = p->c[size_t(r)];
+    llvm::Value *k = llvm::ConstantFP::get(L.b.getFloatTy(), double(c));
+    out.regs.push_back(!f ? k : c == 0 ? f : L.b.CreateFAdd(f, k));
+  }
+  return out;
+}
+
+std::optional<Tile> lower_fma_index(Lowering &L, const ir::Op &op, const Layout &l) {
+  if (op.kind != K::Fma || !op.attrs.flag) return std::nullopt;
+  auto p = index_parts(L, *op.operand(0)->def, l);
+  if (!p) return std::nullopt;
+  auto &b = L.b;
+  Tile a = L.get_in(op.operand(1), l), c = L.get_in(op.operand(2), l);
+  llvm::Type *f32 = b.getFloatTy();
+  Tile out{l, {}};
+  std::map<std::pair<llvm::Value *, llvm::Value *>, llvm::Value *> products;  // (a_r, f_r) → a_r·f_r
+  bool split = false;
+  for (int64_t r = 0; r < l.num_regs(); ++r) {
+    llvm::Value *ar = a.regs[size_t(r)], *cr = c.regs[size_t(r)], *f = p->f[size_t(r)];
+    int64_t k = p->c[size_t(r)];
+    llvm::Value *y = k == 0 ? cr : b.CreateIntrinsic(llvm::Intrinsic::fma, {f32}, {ar, llvm::ConstantFP::get(f32, double(k)), cr});
+    llvm::Value *t = llvm::ConstantFP::get(f32, 0.0);
+    if (f) {
+      auto [it, fresh] = products.emplace(std::make_pair(ar, f), nullptr);
+      if (fresh) it->second = b.CreateFMul(ar, f);
+      t = it->second;
+      split = true;
+    }
+    out.lazy_y.push_back(y);
+    out.lazy_t.push_back(t);
+    out.regs.push_back(f ? b.CreateFAdd(y, t) : y);
+  }
+  if (!split) out.lazy_y.clear(), out.lazy_t.clear();
+  return out;
+}
+
+std::optional<Tile> lower_split_consumer(Lowering &L, const ir::Op &op, const Layout &l) {
+  if (op.result()->type.dtype() != DType::f32) return std::nullopt;
+  if (op.kind == K::Fma && !op.attrs.flag) {
+    // (y + t)·m + z as y·m + (t·m + z): t is shared by a row's registers, and so (for a row-broadcast z) is
+    // t·m + z, one fma per distinct pair instead of an add per element.
+    Tile x = L.get_in(op.operand(0), l);
+    int xi = 0;
+    if (x.lazy_y.empty()) x = L.get_in(op.operand(1), l), xi = 1;
+    if (x.lazy_y.empty()) return std::nullopt;
+    Tile m = L.get_in(op.operand(1 - xi), l), z = L.get_in(op.operand(2), l);
+    auto &b = L.b;
+    llvm::Type *f32 = b.getFloatTy();
+    std::map<std::tuple<llvm::Value *, llvm::Value *, llvm::Value *>, llvm::Value *> offsets;
+    Tile out{l, {}};
+    for (int64_t r = 0; r < l.num_regs(); ++r) {
+      llvm::Value *mr = m.regs[size_t(r)], *zr = z.regs[size_t(r)], *t = x.lazy_t[size_t(r)];
+      auto [it, fresh] = offsets.emplace(std::make_tuple(t, mr, zr), nullptr);
+      if (fresh) it->second = b.CreateIntrinsic(llvm::Intrinsic::fma, {f32}, {t, mr, zr});
+      out.regs.push_back(b.CreateIntrinsic(llvm::Intrinsic::fma, {f32}, {x.lazy_y[size_t(r)], mr, it->second}));
+    }
+    return out;
+  }
+  if (op.kind == K::Select) {
+    // where(cond, y + t, −inf) = where(cond, y, −inf) + t: the split passes through.
+    Tile x = L.get_in(op.operand(1), l);
+    if (x.lazy_y.empty() || !all_neg_inf(L.get_in(op.operand(2), l))) return std::nullopt;
+    Tile cond = L.get_in(op.operand(0), l);
+    Tile out{l, {}};
+    for (int64_t r = 0; r < l.num_regs(); ++r) {
+      llvm::Value *ninf = llvm::ConstantFP::getInfinity(L.b.getFloatTy(), true);
+      out.regs.push_back(L.b.CreateSelect(cond.regs[size_t(r)], x.regs[size_t(r)], ninf));
+      out.lazy_y.push_back(L.b.CreateSelect(cond.regs[size_t(r)], x.lazy_y[size_t(r)], ninf));
+      out.lazy_t.push_back(x.lazy_t[size_t(r)]);
+    }
+    return out;
+  }
+  return std::nullopt;
 }
 
 }  // namespace tilejit::codegen

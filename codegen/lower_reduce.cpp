@@ -50,11 +50,24 @@ class Reducer {
     std::vector<Partial> acc(static_cast<size_t>(nres));
     for (int64_t q = 0; q < nres; ++q) {
       std::vector<int64_t> rest = rl.rank() ? rl.reg_index(q) : std::vector<int64_t>{};
+      std::vector<int64_t> regs;
       for (int64_t ia = 0; ia < l.regs_along(axis); ++ia) {
         if (ia % par.size_per_thread[size_t(k)] >= shape_a) continue;  // duplicate register
         auto idx = rest;
         idx.insert(idx.begin() + axis, ia);
-        int64_t r = l.reg_from_index(idx);
+        regs.push_back(l.reg_from_index(idx));
+      }
+      if (llvm::Value *t = shared_split(in, regs)) {
+        // max/min of y_r + t over registers sharing t: of y_r, then + t once (rounding is monotone, so
+        // this is exactly the max/min of the sums).
+        for (int64_t r : regs) {
+          Partial p{in.lazy_y[size_t(r)]};
+          acc[size_t(q)] = acc[size_t(q)].val ? combine(acc[size_t(q)], p) : p;
+        }
+        acc[size_t(q)].val = b.CreateFAdd(acc[size_t(q)].val, t);
+        continue;
+      }
+      for (int64_t r : regs) {
         Partial p{widen(in.regs[size_t(r)]), arg ? L.coord(l, axis, r) : nullptr};
         acc[size_t(q)] = acc[size_t(q)].val ? combine(acc[size_t(q)], p) : p;
       }
@@ -87,6 +100,16 @@ class Reducer {
   DType dt;
   bool fl = false, arg = false;
   ir::ReduceKind kind;
+
+  // The part t every register of `regs` shares when `in` is split (Tile::lazy_t) and this is an f32 max or
+  // min; null otherwise.
+  llvm::Value *shared_split(const Tile &in, const std::vector<int64_t> &regs) const {
+    if (in.lazy_t.empty() || arg || kind == ir::ReduceKind::sum || dt != DType::f32 || regs.empty()) return nullptr;
+    llvm::Value *t = in.lazy_t[size_t(regs[0])];
+    for (int64_t r : regs)
+      if (in.lazy_t[size_t(r)] != t) return nullptr;
+    return t;
+  }
 
   llvm::Value *widen(llvm::Value *v) {
     if (dt == DType::f16 || dt == DType::bf16) return b.CreateFPExt(v, b.getFloatTy());

@@ -25,8 +25,15 @@
 namespace tilejit::codegen {
 
 struct Tile {
+  Tile() = default;
+  Tile(std::optional<Layout> l, std::vector<llvm::Value *> r) : layout(std::move(l)), regs(std::move(r)) {}
   std::optional<Layout> layout;      // empty: a scalar
   std::vector<llvm::Value *> regs;   // scalar: exactly one
+  /// A value split in two (fma_index, lower_index_to_f32.cpp): regs[r] = lazy_y[r] + lazy_t[r], where
+  /// lazy_t repeats one LLVM value over many registers (one per thread and row). Consumers that can fold t
+  /// elsewhere read the parts (lower_split_consumer, lower_reduce); the rest read regs. Empty otherwise;
+  /// dropped by any layout conversion.
+  std::vector<llvm::Value *> lazy_y, lazy_t;
   bool is_scalar() const { return !layout.has_value(); }
 };
 
@@ -179,6 +186,11 @@ Tile lower_elementwise(Lowering &L, const ir::Op &op, const Layout *forced = nul
 // lower_index_to_f32.cpp: index_to_f32 (a Cast with the index flag) of positions as f32(per-thread part) +
 // an immediate per register; nothing when the operand is not a sum of aranges, scalars and constants.
 std::optional<Tile> lower_index_to_f32(Lowering &L, const ir::Op &op, const Layout &l);
+// fma_index (an Fma with the split flag): the split (c + a·C_r) + a·f32(V_r + B), recorded as Tile::lazy_y /
+// lazy_t; nothing when the index is not of the form.
+std::optional<Tile> lower_fma_index(Lowering &L, const ir::Op &op, const Layout &l);
+// An fma with a split factor, or a where(cond, split, −inf) (which stays split); nothing otherwise.
+std::optional<Tile> lower_split_consumer(Lowering &L, const ir::Op &op, const Layout &l);
 /// Computes one elementwise op on register values (all in register types), for dtypes of `op`.
 llvm::Value *elementwise_scalar(Lowering &L, const ir::Op &op, const std::vector<llvm::Value *> &args);
 llvm::Value *cast_value(Lowering &L, llvm::Value *v, DType from, DType to);

@@ -102,6 +102,40 @@ Tile index_to_f32(const Tile &t, SrcLoc loc) {
   return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Cast, {v}, rt, loc, a));
 }
 
+Tile fma_index(const Tile &index, const Tile &a, const Tile &c, SrcLoc loc) {
+  auto &ctx = TraceContext::require("fma_index", loc);
+  dsl::require_valid(a, "fma_index", "the factor", loc);
+  dsl::require_valid(c, "fma_index", "the addend", loc);
+  for (const Tile *t : {&a, &c})
+    if (t->is_ptr() || (!t->is_literal() && !is_float(t->dtype())) || (t->is_literal() && t->dtype() == DType::i1))
+      dsl::fail(loc, fmt::format("fma_index: the factor and the addend must be floats (f32, f16, bf16) or numbers, "
+                                 "got {}",
+                                 dsl::describe(*t)));
+  if (index.is_literal()) return fma(index_to_f32(index, loc), a, c, loc);  // a constant: nothing to split
+  Tile f = index_to_f32(index, loc);
+  // The cast is made at the broadcast shape, so that it is the fma's operand itself (codegen and the
+  // verifier look for it there).
+  dsl::Shape shape = f.shape(), s2;
+  for (const Tile *t : {&a, &c}) {
+    if (!dsl::broadcast_shapes(shape, t->shape(), s2))
+      dsl::fail(loc, fmt::format("fma_index: the shapes {} and {} do not broadcast", dsl::describe(f),
+                                 dsl::describe(*t)));
+    shape = s2;
+  }
+  if (shape != f.shape()) {
+    ir::Value *wide = dsl::broadcast_value(ctx, TileAccess::value(index), shape, "fma_index", loc);
+    f = index_to_f32(TileAccess::from_value(wide), loc);
+  }
+  auto u = dsl::unify(ctx, {&f, &a, &c}, "fma_index", loc);
+  if (u.type.dtype() != DType::f32)
+    dsl::fail(loc, fmt::format("fma_index: computes in f32; got a factor {} and an addend {}", dsl::describe(a),
+                               dsl::describe(c)));
+  if (u.values[0] != TileAccess::value(f)) dsl::fail(loc, "fma_index: internal: the index cast was rewritten");
+  ir::Attrs attrs;
+  attrs.flag = true;  // the split form: see ops.h and codegen/lower_index_to_f32.cpp
+  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Fma, u.values, u.type, loc, attrs));
+}
+
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc) {
   auto &ctx = TraceContext::require("cdiv", loc);
   auto u = dsl::unify(ctx, {&a, &b}, "cdiv", loc);

@@ -97,6 +97,7 @@ std::string attr_text(const Op &op) {
       return fmt::format(" {{axis = {}, kind = {}}}", a.axis, reduce_kind_name(a.reduce));
     case OpKind::Dot: return a.flag ? " {allow_tf32}" : "";
     case OpKind::Cast: return a.flag ? " {index}" : "";
+    case OpKind::Fma: return a.flag ? " {split}" : "";
     default: return "";
   }
 }

@@ -261,6 +261,11 @@ class Verifier {
         expect_results(op, 1);
         for (int i = 0; i < 3; ++i) expect_same_type(op, op.operand(i), op.result(), "operand and result types");
         expect_float(op, op.result());
+        if (op.attrs.flag) {  // fma_index: its first factor is the index cast itself (codegen splits it)
+          const Op *d = op.operand(0)->def;
+          if (!d || d->kind != OpKind::Cast || !d->attrs.flag)
+            fail(op, "'fma' {split} needs an index cast ('cast' {index}) as its first operand");
+        }
         break;
       case OpKind::Select:
         expect_results(op, 1);

@@ -53,6 +53,31 @@ TEST_CASE("codegen: index_to_f32 of positions is a few conversions per thread an
   REQUIRE(imm >= 16);       // the distinct constants (equal ones are one add)
 }
 
+TEST_CASE("codegen: fma_index folds its per-row part into the row max and the softmax's fma", "[codegen]") {
+  // z = f32(x_row − column)·a + s, then fma(z, c, −max(z, 1)): one fma with an immediate per element for
+  // z's split part, and per (thread, row) one add after the max and one fma for the offset. Without the
+  // fold, every element pays an add (y + t) before the max: at least 32 adds per thread here.
+  for (bool from_dot : {false, true}) {
+    INFO((from_dot ? "tensor-core accumulator layout" : "blocked layout"));
+    auto r = compile_and_assemble(index_fma(64, 64, from_dot, true), from_dot ? "index_fma_dot" : "index_fma");
+    INFO(r.ptx);
+    size_t add = 0, fma_imm = 0;
+    std::istringstream lines(r.ptx);
+    for (std::string line; std::getline(lines, line);) {
+      if (contains(line, "add.rn.f32") || contains(line, "sub.rn.f32")) ++add;
+      if (contains(line, "fma.rn.f32") && contains(line, ", 0f")) ++fma_imm;
+    }
+    INFO("f32 adds: " << add << ", fmas with an immediate: " << fma_imm);
+    // 64×64 over 128 threads: 32 elements per thread. Split: an fma with an immediate per element whose
+    // constant is not 0 or ±1 (those become nothing or an add/sub of a), and per row a thread holds one add
+    // after the max. Unsplit: an add per element (32) on top.
+    REQUIRE(fma_imm >= 16);
+    REQUIRE(add < 32);
+  }
+  // Every output of the full kernel (the split stored whole, through where, across rows) assembles.
+  for (bool from_dot : {false, true}) REQUIRE_NOTHROW(compile_and_assemble(index_fma(64, 64, from_dot), "index_fma"));
+}
+
 TEST_CASE("codegen: index_to_f32 with a constant part of 2^24 or more converts plainly", "[codegen]") {
   // arange + 2^31 − 64 is past f32's exact integers (and its i32 sum wraps past 2^31): element by element,
   // whether the constant is a tile or a splat scalar.

@@ -13,7 +13,7 @@ namespace tilejit::codegen::testing {
 using namespace tilejit::ir;
 using namespace tilejit::ir::testing;
 
-constexpr DType F32 = DType::f32, I32 = DType::i32, I1 = DType::i1, BF16 = DType::bf16;
+constexpr DType F32 = DType::f32, I32 = DType::i32, I1 = DType::i1, BF16 = DType::bf16, F16 = DType::f16;
 
 inline Value *splat(FnBuilder &f, Value *s, std::vector<int64_t> shape) {
   return f.op(OpKind::Splat, {s}, Type{std::move(shape), s->type.elem});
@@ -244,6 +244,65 @@ inline Function index_floats(int64_t M, int64_t N) {
   verify(f.fn);
   return std::move(f.fn);
 }
+
+// fma_index (an Fma with the split flag: codegen splits it, lower_index_to_f32.cpp) of z = f32(x_row − column)·a
+// + s over [M, N], then the consumers that keep the split: s is loaded (a blocked layout) or, with
+// `from_dot`, s = A·B of f16 A [M, 16] and B [16, N] (a tensor-core accumulator layout). Outputs, in order
+// at out: z [M, N]; m = max(z, 1) [M]; fma(z, c, −m) [M, N] (c a runtime scalar); w = where(column < K, z, −inf) and
+// max(w, 1) [M]; fma(w, c, −max(w, 1)) [M, N]; max(z, 0) [N] (across rows: no shared part, plain). With
+// `softmax_only`, only fma(z, c, −m): z itself is never needed whole.
+inline Function index_fma(int64_t M, int64_t N, bool from_dot, bool softmax_only = false) {
+  FnBuilder f(from_dot ? "index_fma_dot" : "index_fma");
+  Value *x = f.param("x", P({}, I32), true), *sp = f.param("s", P({}, from_dot ? F16 : F32), true);
+  Value *bp = f.param("b", P({}, F16), true), *out = f.param("out", P({}, F32), true);
+  Value *a = f.param("a", S(F32)), *K = f.param("K", S(I32)), *cp = f.param("c", S(F32));
+  Value *rows = bcast(f, f.arange(0, M), 1, {M, N}), *cols = bcast(f, f.arange(0, N), 0, {M, N});
+  Value *s;
+  if (from_dot) {
+    const int64_t KD = 16;
+    Value *ra = bcast(f, bin(f, OpKind::Mul, f.arange(0, M), f.ci(T({M}, I32), KD)), 1, {M, KD});
+    Value *av = load(f, ptr_add(f, sp, bin(f, OpKind::Add, ra, bcast(f, f.arange(0, KD), 0, {M, KD}))));
+    Value *rb = bcast(f, bin(f, OpKind::Mul, f.arange(0, KD), f.ci(T({KD}, I32), N)), 1, {KD, N});
+    Value *bv = load(f, ptr_add(f, bp, bin(f, OpKind::Add, rb, bcast(f, f.arange(0, N), 0, {KD, N}))));
+    s = f.op(OpKind::Dot, {av, bv, f.cf(T({M, N}, F32), 0.0)}, T({M, N}, F32));
+  } else {
+    s = load(f, ptr_add(f, sp, bin(f, OpKind::Add, bin(f, OpKind::Mul, rows, f.ci(T({M, N}, I32), N)), cols)));
+  }
+  Value *xr = bcast(f, load(f, ptr_add(f, x, f.arange(0, M))), 1, {M, N});
+  Attrs split;
+  split.flag = true;
+  Value *z = f.op(OpKind::Fma, {index_cast(f, bin(f, OpKind::Sub, xr, cols)), splat(f, a, {M, N}), s}, T({M, N}, F32),
+                  split);
+  Value *c = splat(f, cp, {M, N});
+  auto row_fma = [&](Value *v, Value *m) {
+    return f.op(OpKind::Fma, {v, c, bcast(f, f.op(OpKind::Neg, {m}, m->type), 1, {M, N})}, T({M, N}, F32));
+  };
+  Value *m = reduce(f, z, 1, ReduceKind::max);
+  Value *ninf = f.cf(T({M, N}, F32), -INFINITY);
+  Value *w = f.op(OpKind::Select, {f.cmp(CmpPred::lt, cols, splat(f, K, {M, N})), z, ninf}, T({M, N}, F32));
+  Value *mw = reduce(f, w, 1, ReduceKind::max);
+  Value *rc = bin(f, OpKind::Add, bin(f, OpKind::Mul, rows, f.ci(T({M, N}, I32), N)), cols);
+  int64_t at = 0;
+  auto put = [&](Value *v) {
+    Value *offs = v->type.shape.size() == 2 ? rc : f.arange(0, v->type.shape[0]);
+    store(f, ptr_add(f, out, bin(f, OpKind::Add, offs, f.ci(offs->type, at))), v);
+    at += v->type.shape.size() == 2 ? M * N : v->type.shape[0];
+  };
+  if (softmax_only) {
+    put(row_fma(z, m));
+    verify(f.fn);
+    return std::move(f.fn);
+  }
+  put(z);
+  put(m);
+  put(row_fma(z, m));
+  put(mw);
+  put(row_fma(w, mw));
+  put(reduce(f, z, 0, ReduceKind::max));
+  verify(f.fn);
+  return std::move(f.fn);
+}
+inline int64_t index_fma_outputs(int64_t M, int64_t N) { return 3 * M * N + 2 * M + N; }
 
 // Tile atomics (F32 and I32, masked, old values used) and a scalar atomic whose result is stored.
 inline Function atomics() {

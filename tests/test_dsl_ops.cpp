@@ -199,6 +199,17 @@ TEST_CASE("dsl: creation, shape and math ops", "[dsl]") {
     CHECK(value_of(idx)->type == T({32, 8}, DType::f32));
     CHECK(value_of(idx)->def->kind == OpKind::Cast);
     CHECK(value_of(idx)->def->attrs.flag);  // the index form
+    // fma_index: an Fma {split} whose first factor is the index cast at the broadcast shape.
+    auto fi = fma_index(r(_, None) - arange(0, 8)(None, _), -0.5f, zeros({32, 8}, DType::f32));
+    CHECK(value_of(fi)->type == T({32, 8}, DType::f32));
+    CHECK(value_of(fi)->def->kind == OpKind::Fma);
+    CHECK(value_of(fi)->def->attrs.flag);
+    CHECK(value_of(fi)->def->operand(0)->def->attrs.flag);
+    auto fb = fma_index(r(_, None), zeros({1, 8}, DType::bf16), 1.f);  // broadcast, bf16 promoted to f32
+    CHECK(value_of(fb)->type == T({32, 8}, DType::f32));
+    CHECK(value_of(fb)->def->operand(0)->type == T({32, 8}, DType::f32));
+    CHECK(value_of(fma_index(3, f, f))->def->kind == OpKind::Fma);  // a literal index: the plain fma
+    CHECK_FALSE(value_of(fma_index(3, f, f))->def->attrs.flag);
     CHECK(f.to(DType::f16).dtype() == DType::f16);
     CHECK(value_of(cdiv(program_id(0), 16))->def->kind == OpKind::Div);
     static_assert(cdiv(1000, 256) == 4);
@@ -208,6 +219,7 @@ TEST_CASE("dsl: creation, shape and math ops", "[dsl]") {
   REQUIRE_NOTHROW(ir::verify(*fn));
   INFO(ir::print(*fn));
   CHECK(ir::print(*fn).find("{index} : ") != std::string::npos);
+  CHECK(ir::print(*fn).find("{split} : ") != std::string::npos);
 }
 
 TEST_CASE("dsl: reductions and dot", "[dsl]") {
@@ -290,6 +302,16 @@ TEST_CASE("dsl: errors name the op, shapes, dtypes and the user's line", "[dsl][
   REQUIRE_THROWS_WITH(trace([] { index_to_f32(2.5f); }), Contains("index_to_f32") && Contains("f32 literal"));
   REQUIRE_THROWS_WITH(trace([] { index_to_f32(true); }), Contains("index_to_f32") && Contains("i1 literal"));
   REQUIRE_THROWS_WITH(trace([] { index_to_f32(int64_t(1) << 40); }), Contains("index_to_f32") && Contains("i64 literal"));
+  REQUIRE_THROWS_WITH(trace([] { fma_index(zeros({16}, DType::f32), 1.f, 0.f); }),
+                      Contains("index_to_f32") && Contains("i32 tile of positions"));
+  REQUIRE_THROWS_WITH(trace([] { fma_index(arange(0, 16), arange(0, 16), 0.f); }),
+                      Contains("fma_index") && Contains("floats") && Contains("16 (i32)"));
+  REQUIRE_THROWS_WITH(trace([] { fma_index(arange(0, 16), 1.f, true); }), Contains("fma_index") && Contains("floats"));
+  REQUIRE_THROWS_WITH(trace([] { fma_index(arange(0, 16), 1.f, zeros({16}, DType::f64)); }),
+                      Contains("fma_index: computes in f32"));
+  line = __LINE__ + 1;
+  auto fi_shapes = [] { fma_index(arange(0, 16), 1.f, zeros({32}, DType::f32)); };
+  REQUIRE_THROWS_WITH(trace(fi_shapes), Contains("fma_index") && Contains("do not broadcast") && Contains(at(line)));
   REQUIRE_THROWS_WITH(trace([] { reshape(zeros({16, 4}, DType::f32), {32}); }),
                       Contains("reshape: cannot reshape 16x4 (f32) (64 elements) to 32 (32 elements)"));
   REQUIRE_NOTHROW(trace([] { reshape(zeros({16, 4}, DType::f32), {64, 1, 1}); }));

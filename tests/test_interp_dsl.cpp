@@ -102,3 +102,30 @@ TEST_CASE("DSL: an unmasked out-of-bounds load names this file and line", "[inte
     CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 ('arg0') (400 bytes)"));
   }
 }
+
+TEST_CASE("DSL: fma_index on the interpreter is the fma of index_to_f32, rounded once", "[interp][dsl]") {
+  // Positions up to 2^26 (past f32's exact integers: the conversion itself rounds) and factors of either
+  // sign; the interpreter's result is the one correctly rounded fma of the converted index, bit for bit.
+  Rng rng;
+  INFO("seed " << rng.seed);
+  constexpr int R = 16, C = 32;
+  std::vector<int32_t> q(R);
+  for (auto &v : q) v = int32_t(rng.integer(-(1 << 26), 1 << 26));
+  auto s = rng.floats(R * C, -100, 100);
+  const float a = rng.uniform(-3, 3);
+  Buffer bq(R * 4, Backend::Interpreter), bs = host_buffer(s), out(R * C * 4, Backend::Interpreter);
+  bq.upload(q);
+  out.fill_bytes(0xff);
+  auto k = Kernel("fma_index_rows", [](Ptr<i32> q, Ptr<f32> s, Ptr<f32> out, F32 a, Constexpr<int> R, Constexpr<int> C) {
+    auto r = arange(0, R), c = arange(0, C);
+    auto offs = r(_, None) * C + c(None, _);
+    store(out + offs, fma_index(load(q + r)(_, None) - c(None, _), a, load(s + offs)));
+  });
+  k.launch(Grid{1}, kInterp, bq, bs, out, a, R, C);
+  auto got = out.download_as<float>(R * C);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) {
+      INFO("row " << i << " column " << j);
+      REQUIRE(got[size_t(i * C + j)] == std::fma(float(q[size_t(i)] - j), a, s[size_t(i * C + j)]));
+    }
+}

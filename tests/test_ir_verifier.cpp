@@ -121,6 +121,21 @@ TEST_CASE("verify: cmp, select, ptr_add", "[ir][verifier]") {
   index.flag = true;
   m.op(OpKind::Cast, {m.param("i", S(DType::i64))}, S(DType::f32), index);
   CHECK_VERIFY_FAILS(m.fn, "'cast' {index} converts i32 to f32, not i64 to f32");
+
+  // fma {split} (fma_index) splits its first factor, which must be an index cast.
+  for (bool cast_first : {true, false}) {
+    FnBuilder n;
+    Value *i = n.op(OpKind::Cast, {n.param("i", S(DType::i32))}, S(DType::f32), cast_first ? index : Attrs{});
+    Value *x = n.param("x", S(DType::f32));
+    Attrs split;
+    split.flag = true;
+    n.op(OpKind::Fma, {i, x, x}, S(DType::f32), split);
+    if (cast_first) {
+      CHECK_NOTHROW(verify(n.fn));
+    } else {
+      CHECK_VERIFY_FAILS(n.fn, "'fma' {split} needs an index cast ('cast' {index}) as its first operand");
+    }
+  }
 }
 
 TEST_CASE("verify: load and store", "[ir][verifier]") {

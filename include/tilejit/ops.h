@@ -82,6 +82,18 @@ Tile cast(const Tile &t, DType dtype, SrcLoc loc = SrcLoc::current());
 /// interpreter, convert exactly as cast() does. Throws TraceError for a non-i32 or pointer tile or a literal
 /// that is not an i32.
 Tile index_to_f32(const Tile &t, SrcLoc loc = SrcLoc::current());
+/// index_to_f32(index)·a + c, for an i32 tile `index` of positions (as index_to_f32) and float `a`, `c`
+/// (broadcast; the result is f32 of the broadcast shape). The GPU lowering may round it as
+/// (c + a·C_r) + a·f32(index − C_r), where C_r is the compile-time constant of index_to_f32's split, and keeps
+/// the two parts apart for the result's consumers: a max or min along an axis whose elements share the second
+/// part within a thread adds it once per result (monotone rounding: exactly the max of the sums), an fma
+/// taking the result as a factor folds it into its addend, and a `where` with −inf on the other side passes
+/// it through. Why: a bias linear in positions (ALiBi's −slope·(q_idx − kv_idx) where its sign is known)
+/// then costs one fma with an immediate per score. Rounding: besides the fma's one rounding, up to three
+/// more, each of at most half an ulp of the largest of |c + a·C_r|, |a·f32(index − C_r)| and the result;
+/// the interpreter computes the plain fma of index_to_f32(index). Throws TraceError where index_to_f32 or
+/// fma would, or when `a` or `c` is not a float.
+Tile fma_index(const Tile &index, const Tile &a, const Tile &c, SrcLoc loc = SrcLoc::current());
 /// Ceiling division of int tiles: (a + b - 1) / b.
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
 

@@ -101,11 +101,19 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   // distance form stays finite where the traced lambda is.
   const BuiltinScoreForm *form = score_mod.builtin();
   constexpr float kFltMax = std::numeric_limits<float>::max(), kFltMin = std::numeric_limits<float>::min();
+  // |a| ≤ 2^100 keeps the split form below finite: its parts a·C_r (|C_r| < 2^8 within a block) and
+  // a·(q_idx − kv_idx − C_r) (< 2^24) stay under 2^124, where a clamp at FLT_MAX could make them +inf and
+  // −inf and their sum NaN. Past 2^100 every unit of distance already costs more than any finite q·k
+  // difference in bf16/f16 up to 2^100, so the softmax is the same one-hot on the nearest key.
+  constexpr float kAlibiMaxFactor = 0x1p100f;
   Tile alibi_a;
   if (form && form->alibi_slopes.shared_state()) {
     Tile slope = load(form->alibi_slopes(form->alibi_loc) + h, {}, {}, form->alibi_loc).to(DType::f32);
-    alibi_a = minimum(maximum(slope / P(kScale), -kFltMax), kFltMax);
+    alibi_a = minimum(maximum(slope / P(kScale), -kAlibiMaxFactor), kAlibiMaxFactor);
   }
+  // Where a key block lies wholly at or below every row's diagonal (kv_idx ≤ q_idx) or wholly at or above it,
+  // q_idx − kv_idx has one sign over the block and ALiBi's −a·|q_idx − kv_idx| is linear in the positions.
+  Tile q_last = minimum(m0 + (BM - 1), seqlen_q - 1);  // the largest q_idx of a live program
   // The built-in soft-cap: |cap|, clamped to a finite, nonzero value where a 0 or one past FLT_MAX / log2e
   // would make the fold below NaN.
   Tile cap;
@@ -148,10 +156,14 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
       // The built-in mods in fewer operations per score, s staying a positive multiple of the true score so
       // that the softmax's max and fma take the factor in c. scale > 0 (validated), so max(s)·c = max(s·c).
       if (alibi_a.valid()) {
-        // s − a·|q − kv|, the distance converted by index_to_f32: f32(q_idx − start_n − the thread's first
-        // column) once per row, then an add of an immediate per score (exact below 2^24).
-        Tile dist = abs(index_to_f32((q_idx - start_n) - offs_n(None, _)));
-        s = fma(dist, -alibi_a, s);
+        // s − a·|d| with d = q_idx − kv_idx. Where d has one sign over the block it is s ∓ a·d, and
+        // fma_index computes it as one fma with an immediate per score, the rest of a·d (one value per
+        // thread and row) folded into the softmax's row max and exp2 offset (ops.h). A block crossing the
+        // diagonal first adds 2a·min(d, 0), so that s − a·d then gives s − a·|d| there too.
+        Tile d = (q_idx - start_n) - offs_n(None, _);
+        Tile below = start_n + (BN - 1) <= m0, above = start_n >= q_last;
+        if_(!(below | above), [&] { s = fma(minimum(index_to_f32(d), 0.f), 2.f * alibi_a, s); });
+        s = fma_index(d, where(above, alibi_a, -alibi_a), s);
       }
       if (cap.valid()) {
         // tanh(s·scale/|cap|) with |cap| in c (cap·tanh(x/cap) is even in cap).

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -41,6 +42,13 @@ Arg int_arg(int64_t v) {
   Arg a;
   a.scalar.kind = KernelArg::Kind::Int;
   a.scalar.i = v;
+  return a;
+}
+
+Arg float_arg(double v) {
+  Arg a;
+  a.scalar.kind = KernelArg::Kind::Float;
+  a.scalar.f = v;
   return a;
 }
 
@@ -349,6 +357,64 @@ TEST_CASE("codegen on the GPU: index_to_f32 of positions matches the interpreter
     auto [cpu, gpu] = outputs<float>(args[1]);
     require_close(cpu, gpu, 0, 0, fmt::format("index_to_f32 with S = {}", S));
     REQUIRE(cpu[size_t(1 * N + 2)] == float(S + 1 - 2));  // the oracle itself: output 0 at row 1, column 2
+  }
+}
+
+TEST_CASE("codegen on the GPU: fma_index, split and folded into max, fma and where, matches the interpreter",
+          "[gpu][codegen]") {
+  // Distances |x − column| < 2^11 and |a| ≤ 0.75, so every part of the split, a·f32(x − C_r), s + a·C_r and
+  // the sum, is below 2^11: each of the split's up to three extra roundings is ≤ 2^-13 (half an ulp there),
+  // bound 4·2^-13 for z and its row max. fma(z, c, −m) with c < 2: twice that (z and m) times c, plus two
+  // roundings of c·t < 2^12 (2^-12 each): 3e-3. The dot's f32 sums (16 f16 products ≤ 1) differ by < 2^-16.
+  const int64_t M = 64, N = 64;
+  const double tol_z = 4 * 0x1p-13, tol_fma = 3e-3;
+  for (bool from_dot : {false, true}) {
+    INFO((from_dot ? "s from a dot (tensor-core layout)" : "s loaded (blocked layout)"));
+    std::mt19937 gen(from_dot ? 17 : 19);
+    std::vector<int32_t> x(M);
+    for (auto &v : x) v = std::uniform_int_distribution<int32_t>(-2000, 2000)(gen);
+    std::vector<uint16_t> a16(M * 16), b16(16 * N);
+    auto to_half = [](float v) { return std::bit_cast<uint16_t>(static_cast<_Float16>(v)); };
+    for (auto &h : a16) h = to_half(std::uniform_real_distribution<float>(-1, 1)(gen));
+    for (auto &h : b16) h = to_half(std::uniform_real_distribution<float>(-1, 1)(gen));
+    const float a = std::uniform_real_distribution<float>(0.25f, 0.75f)(gen) * (from_dot ? -1 : 1);
+    const float c = std::uniform_real_distribution<float>(1.f, 2.f)(gen);
+    const int32_t K = 37;  // where: columns ≥ K are −inf
+    std::vector<Arg> args;
+    args.push_back(buffer_arg(x));
+    if (from_dot) args.push_back(buffer_arg(a16));
+    else args.push_back(buffer_arg(random_floats(M * N, -16, 16, 23)));
+    args.push_back(buffer_arg(b16));
+    args.push_back(poisoned(size_t(index_fma_outputs(M, N)) * 4));
+    args.push_back(float_arg(a));
+    args.push_back(int_arg(K));
+    args.push_back(float_arg(c));
+    run_both(index_fma(M, N, from_dot), Grid{1}, args);
+    auto [cpu, gpu] = outputs<float>(args[3]);
+    auto part = [&](size_t begin, size_t n) {
+      return std::pair{std::vector<float>(cpu.begin() + long(begin), cpu.begin() + long(begin + n)),
+                       std::vector<float>(gpu.begin() + long(begin), gpu.begin() + long(begin + n))};
+    };
+    const size_t mn = size_t(M * N), m = size_t(M);
+    auto [z_c, z_g] = part(0, mn);
+    require_close(z_c, z_g, 0, tol_z, "z = fma_index(x − column, a, s)");
+    auto [m_c, m_g] = part(mn, m);
+    require_close(m_c, m_g, 0, tol_z, "max(z, 1)");
+    auto [e_c, e_g] = part(mn + m, mn);
+    require_close(e_c, e_g, 0, tol_fma, "fma(z, c, −max(z, 1))");
+    auto [w_c, w_g] = part(2 * mn + m, m);
+    require_close(w_c, w_g, 0, tol_z, "max(where(column < K, z, −inf), 1)");
+    auto [we_c, we_g] = part(2 * mn + 2 * m, mn);
+    require_close(we_c, we_g, 0, tol_fma, "fma(w, c, −max(w, 1)), −inf where masked");
+    REQUIRE(std::isinf(we_c[size_t(K)]));  // row 0, column K: masked
+    auto [r_c, r_g] = part(3 * mn + 2 * m, size_t(N));
+    require_close(r_c, r_g, 0, tol_z, "max(z, 0) (across rows, unsplit)");
+    if (!from_dot) {  // the oracle itself: z is the one-rounding fma of the converted distance
+      std::vector<float> sv = random_floats(M * N, -16, 16, 23);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          REQUIRE(z_c[size_t(i * N + j)] == std::fma(float(x[size_t(i)] - int32_t(j)), a, sv[size_t(i * N + j)]));
+    }
   }
 }
 
