@@ -37,7 +37,9 @@ MaskFn band_function(const Band &band);
 // ---- score mods ----
 /// ALiBi (Press et al., arXiv 2108.12409): score − slope[h]·|q_idx − kv_idx|. slopes: f32 per query head
 /// (other float dtypes are converted). The distance is formed in f32 (exact below 2^24 positions). Carries a
-/// BuiltinScoreForm, so the flex kernel applies it with the softmax scale folded away. Throws TraceError for
+/// BuiltinScoreForm, so the flex kernel applies it with the softmax scale folded away: slope/scale clamped to
+/// ±2^100, and on key blocks wholly on one side of the diagonal as one fma_index (ops.h), which rounds up to
+/// three more times than the lambda's form (relative to the bias's magnitude). Throws TraceError for
 /// an empty Captured. A slopes buffer too short for the heads is reported (interpreter) at `loc`, the caller's
 /// line.
 ScoreMod alibi(const Captured &slopes, std::source_location loc = std::source_location::current());
