@@ -41,12 +41,8 @@ TEST_CASE("codegen: index_to_f32 of positions is a few conversions per thread an
   // Outputs 0-2: one conversion of the thread's part each (2: of its rows' part), then an add of an
   // immediate per distinct constant; output 3: one conversion per row; output 4 (row · column) converts
   // every element plainly. A plain lowering of all five converts 5·32 elements per thread.
-  size_t cvt = 0, imm = 0;
-  std::istringstream lines(r.ptx);
-  for (std::string line; std::getline(lines, line);) {
-    if (contains(line, "cvt.rn.f32.s32") || contains(line, "cvt.rn.f32.u32")) ++cvt;
-    if (contains(line, "add.rn.f32") && contains(line, ", 0f")) ++imm;
-  }
+  size_t cvt = count_lines(r.ptx, [](auto &l) { return contains(l, "cvt.rn.f32.s32") || contains(l, "cvt.rn.f32.u32"); });
+  size_t imm = count_lines(r.ptx, [](auto &l) { return contains(l, "add.rn.f32") && contains(l, ", 0f"); });
   INFO("int → f32 conversions: " << cvt << ", f32 adds of an immediate: " << imm);
   REQUIRE(cvt >= 32);       // output 4, plainly
   REQUIRE(cvt <= 32 + 24);  // outputs 0-3: a few per thread
@@ -61,12 +57,8 @@ TEST_CASE("codegen: fma_index folds its per-row part into the row max and the so
     INFO((from_dot ? "tensor-core accumulator layout" : "blocked layout"));
     auto r = compile_and_assemble(index_fma(64, 64, from_dot, true), from_dot ? "index_fma_dot" : "index_fma");
     INFO(r.ptx);
-    size_t add = 0, fma_imm = 0;
-    std::istringstream lines(r.ptx);
-    for (std::string line; std::getline(lines, line);) {
-      if (contains(line, "add.rn.f32") || contains(line, "sub.rn.f32")) ++add;
-      if (contains(line, "fma.rn.f32") && contains(line, ", 0f")) ++fma_imm;
-    }
+    size_t add = count_lines(r.ptx, [](auto &l) { return contains(l, "add.rn.f32") || contains(l, "sub.rn.f32"); });
+    size_t fma_imm = count_lines(r.ptx, [](auto &l) { return contains(l, "fma.rn.f32") && contains(l, ", 0f"); });
     INFO("f32 adds: " << add << ", fmas with an immediate: " << fma_imm);
     // 64×64 over 128 threads: 32 elements per thread. Split: an fma with an immediate per element whose
     // constant is not 0 or ±1 (those become nothing or an add/sub of a), and per row a thread holds one add

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "codegen/codegen.h"
@@ -72,5 +73,12 @@ inline PtxResult compile_and_assemble(const ir::Function &fn, const std::string 
 }
 
 inline bool contains(const std::string &s, const std::string &what) { return s.find(what) != std::string::npos; }
+/// The number of lines of `text` (e.g. PTX) for which `pred(line)` holds.
+template <class Pred> size_t count_lines(const std::string &text, Pred pred) {
+  size_t n = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) n += pred(line) ? 1 : 0;
+  return n;
+}
 
 }  // namespace tilejit::codegen::testing
