@@ -17,6 +17,7 @@
 #include <llvm/IR/Constants.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -178,12 +179,19 @@ std::optional<IndexParts> index_parts(Lowering &L, const ir::Op &cast, const Lay
   return out;
 }
 
-// A tile of the layout's shape that every register of which is −inf (a where's masked side).
-bool all_neg_inf(const Tile &t) {
-  return std::all_of(t.regs.begin(), t.regs.end(), [](llvm::Value *v) {
-    auto *c = llvm::dyn_cast<llvm::ConstantFP>(v);
-    return c && c->getValueAPF().isInfinity() && c->getValueAPF().isNegative();
-  });
+// v is −inf in every element: a float Constant, possibly splatted or broadcast (a where's masked side).
+bool is_neg_inf_constant(const ir::Value *v) {
+  while (v->def && (v->def->kind == K::Splat || v->def->kind == K::Broadcast || v->def->kind == K::ExpandDims))
+    v = v->def->operand(0);
+  return v->def && v->def->kind == K::Constant && is_float(v->type.dtype()) && std::isinf(v->def->attrs.fvalue) &&
+         v->def->attrs.fvalue < 0;
+}
+
+// v's lowering when it is split and already in layout l; null otherwise. Looks only: converting here would
+// emit a conversion the generic path then emits again.
+const Tile *split_operand(Lowering &L, const ir::Value *v, const Layout &l) {
+  const Tile &t = L.get(v);
+  return !t.lazy_y.empty() && !t.is_scalar() && *t.layout == l ? &t : nullptr;
 }
 
 }  // namespace
@@ -230,15 +238,17 @@ std::optional<Tile> lower_fma_index(Lowering &L, const ir::Op &op, const Layout 
   return out;
 }
 
+
 std::optional<Tile> lower_split_consumer(Lowering &L, const ir::Op &op, const Layout &l) {
   if (op.result()->type.dtype() != DType::f32) return std::nullopt;
   if (op.kind == K::Fma && !op.attrs.flag) {
     // (y + t)·m + z as y·m + (t·m + z): t is shared by a row's registers, and so (for a row-broadcast z) is
     // t·m + z, one fma per distinct pair instead of an add per element.
-    Tile x = L.get_in(op.operand(0), l);
     int xi = 0;
-    if (x.lazy_y.empty()) x = L.get_in(op.operand(1), l), xi = 1;
-    if (x.lazy_y.empty()) return std::nullopt;
+    const Tile *xp = split_operand(L, op.operand(0), l);
+    if (!xp) xp = split_operand(L, op.operand(1), l), xi = 1;
+    if (!xp) return std::nullopt;
+    const Tile x = *xp;  // a copy: get_in below may add entries to the lowering's table
     Tile m = L.get_in(op.operand(1 - xi), l), z = L.get_in(op.operand(2), l);
     auto &b = L.b;
     llvm::Type *f32 = b.getFloatTy();
@@ -254,8 +264,9 @@ std::optional<Tile> lower_split_consumer(Lowering &L, const ir::Op &op, const La
   }
   if (op.kind == K::Select) {
     // where(cond, y + t, −inf) = where(cond, y, −inf) + t: the split passes through.
-    Tile x = L.get_in(op.operand(1), l);
-    if (x.lazy_y.empty() || !all_neg_inf(L.get_in(op.operand(2), l))) return std::nullopt;
+    const Tile *xp = split_operand(L, op.operand(1), l);
+    if (!xp || !is_neg_inf_constant(op.operand(2))) return std::nullopt;
+    const Tile x = *xp;
     Tile cond = L.get_in(op.operand(0), l);
     Tile out{l, {}};
     for (int64_t r = 0; r < l.num_regs(); ++r) {

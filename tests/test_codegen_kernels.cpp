@@ -70,6 +70,43 @@ TEST_CASE("codegen: fma_index folds its per-row part into the row max and the so
   for (bool from_dot : {false, true}) REQUIRE_NOTHROW(compile_and_assemble(index_fma(64, 64, from_dot), "index_fma"));
 }
 
+TEST_CASE("codegen: an fma or where whose operand changes layout converts it once", "[codegen]") {
+  // s = A·B lands in the tensor-core layout and x is loaded in a blocked one: x crosses to s's layout through
+  // shared memory (barriers). The checks for fma_index's split look at operands without converting them, so
+  // an fma or a where costs the same barriers as a mul of the same operands.
+  auto build = [](OpKind kind) {
+    const int64_t M = 64, N = 64, KD = 16;
+    FnBuilder f("convert_once");
+    Value *ap = f.param("a", P({}, F16), true), *bp = f.param("b", P({}, F16), true);
+    Value *xp = f.param("x", P({}, F32), true), *out = f.param("out", P({}, F32), true);
+    Value *ra = bcast(f, bin(f, OpKind::Mul, f.arange(0, M), f.ci(T({M}, I32), KD)), 1, {M, KD});
+    Value *av = load(f, ptr_add(f, ap, bin(f, OpKind::Add, ra, bcast(f, f.arange(0, KD), 0, {M, KD}))));
+    Value *rb = bcast(f, bin(f, OpKind::Mul, f.arange(0, KD), f.ci(T({KD}, I32), N)), 1, {KD, N});
+    Value *bv = load(f, ptr_add(f, bp, bin(f, OpKind::Add, rb, bcast(f, f.arange(0, N), 0, {KD, N}))));
+    Value *s = f.op(OpKind::Dot, {av, bv, f.cf(T({M, N}, F32), 0.0)}, T({M, N}, F32));
+    Value *rc = bin(f, OpKind::Add, bin(f, OpKind::Mul, bcast(f, f.arange(0, M), 1, {M, N}), f.ci(T({M, N}, I32), N)),
+                    bcast(f, f.arange(0, N), 0, {M, N}));
+    Value *x = load(f, ptr_add(f, xp, rc));
+    Value *r = kind == OpKind::Fma ? f.op(kind, {x, s, s}, T({M, N}, F32))
+               : kind == OpKind::Select
+                   ? f.op(kind, {f.cmp(CmpPred::lt, s, f.cf(T({M, N}, F32), 0.0)), x, f.cf(T({M, N}, F32), -INFINITY)},
+                          T({M, N}, F32))
+                   : bin(f, kind, x, s);
+    store(f, ptr_add(f, out, rc), r);
+    verify(f.fn);
+    return std::move(f.fn);
+  };
+  auto barriers = [&](OpKind kind) {
+    auto r = compile_and_assemble(build(kind), "convert_once");
+    return count_lines(r.ptx, [](auto &l) { return contains(l, "bar.sync") || contains(l, "barrier.sync"); });
+  };
+  size_t mul = barriers(OpKind::Mul);
+  INFO("barriers with a mul: " << mul);
+  REQUIRE(mul > 0);  // the test's premise: x does change layout
+  CHECK(barriers(OpKind::Fma) == mul);
+  CHECK(barriers(OpKind::Select) == mul);
+}
+
 TEST_CASE("codegen: index_to_f32 with a constant part of 2^24 or more converts plainly", "[codegen]") {
   // arange + 2^31 − 64 is past f32's exact integers (and its i32 sum wraps past 2^31): element by element,
   // whether the constant is a tile or a splat scalar.
