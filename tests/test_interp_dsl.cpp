@@ -129,3 +129,28 @@ TEST_CASE("DSL: fma_index on the interpreter is the fma of index_to_f32, rounded
       REQUIRE(got[size_t(i * C + j)] == std::fma(float(q[size_t(i)] - j), a, s[size_t(i * C + j)]));
     }
 }
+
+TEST_CASE("DSL: fma_index of an index that folds to a constant runs as the plain fma", "[interp][dsl]") {
+  // The index cast of a constant tile folds to a constant; the fma {split} then lost the cast the verifier
+  // requires as its first operand, and every launch failed with a VerifyError (a "pass bug").
+  auto s = std::vector<float>{1.5f, -2.f, 0.25f, 8.f, -0.5f, 3.f, 7.f, -9.f, 0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f};
+  Buffer bs = host_buffer(s), out(3 * 16 * 4, Backend::Interpreter);
+  out.fill_bytes(0xff);
+  auto k = Kernel("fma_index_const", [](Ptr<f32> s, Ptr<f32> out, F32 a) {
+    auto i = arange(0, 16);
+    auto c = load(s + i);
+    store(out + i, fma_index(full({16}, 7, DType::i32), a, c));
+    store(out + 16 + i, fma_index(i - i, a, c));  // canonicalized to 0, then folded
+    store(out + 32 + i, fma_index(zeros({16}, DType::i32), a, 1.f));
+  });
+  const float a = -0.75f;
+  REQUIRE_NOTHROW(k.launch(Grid{1}, kInterp, bs, out, a));
+  CHECK(k.ir(bs, out, a).find("{split}") == std::string::npos);
+  auto got = out.download_as<float>(48);
+  for (int j = 0; j < 16; ++j) {
+    INFO("element " << j);
+    CHECK(got[size_t(j)] == std::fma(7.f, a, s[size_t(j)]));
+    CHECK(got[size_t(16 + j)] == s[size_t(j)]);
+    CHECK(got[size_t(32 + j)] == 1.f);
+  }
+}

@@ -5,7 +5,8 @@
 // Arithmetic follows the interpreter exactly (ir/numerics.h: floats in double rounded once to the dtype,
 // transcendentals on f16/bf16 through f32; integers wrapped). Anything the GPU and the interpreter might
 // not agree on is left unfolded: integer division by zero, shifts outside [0, bits), float→int of NaN or
-// out-of-range values, comparisons and min/max involving NaN.
+// out-of-range values, comparisons and min/max involving NaN. An fma {split} (fma_index) whose index folds
+// to a constant becomes the plain fma.
 #include <cmath>
 #include <optional>
 
@@ -184,7 +185,14 @@ void fold_block(Block &b) {
   for (auto &op : b.ops) {
     for (auto &r : op->regions) fold_block(*r);
     if (op->kind == OpKind::Constant) continue;
-    if (auto c = fold(*op)) passes::make_constant(*op, *c);
+    if (auto c = fold(*op)) {
+      passes::make_constant(*op, *c);
+    } else if (op->kind == OpKind::Fma && op->attrs.flag && op->operand(0)->def &&
+               op->operand(0)->def->kind == OpKind::Constant) {
+      // fma_index of a constant index (its index cast just folded): nothing to split, and the verifier
+      // requires {split}'s first operand to be the cast. The plain fma computes the same value.
+      op->attrs.flag = false;
+    }
   }
 }
 
