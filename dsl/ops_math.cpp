@@ -104,6 +104,10 @@ Tile index_to_f32(const Tile &t, SrcLoc loc) {
 
 Tile fma_index(const Tile &index, const Tile &a, const Tile &c, SrcLoc loc) {
   auto &ctx = TraceContext::require("fma_index", loc);
+  dsl::require_valid(index, "fma_index", "the index", loc);
+  if (index.is_ptr() || index.dtype() != DType::i32)  // checked here so that the error names fma_index
+    dsl::fail(loc, fmt::format("fma_index: the index must be an i32 tile of positions (as for index_to_f32), got {}",
+                               dsl::describe(index)));
   dsl::require_valid(a, "fma_index", "the factor", loc);
   dsl::require_valid(c, "fma_index", "the addend", loc);
   for (const Tile *t : {&a, &c})

@@ -304,6 +304,15 @@ TEST_CASE("dsl: errors name the op, shapes, dtypes and the user's line", "[dsl][
   REQUIRE_THROWS_WITH(trace([] { index_to_f32(int64_t(1) << 40); }), Contains("index_to_f32") && Contains("i64 literal"));
   REQUIRE_THROWS_WITH(trace([] { fma_index(zeros({16}, DType::f32), 1.f, 0.f); }),
                       Contains("index_to_f32") && Contains("i32 tile of positions"));
+  // An index that index_to_f32 would refuse: the error names fma_index (the op the user called), not only
+  // index_to_f32 (which fma_index calls), and the user's line.
+  line = __LINE__ + 1;
+  auto fi_index_f32 = [] { fma_index(zeros({16}, DType::f32), 1.f, 0.f); };
+  REQUIRE_THROWS_WITH(trace(fi_index_f32), Contains("fma_index: the index must be an i32 tile") && Contains(at(line)));
+  REQUIRE_THROWS_WITH(trace([] { fma_index(Tile(), 1.f, 0.f); }), Contains("fma_index") && Contains("the index is an empty Tile"));
+  REQUIRE_THROWS_WITH(trace([] { fma_index(true, 1.f, 0.f); }), Contains("fma_index") && Contains("literal true"));
+  REQUIRE_THROWS_WITH(trace([] { fma_index(int64_t(1) << 40, 1.f, 0.f); }), Contains("fma_index") && Contains("i32"));
+  REQUIRE_THROWS_WITH(trace([] { fma_index(arange(0, 16) < 3, 1.f, 0.f); }), Contains("fma_index") && Contains("16 (i1)"));
   REQUIRE_THROWS_WITH(trace([] { fma_index(arange(0, 16), arange(0, 16), 0.f); }),
                       Contains("fma_index") && Contains("floats") && Contains("16 (i32)"));
   REQUIRE_THROWS_WITH(trace([] { fma_index(arange(0, 16), 1.f, true); }), Contains("fma_index") && Contains("floats"));
