@@ -222,7 +222,10 @@ std::optional<Tile> lower_fma_index(Lowering &L, const ir::Op &op, const Layout 
   for (int64_t r = 0; r < l.num_regs(); ++r) {
     llvm::Value *ar = a.regs[size_t(r)], *cr = c.regs[size_t(r)], *f = p->f[size_t(r)];
     int64_t k = p->c[size_t(r)];
-    llvm::Value *y = k == 0 ? cr : b.CreateIntrinsic(llvm::Intrinsic::fma, {f32}, {ar, llvm::ConstantFP::get(f32, double(k)), cr});
+    // k = 0: y = c, a·f carrying a NaN or infinite a into the sum; where f is absent too (the index is the
+    // constant 0) y is the fma itself, so that a NaN or infinite a still gives what fma(0, a, c) gives.
+    llvm::Value *y = k == 0 && f ? cr
+                                 : b.CreateIntrinsic(llvm::Intrinsic::fma, {f32}, {ar, llvm::ConstantFP::get(f32, double(k)), cr});
     llvm::Value *t = llvm::ConstantFP::get(f32, 0.0);
     if (f) {
       auto [it, fresh] = products.emplace(std::make_pair(ar, f), nullptr);

@@ -70,6 +70,25 @@ TEST_CASE("codegen: fma_index folds its per-row part into the row max and the so
   for (bool from_dot : {false, true}) REQUIRE_NOTHROW(compile_and_assemble(index_fma(64, 64, from_dot), "index_fma"));
 }
 
+TEST_CASE("codegen: fma_index of an index that is 0 without folding keeps the factor", "[codegen]") {
+  // index = arange(0, 1) stretched over 16 elements: the constant 0 per register, no per-thread part, and not
+  // a Constant op (so not folded). The split once made every element the addend c alone, so a NaN or
+  // infinite factor a gave c where fma(0, a, c) (the interpreter) is NaN.
+  FnBuilder f("fma_index_zero");
+  Value *sp = f.param("s", P({}, F32), true), *out = f.param("out", P({}, F32), true), *a = f.param("a", S(F32));
+  Value *zero = f.op(OpKind::Broadcast, {f.arange(0, 1)}, T({16}, I32));
+  Attrs split;
+  split.flag = true;
+  Value *z = f.op(OpKind::Fma, {index_cast(f, zero), splat(f, a, {16}), load(f, ptr_add(f, sp, f.arange(0, 16)))},
+                  T({16}, F32), split);
+  store(f, ptr_add(f, out, f.arange(0, 16)), z);
+  verify(f.fn);
+  std::string ll = codegen::emit_llvm_ir(f.fn, CodegenOptions{});
+  INFO(ll);
+  CHECK(contains(ll, "@llvm.fma.f32(float %a, float 0.000000e+00"));
+  REQUIRE_NOTHROW(compile_and_assemble(f.fn, "fma_index_zero"));
+}
+
 TEST_CASE("codegen: an fma or where whose operand changes layout converts it once", "[codegen]") {
   // s = A·B lands in the tensor-core layout and x is loaded in a blocked one: x crosses to s's layout through
   // shared memory (barriers). The checks for fma_index's split look at operands without converting them, so
