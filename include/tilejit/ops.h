@@ -91,8 +91,10 @@ Tile index_to_f32(const Tile &t, SrcLoc loc = SrcLoc::current());
 /// it through. Why: a bias linear in positions (ALiBi's −slope·(q_idx − kv_idx) where its sign is known)
 /// then costs one fma with an immediate per score. Rounding: besides the fma's one rounding, up to three
 /// more, each of at most half an ulp of the largest of |c + a·C_r|, |a·f32(index − C_r)| and the result;
-/// the interpreter computes the plain fma of index_to_f32(index). Throws TraceError where index_to_f32 or
-/// fma would, or when `a` or `c` is not a float.
+/// the interpreter computes the plain fma of index_to_f32(index). The parts are separate IEEE values: with
+/// an infinite `a`, or |a·C_r| or |a·f32(index − C_r)| past FLT_MAX (with |a| ≤ 2^100 and positions within
+/// ±2^24 they are not), the GPU may give NaN (inf − inf) where the fma gives ±inf; a consumer's infinite
+/// factor likewise. Throws TraceError where index_to_f32 or fma would, or when `a` or `c` is not a float.
 Tile fma_index(const Tile &index, const Tile &a, const Tile &c, SrcLoc loc = SrcLoc::current());
 /// Ceiling division of int tiles: (a + b - 1) / b.
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
