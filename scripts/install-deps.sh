@@ -3,7 +3,8 @@
 # Used by scripts/test.sh, scripts/demo.sh and .ci/run. Needs root (or sudo) when something is missing.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ llvm-19-dev libzstd-dev libfmt-dev catch2 libcli11-dev libxxhash-dev llvm-19-tools)
+packages=(cmake ninja-build g++ llvm-19-dev libzstd-dev libfmt-dev catch2 libcli11-dev libxxhash-dev llvm-19-tools
+          llvm-19-runtime)  # lli-19: the CPU simulator of generated IR (tests/sim_lli.h)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,164 @@
+// Codegen values without a GPU: hand-built kernels' LLVM IR runs on the CPU under lli (tests/sim_lli.h, one
+// pthread per GPU thread, real barriers and warp shuffles) beside the interpreter, on fresh inputs with the
+// outputs poisoned first. Exact where the lowering promises exactness (position conversions, reductions'
+// max/argmax, data movement); fma_index within the bound ops.h states. Tensor-core, cp.async and inline-PTX
+// paths cannot run here: they stay with the GPU tests.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <random>
+
+#include "sim_lli.h"
+#include "test_codegen_kernels.h"
+
+using namespace tilejit;
+using namespace tilejit::codegen::testing;
+
+namespace {
+
+std::vector<float> floats_of(const std::vector<uint8_t> &b) {
+  std::vector<float> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), v.size() * 4);
+  return v;
+}
+
+/// Same bits everywhere (NaN poison included: an element one side writes and the other does not fails).
+void require_bitwise(const std::vector<uint8_t> &interp, const std::vector<uint8_t> &simulated, const std::string &what) {
+  REQUIRE(interp.size() == simulated.size());
+  std::vector<uint32_t> a(interp.size() / 4), b(a.size());
+  std::memcpy(a.data(), interp.data(), a.size() * 4);
+  std::memcpy(b.data(), simulated.data(), b.size() * 4);
+  size_t written = 0;
+  for (uint32_t u : a) written += u != 0xffffffffu;
+  INFO(what << ": " << written << " of " << a.size() << " words written by the interpreter");
+  REQUIRE(written > 0);
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(what << " word " << i << ": interpreter 0x" << std::hex << a[i] << ", simulated 0x" << b[i]);
+    REQUIRE(a[i] == b[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("codegen simulated on the CPU: index_to_f32 of positions equals the interpreter bit for bit",
+          "[codegen][sim]") {
+  const int64_t M = 64, N = 64;
+  std::mt19937 gen(31);
+  std::uniform_int_distribution<int32_t> d(-(1 << 23), 1 << 23);
+  std::vector<int32_t> x(M);
+  for (auto &v : x) v = d(gen);
+  for (int warps : {1, 4, 8}) {
+    INFO("num_warps " << warps);
+    std::vector<sim::SimArg> args{sim::buffer(x), sim::poisoned(5 * M * N * 4), sim::i32(d(gen))};
+    Function fn = index_floats(M, N);
+    auto interp = sim::run_interpreted(fn, Grid{1}, args);
+    auto simulated = sim::run_simulated(fn, Grid{1}, warps, args);
+    require_bitwise(interp[1], simulated[1], "index_to_f32");
+  }
+}
+
+TEST_CASE("codegen simulated on the CPU: fma_index's split and its folds stay within ops.h's bound",
+          "[codegen][sim]") {
+  // As the GPU test: distances below 2^11 and |a| ≤ 0.75 keep every part of the split below 2^11, each extra
+  // rounding ≤ 2^-13; folded fmas with c < 2 at most 3e-3 apart; −inf where masked, on both sides.
+  const int64_t M = 64, N = 64;
+  const double tol_z = 4 * 0x1p-13, tol_fma = 3e-3;
+  std::mt19937 gen(37);
+  std::vector<int32_t> x(M);
+  for (auto &v : x) v = std::uniform_int_distribution<int32_t>(-2000, 2000)(gen);
+  std::vector<float> s(M * N);
+  for (auto &v : s) v = std::uniform_real_distribution<float>(-16, 16)(gen);
+  for (int warps : {1, 4, 8}) {
+    INFO("num_warps " << warps);
+    const float a = std::uniform_real_distribution<float>(-0.75f, 0.75f)(gen);
+    const float c = std::uniform_real_distribution<float>(1.f, 2.f)(gen);
+    std::vector<sim::SimArg> args{sim::buffer(x),      sim::buffer(s),     sim::buffer(std::vector<uint16_t>(16 * N)),
+                                  sim::poisoned(size_t(index_fma_outputs(M, N)) * 4), sim::f32(a), sim::i32(37),
+                                  sim::f32(c)};
+    Function fn = index_fma(M, N, false);
+    auto interp = floats_of(sim::run_interpreted(fn, Grid{1}, args)[3]);
+    auto simulated = floats_of(sim::run_simulated(fn, Grid{1}, warps, args)[3]);
+    const size_t mn = size_t(M * N), m = size_t(M);
+    // Output ranges and their tolerances: z, max(z), fma(z, c, −m), max(where), fma(where, …), max over rows.
+    const std::vector<std::tuple<size_t, size_t, double>> parts{{0, mn, tol_z},
+                                                                {mn, m, tol_z},
+                                                                {mn + m, mn, tol_fma},
+                                                                {2 * mn + m, m, tol_z},
+                                                                {2 * mn + 2 * m, mn, tol_fma},
+                                                                {3 * mn + 2 * m, size_t(N), tol_z}};
+    size_t masked = 0;
+    for (auto [begin, n, tol] : parts)
+      for (size_t i = begin; i < begin + n; ++i) {
+        float r = interp[i], g = simulated[i];
+        INFO("element " << i << ": interpreter " << r << ", simulated " << g);
+        REQUIRE(!std::isnan(r));  // every element written
+        if (std::isinf(r) || std::isinf(g)) {
+          REQUIRE(r == g);
+          ++masked;
+          continue;
+        }
+        REQUIRE(std::abs(double(r) - double(g)) <= tol);
+      }
+    REQUIRE(masked == size_t(M * (N - 37)));  // where: columns ≥ 37 of every row, −inf on both sides
+  }
+}
+
+TEST_CASE("codegen simulated on the CPU: an fma_index of a zero index keeps a NaN or infinite factor",
+          "[codegen][sim]") {
+  // index = arange(0, 1) stretched: 0 in every register, nothing per thread. fma(0, a, c) is NaN for a NaN
+  // or infinite a; the split once returned c there (found by this simulator).
+  FnBuilder f("fma_index_zero_sim");
+  Value *sp = f.param("s", P({}, F32), true), *out = f.param("out", P({}, F32), true), *a = f.param("a", S(F32));
+  Value *zero = f.op(OpKind::Broadcast, {f.arange(0, 1)}, T({128}, I32));
+  Attrs split;
+  split.flag = true;
+  Value *z = f.op(OpKind::Fma, {index_cast(f, zero), splat(f, a, {128}), load(f, ptr_add(f, sp, f.arange(0, 128)))},
+                  T({128}, F32), split);
+  store(f, ptr_add(f, out, f.arange(0, 128)), z);
+  verify(f.fn);
+  std::vector<float> s(128);
+  for (size_t i = 0; i < s.size(); ++i) s[i] = float(i) - 60.5f;
+  for (float av : {NAN, INFINITY, -2.5f}) {
+    INFO("a = " << av);
+    std::vector<sim::SimArg> args{sim::buffer(s), sim::poisoned(128 * 4), sim::f32(av)};
+    auto interp = sim::run_interpreted(f.fn, Grid{1}, args);
+    auto simulated = sim::run_simulated(f.fn, Grid{1}, 4, args);
+    auto r = floats_of(interp[1]), g = floats_of(simulated[1]);
+    for (size_t i = 0; i < r.size(); ++i) {
+      INFO("element " << i << ": interpreter " << r[i] << ", simulated " << g[i]);
+      REQUIRE(((std::isnan(r[i]) && std::isnan(g[i])) || r[i] == g[i]));
+    }
+  }
+}
+
+TEST_CASE("codegen simulated on the CPU: reductions across lanes and warps, transposes through shared memory",
+          "[codegen][sim]") {
+  // argmax/argmin and max are exact in any order; the sum's order is the lowering's own (a few ulps from the
+  // interpreter's), checked to 1e-5 relative. Transpose + reshape moves bits only.
+  std::mt19937 gen(41);
+  std::uniform_real_distribution<float> d(-8, 8);
+  const int64_t B = 1024, R = 32, C = 64, P = 3;
+  std::vector<float> x(size_t(B * P)), m(size_t(R * C));
+  for (auto &v : x) v = d(gen);
+  for (auto &v : m) v = d(gen);
+  for (int warps : {1, 4, 8}) {
+    INFO("num_warps " << warps);
+    std::vector<sim::SimArg> args{sim::buffer(x), sim::poisoned(P * 4), sim::buffer(m), sim::poisoned(C * 4),
+                                  sim::poisoned(P * 4)};
+    Function fn = arg_reductions(B, R, C);
+    auto interp = sim::run_interpreted(fn, Grid{uint32_t(P)}, args);
+    auto simulated = sim::run_simulated(fn, Grid{uint32_t(P)}, warps, args);
+    require_bitwise(interp[1], simulated[1], "argmax");
+    require_bitwise(interp[3], simulated[3], "argmin along rows");
+    auto rs = floats_of(interp[4]), gs = floats_of(simulated[4]);
+    for (size_t i = 0; i < rs.size(); ++i) REQUIRE(std::abs(rs[i] - gs[i]) <= 1e-5 * (1 + std::abs(rs[i])));
+
+    std::vector<float> t(size_t(R * C));
+    for (auto &v : t) v = d(gen);
+    std::vector<sim::SimArg> targs{sim::buffer(t), sim::poisoned(t.size() * 4)};
+    Function tf = transpose_reshape(R, C);
+    require_bitwise(sim::run_interpreted(tf, Grid{1}, targs)[1], sim::run_simulated(tf, Grid{1}, warps, targs)[1],
+                    "transpose + reshape");
+  }
+}
