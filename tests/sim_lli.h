@@ -158,8 +158,9 @@ inline std::vector<std::vector<uint8_t>> run_simulated(const ir::Function &fn, G
     std::ifstream f(p, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(f), {});
   };
-  if (rc != 0) throw std::runtime_error(fmt::format("sim: lli failed ({}): {}", rc, slurp(dir / "log").substr(0, 4000)));
-  std::string out = slurp(dir / "out");
+  std::string out = slurp(dir / "out"), log = slurp(dir / "log");
+  fs::remove_all(dir);
+  if (rc != 0) throw std::runtime_error(fmt::format("sim: lli failed ({}): {}", rc, log.substr(0, 4000)));
   std::vector<std::vector<uint8_t>> res;
   size_t at = 0;
   for (const SimArg &a : args)
@@ -168,7 +169,6 @@ inline std::vector<std::vector<uint8_t>> run_simulated(const ir::Function &fn, G
       res.emplace_back(out.begin() + long(at), out.begin() + long(at + a.bytes.size()));
       at += a.bytes.size();
     }
-  fs::remove_all(dir);
   return res;
 }
 

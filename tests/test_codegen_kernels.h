@@ -2,6 +2,7 @@
 // the GPU tests (tests/gpu/test_codegen_gpu.cpp: GPU vs the CPU interpreter). Built with ir::Builder, not the
 // DSL, so each kernel exercises exactly the ops named.
 #pragma once
+#include <cmath>
 #include <limits>
 
 #include "codegen/mma.h"
