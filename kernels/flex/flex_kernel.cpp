@@ -97,8 +97,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   const bool any_mask = has_band || bool(mask.fn);
 
   // The built-in ALiBi's per-program scalars: the slope of head h and a = slope/scale (s stays in units of
-  // the raw q·k, see below), clamped to ±FLT_MAX where slope/scale overflows (a tiny scale) so that the
-  // distance form stays finite where the traced lambda is.
+  // the raw q·k, see below), clamped to ±2^100 (below) where slope/scale is huge or overflows (a tiny scale).
   const BuiltinScoreForm *form = score_mod.builtin();
   constexpr float kFltMax = std::numeric_limits<float>::max(), kFltMin = std::numeric_limits<float>::min();
   // |a| ≤ 2^100 keeps the split form below finite: its parts a·C_r (|C_r| < 2^8 within a block) and
