@@ -305,6 +305,21 @@ inline Function index_fma(int64_t M, int64_t N, bool from_dot, bool softmax_only
 }
 inline int64_t index_fma_outputs(int64_t M, int64_t N) { return 3 * M * N + 2 * M + N; }
 
+// out = fma_index(zero, a, s) over n elements, zero = arange(0, 1) stretched: the constant 0 per register,
+// with no per-thread part, and not a Constant op (so not folded away).
+inline Function fma_index_zero(int64_t n) {
+  FnBuilder f("fma_index_zero");
+  Value *sp = f.param("s", P({}, F32), true), *out = f.param("out", P({}, F32), true), *a = f.param("a", S(F32));
+  Value *zero = f.op(OpKind::Broadcast, {f.arange(0, 1)}, T({n}, I32));
+  Attrs split;
+  split.flag = true;
+  Value *z = f.op(OpKind::Fma, {index_cast(f, zero), splat(f, a, {n}), load(f, ptr_add(f, sp, f.arange(0, n)))},
+                  T({n}, F32), split);
+  store(f, ptr_add(f, out, f.arange(0, n)), z);
+  verify(f.fn);
+  return std::move(f.fn);
+}
+
 // Tile atomics (F32 and I32, masked, old values used) and a scalar atomic whose result is stored.
 inline Function atomics() {
   FnBuilder f("atomics");

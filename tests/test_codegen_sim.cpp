@@ -108,22 +108,14 @@ TEST_CASE("codegen simulated on the CPU: an fma_index of a zero index keeps a Na
           "[codegen][sim]") {
   // index = arange(0, 1) stretched: 0 in every register, nothing per thread. fma(0, a, c) is NaN for a NaN
   // or infinite a; the split once returned c there (found by this simulator).
-  FnBuilder f("fma_index_zero_sim");
-  Value *sp = f.param("s", P({}, F32), true), *out = f.param("out", P({}, F32), true), *a = f.param("a", S(F32));
-  Value *zero = f.op(OpKind::Broadcast, {f.arange(0, 1)}, T({128}, I32));
-  Attrs split;
-  split.flag = true;
-  Value *z = f.op(OpKind::Fma, {index_cast(f, zero), splat(f, a, {128}), load(f, ptr_add(f, sp, f.arange(0, 128)))},
-                  T({128}, F32), split);
-  store(f, ptr_add(f, out, f.arange(0, 128)), z);
-  verify(f.fn);
+  Function fn = fma_index_zero(128);
   std::vector<float> s(128);
   for (size_t i = 0; i < s.size(); ++i) s[i] = float(i) - 60.5f;
   for (float av : {NAN, INFINITY, -2.5f}) {
     INFO("a = " << av);
     std::vector<sim::SimArg> args{sim::buffer(s), sim::poisoned(128 * 4), sim::f32(av)};
-    auto interp = sim::run_interpreted(f.fn, Grid{1}, args);
-    auto simulated = sim::run_simulated(f.fn, Grid{1}, 4, args);
+    auto interp = sim::run_interpreted(fn, Grid{1}, args);
+    auto simulated = sim::run_simulated(fn, Grid{1}, 4, args);
     auto r = floats_of(interp[1]), g = floats_of(simulated[1]);
     for (size_t i = 0; i < r.size(); ++i) {
       INFO("element " << i << ": interpreter " << r[i] << ", simulated " << g[i]);
