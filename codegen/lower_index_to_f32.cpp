@@ -181,10 +181,8 @@ std::optional<IndexParts> index_parts(Lowering &L, const ir::Op &cast, const Lay
 
 // v is −inf in every element: a float Constant, possibly splatted or broadcast (a where's masked side).
 bool is_neg_inf_constant(const ir::Value *v) {
-  while (v->def && (v->def->kind == K::Splat || v->def->kind == K::Broadcast || v->def->kind == K::ExpandDims))
-    v = v->def->operand(0);
-  return v->def && v->def->kind == K::Constant && is_float(v->type.dtype()) && std::isinf(v->def->attrs.fvalue) &&
-         v->def->attrs.fvalue < 0;
+  const ir::Op *c = splatted_constant(v, false);
+  return c && is_float(c->result()->type.dtype()) && std::isinf(c->attrs.fvalue) && c->attrs.fvalue < 0;
 }
 
 // v's lowering when it is split and already in layout l; null otherwise. Looks only: converting here would

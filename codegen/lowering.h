@@ -215,6 +215,9 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot);
 void preload_mma_fragments(Lowering &L, const ir::Op &dot);
 /// Before the loop `for_op`: stages its body's loop-invariant dot operands (Lowering::persistent_operands).
 void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op);
+/// The Constant op every element of v comes from, looking through Splat, Broadcast, ExpandDims and Reshape
+/// (and Cast with `through_casts`); null when v is not such a constant.
+const ir::Op *splatted_constant(const ir::Value *v, bool through_casts);
 /// True when v is zero in every element: a constant 0, possibly splatted, broadcast, reshaped or cast.
 bool is_zero_tile(const ir::Value *v);
 /// Element offset (i32) of 16-byte chunk `chunk` of `row` in a swizzled [rows, cols] 16-bit tile

@@ -46,17 +46,22 @@ Layout copy_layout(int64_t rows, int64_t cols, int num_warps) {
 
 }  // namespace
 
-bool is_zero_tile(const ir::Value *v) {
+const ir::Op *splatted_constant(const ir::Value *v, bool through_casts) {
   using K = ir::OpKind;
   for (int depth = 0; v && v->def && depth < 8; ++depth) {
     const ir::Op *d = v->def;
-    if (d->kind == K::Constant) return d->attrs.fvalue == 0.0 && d->attrs.ivalue == 0;
-    if (d->kind != K::Splat && d->kind != K::Broadcast && d->kind != K::ExpandDims && d->kind != K::Cast &&
-        d->kind != K::Reshape)
-      return false;
+    if (d->kind == K::Constant) return d;
+    if (d->kind != K::Splat && d->kind != K::Broadcast && d->kind != K::ExpandDims && d->kind != K::Reshape &&
+        !(through_casts && d->kind == K::Cast))
+      return nullptr;
     v = d->operand(0);
   }
-  return false;
+  return nullptr;
+}
+
+bool is_zero_tile(const ir::Value *v) {
+  const ir::Op *c = splatted_constant(v, true);
+  return c && c->attrs.fvalue == 0.0 && c->attrs.ivalue == 0;
 }
 
 std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
