@@ -96,7 +96,50 @@ llvm::Value *Lowering::from_mem(llvm::Value *v, ElemType t) {
 const Tile &Lowering::get(const ir::Value *v) {
   auto it = values_.find(v);
   if (it == values_.end()) fail(fmt::format("an operand of type {} is used before it is defined", v->type.str()));
+  for (auto [pv, group] : pending_wgmma_)
+    if (pv == v) {
+      wait_wgmma_through(group);
+      break;
+    }
   return it->second;
+}
+
+// ------------------------------------------------------------------------------ deferred wgmma waits --
+
+void Lowering::defer_wgmma(const ir::Value *result) { pending_wgmma_.push_back({result, wgmma_groups - 1}); }
+
+void Lowering::wait_wgmma_through(int group) {
+  wgmma_wait(*this, wgmma_groups - 1 - group);
+  std::vector<std::pair<const ir::Value *, int>> still;
+  for (auto [pv, g] : pending_wgmma_) {
+    if (g > group) {
+      still.push_back({pv, g});
+      continue;
+    }
+    pin_registers(*this, values_.at(pv).regs);  // no use of the registers may move above the wait
+  }
+  pending_wgmma_ = std::move(still);
+}
+
+void Lowering::wait_all_wgmma() {
+  if (!pending_wgmma_.empty()) wait_wgmma_through(pending_wgmma_.back().second);
+}
+
+void Lowering::wait_wgmma_for_regions(const ir::Op &op) {
+  if (pending_wgmma_.empty()) return;
+  std::unordered_set<const ir::Value *> read;
+  bool has_dot = false;
+  for (int i = 0; i < op.num_operands(); ++i) read.insert(op.operand(i));
+  for (auto &region : op.regions)
+    ir::walk(*region, [&](ir::Op &inner) {
+      has_dot = has_dot || inner.kind == ir::OpKind::Dot;
+      for (int i = 0; i < inner.num_operands(); ++i) read.insert(inner.operand(i));
+    });
+  if (has_dot) return wait_all_wgmma();
+  int newest = -1;
+  for (auto [pv, g] : pending_wgmma_)
+    if (read.count(pv)) newest = std::max(newest, g);
+  if (newest >= 0) wait_wgmma_through(newest);
 }
 
 void Lowering::set(const ir::Value *v, Tile t) {
@@ -310,6 +353,7 @@ void Lowering::run() {
   find_folded_trans();
   lower_block(*fn.body);
   cur_op = nullptr;
+  wait_all_wgmma();  // a dot whose result is never read
   b.CreateRetVoid();
 }
 
@@ -361,12 +405,16 @@ void Lowering::lower_op(const ir::Op &op) {
       set(op.result(), lower_reduce(*this, op));
       return;
     case K::Dot:
+      dot_left_pending = false;
       set(op.result(), lower_dot(*this, op));
+      if (dot_left_pending) defer_wgmma(op.result());
       return;
     case K::For:
+      wait_wgmma_for_regions(op);
       lower_for(*this, op);
       return;
     case K::If:
+      wait_wgmma_for_regions(op);
       lower_if(*this, op);
       return;
     case K::Yield:
@@ -429,6 +477,7 @@ TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }
 TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts) {
   if (const char *e = std::getenv("TILEJIT_DISABLE_WGMMA"); e && *e && std::string(e) != "0") opts.wgmma = false;
   if (const char *e = std::getenv("TILEJIT_WGMMA_SMEM_A"); e && *e) opts.wgmma_smem_a = std::string(e) != "0";
+  if (const char *e = std::getenv("TILEJIT_WGMMA_DEFER"); e && *e) opts.wgmma_defer_wait = std::string(e) != "0";
 }
 
 }  // namespace tilejit::codegen

@@ -19,10 +19,12 @@ struct CodegenOptions {
                                 // from shared memory (descriptor, rows staged in wgmma's order; 4-10% faster
                                 // on the H200, bench/results/2026-11-30-ss-validation-h200.md); false: A is
                                 // re-read with ldmatrix into registers every iteration
+  bool wgmma_defer_wait = true; // with wgmma, a dot's wait moves to the first use of its result, so later
+                                // work overlaps it (Lowering::defer_wgmma); false waits right after each dot
 };
 
 /// Applies the environment's codegen switches to opts: TILEJIT_DISABLE_WGMMA=1 (wgmma = false) and
-/// TILEJIT_WGMMA_SMEM_A=1/0 (wgmma_smem_a). Used by the runtime before compiling and by ptx() dumps, so the
+/// TILEJIT_WGMMA_SMEM_A=1/0 (wgmma_smem_a), TILEJIT_WGMMA_DEFER=1/0 (wgmma_defer_wait). Used by the runtime before compiling and by ptx() dumps, so the
 /// compile cache key (which includes both fields) matches what was generated.
 TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts);
 

@@ -27,6 +27,12 @@ Tile yielded(Lowering &L, const ir::Op *y, int i, const ir::Value *like) {
   return L.get_in(v, L.layout_of(like));
 }
 
+bool blk_has_dot(const ir::Block &blk) {
+  bool dot = false;
+  ir::walk(const_cast<ir::Block &>(blk), [&](ir::Op &op) { dot = dot || op.kind == ir::OpKind::Dot; });
+  return dot;
+}
+
 }  // namespace
 
 void lower_for(Lowering &L, const ir::Op &op) {
@@ -108,6 +114,8 @@ void lower_for(Lowering &L, const ir::Op &op) {
   const ir::Op *y = yield_of(body);
   std::vector<Tile> next;
   for (int i = 0; i < n; ++i) next.push_back(yielded(L, y, i, body.arg(1 + i)));
+  // No wgmma group of this iteration may still read the stage buffer the next iteration's refill overwrites.
+  L.wait_all_wgmma();
   llvm::Value *iv_next = b.CreateAdd(iv, step);
   llvm::BasicBlock *latch = b.GetInsertBlock();
   iv->addIncoming(iv_next, latch);
@@ -150,6 +158,8 @@ void lower_if(Lowering &L, const ir::Op &op) {
       results[size_t(i)].layout = t.layout;
       incoming[side].push_back(t.regs);
     }
+    // Both sides end with what was pending before the if (a region with a dot had everything waited first).
+    if (blk_has_dot(blk)) L.wait_all_wgmma();
     ends[side] = b.GetInsertBlock();
     b.CreateBr(merge);
   }

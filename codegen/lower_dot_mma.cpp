@@ -206,7 +206,7 @@ bool wgmma_shape_ok(const Geometry &g, bool b_nk, int num_warps) {
 /// the wait.
 std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector<llvm::Value *> c, bool c_zero,
                                      const std::vector<llvm::Value *> *a_pre, const Tile *a_regs, llvm::Value *a_base,
-                                     bool a_smem, llvm::Value *b_base, bool b_nk, bool bf16) {
+                                     bool a_smem, llvm::Value *b_base, bool b_nk, bool bf16, bool defer) {
   auto &b = L.b;
   std::vector<std::vector<Frag>> af(size_t(g.KT), std::vector<Frag>(size_t(g.MT)));
   llvm::Value *a_slabs = nullptr;
@@ -260,7 +260,12 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
         for (int64_t q = 0; q < n / 2; ++q) c[acc_reg(mt, p * 8 + q / 4, int(q % 4))] = sub[size_t(q)];
       }
     }
-  wgmma_commit_and_wait(L, c);
+  if (defer) {
+    wgmma_commit(L);
+    L.dot_left_pending = true;
+  } else {
+    wgmma_commit_and_wait(L, c);
+  }
   return c;
 }
 
@@ -369,7 +374,10 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     std::vector<llvm::Value *> c0 = acc.regs;
     if (zero) std::fill(c0.begin(), c0.end(), llvm::UndefValue::get(b.getFloatTy()));
     bool a_smem = L.wgmma_smem_a.count(av) != 0;
-    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, b_base, b_nk, bf16)};
+    // Operands staged in the scratch space must not be overwritten by later conversions while the group
+    // runs: only dots reading registers, stage buffers or static shared memory leave their wait for later.
+    bool defer = L.opts.wgmma_defer_wait && !stage_a && !stage_b;
+    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, b_base, b_nk, bf16, defer)};
   }
   if (L.wgmma_smem_a.count(av)) L.fail("internal: an A operand staged for wgmma reaches a dot that does not use it");
 

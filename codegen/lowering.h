@@ -143,6 +143,25 @@ class Lowering {
   /// Lowers one op (used to re-lower a pipelined load's address computation for a later iteration).
   void lower_op(const ir::Op &op);
 
+  // ---- deferred wgmma waits (codegen/wgmma.h) ----
+  /// A wgmma dot whose operands need no scratch staging commits its group and returns without waiting; its
+  /// result is pending until its first use (get), which waits only for that group and older ones
+  /// (wgmma.wait_group N, N = groups committed since). Newer groups keep running: FlashAttention-3's overlap
+  /// of one block's softmax with the next tensor-core work of the same warpgroup (arXiv 2407.08608, 3.2).
+  /// Control flow waits first for the pending values its regions read, for all of them when a region holds
+  /// a dot, and a loop body or if region waits for all its own before it ends, so the pending set is the
+  /// same on every path and no group survives into the pipeline's refill of the buffers it reads.
+  void defer_wgmma(const ir::Value *result);
+  /// Commits counted so far (wgmma.commit_group); dot_wgmma bumps it.
+  int wgmma_groups = 0;
+  /// Set by lower_dot_mma when its wgmma group was committed without a wait (lower_op then defers it).
+  bool dot_left_pending = false;
+  /// Waits for the pending values read by `op`'s regions (all when `all`, or when a region holds a dot).
+  void wait_wgmma_for_regions(const ir::Op &op);
+  /// wgmma.wait_group 0 when anything is pending; the pending values are pinned after it.
+  void wait_all_wgmma();
+  bool wgmma_pending() const { return !pending_wgmma_.empty(); }
+
   // ---- helpers ----
   [[noreturn]] void fail(const std::string &why) const;
   llvm::Function *intrinsic(unsigned id, llvm::ArrayRef<llvm::Type *> tys = {});
@@ -169,7 +188,11 @@ class Lowering {
   void find_folded_trans();
   Tile rematerialize(const ir::Value *v, const Layout &l, int depth);
 
+  /// Waits until v's group (and every older one) has completed and pins their results.
+  void wait_wgmma_through(int group);
+
   std::unordered_map<const ir::Value *, Tile> values_;
+  std::vector<std::pair<const ir::Value *, int>> pending_wgmma_;  // (dot result, its commit group), oldest first
   llvm::GlobalVariable *smem_ = nullptr;
   llvm::Value *smem_base_ = nullptr;  // smem_ rounded up to 1024 bytes (use_wgmma), else smem_
   int64_t smem_bytes_ = 0;

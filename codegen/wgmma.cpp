@@ -19,9 +19,19 @@ void wgmma_fence(Lowering &L) { asm_void(L, "wgmma.fence.sync.aligned;"); }
 void fence_proxy_async(Lowering &L) { asm_void(L, "fence.proxy.async.shared::cta;"); }
 
 void wgmma_commit_and_wait(Lowering &L, std::vector<llvm::Value *> &regs) {
-  asm_void(L, "wgmma.commit_group.sync.aligned;");
-  asm_void(L, "wgmma.wait_group.sync.aligned 0;");
+  wgmma_commit(L);
+  wgmma_wait(L, 0);
   pin_registers(L, regs);
+}
+
+void wgmma_commit(Lowering &L) {
+  asm_void(L, "wgmma.commit_group.sync.aligned;");
+  ++L.wgmma_groups;
+}
+
+void wgmma_wait(Lowering &L, int pending) {
+  if (pending < 0 || pending > 7) L.fail("internal: wgmma.wait_group count out of range");
+  asm_void(L, fmt::format("wgmma.wait_group.sync.aligned {};", pending).c_str());
 }
 
 void pin_registers(Lowering &L, std::vector<llvm::Value *> &regs) {

@@ -20,6 +20,11 @@ void wgmma_fence(Lowering &L);
 /// wgmma.commit_group.sync.aligned then wgmma.wait_group.sync.aligned 0, after which each of `regs` (the
 /// accumulators) is pinned (pin_registers) so that no use of them can move above the wait.
 void wgmma_commit_and_wait(Lowering &L, std::vector<llvm::Value *> &regs);
+/// wgmma.commit_group.sync.aligned alone (a deferred dot: Lowering::defer_wgmma); counts the group.
+void wgmma_commit(Lowering &L);
+/// wgmma.wait_group.sync.aligned `pending` (0..7): waits until at most `pending` of the newest groups are in
+/// flight; groups complete in commit order (PTX ISA 9.7.15.7.3).
+void wgmma_wait(Lowering &L, int pending);
 /// Passes each of `regs` (f32 or b32) through an empty volatile asm with a tied operand. Before wgmma_fence
 /// this materializes the accumulators and A fragments in their registers ahead of the fence: otherwise LLVM
 /// may place the copies that feed the wgmma's tied operands (or the A fragments' packing) after the fence,

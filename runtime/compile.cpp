@@ -67,6 +67,7 @@ std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts)
   return hash_key({"tilejit-ptx-v2", TILEJIT_VERSION, build_id(), codegen::llvm_version(), opts.arch,
                    std::to_string(opts.num_warps), std::to_string(opts.num_stages),
                    "minctas" + std::to_string(opts.min_ctas_per_sm), opts.wgmma ? (opts.wgmma_smem_a ? "wgmma-ss" : "wgmma") : "mma",
+                   opts.wgmma && opts.wgmma_defer_wait ? "defer" : "wait",
                    specialization(fn),
                    ir::print(fn)});
 }

@@ -10,6 +10,7 @@
 // soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end with l = 0 → output 0
 // and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32 otherwise.
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -55,6 +56,8 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   const int BM = C(kBlockM), BN = C(kBlockN), DQK = C(kDimQK), DV = C(kDimV), PQK = C(kPadQK), PV = C(kPadV);
   const bool varlen = C(kVarlen), has_band = C(kHasBand), use_block_mask = C(kUseBlockMask), large = C(kLarge);
   const bool softcap_bound = C(kSoftcapBound);
+  const char *overlap_env = std::getenv("TJX_OVERLAP");  // EXPERIMENT: becomes a tuned parameter
+  const bool overlap = overlap_env && *overlap_env == '1';
 
   Tile pid_m = program_id(0), h = program_id(1), b = program_id(2);
   Tile seqlen_q = P(kSeqlenQ), seqlen_k = P(kSeqlenK);
@@ -134,20 +137,34 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     bound_ref = minimum(cc, kBoundWindow - cc);
   }
 
-  // One key block. The mask is applied never, always, or when the i1 scalar `need_mask` is true. Keys past
-  // the sequence's end are masked always (Cols::Always), never (a block wholly inside: Cols::Never), or
-  // together with the mask (Cols::WithMask: need_mask must then also cover blocks crossing the end).
   enum class Masking { Never, Always, When };
   enum class Cols { Always, Never, WithMask };
-  auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
-    Tile cols = start_n + offs_n;
-    Tile col_ok = cols < seqlen_k;
-    Tile k_mask = col_ok(_, None);
+  // The key block at start_n: its positions, whether each is inside the sequence, and the offsets of its rows.
+  struct Keys {
+    Tile start, cols, col_ok, cols_w;
+  };
+  auto keys = [&](const Tile &start_n) {
+    Keys ks{start_n, start_n + offs_n, Tile(), Tile()};
+    ks.col_ok = ks.cols < seqlen_k;
+    ks.cols_w = large ? ks.cols.to(DType::i64) : ks.cols;
+    return ks;
+  };
+  auto qk = [&](const Keys &ks) {
+    Tile k_mask = ks.col_ok(_, None);
     if (kq_cols.valid()) k_mask = k_mask & kq_cols;
-    Tile cols_w = large ? cols.to(DType::i64) : cols;
-    Tile k = load(k_base + (cols_w * sks)(_, None) + dq(None, _), k_mask, 0.f);
-    Tile s = dot(q, trans(k));  // [BM, BN] f32
-    Tile kv_idx = minimum(cols, maximum(seqlen_k - 1, 0))(None, _);
+    Tile k = load(k_base + (ks.cols_w * sks)(_, None) + dq(None, _), k_mask, 0.f);
+    return dot(q, trans(k));  // [BM, BN] f32
+  };
+  auto load_v = [&](const Keys &ks) {
+    Tile v_mask = ks.col_ok(_, None);
+    if (v_cols.valid()) v_mask = v_mask & v_cols;
+    return load(v_base + (ks.cols_w * svs)(_, None) + dv(None, _), v_mask, 0.f);
+  };
+  // The mods and the mask applied to the raw q·k `s` of a block; returns the scores and c, their factor to
+  // log2 units.
+  auto mods = [&](Tile s, const Keys &ks, Masking masking, const Tile &need_mask, Cols cols_check) {
+    const Tile &start_n = ks.start;
+    Tile kv_idx = minimum(ks.cols, maximum(seqlen_k - 1, 0))(None, _);
     // s stays in score units; c (> 0: the scale is positive) converts them to log2 units inside the softmax's
     // one fma per score. Without a score_mod s is the raw q·k and the softmax scale is folded into c.
     Tile c = P(kScale) * kLog2e;
@@ -182,23 +199,23 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
       s = out.to(DType::f32);
       c = Tile(kLog2e);
     }
-    if (cols_check == Cols::Always) s = where(col_ok(None, _), s, neg_inf);
+    if (cols_check == Cols::Always) s = where(ks.col_ok(None, _), s, neg_inf);
     auto apply = [&] {
       Tile vis = visible(mask, has_band, band, b, h, q_idx, kv_idx);
-      if (cols_check == Cols::WithMask) vis = vis & col_ok(None, _);
+      if (cols_check == Cols::WithMask) vis = vis & ks.col_ok(None, _);
       s = where(vis, s, neg_inf);
     };
     if (masking == Masking::Always) apply();
     if (masking == Masking::When) if_(need_mask, apply);
-
-    Tile v_mask = col_ok(_, None);
-    if (v_cols.valid()) v_mask = v_mask & v_cols;
+    return std::make_pair(s, c);
+  };
+  // The online softmax's step over one block's scores: updates m_i and l_i, returns p and alpha, the factor
+  // that rescales acc (none with the soft-cap bound, whose reference never moves).
+  auto softmax = [&](const Tile &s, const Tile &c) {
     if (softcap_bound) {
       Tile p = exp2(fma(s, c, -bound_ref));
       l_i = l_i + sum(p, 1);
-      Tile v = load(v_base + (cols_w * svs)(_, None) + dv(None, _), v_mask, 0.f);
-      acc = dot(p.to(dt), v, acc);
-      return;
+      return std::make_pair(p, Tile());
     }
     Tile m_new = maximum(m_i, max(s, 1) * c);  // max(s)·c = max(s·c) as c > 0
     // A row with no visible key so far keeps m = −inf: subtract 0 instead so exp2 gives 0, not NaN.
@@ -206,9 +223,41 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile p = exp2(fma(s, c, -m_sub(_, None)));
     Tile alpha = exp2(m_i - m_sub);
     l_i = l_i * alpha + sum(p, 1);
-    Tile v = load(v_base + (cols_w * svs)(_, None) + dv(None, _), v_mask, 0.f);
-    acc = dot(p.to(dt), v, acc * alpha(_, None));
     m_i = m_new;
+    return std::make_pair(p, alpha);
+  };
+  // One key block, FlashAttention-2's order: q·k, its softmax, then p·v into the rescaled acc. The mask is
+  // applied never, always, or when the i1 scalar `need_mask` is true. Keys past the sequence's end are masked
+  // always (Cols::Always), never (a block wholly inside: Cols::Never), or together with the mask
+  // (Cols::WithMask: need_mask must then also cover blocks crossing the end).
+  auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
+    Keys ks = keys(start_n);
+    auto [s, c] = mods(qk(ks), ks, masking, need_mask, cols_check);
+    auto [p, alpha] = softmax(s, c);
+    Tile v = load_v(ks);
+    acc = dot(p.to(dt), v, alpha.valid() ? acc * alpha(_, None) : acc);
+  };
+  // Whole key blocks [0, end) in FlashAttention-3's order (arXiv 2407.08608, Algorithm 2 within one warpgroup):
+  // each iteration issues q·k of block j and p·v of block j−1 before block j's softmax, which then runs while
+  // the tensor cores work (codegen defers each wgmma's wait to the first use of its result, Lowering::
+  // defer_wgmma); acc is rescaled after the softmax. The first block's softmax and the last block's p·v sit
+  // outside the loop.
+  auto overlapped = [&](const Tile &end, Masking masking) {
+    if_(end > 0, [&] {
+      Keys k0 = keys(Tile(0));
+      auto [s0, c0] = mods(qk(k0), k0, masking, {}, Cols::Never);
+      Tile p = softmax(s0, c0).first.to(dt);  // acc is 0: nothing to rescale
+      for_range(BN, end, BN, [&](I32 start_n) {
+        Keys ks = keys(start_n);
+        Tile s_raw = qk(ks);
+        acc = dot(p, load_v(keys(start_n - BN)), acc);
+        auto [s, c] = mods(s_raw, ks, masking, {}, Cols::Never);
+        auto [p_next, alpha] = softmax(s, c);
+        if (alpha.valid()) acc = acc * alpha(_, None);
+        p = p_next.to(dt);
+      });
+      acc = dot(p, load_v(keys(end - BN)), acc);
+    });
   };
 
   Tile block_live = m0 < seqlen_q;  // programs past the sequence's end visit nothing
@@ -240,7 +289,8 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile hi = where(block_live, seqlen_k, 0);
     Tile full_end = (hi / BN) * BN;
     Masking m = any_mask ? Masking::Always : Masking::Never;
-    for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
+    if (overlap) overlapped(full_end, m);
+    else for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
     for_range(full_end, hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
   }
 
