@@ -104,6 +104,20 @@ const Tile &Lowering::get(const ir::Value *v) {
   return it->second;
 }
 
+Lowering::StagedSnapshot Lowering::staged_snapshot() const {
+  StagedSnapshot s;
+  for (auto &[v, g] : persistent_operands) s.persistent.insert(v);
+  for (auto &[v, f] : mma_a_fragments) s.fragments.insert(v);
+  return s;
+}
+
+void Lowering::forget_staged_since(const StagedSnapshot &before) {
+  std::erase_if(persistent_operands, [&](const auto &e) { return !before.persistent.count(e.first); });
+  std::erase_if(wgmma_smem_a, [&](const ir::Value *v) { return !before.persistent.count(v); });
+  std::erase_if(wgmma_smem_b, [&](const ir::Value *v) { return !before.persistent.count(v); });
+  std::erase_if(mma_a_fragments, [&](const auto &e) { return !before.fragments.count(e.first); });
+}
+
 // ------------------------------------------------------------------------------ deferred wgmma waits --
 
 void Lowering::defer_wgmma(const ir::Value *result) { pending_wgmma_.push_back({result, wgmma_groups - 1}); }
@@ -119,6 +133,24 @@ void Lowering::wait_wgmma_through(int group) {
     pin_registers(*this, values_.at(pv).regs);  // no use of the registers may move above the wait
   }
   pending_wgmma_ = std::move(still);
+}
+
+std::optional<Tile> Lowering::take_pending(const ir::Value *v) {
+  for (size_t i = 0; i < pending_wgmma_.size(); ++i)
+    if (pending_wgmma_[i].first == v) {
+      pending_wgmma_.erase(pending_wgmma_.begin() + std::ptrdiff_t(i));
+      return values_.at(v);
+    }
+  return std::nullopt;
+}
+
+int Lowering::use_count(const ir::Value *v) {
+  if (use_counts_.empty())
+    ir::walk(*fn.body, [&](ir::Op &op) {
+      for (int i = 0; i < op.num_operands(); ++i) ++use_counts_[op.operand(i)];
+    });
+  auto it = use_counts_.find(v);
+  return it == use_counts_.end() ? 0 : it->second;
 }
 
 void Lowering::wait_all_wgmma() {
@@ -256,7 +288,8 @@ llvm::Value *Lowering::smem_raw(int64_t base_bytes) {
 }
 
 llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
-  constexpr int64_t kStaticBudget = 40 * 1024;  // static shared memory is limited to 48 KB per kernel
+  // Static shared memory is limited to 48 KB per kernel; the sum below counts worst-case alignment padding.
+  constexpr int64_t kStaticBudget = 44 * 1024;
   bytes = (bytes + 15) / 16 * 16;
   int64_t cost = bytes + (align > 16 ? align - 16 : 0);  // worst-case padding before an aligned array
   if (static_smem_bytes_ + cost > kStaticBudget) return nullptr;

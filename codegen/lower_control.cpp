@@ -109,6 +109,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   }
   L.bind(body.arg(0), Tile{std::nullopt, {iv}});
   for (int i = 0; i < n; ++i) L.bind(body.arg(1 + i), carried[size_t(i)]);
+  Lowering::StagedSnapshot staged = L.staged_snapshot();
   L.lower_block(body);
   L.cur_op = saved;
   const ir::Op *y = yield_of(body);
@@ -116,6 +117,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   for (int i = 0; i < n; ++i) next.push_back(yielded(L, y, i, body.arg(1 + i)));
   // No wgmma group of this iteration may still read the stage buffer the next iteration's refill overwrites.
   L.wait_all_wgmma();
+  L.forget_staged_since(staged);  // staged in the body (a nested loop's operands): not run when it runs 0 times
   llvm::Value *iv_next = b.CreateAdd(iv, step);
   llvm::BasicBlock *latch = b.GetInsertBlock();
   iv->addIncoming(iv_next, latch);
@@ -150,7 +152,9 @@ void lower_if(Lowering &L, const ir::Op &op) {
   for (int side = 0; side < 2; ++side) {
     b.SetInsertPoint(starts[side]);
     const ir::Block &blk = *op.region(side);
+    Lowering::StagedSnapshot staged = L.staged_snapshot();
     L.lower_block(blk);
+    L.forget_staged_since(staged);  // staged on one side only: a later loop stages its operands again
     L.cur_op = saved;
     const ir::Op *y = yield_of(blk);
     for (int i = 0; i < op.num_results(); ++i) {

@@ -206,14 +206,16 @@ bool wgmma_shape_ok(const Geometry &g, bool b_nk, int num_warps) {
 /// the wait.
 std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector<llvm::Value *> c, bool c_zero,
                                      const std::vector<llvm::Value *> *a_pre, const Tile *a_regs, llvm::Value *a_base,
-                                     bool a_smem, llvm::Value *b_base, bool b_nk, bool bf16, bool defer) {
+                                     bool a_smem, llvm::Value *b_base, bool b_nk, bool bf16, bool defer, bool chained) {
   auto &b = L.b;
   std::vector<std::vector<Frag>> af(size_t(g.KT), std::vector<Frag>(size_t(g.MT)));
   llvm::Value *a_slabs = nullptr;
+  // A's staged rows: 64-element panels of 128 bytes, or one panel of 16 or 32 elements (32- or 64-byte rows).
+  int64_t a_row_bytes = std::min<int64_t>(g.K, 64) * 2;
   if (a_smem) {
     // A read by the wgmma from shared memory: this warpgroup's slabs (wgmma_a_row) start g·MT·64 rows in.
     a_slabs = b.CreateInBoundsGEP(b.getInt8Ty(), a_base,
-                                  b.CreateMul(b.CreateLShr(L.warp(), 2), L.i32(g.MT * 64 * 128)));
+                                  b.CreateMul(b.CreateLShr(L.warp(), 2), L.i32(g.MT * 64 * a_row_bytes)));
   } else {
     for (int64_t kt = 0; kt < g.KT; ++kt)
       for (int64_t mt = 0; mt < g.MT; ++mt) {
@@ -234,8 +236,12 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
   }
   int64_t per_row = 2 * g.NT;
   auto acc_reg = [&](int64_t mt, int64_t nt, int i) { return size_t((2 * mt + (i >> 1)) * per_row + 2 * nt + (i & 1)); };
-  pin_registers(L, c);
-  wgmma_fence(L);
+  // A chained accumulator is still being written by the previous dot's wgmmas, which order themselves before
+  // these (same registers and shape): reading it to pin it, or fencing, would wait for them.
+  if (!chained) {
+    pin_registers(L, c);
+    wgmma_fence(L);
+  }
   for (int64_t kt = 0; kt < g.KT; ++kt)
     for (int64_t mt = 0; mt < g.MT; ++mt) {
       int64_t panels = b_nk ? 1 : g.N / 64, n = b_nk ? g.N : 64;
@@ -249,9 +255,9 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
         for (int64_t q = 0; q < n / 2; ++q) sub.push_back(c[acc_reg(mt, p * 8 + q / 4, int(q % 4))]);
         if (a_smem) {
           // K-major A: panels of 64 k (M rows of 128 bytes each), slab mt, the k16 slice 32 bytes into the row.
-          int64_t a_off = (kt / 4) * g.M * 128 + mt * 64 * 128 + (kt % 4) * 32;
-          llvm::Value *a_desc = wgmma_descriptor(
-              L, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), a_slabs, uint64_t(a_off)), /*lbo=*/16, /*sbo=*/1024);
+          int64_t a_off = (kt / 4) * g.M * 128 + mt * 64 * a_row_bytes + (kt % 4) * 32;
+          llvm::Value *a_desc = wgmma_descriptor(L, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), a_slabs, uint64_t(a_off)),
+                                                 /*lbo=*/16, /*sbo=*/8 * a_row_bytes, a_row_bytes);
           sub = wgmma_ss(L, int(n), bf16, a_desc, desc, /*trans_b=*/!b_nk, sub, /*accumulate=*/kt > 0 || !c_zero);
         } else {
           sub = wgmma_rs(L, int(n), bf16, af[size_t(kt)][size_t(mt)], desc, /*trans_b=*/!b_nk, sub,
@@ -284,20 +290,25 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
     // must be fresh values every iteration (see preload_mma_fragments), so it is staged and read by ldmatrix.
     if (i == 0 && a_in_mma_registers(*t.layout, L.opts.num_warps) && !L.use_wgmma) continue;
     // A loop-invariant A of a dot that will run on wgmma is stored in the rows order wgmma reads and read by it
-    // from shared memory (lower_dot_mma must then take the wgmma path: same conditions).
+    // from shared memory, and a loop-invariant B 1024-byte aligned for its descriptor (lower_dot_mma must then
+    // take the wgmma path: same conditions).
     std::optional<std::pair<int, int64_t>> wgmma_rows;
-    if (i == 0 && L.use_wgmma && L.opts.wgmma_smem_a) {
+    bool wgmma_b = false;
+    if (L.use_wgmma) {
       auto rl = mma_layout(dot.result()->type.shape, L.opts.num_warps);
       auto [bsrc, b_nk] = b_source(L, dot.operand(1));
       int wm = rl->parent.warps_per_cta[0], wn = rl->parent.warps_per_cta[1];
-      bool b_in_loop = !L.is_lowered(bsrc);  // else B is staged here too and the dot keeps mma.sync
-      if (b_in_loop && wgmma_shape_ok(wm, wn, v->type.shape[1], rl->shape[1], b_nk, L.opts.num_warps) &&
-          v->type.shape[1] >= 64)
+      int64_t K = dot.operand(0)->type.shape[1];
+      bool wg = wgmma_shape_ok(wm, wn, K, rl->shape[1], b_nk, L.opts.num_warps);
+      // A's rows of 16, 32 or a multiple of 64 elements: the 32-, 64- and 128-byte swizzles.
+      if (i == 0 && wg && L.opts.wgmma_smem_a && (K % 64 == 0 || K == 16 || K == 32))
         wgmma_rows = std::make_pair(wm, rl->shape[0] / (16 * int64_t(wm)));
+      wgmma_b = i == 1 && wg;
     }
-    llvm::GlobalVariable *g = L.new_static_smem(src->type.numel() * 2, wgmma_rows ? 1024 : 16);
+    llvm::GlobalVariable *g = L.new_static_smem(src->type.numel() * 2, wgmma_rows || wgmma_b ? 1024 : 16);
     if (!g) continue;
     stage_swizzled(L, t, src->type.elem, g, wgmma_rows);
+    if (wgmma_b) L.wgmma_smem_b.insert(v);
     if (wgmma_rows) L.wgmma_smem_a.insert(v);
     L.persistent_operands[v] = g;
     staged = true;
@@ -331,7 +342,6 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   auto want = mma_layout(res->type.shape, L.opts.num_warps);
   if (!want || !(l == *want)) L.fail("internal: a tensor-core dot's result is not in the MMA layout");
   Geometry g = geometry(L, l, av->type.shape[1]);
-  Tile acc = L.get_in(cv, l);
   bool bf16 = av->type.dtype() == DType::bf16;
   auto [bsrc, b_nk] = b_source(L, bv);
 
@@ -349,8 +359,17 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     if (a_in_mma_registers(*ta.layout, L.opts.num_warps)) a_regs = &ta;
   }
   bool stage_a = !a_pre && !a_regs && !a_base, stage_b = !b_base;
-  // wgmma reads B through a descriptor: it must be in the (1024-byte aligned) dynamic buffer.
-  bool wg = L.use_wgmma && wgmma_shape_ok(g, b_nk, L.opts.num_warps) && !persistent(L, bv);
+  // wgmma reads B through a descriptor: it must be in the (1024-byte aligned) dynamic buffer, or staged
+  // 1024-byte aligned before the loop.
+  bool wg = L.use_wgmma && wgmma_shape_ok(g, b_nk, L.opts.num_warps) &&
+            (!persistent(L, bv) || L.wgmma_smem_b.count(bv));
+  // The accumulator: a running wgmma dot's result read only here is continued without a wait (chained) when
+  // this dot reads A from shared memory too (no register of it to fence).
+  bool a_smem = L.wgmma_smem_a.count(av) != 0;
+  std::optional<Tile> chained;
+  if (wg && a_smem && L.use_count(cv) == 1) chained = L.take_pending(cv);
+  Tile acc = chained ? *chained : L.get_in(cv, l);
+  if (!acc.layout || !(*acc.layout == l)) L.fail("internal: a chained wgmma accumulator is not in the MMA layout");
   if (stage_a || stage_b) {
     int64_t a_bytes = stage_a ? g.M * g.K * 2 : 0;
     int64_t b_off = (a_bytes + 127) / 128 * 128;
@@ -370,14 +389,14 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
 
   if (wg) {
     // A zero accumulator (attention's s = q·kᵀ) is not materialized: the first wgmma of each tile has scale-d 0.
-    bool zero = is_zero_tile(cv);
+    bool zero = !chained && is_zero_tile(cv);
     std::vector<llvm::Value *> c0 = acc.regs;
     if (zero) std::fill(c0.begin(), c0.end(), llvm::UndefValue::get(b.getFloatTy()));
-    bool a_smem = L.wgmma_smem_a.count(av) != 0;
     // Operands staged in the scratch space must not be overwritten by later conversions while the group
     // runs: only dots reading registers, stage buffers or static shared memory leave their wait for later.
     bool defer = L.opts.wgmma_defer_wait && !stage_a && !stage_b;
-    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, b_base, b_nk, bf16, defer)};
+    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, b_base, b_nk, bf16, defer,
+                             chained.has_value())};
   }
   if (L.wgmma_smem_a.count(av)) L.fail("internal: an A operand staged for wgmma reaches a dot that does not use it");
 

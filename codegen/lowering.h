@@ -117,6 +117,8 @@ class Lowering {
   /// Loop-invariant A operands staged for wgmma's shared-memory A (rows in the order wgmma reads them,
   /// 1024-byte aligned): the dot passes a descriptor instead of registers.
   std::unordered_set<const ir::Value *> wgmma_smem_a;
+  /// Loop-invariant B operands staged 1024-byte aligned for a wgmma dot, which reads them by descriptor.
+  std::unordered_set<const ir::Value *> wgmma_smem_b;
   /// Loop-invariant A operands of tensor-core dots whose fragments were loaded into registers before the
   /// loop: per m16 tile mt and k16 tile kt, 4 registers (index (mt·KT + kt)·4 + i).
   std::unordered_map<const ir::Value *, std::vector<llvm::Value *>> mma_a_fragments;
@@ -124,6 +126,13 @@ class Lowering {
   /// operand [N, K] as is and reads it with non-transposing ldmatrix.
   std::unordered_set<const ir::Value *> folded_trans;
   bool is_lowered(const ir::Value *v) const { return values_.count(v) != 0; }
+  /// Forgets the operands staged (persistent_operands, wgmma_smem_a, mma_a_fragments) since `before` was
+  /// taken: staging emitted inside an if region or a loop body may not have run, so a later loop stages again.
+  struct StagedSnapshot {
+    std::unordered_set<const ir::Value *> persistent, fragments;
+  };
+  StagedSnapshot staged_snapshot() const;
+  void forget_staged_since(const StagedSnapshot &before);
   /// Forgets v's lowering (values re-lowered for another loop iteration by the software pipeline).
   void forget(const ir::Value *v) { values_.erase(v); }
 
@@ -161,6 +170,12 @@ class Lowering {
   /// wgmma.wait_group 0 when anything is pending; the pending values are pinned after it.
   void wait_all_wgmma();
   bool wgmma_pending() const { return !pending_wgmma_.empty(); }
+  /// When v is pending, forgets it without a wait and returns its (still running) lowering: a wgmma dot whose
+  /// accumulator is v continues v's accumulation, ordered after it by the hardware (same accumulator
+  /// registers and shape). Null otherwise.
+  std::optional<Tile> take_pending(const ir::Value *v);
+  /// Uses of v anywhere in the function (counted once, on first call).
+  int use_count(const ir::Value *v);
 
   // ---- helpers ----
   [[noreturn]] void fail(const std::string &why) const;
@@ -193,6 +208,7 @@ class Lowering {
 
   std::unordered_map<const ir::Value *, Tile> values_;
   std::vector<std::pair<const ir::Value *, int>> pending_wgmma_;  // (dot result, its commit group), oldest first
+  std::unordered_map<const ir::Value *, int> use_counts_;
   llvm::GlobalVariable *smem_ = nullptr;
   llvm::Value *smem_base_ = nullptr;  // smem_ rounded up to 1024 bytes (use_wgmma), else smem_
   int64_t smem_bytes_ = 0;

@@ -42,11 +42,13 @@ void pin_registers(Lowering &L, std::vector<llvm::Value *> &regs) {
   }
 }
 
-llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64_t sbo) {
+llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64_t sbo, int64_t row_bytes) {
   auto &b = L.b;
+  uint64_t mode = row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : row_bytes == 32 ? 3 : 0;
+  if (!mode) L.fail("internal: wgmma operand rows must be 32, 64 or 128 bytes");
   llvm::Value *addr = b.CreatePtrToInt(smem, b.getInt64Ty());
   llvm::Value *d = b.CreateLShr(b.CreateAnd(addr, b.getInt64(0x3FFFF)), 4);
-  uint64_t fixed = (uint64_t((lbo >> 4) & 0x3FFF) << 16) | (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+  uint64_t fixed = (uint64_t((lbo >> 4) & 0x3FFF) << 16) | (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (mode << 62);
   return b.CreateOr(d, b.getInt64(fixed));
 }
 

@@ -33,9 +33,10 @@ void pin_registers(Lowering &L, std::vector<llvm::Value *> &regs);
 /// fence.proxy.async.shared::cta: makes this thread's generic-proxy writes to shared memory (st.shared,
 /// cp.async) visible to the async proxy that wgmma reads through. Emitted before barriers.
 void fence_proxy_async(Lowering &L);
-/// The matrix descriptor (i64) of a 128-byte-swizzled operand at shared pointer `smem` (1024-byte aligned
-/// atoms): start address, leading and stride byte offsets (multiples of 16), swizzle mode 1.
-llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64_t sbo);
+/// The matrix descriptor (i64) of a swizzled operand at shared pointer `smem` whose rows are `row_bytes`
+/// long (128, 64 or 32: the 128-, 64- or 32-byte swizzle, modes 1, 2, 3 of PTX ISA 9.7.15.5.1; atoms of 8
+/// rows, 1024-byte aligned for 128): start address, leading and stride byte offsets (multiples of 16).
+llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64_t sbo, int64_t row_bytes = 128);
 /// One wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{bf16|f16}: acc (n/2 f32, the per-thread order of the
 /// PTX ISA's "Register Fragments" figure for D) += a (4 × b32 holding 8 operand elements) · B(desc), B
 /// transposed (N-major in shared memory) when trans_b; with accumulate false (scale-d = 0) acc's values are
