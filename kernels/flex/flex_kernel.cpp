@@ -10,6 +10,7 @@
 // soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end with l = 0 → output 0
 // and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32 otherwise.
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -113,6 +114,23 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   // Where a key block lies wholly at or below every row's diagonal (kv_idx ≤ q_idx) or wholly at or above it,
   // q_idx − kv_idx has one sign over the block and ALiBi's −a·|q_idx − kv_idx| is linear in the positions.
   Tile q_last = minimum(m0 + (BM - 1), seqlen_q - 1);  // the largest q_idx of a live program
+  // ALIBI_MMA: the part of the bias that varies along a key block, a·j for column j, comes out of the tensor
+  // cores with q·kᵀ: a [BM, 16] · [16, BN] product of loop-invariant operands, a split in three bf16 parts
+  // (a1 + a2 + a3 = a to 24 bits) against the column index (exact in bf16 below 256), accumulated in f32 into
+  // the same registers before the q·k wgmmas continue them. The rest, ∓a·(q_idx − base), is one value per
+  // row (fma_index folds it into the softmax's row max and exp2 offset). So that the column part is +a·j on
+  // every block, blocks above the diagonal read their keys in reverse (column j holds key start_n + BN−1−j).
+  const char *mma_env = std::getenv("TJX_ALIBI_TC");  // EXPERIMENT
+  const bool alibi_mma = alibi_a.valid() && mma_env && *mma_env == '1';
+  Tile bias_a, bias_j;
+  if (alibi_mma) {
+    Tile a1 = alibi_a.to(DType::bf16).to(DType::f32), r1 = alibi_a - a1;
+    Tile a2 = r1.to(DType::bf16).to(DType::f32), a3 = r1 - a2;
+    Tile kk = arange(0, 16);
+    Tile parts = where(kk == 0, a1, where(kk == 1, a2, where(kk == 2, a3, 0.f)));
+    bias_a = (parts(None, _) + zeros({BM, 16}, DType::f32)).to(DType::bf16);
+    bias_j = where(kk(_, None) < 3, offs_n(None, _).to(DType::f32), 0.f).to(DType::bf16);
+  }
   // The built-in soft-cap: |cap|, clamped to a finite, nonzero value where a 0 or one past FLT_MAX / log2e
   // would make the fold below NaN.
   Tile cap;
@@ -136,16 +154,16 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
 
   enum class Masking { Never, Always, When };
   enum class Cols { Always, Never, WithMask };
-  // Whether a key block may cross the diagonal q_idx = kv_idx of the program's rows (the built-in ALiBi's
-  // |q_idx − kv_idx| then changes sign inside it): tested per block (Maybe), known not to (Never), or treated
-  // as crossing (Crosses: the form that holds for any block).
-  enum class Diagonal { Maybe, Never, Crosses };
   // The key block at start_n: its positions, whether each is inside the sequence, and the offsets of its rows.
   struct Keys {
-    Tile start, cols, col_ok, cols_w;
+    Tile start, cols, col_ok, cols_w, above;
   };
   auto keys = [&](const Tile &start_n) {
-    Keys ks{start_n, start_n + offs_n, Tile(), Tile()};
+    Keys ks{start_n, start_n + offs_n, Tile(), Tile(), Tile()};
+    if (alibi_mma) {
+      ks.above = start_n >= q_last;
+      ks.cols = where(ks.above, start_n + (BN - 1) - offs_n, ks.cols);
+    }
     ks.col_ok = ks.cols < seqlen_k;
     ks.cols_w = large ? ks.cols.to(DType::i64) : ks.cols;
     return ks;
@@ -154,6 +172,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile k_mask = ks.col_ok(_, None);
     if (kq_cols.valid()) k_mask = k_mask & kq_cols;
     Tile k = load(k_base + (ks.cols_w * sks)(_, None) + dq(None, _), k_mask, 0.f);
+    if (alibi_mma) return dot(q, trans(k), dot(bias_a, bias_j));  // q·kᵀ + a·j
     return dot(q, trans(k));  // [BM, BN] f32
   };
   auto load_v = [&](const Keys &ks) {
@@ -163,7 +182,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   };
   // The mods and the mask applied to the raw q·k `s` of a block; returns the scores and c, their factor to
   // log2 units.
-  auto mods = [&](Tile s, const Keys &ks, Masking masking, const Tile &need_mask, Cols cols_check, Diagonal diagonal) {
+  auto mods = [&](Tile s, const Keys &ks, Masking masking, const Tile &need_mask, Cols cols_check) {
     const Tile &start_n = ks.start;
     Tile kv_idx = minimum(ks.cols, maximum(seqlen_k - 1, 0))(None, _);
     // s stays in score units; c (> 0: the scale is positive) converts them to log2 units inside the softmax's
@@ -172,21 +191,23 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     if (form) {
       // The built-in mods in fewer operations per score, s staying a positive multiple of the true score so
       // that the softmax's max and fma take the factor in c. scale > 0 (validated), so max(s)·c = max(s·c).
-      if (alibi_a.valid()) {
+      if (alibi_mma) {
+        // s = q·k + a·j. Below the diagonal −a·|d| = a·j − a·(q_idx − start_n); above it (keys reversed)
+        // a·j + a·(q_idx − (start_n + BN − 1)); a block crossing it (not reversed) first adds 2a·min(d, 0).
+        Tile below = start_n + (BN - 1) <= m0;
+        Tile d = (q_idx - start_n) - offs_n(None, _);  // q_idx − kv_idx where the keys are not reversed
+        if_(!(below | ks.above), [&] { s = fma(minimum(index_to_f32(d), 0.f), 2.f * alibi_a, s); });
+        Tile base = where(ks.above, start_n + (BN - 1), start_n);
+        s = fma_index(q_idx - base, where(ks.above, alibi_a, -alibi_a), s);
+      } else if (alibi_a.valid()) {
         // s − a·|d| with d = q_idx − kv_idx. Where d has one sign over the block it is s ∓ a·d, and
         // fma_index computes it as one fma with an immediate per score, the rest of a·d (one value per
         // thread and row) folded into the softmax's row max and exp2 offset (ops.h). A block crossing the
-        // diagonal first adds 2a·min(d, 0), so that s − a·d then gives s − a·|d| there too (on any block).
+        // diagonal first adds 2a·min(d, 0), so that s − a·d then gives s − a·|d| there too.
         Tile d = (q_idx - start_n) - offs_n(None, _);
         Tile below = start_n + (BN - 1) <= m0, above = start_n >= q_last;
-        Tile factor = where(above, alibi_a, -alibi_a);
-        auto correct = [&] { s = fma(minimum(index_to_f32(d), 0.f), 2.f * alibi_a, s); };
-        if (diagonal == Diagonal::Maybe) if_(!(below | above), correct);
-        if (diagonal == Diagonal::Crosses) {
-          correct();
-          factor = -alibi_a;
-        }
-        s = fma_index(d, factor, s);
+        if_(!(below | above), [&] { s = fma(minimum(index_to_f32(d), 0.f), 2.f * alibi_a, s); });
+        s = fma_index(d, where(above, alibi_a, -alibi_a), s);
       }
       if (cap.valid()) {
         // tanh(s·scale/|cap|) with |cap| in c (cap·tanh(x/cap) is even in cap).
@@ -237,10 +258,9 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   // applied never, always, or when the i1 scalar `need_mask` is true. Keys past the sequence's end are masked
   // always (Cols::Always), never (a block wholly inside: Cols::Never), or together with the mask
   // (Cols::WithMask: need_mask must then also cover blocks crossing the end).
-  auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check,
-                   Diagonal diagonal = Diagonal::Maybe) {
+  auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
     Keys ks = keys(start_n);
-    auto [s, c] = mods(qk(ks), ks, masking, need_mask, cols_check, diagonal);
+    auto [s, c] = mods(qk(ks), ks, masking, need_mask, cols_check);
     auto [p, alpha] = softmax(s, c);
     Tile v = load_v(ks);
     acc = dot(p.to(dt), v, alpha.valid() ? acc * alpha(_, None) : acc);
@@ -274,26 +294,8 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile hi = where(block_live, seqlen_k, 0);
     Tile full_end = (hi / BN) * BN;
     Masking m = any_mask ? Masking::Always : Masking::Never;
-    if (alibi_a.valid()) {
-      // The built-in ALiBi: whole blocks off the diagonal in one loop with no per-block test (a uniform
-      // branch in the loop cost 7% at seqlen 1024 on the H200 though it runs on 2 blocks in 16), then the
-      // whole blocks crossing it and the partial last block in the second loop, which every program has
-      // anyway, in the form that holds for any block. Blocks j < c_lo lie below the diagonal, j ≥ c_hi above.
-      Tile nf = full_end / BN;
-      Tile c_lo = minimum((m0 + 1) / BN, nf);
-      Tile c_hi = maximum(minimum((q_last + (BN - 1)) / BN, nf), c_lo);
-      Tile nc = c_hi - c_lo;
-      for_range(0, nf - nc, 1, [&](I32 i) {
-        block(where(i < c_lo, i, i + nc) * BN, m, {}, Cols::Never, Diagonal::Never);
-      });
-      Tile tail = where(hi > full_end, 1, 0);
-      for_range(0, nc + tail, 1, [&](I32 i) {
-        block(where(i < nc, (c_lo + i) * BN, full_end), m, {}, Cols::Always, Diagonal::Crosses);
-      });
-    } else {
-      for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
-      for_range(full_end, hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
-    }
+    for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
+    for_range(full_end, hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
   }
 
   Tile l_safe = where(l_i == 0.f, 1.f, l_i);
