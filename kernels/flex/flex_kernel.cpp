@@ -10,7 +10,6 @@
 // soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end with l = 0 → output 0
 // and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32 otherwise.
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -114,23 +113,6 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   // Where a key block lies wholly at or below every row's diagonal (kv_idx ≤ q_idx) or wholly at or above it,
   // q_idx − kv_idx has one sign over the block and ALiBi's −a·|q_idx − kv_idx| is linear in the positions.
   Tile q_last = minimum(m0 + (BM - 1), seqlen_q - 1);  // the largest q_idx of a live program
-  // ALIBI_MMA: the part of the bias that varies along a key block, a·j for column j, comes out of the tensor
-  // cores with q·kᵀ: a [BM, 16] · [16, BN] product of loop-invariant operands, a split in three bf16 parts
-  // (a1 + a2 + a3 = a to 24 bits) against the column index (exact in bf16 below 256), accumulated in f32 into
-  // the same registers before the q·k wgmmas continue them. The rest, ∓a·(q_idx − base), is one value per
-  // row (fma_index folds it into the softmax's row max and exp2 offset). So that the column part is +a·j on
-  // every block, blocks above the diagonal read their keys in reverse (column j holds key start_n + BN−1−j).
-  const char *mma_env = std::getenv("TJX_ALIBI_TC");  // EXPERIMENT
-  const bool alibi_mma = alibi_a.valid() && mma_env && *mma_env == '1';
-  Tile bias_a, bias_j;
-  if (alibi_mma) {
-    Tile a1 = alibi_a.to(DType::bf16).to(DType::f32), r1 = alibi_a - a1;
-    Tile a2 = r1.to(DType::bf16).to(DType::f32), a3 = r1 - a2;
-    Tile kk = arange(0, 16);
-    Tile parts = where(kk == 0, a1, where(kk == 1, a2, where(kk == 2, a3, 0.f)));
-    bias_a = (parts(None, _) + zeros({BM, 16}, DType::f32)).to(DType::bf16);
-    bias_j = where(kk(_, None) < 3, offs_n(None, _).to(DType::f32), 0.f).to(DType::bf16);
-  }
   // The built-in soft-cap: |cap|, clamped to a finite, nonzero value where a 0 or one past FLT_MAX / log2e
   // would make the fold below NaN.
   Tile cap;
@@ -156,14 +138,10 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   enum class Cols { Always, Never, WithMask };
   // The key block at start_n: its positions, whether each is inside the sequence, and the offsets of its rows.
   struct Keys {
-    Tile start, cols, col_ok, cols_w, above;
+    Tile start, cols, col_ok, cols_w;
   };
   auto keys = [&](const Tile &start_n) {
-    Keys ks{start_n, start_n + offs_n, Tile(), Tile(), Tile()};
-    if (alibi_mma) {
-      ks.above = start_n >= q_last;
-      ks.cols = where(ks.above, start_n + (BN - 1) - offs_n, ks.cols);
-    }
+    Keys ks{start_n, start_n + offs_n, Tile(), Tile()};
     ks.col_ok = ks.cols < seqlen_k;
     ks.cols_w = large ? ks.cols.to(DType::i64) : ks.cols;
     return ks;
@@ -172,7 +150,6 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile k_mask = ks.col_ok(_, None);
     if (kq_cols.valid()) k_mask = k_mask & kq_cols;
     Tile k = load(k_base + (ks.cols_w * sks)(_, None) + dq(None, _), k_mask, 0.f);
-    if (alibi_mma) return dot(q, trans(k), dot(bias_a, bias_j));  // q·kᵀ + a·j
     return dot(q, trans(k));  // [BM, BN] f32
   };
   auto load_v = [&](const Keys &ks) {
@@ -191,15 +168,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     if (form) {
       // The built-in mods in fewer operations per score, s staying a positive multiple of the true score so
       // that the softmax's max and fma take the factor in c. scale > 0 (validated), so max(s)·c = max(s·c).
-      if (alibi_mma) {
-        // s = q·k + a·j. Below the diagonal −a·|d| = a·j − a·(q_idx − start_n); above it (keys reversed)
-        // a·j + a·(q_idx − (start_n + BN − 1)); a block crossing it (not reversed) first adds 2a·min(d, 0).
-        Tile below = start_n + (BN - 1) <= m0;
-        Tile d = (q_idx - start_n) - offs_n(None, _);  // q_idx − kv_idx where the keys are not reversed
-        if_(!(below | ks.above), [&] { s = fma(minimum(index_to_f32(d), 0.f), 2.f * alibi_a, s); });
-        Tile base = where(ks.above, start_n + (BN - 1), start_n);
-        s = fma_index(q_idx - base, where(ks.above, alibi_a, -alibi_a), s);
-      } else if (alibi_a.valid()) {
+      if (alibi_a.valid()) {
         // s − a·|d| with d = q_idx − kv_idx. Where d has one sign over the block it is s ∓ a·d, and
         // fma_index computes it as one fma with an immediate per score, the rest of a·d (one value per
         // thread and row) folded into the softmax's row max and exp2 offset (ops.h). A block crossing the
@@ -265,6 +234,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile v = load_v(ks);
     acc = dot(p.to(dt), v, alpha.valid() ? acc * alpha(_, None) : acc);
   };
+
   Tile block_live = m0 < seqlen_q;  // programs past the sequence's end visit nothing
   if (use_block_mask) {
     Tile bh_q = (b * P(kHeads) + h) * P(kNumQBlocks) + pid_m;
