@@ -2,7 +2,8 @@
 # Eighth session, third device call: where ALiBi's cost at seqlen 1024 comes from. The alibi kernel with parts
 # removed by an experimental knob (TJX_ALIBI_EXP; the results are wrong except for "full", only their times
 # count): full, noif (no crossing-block correction), nofma (no fma_index), none (neither), rowonly (the
-# crossing correction and a per-row fma_index without a per-element part). Each in a fresh process.
+# crossing correction and a per-row fma_index without a per-element part). Each in a fresh process. The knob
+# lived only in the build that ran; results: bench/results/2026-11-30-issue4-eighth-session-h200.md.
 source "$(dirname "$0")/device_prelude.sh"
 export TILEJIT_PRINT_AUTOTUNING=1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader

@@ -2,7 +2,8 @@
 # Eighth session, second device call: every GPU test (the chained wgmma dot's new case among them), the flex
 # GPU tests with ALiBi through the tensor cores (experimental knob TJX_ALIBI_TC=1), then at seqlen 1024 none
 # and alibi autotuned, alternating the FFMA form (0) and the tensor-core form (1), each run in a fresh process
-# and cache directory.
+# and cache directory. The knob lived only in the build that ran (commit f258d19); results:
+# bench/results/2026-11-30-issue4-eighth-session-h200.md.
 source "$(dirname "$0")/device_prelude.sh"
 export TILEJIT_PRINT_AUTOTUNING=1
 gpu_header_and_tests 200

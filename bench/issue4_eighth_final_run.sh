@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Eighth session, fourth device call: every GPU test; at seqlen 1024 none and alibi twice (the dense ALiBi
 # path in two loops, no per-block branch); then the full flex table, autotuned, side by side with
-# FlexAttention.
+# FlexAttention. It ran commit 513c10d, whose two-loop ALiBi was reverted after this call (see
+# bench/results/2026-11-30-issue4-eighth-session-h200.md).
 source "$(dirname "$0")/device_prelude.sh"
 export TILEJIT_PRINT_AUTOTUNING=1
 gpu_header_and_tests 200

@@ -2,7 +2,8 @@
 # Eighth session, first device call: FlashAttention-3's in-warpgroup overlap (deferred wgmma waits, the flex
 # kernel's dense loop reordered; experimental knob TJX_OVERLAP=1). Every GPU test with the knob off, the flex
 # GPU tests with it on, then at seqlen 1024 none/alibi/softcap autotuned, alternating off (0) and on (1),
-# each run in a fresh process and cache directory.
+# each run in a fresh process and cache directory. The knob lived only in the build that ran (commit 6b1f964);
+# results: bench/results/2026-11-30-issue4-eighth-session-h200.md.
 source "$(dirname "$0")/device_prelude.sh"
 export TILEJIT_PRINT_AUTOTUNING=1
 gpu_header_and_tests 200
