@@ -96,9 +96,9 @@ llvm::Value *Lowering::from_mem(llvm::Value *v, ElemType t) {
 const Tile &Lowering::get(const ir::Value *v) {
   auto it = values_.find(v);
   if (it == values_.end()) fail(fmt::format("an operand of type {} is used before it is defined", v->type.str()));
-  for (auto [pv, group] : pending_wgmma_)
-    if (pv == v) {
-      wait_wgmma_through(group);
+  for (const PendingDot &pd : pending_wgmma_)
+    if (pd.v == v) {
+      wait_wgmma_through(pd.group);
       break;
     }
   return it->second;
@@ -120,24 +120,27 @@ void Lowering::forget_staged_since(const StagedSnapshot &before) {
 
 // ------------------------------------------------------------------------------ deferred wgmma waits --
 
-void Lowering::defer_wgmma(const ir::Value *result) { pending_wgmma_.push_back({result, wgmma_groups - 1}); }
+void Lowering::defer_wgmma(const ir::Value *result, int instr_n) {
+  pending_wgmma_.push_back({result, wgmma_groups - 1, instr_n});
+}
 
 void Lowering::wait_wgmma_through(int group) {
-  wgmma_wait(*this, wgmma_groups - 1 - group);
-  std::vector<std::pair<const ir::Value *, int>> still;
-  for (auto [pv, g] : pending_wgmma_) {
-    if (g > group) {
-      still.push_back({pv, g});
+  // wait_group takes 0..7: with more newer groups, waiting for some of them too is still correct.
+  wgmma_wait(*this, std::min(wgmma_groups - 1 - group, 7));
+  std::vector<PendingDot> still;
+  for (const PendingDot &pd : pending_wgmma_) {
+    if (pd.group > group) {
+      still.push_back(pd);
       continue;
     }
-    pin_registers(*this, values_.at(pv).regs);  // no use of the registers may move above the wait
+    pin_registers(*this, values_.at(pd.v).regs);  // no use of the registers may move above the wait
   }
   pending_wgmma_ = std::move(still);
 }
 
-std::optional<Tile> Lowering::take_pending(const ir::Value *v) {
+std::optional<Tile> Lowering::take_pending(const ir::Value *v, int instr_n) {
   for (size_t i = 0; i < pending_wgmma_.size(); ++i)
-    if (pending_wgmma_[i].first == v) {
+    if (pending_wgmma_[i].v == v && pending_wgmma_[i].instr_n == instr_n) {
       pending_wgmma_.erase(pending_wgmma_.begin() + std::ptrdiff_t(i));
       return values_.at(v);
     }
@@ -154,7 +157,7 @@ int Lowering::use_count(const ir::Value *v) {
 }
 
 void Lowering::wait_all_wgmma() {
-  if (!pending_wgmma_.empty()) wait_wgmma_through(pending_wgmma_.back().second);
+  if (!pending_wgmma_.empty()) wait_wgmma_through(pending_wgmma_.back().group);
 }
 
 void Lowering::wait_wgmma_for_regions(const ir::Op &op) {
@@ -169,8 +172,8 @@ void Lowering::wait_wgmma_for_regions(const ir::Op &op) {
     });
   if (has_dot) return wait_all_wgmma();
   int newest = -1;
-  for (auto [pv, g] : pending_wgmma_)
-    if (read.count(pv)) newest = std::max(newest, g);
+  for (const PendingDot &pd : pending_wgmma_)
+    if (read.count(pd.v)) newest = std::max(newest, pd.group);
   if (newest >= 0) wait_wgmma_through(newest);
 }
 
@@ -440,7 +443,7 @@ void Lowering::lower_op(const ir::Op &op) {
     case K::Dot:
       dot_left_pending = false;
       set(op.result(), lower_dot(*this, op));
-      if (dot_left_pending) defer_wgmma(op.result());
+      if (dot_left_pending) defer_wgmma(op.result(), dot_pending_n);
       return;
     case K::For:
       wait_wgmma_for_regions(op);

@@ -269,6 +269,7 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
   if (defer) {
     wgmma_commit(L);
     L.dot_left_pending = true;
+    L.dot_pending_n = int(b_nk ? g.N : 64);
   } else {
     wgmma_commit_and_wait(L, c);
   }
@@ -359,15 +360,25 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     if (a_in_mma_registers(*ta.layout, L.opts.num_warps)) a_regs = &ta;
   }
   bool stage_a = !a_pre && !a_regs && !a_base, stage_b = !b_base;
-  // wgmma reads B through a descriptor: it must be in the (1024-byte aligned) dynamic buffer, or staged
-  // 1024-byte aligned before the loop.
-  bool wg = L.use_wgmma && wgmma_shape_ok(g, b_nk, L.opts.num_warps) &&
-            (!persistent(L, bv) || L.wgmma_smem_b.count(bv));
+  // wgmma reads B through a descriptor: from a stage buffer, staged 1024-byte aligned before the loop, or
+  // staged here in the (1024-byte aligned) dynamic buffer. Loop-invariant operands are staged once for every
+  // dot reading them, in the form the first of them wanted: a B staged for ldmatrix is restaged here for
+  // wgmma, and an A staged in wgmma's row order is restaged here (or read from registers) by a dot that
+  // cannot use wgmma.
+  bool wg = L.use_wgmma && wgmma_shape_ok(g, b_nk, L.opts.num_warps);
+  if (wg && persistent(L, bv) && !L.wgmma_smem_b.count(bv)) b_base = nullptr, stage_b = true;
+  if (!wg && !a_pre && L.wgmma_smem_a.count(av)) {
+    a_base = nullptr;
+    const Tile &ta = L.get(av);
+    if (ta.is_scalar()) L.fail("dot operands must be tiles");
+    a_regs = a_in_mma_registers(*ta.layout, L.opts.num_warps) ? &ta : nullptr;
+    stage_a = !a_regs;
+  }
   // The accumulator: a running wgmma dot's result read only here is continued without a wait (chained) when
-  // this dot reads A from shared memory too (no register of it to fence).
-  bool a_smem = L.wgmma_smem_a.count(av) != 0;
+  // this dot reads A from shared memory too (no register of it to fence) and issues wgmmas of the same shape.
+  bool a_smem = wg && L.wgmma_smem_a.count(av) != 0;
   std::optional<Tile> chained;
-  if (wg && a_smem && L.use_count(cv) == 1) chained = L.take_pending(cv);
+  if (wg && a_smem && L.use_count(cv) == 1) chained = L.take_pending(cv, int(b_nk ? g.N : 64));
   Tile acc = chained ? *chained : L.get_in(cv, l);
   if (!acc.layout || !(*acc.layout == l)) L.fail("internal: a chained wgmma accumulator is not in the MMA layout");
   if (stage_a || stage_b) {
@@ -398,7 +409,6 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, b_base, b_nk, bf16, defer,
                              chained.has_value())};
   }
-  if (L.wgmma_smem_a.count(av)) L.fail("internal: an A operand staged for wgmma reaches a dot that does not use it");
 
   llvm::Function *mma = L.intrinsic(bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
                                          : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32);

@@ -160,20 +160,24 @@ class Lowering {
   /// Control flow waits first for the pending values its regions read, for all of them when a region holds
   /// a dot, and a loop body or if region waits for all its own before it ends, so the pending set is the
   /// same on every path and no group survives into the pipeline's refill of the buffers it reads.
-  void defer_wgmma(const ir::Value *result);
+  void defer_wgmma(const ir::Value *result, int instr_n);
   /// Commits counted so far (wgmma.commit_group); dot_wgmma bumps it.
   int wgmma_groups = 0;
-  /// Set by lower_dot_mma when its wgmma group was committed without a wait (lower_op then defers it).
+  /// Set by lower_dot_mma when its wgmma group was committed without a wait (lower_op then defers it), with
+  /// the N of its wgmma instructions (a chained dot must use the same shape).
   bool dot_left_pending = false;
+  int dot_pending_n = 0;
+  /// Enclosing for loops of the op being lowered.
+  int loop_depth = 0;
   /// Waits for the pending values read by `op`'s regions (all when `all`, or when a region holds a dot).
   void wait_wgmma_for_regions(const ir::Op &op);
   /// wgmma.wait_group 0 when anything is pending; the pending values are pinned after it.
   void wait_all_wgmma();
   bool wgmma_pending() const { return !pending_wgmma_.empty(); }
-  /// When v is pending, forgets it without a wait and returns its (still running) lowering: a wgmma dot whose
-  /// accumulator is v continues v's accumulation, ordered after it by the hardware (same accumulator
-  /// registers and shape). Null otherwise.
-  std::optional<Tile> take_pending(const ir::Value *v);
+  /// When v is pending and its wgmma instructions have N = instr_n, forgets it without a wait and returns its
+  /// (still running) lowering: a wgmma dot whose accumulator is v continues v's accumulation, ordered after it
+  /// by the hardware only for the same accumulator registers and shape (PTX ISA 9.7.15.5.2). Null otherwise.
+  std::optional<Tile> take_pending(const ir::Value *v, int instr_n);
   /// Uses of v anywhere in the function (counted once, on first call).
   int use_count(const ir::Value *v);
 
@@ -207,7 +211,12 @@ class Lowering {
   void wait_wgmma_through(int group);
 
   std::unordered_map<const ir::Value *, Tile> values_;
-  std::vector<std::pair<const ir::Value *, int>> pending_wgmma_;  // (dot result, its commit group), oldest first
+  struct PendingDot {
+    const ir::Value *v;
+    int group;    // its commit group
+    int instr_n;  // N of its wgmma instructions
+  };
+  std::vector<PendingDot> pending_wgmma_;  // oldest first
   std::unordered_map<const ir::Value *, int> use_counts_;
   llvm::GlobalVariable *smem_ = nullptr;
   llvm::Value *smem_base_ = nullptr;  // smem_ rounded up to 1024 bytes (use_wgmma), else smem_

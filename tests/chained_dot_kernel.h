@@ -2,7 +2,8 @@
 // the [BM, 16]·[16, BN] product of loop-invariant operands issued first and the q·k wgmmas continuing its
 // accumulators (a chained dot, lower_dot_mma), its result read later (a deferred wgmma wait). The first loop
 // sits inside if_(flag): its operands staged there must be staged again for the second loop when the
-// flag is 0 (Lowering::forget_staged_since). Used by the PTX checks and the GPU test.
+// flag is 0 (Lowering::forget_staged_since). Also two kernels whose loop-invariant operand is read by a
+// wgmma dot and by one that cannot use wgmma. Used by the PTX checks and the GPU tests.
 #pragma once
 #include "tilejit/tilejit.h"
 
@@ -30,6 +31,38 @@ inline auto chained_dot_kernel() {
     Tile offs = rows(_, None) * int(BN) + ncol(None, _);
     store(SUM + offs, sum);
     store(MAX + offs, mx);
+  });
+}
+
+/// A [64, 16] loop-invariant, read by a wgmma dot (B [16, 64] per iteration) and by one that cannot use wgmma
+/// (B [16, 32]): O = Σ_j A·B_j, O2 = Σ_j A·B2_j over n iterations (B_j at j·1024, B2_j at j·512 elements).
+inline auto shared_a_kernel() {
+  return Kernel("shared_a", [](Ptr<bf16> A, Ptr<bf16> B, Ptr<bf16> B2, Ptr<f32> O, Ptr<f32> O2, I32 n) {
+    Tile r = arange(0, 64), k = arange(0, 16), c = arange(0, 64), c32 = arange(0, 32);
+    Tile a = load(A + r(_, None) * 16 + k(None, _));
+    Tile acc = zeros({64, 64}, DType::f32), acc2 = zeros({64, 32}, DType::f32);
+    for_range(0, n, 1, [&](I32 j) {
+      acc = dot(a, load(B + j * 1024 + k(_, None) * 64 + c(None, _)), acc);
+      acc2 = dot(a, load(B2 + j * 512 + k(_, None) * 32 + c32(None, _)), acc2);
+    });
+    store(O + r(_, None) * 64 + c(None, _), acc);
+    store(O2 + r(_, None) * 32 + c32(None, _), acc2);
+  });
+}
+
+/// B [64, 64] loop-invariant, read by a 16-row dot (no wgmma) and a 64-row one: O = Σ_j A_j·B,
+/// O2 = Σ_j A2_j·B (A_j [64, 64] at j·4096, A2_j [16, 64] at j·1024 elements).
+inline auto shared_b_kernel() {
+  return Kernel("shared_b", [](Ptr<bf16> A, Ptr<bf16> A2, Ptr<bf16> B, Ptr<f32> O, Ptr<f32> O2, I32 n) {
+    Tile r = arange(0, 64), r16 = arange(0, 16), c = arange(0, 64);
+    Tile b = load(B + r(_, None) * 64 + c(None, _));
+    Tile acc = zeros({64, 64}, DType::f32), acc2 = zeros({16, 64}, DType::f32);
+    for_range(0, n, 1, [&](I32 j) {
+      acc2 = dot(load(A2 + j * 1024 + r16(_, None) * 64 + c(None, _)), b, acc2);
+      acc = dot(load(A + j * 4096 + r(_, None) * 64 + c(None, _)), b, acc);
+    });
+    store(O + r(_, None) * 64 + c(None, _), acc);
+    store(O2 + r16(_, None) * 64 + c(None, _), acc2);
   });
 }
 

@@ -44,3 +44,118 @@ TEST_CASE("codegen: a wgmma dot continues a running one's accumulators without a
   // q, af and bf are staged before each loop: the first loop's staging (inside the if) may not have run.
   REQUIRE(n(".shared .align 1024 .b8 tilejit_staged") == 6);
 }
+
+namespace {
+
+codegen::PtxResult sm90a(const ir::Function &fn, int warps, int stages) {
+  CodegenOptions opts;
+  opts.arch = "sm_90a";
+  opts.num_warps = warps;
+  opts.num_stages = stages;
+  return codegen::compile_to_ptx(fn, opts);
+}
+
+size_t lines_with(const std::string &text, const char *what) {
+  return count_lines(text, [&](auto &l) { return contains(l, what); });
+}
+
+}  // namespace
+
+TEST_CASE("codegen: wgmma dots of different instruction shapes are not chained", "[codegen][mma]") {
+  // BN = 128: af·bf reads B N-major in 64-column panels (m64n64k16), q·k is one m64n128k16 per k step. The
+  // hardware orders accumulator accesses only between wgmmas of one shape, so q·k must fence (and wait).
+  auto k = tilejit::testing::chained_dot_kernel();
+  DevicePtr p{256, 1 << 20};
+  PtxResult r = sm90a(k.function(p, p, p, p, p, p, 1, 4, 64, 128, 64), 4, 2);
+  REQUIRE(contains(r.ptx, "m64n128k16"));
+  REQUIRE(lines_with(r.ptx, "wgmma.fence") == 4);  // one per dot: nothing chained
+  auto [rc, log] = ptxas_v(r.ptx, "sm_90a", "chained_dot_bn128");
+  INFO(log);
+  REQUIRE(rc == 0);
+}
+
+TEST_CASE("codegen: more than eight running wgmma dots wait with wait_group 7 at most", "[codegen][mma]") {
+  // Nine dots issued before the first is read: the first needs eight newer groups left running, which
+  // wait_group cannot say (0..7); waiting for one more is still correct.
+  auto k = Kernel("nine_dots", [](Ptr<bf16> A, Ptr<bf16> B, Ptr<f32> O, I32 n) {
+    Tile r = arange(0, 64), c = arange(0, 16), kk = arange(0, 64);
+    Tile tot = zeros({64, 16}, DType::f32);
+    for_range(0, n, 1, [&](I32 j) {
+      Tile bk = load(B + (j * 16 + c)(_, None) * 64 + kk(None, _));
+      std::vector<Tile> s;
+      for (int i = 0; i < 9; ++i) s.push_back(dot(load(A + i * 4096 + j * 64 + r(_, None) * 4096 + kk(None, _)), trans(bk)));
+      for (const Tile &x : s) tot = tot + x;
+    });
+    store(O + r(_, None) * 16 + c(None, _), tot);
+  });
+  DevicePtr p{256, 1 << 20};
+  PtxResult r = sm90a(k.function(p, p, p, 4), 4, 2);
+  REQUIRE(lines_with(r.ptx, "wgmma.commit_group") == 9);
+  REQUIRE(contains(r.ptx, "wgmma.wait_group.sync.aligned 7;"));
+  auto [rc, log] = ptxas_v(r.ptx, "sm_90a", "nine_dots");
+  INFO(log);
+  REQUIRE(rc == 0);
+}
+
+TEST_CASE("codegen: a loop-invariant operand read by a wgmma dot and by one that cannot use wgmma compiles",
+          "[codegen][mma]") {
+  // A [64, 16] staged once before the loop: in wgmma's row order for the N = 64 dot, which the N = 32 dot
+  // (no wgmma: N-major B needs 64 columns) cannot read, so it restages it. Likewise B [64, 64] staged for
+  // ldmatrix by a 16-row dot is restaged for the 64-row dot's wgmma.
+  auto shared_a = tilejit::testing::shared_a_kernel();
+  auto shared_b = tilejit::testing::shared_b_kernel();
+  DevicePtr p{256, 1 << 20};
+  for (int stages : {1, 2}) {
+    INFO("num_stages " << stages);
+    PtxResult ra = sm90a(shared_a.function(p, p, p, p, p, 4), 4, stages);
+    PtxResult rb = sm90a(shared_b.function(p, p, p, p, p, 4), 4, stages);
+    REQUIRE(contains(ra.ptx, "wgmma.mma_async"));
+    REQUIRE(contains(rb.ptx, "wgmma.mma_async"));
+    for (auto *r : {&ra, &rb}) {
+      auto [rc, log] = ptxas_v(r->ptx, "sm_90a", r == &ra ? "shared_a" : "shared_b");
+      INFO(log);
+      REQUIRE(rc == 0);
+    }
+  }
+}
+
+TEST_CASE("codegen: an inner loop's operands staged in an outer loop's body come after a barrier", "[codegen]") {
+  // x changes every outer iteration and is the inner loop's loop-invariant A: its staging overwrites the
+  // copy other warps may still read in their last inner iteration, unless all warps meet first.
+  auto k = Kernel("outer_inner", [](Ptr<bf16> X, Ptr<bf16> K, Ptr<f32> O, I32 n, I32 m) {
+    Tile r = arange(0, 128), c = arange(0, 64);
+    Tile tot = zeros({128, 64}, DType::f32);
+    for_range(0, n, 1, [&](I32 i) {
+      Tile x = load(X + i * 8192 + r(_, None) * 64 + c(None, _));
+      Tile acc = zeros({128, 64}, DType::f32);
+      for_range(0, m, 1, [&](I32 j) {
+        Tile kk = load(K + j * 4096 + c(_, None) * 64 + c(None, _));
+        acc = dot(x, trans(kk), acc);
+      });
+      tot = tot + acc;
+    });
+    store(O + r(_, None) * 64 + c(None, _), tot);
+  });
+  DevicePtr p{256, 1 << 20};
+  CodegenOptions opts;
+  opts.arch = "sm_90a";
+  opts.num_warps = 8;
+  opts.num_stages = 1;  // no pipeline prologue (which has a barrier of its own)
+  std::string ll = codegen::emit_llvm_ir(k.function(p, p, p, 4, 3), opts);
+  size_t use = ll.find("@tilejit_staged, i32");  // the first staging store's address
+  REQUIRE(use != std::string::npos);
+  // The start of the basic block holding it: the last line before it that begins with a label ("name:").
+  size_t label = std::string::npos;
+  for (size_t at = ll.rfind('\n', use); at != std::string::npos && at > 0; at = ll.rfind('\n', at - 1)) {
+    size_t colon = ll.find(':', at + 1), eol = ll.find('\n', at + 1);
+    if (ll[at + 1] != ' ' && ll[at + 1] != '\n' && colon < eol) {
+      label = at + 1;
+      break;
+    }
+  }
+  REQUIRE(label != std::string::npos);
+  INFO(ll.substr(label, ll.find('\n', label) - label));
+  size_t barrier = ll.find("@llvm.nvvm.barrier0()", label);
+  REQUIRE(barrier < use);  // in the same basic block, before the store
+  REQUIRE_NOTHROW(sm90a(k.function(p, p, p, 4, 3), 8, 1));
+}

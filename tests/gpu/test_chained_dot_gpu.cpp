@@ -71,3 +71,80 @@ TEST_CASE("codegen on the GPU: a chained wgmma dot (K = 16 operands staged befor
         }
     }
 }
+
+TEST_CASE("codegen on the GPU: a loop-invariant operand read by a wgmma dot and by one that cannot use wgmma",
+          "[gpu][codegen]") {
+  // shared_a: A [64, 16] staged in wgmma's row order for one dot and restaged by the other; shared_b: B staged
+  // for ldmatrix by a 16-row dot and restaged for the 64-row dot's wgmma (tests/chained_dot_kernel.h).
+  // Small integers: every sum is exact, so GPU, interpreter and float64 agree exactly.
+  const int n = 3;
+  auto ints = [](size_t count, uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int> d(-4, 4);
+    std::vector<float> v(count);
+    for (auto &x : v) x = float(d(gen));
+    return v;
+  };
+  auto to_bf16 = [](const std::vector<float> &v) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = uint16_t(std::bit_cast<uint32_t>(v[i]) >> 16);
+    return buffer_arg(h);
+  };
+  // out[r][c] = Σ_j Σ_k x_j[r][k]·y_j[k][c], x_j at j·xs and y_j at j·ys elements (0: invariant).
+  auto reference = [](const std::vector<float> &x, size_t xs, const std::vector<float> &y, size_t ys, int R, int K,
+                      int C, int iters) {
+    std::vector<double> out(size_t(R * C), 0.0);
+    for (int j = 0; j < iters; ++j)
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c)
+          for (int k = 0; k < K; ++k)
+            out[size_t(r * C + c)] += double(x[j * xs + size_t(r * K + k)]) * y[j * ys + size_t(k * C + c)];
+    return out;
+  };
+  auto check = [](const std::vector<float> &gpu, const std::vector<double> &ref, const std::string &what) {
+    REQUIRE(gpu.size() == ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      INFO(what << " element " << i);
+      REQUIRE(double(gpu[i]) == ref[i]);
+    }
+  };
+  DevicePtr p{256, 1 << 20};
+  for (int stages : {1, 2}) {
+    {
+      auto a = ints(64 * 16, 7), b = ints(size_t(n) * 1024, 8), b2 = ints(size_t(n) * 512, 9);
+      std::vector<Arg> args;
+      args.push_back(to_bf16(a));
+      args.push_back(to_bf16(b));
+      args.push_back(to_bf16(b2));
+      args.push_back(poisoned(64 * 64 * 4));
+      args.push_back(poisoned(64 * 32 * 4));
+      args.push_back(int_arg(n));
+      run_both(tilejit::testing::shared_a_kernel().function(p, p, p, p, p, n), Grid{1}, args, 4, stages);
+      std::string what = fmt::format("shared_a, num_stages {}", stages);
+      auto [c1, g1] = outputs<float>(args[3]);
+      auto [c2, g2] = outputs<float>(args[4]);
+      require_close(c1, g1, 0, 0, what + " O");
+      require_close(c2, g2, 0, 0, what + " O2");
+      check(g1, reference(a, 0, b, 1024, 64, 16, 64, n), what + " O vs float64");
+      check(g2, reference(a, 0, b2, 512, 64, 16, 32, n), what + " O2 vs float64");
+    }
+    {
+      auto a = ints(size_t(n) * 4096, 10), a2 = ints(size_t(n) * 1024, 11), b = ints(64 * 64, 12);
+      std::vector<Arg> args;
+      args.push_back(to_bf16(a));
+      args.push_back(to_bf16(a2));
+      args.push_back(to_bf16(b));
+      args.push_back(poisoned(64 * 64 * 4));
+      args.push_back(poisoned(16 * 64 * 4));
+      args.push_back(int_arg(n));
+      run_both(tilejit::testing::shared_b_kernel().function(p, p, p, p, p, n), Grid{1}, args, 4, stages);
+      std::string what = fmt::format("shared_b, num_stages {}", stages);
+      auto [c1, g1] = outputs<float>(args[3]);
+      auto [c2, g2] = outputs<float>(args[4]);
+      require_close(c1, g1, 0, 0, what + " O");
+      require_close(c2, g2, 0, 0, what + " O2");
+      check(g1, reference(a, 4096, b, 0, 64, 64, 64, n), what + " O vs float64");
+      check(g2, reference(a2, 1024, b, 0, 16, 64, 64, n), what + " O2 vs float64");
+    }
+  }
+}
