@@ -135,6 +135,11 @@ Tile argmin(const Tile &t, int axis, SrcLoc loc = SrcLoc::current());
 // ---- matrix product ----
 /// a [M,K] · b [K,N] + acc → f32 [M,N]. a and b: same dtype, one of f16/bf16/f32; M, N, K ≥ 16;
 /// acc: f32 [M,N] (zeros when absent). allow_tf32 lets f32 inputs use TF32 tensor cores.
+/// On sm_90a f16/bf16 dots run as asynchronous wgmma (PTX ISA 9.7.15) where the shapes allow: the wait for the
+/// result is placed at its first use, so independent work in between overlaps it; and inside a loop, a dot
+/// whose acc is another such dot's result read nowhere else, whose A is loop-invariant and whose wgmma
+/// instructions have that dot's shape continues its accumulation without waiting (e.g.
+/// dot(q, trans(k), dot(bias_a, bias_b)) with q and bias_a defined before the loop: one tensor-core chain).
 Tile dot(const Tile &a, const Tile &b, const Tile &acc = {}, bool allow_tf32 = false,
          SrcLoc loc = SrcLoc::current());
 
