@@ -173,7 +173,6 @@ class Lowering {
   void wait_wgmma_for_regions(const ir::Op &op);
   /// wgmma.wait_group 0 when anything is pending; the pending values are pinned after it.
   void wait_all_wgmma();
-  bool wgmma_pending() const { return !pending_wgmma_.empty(); }
   /// When v is pending and its wgmma instructions have N = instr_n, forgets it without a wait and returns its
   /// (still running) lowering: a wgmma dot whose accumulator is v continues v's accumulation, ordered after it
   /// by the hardware only for the same accumulator registers and shape (PTX ISA 9.7.15.5.2). Null otherwise.
