@@ -12,6 +12,27 @@
 using namespace tilejit;
 using namespace tilejit::gpu_testing;
 
+namespace {
+
+/// n integers drawn uniformly from [lo, hi], times `unit`: values with few significant bits, so that the
+/// dots' sums are exact in f32 and bf16 holds them exactly.
+std::vector<float> grid_values(size_t n, int lo, int hi, float unit, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto &x : v) x = float(d(gen)) * unit;
+  return v;
+}
+
+/// A bf16 buffer of v (exact for grid_values: truncation drops only zero bits).
+Arg bf16_arg(const std::vector<float> &v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = uint16_t(std::bit_cast<uint32_t>(v[i]) >> 16);
+  return buffer_arg(h);
+}
+
+}  // namespace
+
 TEST_CASE("codegen on the GPU: a chained wgmma dot (K = 16 operands staged before the loop) and an if-guarded "
           "loop match the interpreter and float64",
           "[gpu][codegen]") {
@@ -24,25 +45,13 @@ TEST_CASE("codegen on the GPU: a chained wgmma dot (K = 16 operands staged befor
     for (int flag : {0, 1}) {
       const int BM = 16 * warps, BN = 64, D = 64, nblocks = 4, M = 2 * BM;
       uint32_t seed = uint32_t(40 + warps + flag);
-      auto grid_vals = [&](size_t n, int lo, int hi, float unit, uint32_t s) {
-        std::mt19937 gen(s);
-        std::uniform_int_distribution<int> d(lo, hi);
-        std::vector<float> v(n);
-        for (auto &x : v) x = float(d(gen)) * unit;
-        return v;
-      };
-      auto q = grid_vals(size_t(M * D), -8, 8, 0.125f, seed), kk = grid_vals(size_t(nblocks * BN * D), -8, 8, 0.125f, seed + 1);
-      auto af = grid_vals(size_t(M * 16), -4, 4, 1, seed + 2), bf = grid_vals(size_t(16 * BN), -4, 4, 1, seed + 3);
-      auto to_bf16 = [](const std::vector<float> &v) {  // exact: these values have few significant bits
-        std::vector<uint16_t> h(v.size());
-        for (size_t i = 0; i < v.size(); ++i) h[i] = uint16_t(std::bit_cast<uint32_t>(v[i]) >> 16);
-        return buffer_arg(h);
-      };
+      auto q = grid_values(size_t(M * D), -8, 8, 0.125f, seed), kk = grid_values(size_t(nblocks * BN * D), -8, 8, 0.125f, seed + 1);
+      auto af = grid_values(size_t(M * 16), -4, 4, 1, seed + 2), bf = grid_values(size_t(16 * BN), -4, 4, 1, seed + 3);
       std::vector<Arg> args;
-      args.push_back(to_bf16(q));
-      args.push_back(to_bf16(kk));
-      args.push_back(to_bf16(af));
-      args.push_back(to_bf16(bf));
+      args.push_back(bf16_arg(q));
+      args.push_back(bf16_arg(kk));
+      args.push_back(bf16_arg(af));
+      args.push_back(bf16_arg(bf));
       args.push_back(poisoned(size_t(M * BN) * 4));
       args.push_back(poisoned(size_t(M * BN) * 4));
       args.push_back(int_arg(flag));
@@ -78,18 +87,6 @@ TEST_CASE("codegen on the GPU: a loop-invariant operand read by a wgmma dot and 
   // for ldmatrix by a 16-row dot and restaged for the 64-row dot's wgmma (tests/chained_dot_kernel.h).
   // Small integers: every sum is exact, so GPU, interpreter and float64 agree exactly.
   const int n = 3;
-  auto ints = [](size_t count, uint32_t seed) {
-    std::mt19937 gen(seed);
-    std::uniform_int_distribution<int> d(-4, 4);
-    std::vector<float> v(count);
-    for (auto &x : v) x = float(d(gen));
-    return v;
-  };
-  auto to_bf16 = [](const std::vector<float> &v) {
-    std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = uint16_t(std::bit_cast<uint32_t>(v[i]) >> 16);
-    return buffer_arg(h);
-  };
   // out[r][c] = Σ_j Σ_k x_j[r][k]·y_j[k][c], x_j at j·xs and y_j at j·ys elements (0: invariant).
   auto reference = [](const std::vector<float> &x, size_t xs, const std::vector<float> &y, size_t ys, int R, int K,
                       int C, int iters) {
@@ -108,43 +105,32 @@ TEST_CASE("codegen on the GPU: a loop-invariant operand read by a wgmma dot and 
       REQUIRE(double(gpu[i]) == ref[i]);
     }
   };
-  DevicePtr p{256, 1 << 20};
+  // One kernel of tests/chained_dot_kernel.h: inputs x0..x2 (bf16), outputs O and O2 (f32, poisoned), n.
+  auto run_case = [&](auto kernel, const std::string &what, const std::vector<float> *const (&x)[3],
+                      size_t o_elems, size_t o2_elems, int stages, const std::vector<double> &ref_o,
+                      const std::vector<double> &ref_o2) {
+    std::vector<Arg> args;
+    for (const std::vector<float> *xi : x) args.push_back(bf16_arg(*xi));
+    args.push_back(poisoned(o_elems * 4));
+    args.push_back(poisoned(o2_elems * 4));
+    args.push_back(int_arg(n));
+    DevicePtr p{256, 1 << 20};
+    run_both(kernel.function(p, p, p, p, p, n), Grid{1}, args, 4, stages);
+    auto [c1, g1] = outputs<float>(args[3]);
+    auto [c2, g2] = outputs<float>(args[4]);
+    require_close(c1, g1, 0, 0, what + " O");
+    require_close(c2, g2, 0, 0, what + " O2");
+    check(g1, ref_o, what + " O vs float64");
+    check(g2, ref_o2, what + " O2 vs float64");
+  };
   for (int stages : {1, 2}) {
-    {
-      auto a = ints(64 * 16, 7), b = ints(size_t(n) * 1024, 8), b2 = ints(size_t(n) * 512, 9);
-      std::vector<Arg> args;
-      args.push_back(to_bf16(a));
-      args.push_back(to_bf16(b));
-      args.push_back(to_bf16(b2));
-      args.push_back(poisoned(64 * 64 * 4));
-      args.push_back(poisoned(64 * 32 * 4));
-      args.push_back(int_arg(n));
-      run_both(tilejit::testing::shared_a_kernel().function(p, p, p, p, p, n), Grid{1}, args, 4, stages);
-      std::string what = fmt::format("shared_a, num_stages {}", stages);
-      auto [c1, g1] = outputs<float>(args[3]);
-      auto [c2, g2] = outputs<float>(args[4]);
-      require_close(c1, g1, 0, 0, what + " O");
-      require_close(c2, g2, 0, 0, what + " O2");
-      check(g1, reference(a, 0, b, 1024, 64, 16, 64, n), what + " O vs float64");
-      check(g2, reference(a, 0, b2, 512, 64, 16, 32, n), what + " O2 vs float64");
-    }
-    {
-      auto a = ints(size_t(n) * 4096, 10), a2 = ints(size_t(n) * 1024, 11), b = ints(64 * 64, 12);
-      std::vector<Arg> args;
-      args.push_back(to_bf16(a));
-      args.push_back(to_bf16(a2));
-      args.push_back(to_bf16(b));
-      args.push_back(poisoned(64 * 64 * 4));
-      args.push_back(poisoned(16 * 64 * 4));
-      args.push_back(int_arg(n));
-      run_both(tilejit::testing::shared_b_kernel().function(p, p, p, p, p, n), Grid{1}, args, 4, stages);
-      std::string what = fmt::format("shared_b, num_stages {}", stages);
-      auto [c1, g1] = outputs<float>(args[3]);
-      auto [c2, g2] = outputs<float>(args[4]);
-      require_close(c1, g1, 0, 0, what + " O");
-      require_close(c2, g2, 0, 0, what + " O2");
-      check(g1, reference(a, 4096, b, 0, 64, 64, 64, n), what + " O vs float64");
-      check(g2, reference(a2, 1024, b, 0, 16, 64, 64, n), what + " O2 vs float64");
-    }
+    auto a = grid_values(64 * 16, -4, 4, 1, 7), b = grid_values(size_t(n) * 1024, -4, 4, 1, 8),
+         b2 = grid_values(size_t(n) * 512, -4, 4, 1, 9);
+    run_case(tilejit::testing::shared_a_kernel(), fmt::format("shared_a, num_stages {}", stages), {&a, &b, &b2},
+             64 * 64, 64 * 32, stages, reference(a, 0, b, 1024, 64, 16, 64, n), reference(a, 0, b2, 512, 64, 16, 32, n));
+    auto x = grid_values(size_t(n) * 4096, -4, 4, 1, 10), x2 = grid_values(size_t(n) * 1024, -4, 4, 1, 11),
+         y = grid_values(64 * 64, -4, 4, 1, 12);
+    run_case(tilejit::testing::shared_b_kernel(), fmt::format("shared_b, num_stages {}", stages), {&x, &x2, &y},
+             64 * 64, 16 * 64, stages, reference(x, 4096, y, 0, 64, 64, 64, n), reference(x2, 1024, y, 0, 16, 64, 64, n));
   }
 }
