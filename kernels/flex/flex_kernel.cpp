@@ -219,9 +219,8 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile m_sub = where(m_new == neg_inf, 0.f, m_new);
     Tile p = exp2(fma(s, c, -m_sub(_, None)));
     Tile alpha = exp2(m_i - m_sub);
-    l_i = l_i * alpha + sum(p, 1);
     m_i = m_new;
-    return std::make_pair(p, alpha);
+    return std::make_pair(p, alpha);  // the caller updates l_i (after p·v is issued: see block)
   };
   // One key block, FlashAttention-2's order: q·k, its softmax, then p·v into the rescaled acc. The mask is
   // applied never, always, or when the i1 scalar `need_mask` is true. Keys past the sequence's end are masked
@@ -233,6 +232,9 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     auto [p, alpha] = softmax(s, c);
     Tile v = load_v(ks);
     acc = dot(p.to(dt), v, alpha.valid() ? acc * alpha(_, None) : acc);
+    // The row sum after p·v's issue: it is not needed by the wgmma, and ptxas keeps the order, so it runs in the
+    // wgmma's shadow instead of between q·k's wait and p·v's issue (eighth session: SASS of the loop).
+    if (alpha.valid()) l_i = l_i * alpha + sum(p, 1);
   };
 
   Tile block_live = m0 < seqlen_q;  // programs past the sequence's end visit nothing
