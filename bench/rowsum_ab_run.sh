@@ -7,7 +7,7 @@ source "$(dirname "$0")/device_prelude.sh"
 export TILEJIT_PRINT_AUTOTUNING=1
 gpu_header_and_tests 200
 i=0
-for v in M R R M; do
+for v in M R R M R M; do
   i=$((i + 1))
   lib=carry/libtilejit.so.0; [ $v = M ] && lib=carry/ab/libM.so.0
   TILEJIT_CACHE_DIR=/tmp/tj-rs-$i timeout 80 python3 bench/flex_side_by_side.py --lib $lib --autotune \
