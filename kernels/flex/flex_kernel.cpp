@@ -113,6 +113,10 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   // Where a key block lies wholly at or below every row's diagonal (kv_idx ≤ q_idx) or wholly at or above it,
   // q_idx − kv_idx has one sign over the block and ALiBi's −a·|q_idx − kv_idx| is linear in the positions.
   Tile q_last = minimum(m0 + (BM - 1), seqlen_q - 1);  // the largest q_idx of a live program
+  struct Side {
+    Tile below, above;
+  };
+  auto diagonal_side = [&](const Tile &start_n) { return Side{start_n + (BN - 1) <= m0, start_n >= q_last}; };
   // The built-in soft-cap: |cap|, clamped to a finite, nonzero value where a 0 or one past FLT_MAX / log2e
   // would make the fold below NaN.
   Tile cap;
@@ -159,7 +163,10 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   };
   // The mods and the mask applied to the raw q·k `s` of a block; returns the scores and c, their factor to
   // log2 units.
-  auto mods = [&](Tile s, const Keys &ks, Masking masking, const Tile &need_mask, Cols cols_check) {
+  // Whether a key block crosses ALiBi's diagonal: tested inside mods, or known (the arms of block's if/else).
+  enum class Crossing { Test, Yes, No };
+  auto mods = [&](Tile s, const Keys &ks, Masking masking, const Tile &need_mask, Cols cols_check,
+                  Crossing crossing) {
     const Tile &start_n = ks.start;
     Tile kv_idx = minimum(ks.cols, maximum(seqlen_k - 1, 0))(None, _);
     // s stays in score units; c (> 0: the scale is positive) converts them to log2 units inside the softmax's
@@ -174,9 +181,11 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
         // thread and row) folded into the softmax's row max and exp2 offset (ops.h). A block crossing the
         // diagonal first adds 2a·min(d, 0), so that s − a·d then gives s − a·|d| there too.
         Tile d = (q_idx - start_n) - offs_n(None, _);
-        Tile below = start_n + (BN - 1) <= m0, above = start_n >= q_last;
-        if_(!(below | above), [&] { s = fma(minimum(index_to_f32(d), 0.f), 2.f * alibi_a, s); });
-        s = fma_index(d, where(above, alibi_a, -alibi_a), s);
+        Side side = diagonal_side(start_n);
+        auto cross = [&] { s = fma(minimum(index_to_f32(d), 0.f), 2.f * alibi_a, s); };
+        if (crossing == Crossing::Test) if_(!(side.below | side.above), cross);
+        if (crossing == Crossing::Yes) cross();
+        s = fma_index(d, where(side.above, alibi_a, -alibi_a), s);
       }
       if (cap.valid()) {
         // tanh(s·scale/|cap|) with |cap| in c (cap·tanh(x/cap) is even in cap).
@@ -228,8 +237,24 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   // (Cols::WithMask: need_mask must then also cover blocks crossing the end).
   auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
     Keys ks = keys(start_n);
-    auto [s, c] = mods(qk(ks), ks, masking, need_mask, cols_check);
-    auto [p, alpha] = softmax(s, c);
+    Tile p, alpha;
+    if (alibi_a.valid() && !softcap_bound) {
+      // ALiBi: one if/else on whether the block crosses the diagonal, around the mods and the softmax, so each
+      // arm is straight-line code from q·k's result on. An if inside the mods alone kept ptxas from moving
+      // work across it and cost ~1% more at seqlen 1024 (ninth session, bench/results).
+      Tile s = qk(ks);
+      p = s;  // placeholders with the arms' types, reassigned in both
+      alpha = m_i;
+      auto arm = [&](Crossing crossing) {
+        auto [s_mod, c] = mods(s, ks, masking, need_mask, cols_check, crossing);
+        std::tie(p, alpha) = softmax(s_mod, c);
+      };
+      Side side = diagonal_side(start_n);
+      if_(!(side.below | side.above), [&] { arm(Crossing::Yes); }, [&] { arm(Crossing::No); });
+    } else {
+      auto [s, c] = mods(qk(ks), ks, masking, need_mask, cols_check, Crossing::Test);
+      std::tie(p, alpha) = softmax(s, c);
+    }
     Tile v = load_v(ks);
     acc = dot(p.to(dt), v, alpha.valid() ? acc * alpha(_, None) : acc);
     // The row sum after p·v's issue: it is not needed by the wgmma, and ptxas keeps the order, so it runs in the
