@@ -206,17 +206,19 @@ def run_seqlen(lib, args, s, flex, create_block_mask, rows):
     docs = document_ids(b, s, "cuda")
     doc_row = docs[0].tolist()
     base_ms = None
+    calls = {}  # mod -> the tilejit call, kept for the interleaved overhead below
     for mod in args.mods:
         row = dict(mod=mod, seqlen=s, batch=b, errors=[], pairs=attended_pairs(mod, s, doc_row))
         flops = 4.0 * b * HEADS * row["pairs"] * HEAD_DIM
         t0 = time.time()
         try:  # tilejit: first call compiles (and builds the document block mask), then timed
             variant = tilejit_variant(lib, mod, docs, args)
-            call = lambda: tilejit_flex(lib, q, k, v, out, variant)  # noqa: E731
+            call = lambda variant=variant: tilejit_flex(lib, q, k, v, out, variant)  # noqa: E731 (bound now)
             call()
             torch.cuda.synchronize()
             row["tj_first_s"] = time.time() - t0
             tj_out = out.clone()
+            calls[mod] = (call, row)
             row["tj_ms"] = median_ms(call)
             row["tj_tflops"] = flops / (row["tj_ms"] * 1e-3) / 1e12
             if mod == "none":
@@ -256,10 +258,28 @@ def run_seqlen(lib, args, s, flex, create_block_mask, rows):
         rows.append(row)
         print_row(row, args.check_heads)
         del tj_out, fx_out
+    interleaved_overheads(calls, args.interleave)
     torch.cuda.synchronize()
     tj_check(lib, lib.tilejit_flex_clear_cache(), "tilejit_flex_clear_cache")  # docs' memory may be reused
     del q, k, v, out, docs
     torch.cuda.empty_cache()
+
+
+def interleaved_overheads(calls, rounds):
+    """overhead_il: the median over `rounds` of (mod ms / no-mod ms), the two timed back to back in each round.
+    The overhead column divides times taken tens of seconds apart (Flex runs and compiles in between), so the
+    GPU's clock and temperature may differ; back-to-back pairs cancel that drift."""
+    if rounds <= 0 or "none" not in calls:
+        return
+    base, _ = calls["none"]
+    for mod, (call, row) in calls.items():
+        if mod == "none":
+            continue
+        ratios = sorted(median_ms(call) / median_ms(base) for _ in range(rounds))
+        row["overhead_il"] = ratios[len(ratios) // 2]
+        row["overhead_il_range"] = f"{ratios[0]:.3f}-{ratios[-1]:.3f}"
+        print(f"    {mod} s={row['seqlen']}: interleaved overhead median {row['overhead_il']:.3f} "
+              f"(range {row['overhead_il_range']}, {rounds} rounds)", flush=True)
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -284,12 +304,14 @@ def table_row(row, heads):
     speed = f"{row['flex_ms'] / row['tj_ms']:.2f}x" if "flex_ms" in row and "tj_ms" in row else "-"
     return (f"| {row['mod']} | {row['seqlen']} | {check_cell(row, heads)} | {num(row, 'tj_ms', '.3f')} | "
             f"{num(row, 'tj_tflops', '.1f')} | {num(row, 'flex_ms', '.3f')} | {num(row, 'flex_tflops', '.1f')} | "
-            f"{speed} | {num(row, 'overhead', '.2f')} | {num(row, 'per_pair', '.2f')} |")
+            f"{speed} | {num(row, 'overhead', '.2f')} | {num(row, 'overhead_il', '.3f')} | "
+            f"{num(row, 'per_pair', '.2f')} |")
 
 
 TABLE_HEAD = ["| mod | seqlen | check (rel. Frobenius, bound 1e-2) | tilejit ms | tilejit TFLOP/s | Flex ms | "
-              "Flex TFLOP/s | tilejit/Flex | overhead vs no-mod | overhead per attended pair |",
-              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+              "Flex TFLOP/s | tilejit/Flex | overhead vs no-mod | overhead, interleaved | "
+              "overhead per attended pair |",
+              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
 
 def print_row(row, heads):
@@ -318,6 +340,9 @@ def markdown(rows, args, env):
               "- tilejit/Flex = Flex ms / tilejit ms (> 1: tilejit faster). overhead = tilejit ms / tilejit no-mod ms "
               "(same seqlen, same flex kernel without a mod). per attended pair = overhead / (pairs / s²): 1.0 "
               "means the time scales with the visible area.",
+              f"- overhead, interleaved (--interleave {args.interleave}): the median over {args.interleave} rounds "
+              "of tilejit ms / tilejit no-mod ms, the two timed back to back in each round (after every row of "
+              "the seqlen), so that drift of the GPU's clock between rows cancels; '-' where not run.",
               f"- mods: alibi = score − slope[h]·|i − j| (paper slopes); softcap50 = 50·tanh(score/50); document = "
               f"{DOCUMENTS} equal documents per sequence (tilejit: doc_ids with reuse_block_mask; Flex: "
               f"create_block_mask once); causal-window256 = keys i−{WINDOW} … i. Block masks are built outside the "
@@ -341,6 +366,8 @@ def main():
         ap.add_argument(f"--{name}", type=int, default=0, help=f"tilejit {name.replace('-', '_')} (0: the library's default)")
     ap.add_argument("--autotune", action="store_true", help="tilejit picks its config per mod and seqlen by "
                     "measuring (the variant's autotune field; the four config flags are then ignored)")
+    ap.add_argument("--interleave", type=int, default=0, help="also time each mod against no mod back to back "
+                    "this many rounds (the 'overhead, interleaved' column: the median ratio)")
     args = ap.parse_args()
     seqlens = [4096] if args.quick else [int(x) for x in args.seqlens.split(",") if x]
     for s in seqlens:
