@@ -14,6 +14,9 @@ triton.testing.do_bench when available), and prints one markdown table. Columns:
   tilejit/Flex = Flex ms / tilejit ms (> 1: tilejit faster);
   overhead = tilejit ms / tilejit no-mod ms at the same seqlen (the issue's bar: <= 1.10 for alibi,
   softcap50 and document);
+  overhead, interleaved (--interleave N) = the median over N rounds of the same ratio with the two timed back
+  to back (which goes first alternating): the first overhead column divides times taken tens of seconds
+  apart, across which the GPU's clock drifts (at 1024 the no-mod kernel reads 0.325 ms first, 0.337 later);
   per-pair = that overhead divided by the share of attended (q, k) pairs (1.0 = time scales with the
   visible area; the sliding window's scaling).
 FLOPs = 4 * batch * heads * (attended (q, k) pairs) * head_dim; the pairs are counted exactly on the host
@@ -22,6 +25,7 @@ FLOPs = 4 * batch * heads * (attended (q, k) pairs) * head_dim; the pairs are co
 Usage (GPU machine, PyTorch with FlexAttention, Triton optional):
   python3 bench/flex_side_by_side.py --lib carry/libtilejit.so.0 --out bench/results/<date>-issue4-flex-h200.md
   python3 bench/flex_side_by_side.py --lib carry/libtilejit.so.0 --quick            # seqlen 4096 only
+  python3 bench/flex_side_by_side.py --lib carry/libtilejit.so.0 --autotune --interleave 7
   python3 bench/flex_side_by_side.py --lib ... --block-m 128 --block-n 64 --num-warps 8 --num-stages 2
 """
 import argparse
