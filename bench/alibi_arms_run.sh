@@ -12,9 +12,5 @@ i=0
 for v in B A A B B A; do
   i=$((i + 1))
   if [ $v = A ]; then export TJX_ALIBI_ARMS=1; else unset TJX_ALIBI_ARMS; fi
-  TILEJIT_CACHE_DIR=/tmp/tj-arms-$i timeout 70 python3 bench/flex_side_by_side.py --lib carry/libtilejit.so.0 \
-    --autotune --mods none,alibi --seqlens 1024 --out "$out/arms_$i$v.md" > /dev/null 2> "$out/arms_$i$v.err"
-  echo "== $i $v rc=$?"
-  grep -E "^\| [a-z]" "$out/arms_$i$v.md" | awk -F'|' '{print $2, $3, $5, $10}'
-  grep -E "winner" "$out/arms_$i$v.err"; rm -f "$out/arms_$i$v.err"
+  flex_1024 arms_$i$v none,alibi carry/libtilejit.so.0 70
 done

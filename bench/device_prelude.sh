@@ -28,3 +28,14 @@ flex_table() {
   echo "flex rc=$?"
   grep -E "^\| [a-z]" "$out/flex_autotuned.md" | awk -F'|' '{print $2, $3, $5, $8, $9, $10}'
 }
+
+# flex_side_by_side.py autotuned at seqlen 1024 in a fresh autotune cache (flex_1024 NAME MODS LIB [SECONDS]);
+# table in $out/NAME.md; prints the exit status, mod/seqlen/ms/overhead of each row and the tuner's winners.
+flex_1024() {
+  TILEJIT_CACHE_DIR=/tmp/tj-$1 timeout "${4:-80}" python3 bench/flex_side_by_side.py --lib "$3" --autotune \
+    --mods "$2" --seqlens 1024 --out "$out/$1.md" > /dev/null 2> "$out/$1.err"
+  echo "== $1 rc=$?"
+  grep -E "^\| [a-z]" "$out/$1.md" | awk -F'|' '{print $2, $3, $5, $10}'
+  grep -E "winner" "$out/$1.err"
+  rm -f "$out/$1.err"
+}

@@ -10,9 +10,5 @@ i=0
 for v in M R R M R M; do
   i=$((i + 1))
   lib=carry/libtilejit.so.0; [ $v = M ] && lib=carry/ab/libM.so.0
-  TILEJIT_CACHE_DIR=/tmp/tj-rs-$i timeout 80 python3 bench/flex_side_by_side.py --lib $lib --autotune \
-    --mods none,alibi,softcap50 --seqlens 1024 --out "$out/rs_$i$v.md" > /dev/null 2> "$out/rs_$i$v.err"
-  echo "== $i $v rc=$?"
-  grep -E "^\| [a-z]" "$out/rs_$i$v.md" | awk -F'|' '{print $2, $3, $5, $10}'
-  grep -E "winner" "$out/rs_$i$v.err"; rm -f "$out/rs_$i$v.err"
+  flex_1024 rs_$i$v none,alibi,softcap50 $lib 80
 done
