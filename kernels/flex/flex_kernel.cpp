@@ -215,8 +215,9 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     if (masking == Masking::When) if_(need_mask, apply);
     return std::make_pair(s, c);
   };
-  // The online softmax's step over one block's scores: updates m_i and l_i, returns p and alpha, the factor
-  // that rescales acc (none with the soft-cap bound, whose reference never moves).
+  // The online softmax's step over one block's scores: updates m_i, returns p and alpha, the factor that
+  // rescales acc and l_i (block updates l_i after p·v's issue). With the soft-cap bound, whose reference never
+  // moves, there is no alpha and l_i is updated here.
   auto softmax = [&](const Tile &s, const Tile &c) {
     if (softcap_bound) {
       Tile p = exp2(fma(s, c, -bound_ref));
