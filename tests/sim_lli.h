@@ -23,6 +23,7 @@
 
 #include "codegen/codegen.h"
 #include "interp/interpreter.h"
+#include "kernel_args.h"
 #include "ir/ir.h"
 #include "tilejit/buffer.h"
 
@@ -45,18 +46,8 @@ inline SimArg poisoned(size_t bytes) {
   a.bytes.assign(bytes, 0xff);
   return a;
 }
-inline SimArg i32(int32_t v) {
-  SimArg a;
-  a.scalar.kind = KernelArg::Kind::Int;
-  a.scalar.i = v;
-  return a;
-}
-inline SimArg f32(float v) {
-  SimArg a;
-  a.scalar.kind = KernelArg::Kind::Float;
-  a.scalar.f = v;
-  return a;
-}
+inline SimArg i32(int32_t v) { return SimArg{.bytes = {}, .scalar = test_args::int_arg(v)}; }
+inline SimArg f32(float v) { return SimArg{.bytes = {}, .scalar = test_args::float_arg(v)}; }
 
 inline std::string host_runnable(std::string ir, std::vector<std::string> &param_types) {
   auto drop_lines = [&](const char *pattern) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "interp/interpreter.h"
+#include "kernel_args.h"
 #include "ir/builder.h"
 #include "ir/ir.h"
 #include "tilejit/error.h"
@@ -120,18 +121,8 @@ struct HostBuf {
     return a;
   }
 };
-inline KernelArg int_arg(int64_t v) {
-  KernelArg a;
-  a.kind = KernelArg::Kind::Int;
-  a.i = v;
-  return a;
-}
-inline KernelArg float_arg(double v) {
-  KernelArg a;
-  a.kind = KernelArg::Kind::Float;
-  a.f = v;
-  return a;
-}
+using test_args::float_arg;
+using test_args::int_arg;
 
 /// Random generator seeded from the device (inputs are fresh each run); tests INFO the seed.
 struct Rng {

@@ -1,6 +1,7 @@
 // runtime::launch's argument and grid checks, which run before any driver call (no GPU needed).
 #include <catch2/catch.hpp>
 
+#include "kernel_args.h"
 #include "runtime/runtime.h"
 #include "tilejit/error.h"
 
@@ -13,12 +14,7 @@ ir::ParamInfo param(const char *name, DType t, bool ptr = false) {
   p.type = ir::Type{{}, ElemType{t, ptr}};
   return p;
 }
-KernelArg int_arg(int64_t v) {
-  KernelArg a;
-  a.kind = KernelArg::Kind::Int;
-  a.i = v;
-  return a;
-}
+using test_args::int_arg;
 KernelArg ptr_arg(uint64_t p) {
   KernelArg a;
   a.kind = KernelArg::Kind::Ptr;

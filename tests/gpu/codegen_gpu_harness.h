@@ -11,6 +11,7 @@
 
 #include "codegen/codegen.h"
 #include "interp/interpreter.h"
+#include "kernel_args.h"
 #include "ir/ir.h"
 #include "runtime/runtime.h"
 #include "tilejit/buffer.h"
@@ -34,19 +35,8 @@ inline Arg poisoned(size_t bytes) {
   std::vector<uint8_t> p(bytes, 0xff);
   return buffer_arg(p);
 }
-inline Arg int_arg(int64_t v) {
-  Arg a;
-  a.scalar.kind = KernelArg::Kind::Int;
-  a.scalar.i = v;
-  return a;
-}
-
-inline Arg float_arg(double v) {
-  Arg a;
-  a.scalar.kind = KernelArg::Kind::Float;
-  a.scalar.f = v;
-  return a;
-}
+inline Arg int_arg(int64_t v) { return Arg{.init = {}, .scalar = test_args::int_arg(v), .gpu = {}, .cpu = {}}; }
+inline Arg float_arg(double v) { return Arg{.init = {}, .scalar = test_args::float_arg(v), .gpu = {}, .cpu = {}}; }
 
 inline std::vector<float> random_floats(size_t n, float lo, float hi, uint32_t seed) {
   std::mt19937 gen(seed);

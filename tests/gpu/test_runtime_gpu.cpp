@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_args.h"
 #include "runtime/device.h"
 #include "runtime/driver.h"
 #include "runtime/module.h"
@@ -106,18 +107,8 @@ KernelArg ptr_arg(const Buffer &b) {
   a.bytes = b.bytes();
   return a;
 }
-KernelArg int_arg(int64_t v) {
-  KernelArg a;
-  a.kind = KernelArg::Kind::Int;
-  a.i = v;
-  return a;
-}
-KernelArg float_arg(double v) {
-  KernelArg a;
-  a.kind = KernelArg::Kind::Float;
-  a.f = v;
-  return a;
-}
+using test_args::float_arg;
+using test_args::int_arg;
 
 runtime::LoadedKernel load(const char *ptx, const char *entry, int threads, int shared_bytes = 0) {
   std::string cubin = runtime::link_ptx_to_cubin(ptx, entry);
