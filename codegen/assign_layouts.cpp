@@ -9,19 +9,6 @@
 
 namespace tilejit::codegen {
 
-bool is_elementwise(ir::OpKind k) {
-  using K = ir::OpKind;
-  switch (k) {
-    case K::Add: case K::Sub: case K::Mul: case K::Div: case K::Rem: case K::Minimum: case K::Maximum:
-    case K::And: case K::Or: case K::Xor: case K::Shl: case K::Shr: case K::Cmp: case K::Neg: case K::Not:
-    case K::Exp: case K::Exp2: case K::Log: case K::Log2: case K::Sqrt: case K::Rsqrt: case K::Abs:
-    case K::Tanh: case K::Sigmoid: case K::Fma: case K::Select: case K::Cast: case K::PtrAdd:
-      return true;
-    default:
-      return false;
-  }
-}
-
 const Layout &LayoutPlan::of(const ir::Value *v) const {
   auto it = layouts.find(v);
   if (it == layouts.end())
@@ -98,7 +85,7 @@ class Assigner {
   std::vector<int64_t> broadcast_target(const ir::Value *v, int depth = 0) {
     for (const ir::Op *u : users_[v]) {
       if (u->kind == ir::OpKind::Broadcast) return u->result()->type.shape;
-      if (depth < 8 && is_elementwise(u->kind) && u->result()->type.shape == v->type.shape) {
+      if (depth < 8 && ir::is_elementwise(u->kind) && u->result()->type.shape == v->type.shape) {
         auto s = broadcast_target(u->result(), depth + 1);
         if (s != v->type.shape) return s;
       }
@@ -186,7 +173,7 @@ class Assigner {
       default:
         break;
     }
-    if (is_elementwise(op.kind) && tile) {
+    if (ir::is_elementwise(op.kind) && tile) {
       const ir::Value *pick = nullptr;
       bool all_free = true, all_remat = true, all_movable = true;
       for (auto *o : op.operands) {
@@ -227,7 +214,7 @@ class Assigner {
       case K::For:  // operands (lb, ub, step, inits...), region args (iv, carried...): v enters as its arg
         return plan_.of(user.region(0)->arg(operand_index(user, v) - 2));
       default:
-        if (is_elementwise(user.kind) && !user.result()->type.is_scalar()) return plan_.of(user.result());
+        if (ir::is_elementwise(user.kind) && !user.result()->type.is_scalar()) return plan_.of(user.result());
         return std::nullopt;
     }
   }

@@ -41,7 +41,4 @@ struct TILEJIT_EXPORT LayoutPlan {
 
 TILEJIT_EXPORT LayoutPlan assign_layouts(const ir::Function &fn, int num_warps);
 
-/// True for pure elementwise ops (the result has the shape of every operand).
-TILEJIT_EXPORT bool is_elementwise(ir::OpKind k);
-
 }  // namespace tilejit::codegen

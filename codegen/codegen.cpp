@@ -148,10 +148,7 @@ std::optional<Tile> Lowering::take_pending(const ir::Value *v, int instr_n) {
 }
 
 int Lowering::use_count(const ir::Value *v) {
-  if (use_counts_.empty())
-    ir::walk(*fn.body, [&](ir::Op &op) {
-      for (int i = 0; i < op.num_operands(); ++i) ++use_counts_[op.operand(i)];
-    });
+  if (use_counts_.empty()) use_counts_ = ir::use_counts(*fn.body);
   auto it = use_counts_.find(v);
   return it == use_counts_.end() ? 0 : it->second;
 }
@@ -206,7 +203,7 @@ Tile Lowering::rematerialize(const ir::Value *v, const Layout &l, int depth) {
   if (def->kind == K::Constant || def->kind == K::Arange) t = lower_source(*this, *def, &l);
   else if (def->kind == K::Splat || def->kind == K::ExpandDims || def->kind == K::Broadcast)
     t = lower_shape_op(*this, *def, &l);
-  else if (is_elementwise(def->kind)) t = lower_elementwise(*this, *def, &l);
+  else if (ir::is_elementwise(def->kind)) t = lower_elementwise(*this, *def, &l);
   else t = convert(get(v), v->type.elem, l);
   cur_op = saved;
   return t;
@@ -456,7 +453,7 @@ void Lowering::lower_op(const ir::Op &op) {
     case K::Yield:
       return;  // read by the enclosing For/If
     default:
-      if (is_elementwise(op.kind)) {
+      if (ir::is_elementwise(op.kind)) {
         set(op.result(), lower_elementwise(*this, op));
         return;
       }
@@ -509,11 +506,5 @@ TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOpt
 }
 
 TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }
-
-TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts) {
-  if (const char *e = std::getenv("TILEJIT_DISABLE_WGMMA"); e && *e && std::string(e) != "0") opts.wgmma = false;
-  if (const char *e = std::getenv("TILEJIT_WGMMA_SMEM_A"); e && *e) opts.wgmma_smem_a = std::string(e) != "0";
-  if (const char *e = std::getenv("TILEJIT_WGMMA_DEFER"); e && *e) opts.wgmma_defer_wait = std::string(e) != "0";
-}
 
 }  // namespace tilejit::codegen

@@ -13,20 +13,10 @@ struct CodegenOptions {
   int num_warps = 4;            // power of two in [1, 32]
   int num_stages = 1;           // ≥ 2: cp.async software pipeline of loops' dot operand loads (codegen/pipeline.h), sm_80+
   bool wgmma = true;            // sm_90a: tensor-core dots whose B operand is staged in shared memory use wgmma
-                                // (codegen/wgmma.h) instead of mma.sync; false keeps mma.sync everywhere
+                                // (codegen/wgmma.h) instead of mma.sync; false keeps mma.sync everywhere (the
+                                // runtime sets it from TILEJIT_DISABLE_WGMMA, a debugging switch)
   int min_ctas_per_sm = 0;      // ≥ 1: .minnctapersm (with .maxntid): registers capped so this many fit per SM
-  bool wgmma_smem_a = true;     // with wgmma, a loop-invariant A (attention's q) is read by the wgmma itself
-                                // from shared memory (descriptor, rows staged in wgmma's order; 4-10% faster
-                                // on the H200, bench/results/2026-11-30-ss-validation-h200.md); false: A is
-                                // re-read with ldmatrix into registers every iteration
-  bool wgmma_defer_wait = true; // with wgmma, a dot's wait moves to the first use of its result, so later
-                                // work overlaps it (Lowering::defer_wgmma); false waits right after each dot
 };
-
-/// Applies the environment's codegen switches to opts: TILEJIT_DISABLE_WGMMA=1 (wgmma = false) and
-/// TILEJIT_WGMMA_SMEM_A=1/0 (wgmma_smem_a), TILEJIT_WGMMA_DEFER=1/0 (wgmma_defer_wait). Used by the runtime before compiling and by ptx() dumps, so the
-/// compile cache key (which includes both fields) matches what was generated.
-TILEJIT_EXPORT void apply_env_overrides(CodegenOptions &opts);
 
 /// Kernel ABI (what the runtime passes): one .param per ir::Function param, in order: pointers as 64-bit
 /// device addresses (.u64), i32/i64/f32 scalars by value in their natural size. Launch with a 1-D block of

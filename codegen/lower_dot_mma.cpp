@@ -302,7 +302,7 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
       int64_t K = dot.operand(0)->type.shape[1];
       bool wg = wgmma_shape_ok(wm, wn, K, rl->shape[1], b_nk, L.opts.num_warps);
       // A's rows of 16, 32 or a multiple of 64 elements: the 32-, 64- and 128-byte swizzles.
-      if (i == 0 && wg && L.opts.wgmma_smem_a && (K % 64 == 0 || K == 16 || K == 32))
+      if (i == 0 && wg && (K % 64 == 0 || K == 16 || K == 32))
         wgmma_rows = std::make_pair(wm, rl->shape[0] / (16 * int64_t(wm)));
       wgmma_b = i == 1 && wg;
     }
@@ -405,7 +405,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     if (zero) std::fill(c0.begin(), c0.end(), llvm::UndefValue::get(b.getFloatTy()));
     // Operands staged in the scratch space must not be overwritten by later conversions while the group
     // runs: only dots reading registers, stage buffers or static shared memory leave their wait for later.
-    bool defer = L.opts.wgmma_defer_wait && !stage_a && !stage_b;
+    bool defer = !stage_a && !stage_b;
     return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, b_base, b_nk, bf16, defer,
                              chained.has_value())};
   }

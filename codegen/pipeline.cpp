@@ -20,7 +20,7 @@ constexpr int64_t kChunkElems = 8;                  // 16 bytes of 16-bit elemen
 bool relowerable(ir::OpKind k) {
   using K = ir::OpKind;
   return k == K::Constant || k == K::Arange || k == K::Splat || k == K::Broadcast || k == K::ExpandDims ||
-         k == K::Reshape || k == K::Trans || is_elementwise(k);
+         k == K::Reshape || k == K::Trans || ir::is_elementwise(k);
 }
 
 /// An unmasked load of one scalar (e.g. a block-sparse loop's next key-block index, `load(list + i)`): it may

@@ -102,10 +102,6 @@ struct TileAccess {
   /// Registration bookkeeping (called by Tile's constructors and destructor).
   static void register_handle(Tile &t);
   static void unregister_handle(Tile &t);
-  /// Whether the handle belongs to the active trace `ctx`.
-  static bool in_trace(const Tile &t, const TraceContext &ctx) {
-    return t.handle_id_ != 0 && t.trace_gen_ == ctx.generation;
-  }
 };
 
 }  // namespace tilejit::dsl

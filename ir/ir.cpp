@@ -69,17 +69,23 @@ std::string Type::str() const {
 }
 
 namespace {
-struct OpInfo { const char *name; int lo, hi, regions; };
+struct OpInfo { const char *name; int lo, hi, regions; uint8_t props; };
+using namespace op_props;
 constexpr OpInfo kOpInfo[] = {
-#define OP(Name, text, lo, hi, regions) {text, lo, hi, regions},
+#define OP(Name, text, lo, hi, regions, props) {text, lo, hi, regions, props},
 #include "ir/ops.def"
 #undef OP
 };
+bool has(OpKind k, uint8_t p) { return (kOpInfo[int(k)].props & p) == p; }
 }  // namespace
 const char *op_name(OpKind k) { return kOpInfo[int(k)].name; }
 int op_min_operands(OpKind k) { return kOpInfo[int(k)].lo; }
 int op_max_operands(OpKind k) { return kOpInfo[int(k)].hi; }
 int op_num_regions(OpKind k) { return kOpInfo[int(k)].regions; }
+bool is_pure(OpKind k) { return has(k, Pure); }
+bool is_elementwise(OpKind k) { return has(k, Elementwise); }
+bool reads_memory(OpKind k) { return has(k, Reads); }
+bool writes_memory(OpKind k) { return has(k, Writes); }
 
 const char *cmp_pred_name(CmpPred p) {
   static const char *n[] = {"eq", "ne", "lt", "le", "gt", "ge"};
@@ -117,10 +123,10 @@ void replace_all_uses(Block &b, Value *from, Value *to) {
   });
 }
 
-int count_uses(Block &b, const Value *v) {
-  int n = 0;
+std::unordered_map<const Value *, int> use_counts(Block &b) {
+  std::unordered_map<const Value *, int> n;
   walk(b, [&](Op &op) {
-    for (auto *o : op.operands) n += (o == v);
+    for (const Value *o : op.operands) ++n[o];
   });
   return n;
 }

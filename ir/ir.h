@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tilejit/types.h"
@@ -37,7 +38,7 @@ struct Type {
 std::string shape_str(const std::vector<int64_t> &shape);
 
 enum class OpKind : uint16_t {
-#define OP(Name, text, lo, hi, regions) Name,
+#define OP(Name, text, lo, hi, regions, props) Name,
 #include "ir/ops.def"
 #undef OP
 };
@@ -45,6 +46,19 @@ const char *op_name(OpKind k);
 int op_min_operands(OpKind k);
 int op_max_operands(OpKind k);  // -1: variadic
 int op_num_regions(OpKind k);
+
+/// The properties of each op, stated in ir/ops.def (its header says what each means).
+namespace op_props {
+enum : uint8_t { Pure = 1, Elementwise = 2 | Pure, Reads = 4, Writes = 8, Control = 16 };
+}
+/// Reads and writes no memory and has no regions: CSE may merge it, DCE may erase it when unused.
+bool is_pure(OpKind k);
+/// Pure, computed element by element from same-shaped operands (the lowering's elementwise family).
+bool is_elementwise(OpKind k);
+/// Reads memory (load, atomic_add).
+bool reads_memory(OpKind k);
+/// Writes memory (store, atomic_add): never erased, and a loop holding one is not hoisted from.
+bool writes_memory(OpKind k);
 
 enum class CmpPred : uint8_t { eq, ne, lt, le, gt, ge };
 enum class ReduceKind : uint8_t { sum, max, min };
@@ -119,8 +133,8 @@ struct Function {
 template <class F> void walk(Block &b, F &&f);
 /// Replaces every use of `from` by `to` among the ops in `b` (recursively).
 void replace_all_uses(Block &b, Value *from, Value *to);
-/// Number of uses of v inside b (recursively).
-int count_uses(Block &b, const Value *v);
+/// Number of uses of each value used inside b (recursively); values not used are absent.
+std::unordered_map<const Value *, int> use_counts(Block &b);
 
 template <class F> void walk(Block &b, F &&f) {
   for (auto &op : b.ops) {

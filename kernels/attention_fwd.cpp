@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include "codegen/codegen.h"
 #include "kernels/attention_internal.h"
 #include "runtime/runtime.h"
 #include "kernels/launch_options.h"
@@ -201,7 +200,7 @@ void launch(const Pointers &p, const Shape &s, const Layout &L, const Options &o
 autotune::Compiled compile(const Pointers &p, const Shape &s, const Layout &L, const Options &opt) {
   const ir::Function &fn = with_args(s, opt, L, p.q, p.k, p.v, p.out, p.lse, [&](auto &kernel, auto &&...args)
                                          -> const ir::Function & { return kernel.function(args...); });
-  const runtime::LoadedKernel &k = runtime::get_kernel(fn, runtime::codegen_options(launch_config(opt)));
+  const runtime::LoadedKernel &k = runtime::get_kernel(fn, launch_config(opt));
   return {k.num_regs, k.shared_bytes, k.num_threads};
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/env.h"
 #include "tilejit/autotune.h"
 #include "tilejit/launch.h"
 
@@ -28,12 +29,11 @@ LaunchConfig launch_config_of(const Options &opt) {
 }
 
 /// Whether the autotuners also try configs with registers capped at 128 per thread (with_more_per_sm). On
-/// by default: measured on the H200 (bench/results/2026-11-30-min-ctas-h200.md), 8-warp 128x64 at two
+/// by default: measured on the H200, 8-warp 128x64 at two
 /// programs per SM wins every d128 shape at seqlen 1024 (0.465 -> 0.383 ms) and most flex mods;
 /// TILEJIT_AUTOTUNE_MORE_PER_SM=0 turns it off.
 inline bool more_per_sm_candidates() {
-  const char *e = std::getenv("TILEJIT_AUTOTUNE_MORE_PER_SM");
-  return !(e && std::string(e) == "0");
+  return runtime::env_string(runtime::Env::AutotuneMorePerSm) != "0";
 }
 
 /// The configs plus, with registers capped at 128 per thread, each 8-warp config at MIN_CTAS=2 and each

@@ -3,7 +3,6 @@
 #include "tilejit/kernel.h"
 #include "kernels/builtins.h"
 #include "tilejit/kernels.h"
-#include "codegen/codegen.h"
 #include "tilejit/ops.h"
 #include "runtime/runtime.h"
 
@@ -62,7 +61,7 @@ autotune::Compiled matmul_compile(DevicePtr a, DevicePtr b, DevicePtr c, int M, 
                                   const LaunchConfig &cfg, MatmulBlocks bl) {
   return with_dtype(dtype, M, N, K, [&](auto t) {
     const ir::Function &fn = matmul_kernel<decltype(t)>().function(a, b, c, M, N, K, K, N, N, bl.m, bl.n, bl.k);
-    const runtime::LoadedKernel &k = runtime::get_kernel(fn, runtime::codegen_options(cfg));
+    const runtime::LoadedKernel &k = runtime::get_kernel(fn, cfg);
     return autotune::Compiled{k.num_regs, k.shared_bytes, k.num_threads};
   });
 }

@@ -6,7 +6,6 @@
 #include "tilejit/kernel.h"
 #include "kernels/builtins.h"
 #include "tilejit/kernels.h"
-#include "codegen/codegen.h"
 #include "tilejit/ops.h"
 
 namespace tilejit::kernels {

@@ -1,6 +1,5 @@
 // out = x + y, the "hello world" of block programs: each program handles BLOCK contiguous elements and
 // masks the tail.
-#include "codegen/codegen.h"
 #include "tilejit/kernel.h"
 #include "kernels/builtins.h"
 #include "tilejit/kernels.h"

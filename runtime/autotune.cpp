@@ -34,7 +34,7 @@ std::map<std::string, Config> g_winners;       // entry hash → winner, for thi
 int compile_threads(const Settings &s, size_t jobs) {
   int n = s.threads;
   if (n <= 0) {
-    if (auto v = runtime::env_int("TILEJIT_AUTOTUNE_THREADS")) n = int(std::clamp<int64_t>(*v, 0, 1024));
+    if (auto v = runtime::env_int(runtime::Env::AutotuneThreads)) n = int(std::clamp<int64_t>(*v, 0, 1024));
   }
   if (n <= 0) n = std::clamp(int(std::thread::hardware_concurrency()), 1, 16);
   return std::clamp(n, 1, int(std::max<size_t>(jobs, 1)));
@@ -187,7 +187,7 @@ std::vector<Config> cartesian(const std::vector<std::pair<std::string, std::vect
   return result;
 }
 
-bool print_enabled() { return runtime::env_flag("TILEJIT_PRINT_AUTOTUNING"); }
+bool print_enabled() { return runtime::env_flag(runtime::Env::PrintAutotuning); }
 
 void clear_memory_cache() {
   std::lock_guard lock(g_mutex);

@@ -9,7 +9,7 @@ namespace tilejit {
 
 Backend resolve_backend(Backend b) {
   if (b != Backend::Auto) return b;
-  return runtime::env_flag("TILEJIT_INTERPRET") ? Backend::Interpreter : Backend::GPU;
+  return runtime::env_flag(runtime::Env::Interpret) ? Backend::Interpreter : Backend::GPU;
 }
 
 bool gpu_available() {

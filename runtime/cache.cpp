@@ -71,9 +71,9 @@ void write_all(int fd, const char *data, size_t bytes, const std::string &path) 
 }  // namespace
 
 std::string cache_dir() {
-  if (std::string dir = env_string("TILEJIT_CACHE_DIR"); !dir.empty()) return dir;
-  if (std::string xdg = env_string("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/tilejit";
-  if (std::string home = env_string("HOME"); !home.empty()) return home + "/.cache/tilejit";
+  if (std::string dir = env_string(Env::CacheDir); !dir.empty()) return dir;
+  if (std::string xdg = system_env("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/tilejit";
+  if (std::string home = system_env("HOME"); !home.empty()) return home + "/.cache/tilejit";
   return (std::filesystem::temp_directory_path() / "tilejit-cache").string();
 }
 

@@ -15,6 +15,7 @@
 #include "codegen/codegen.h"
 #include "ir/passes.h"
 #include "runtime/cache.h"
+#include "runtime/codegen_options.h"
 #include "runtime/device.h"
 #include "runtime/driver.h"
 #include "runtime/env.h"
@@ -66,8 +67,7 @@ const std::string &build_id() {
 std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts) {
   return hash_key({"tilejit-ptx-v2", TILEJIT_VERSION, build_id(), codegen::llvm_version(), opts.arch,
                    std::to_string(opts.num_warps), std::to_string(opts.num_stages),
-                   "minctas" + std::to_string(opts.min_ctas_per_sm), opts.wgmma ? (opts.wgmma_smem_a ? "wgmma-ss" : "wgmma") : "mma",
-                   opts.wgmma && opts.wgmma_defer_wait ? "defer" : "wait",
+                   "minctas" + std::to_string(opts.min_ctas_per_sm), opts.wgmma ? "wgmma" : "mma", env_code_key(),
                    specialization(fn),
                    ir::print(fn)});
 }
@@ -94,6 +94,11 @@ void write_artifact(const std::string &dir, const std::string &key, const char *
   }
 }
 
+// The registered variables that change generated code (runtime/env.def), applied to opts.
+void apply_env(codegen::CodegenOptions &opts) {
+  if (env_flag(Env::DisableWgmma)) opts.wgmma = false;
+}
+
 }  // namespace
 
 codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {
@@ -102,14 +107,13 @@ codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {
   opts.num_warps = cfg.num_warps;
   opts.num_stages = cfg.num_stages;
   opts.min_ctas_per_sm = cfg.min_ctas_per_sm;
+  apply_env(opts);
   return opts;
 }
 
-const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOptions &opts_in) {
+const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) {
   auto t0 = Clock::now();
-  codegen::CodegenOptions opts = opts_in;
-  if (opts.arch.empty()) opts.arch = device_arch();
-  codegen::apply_env_overrides(opts);
+  codegen::CodegenOptions opts = codegen_options(cfg);
   std::string key = ptx_key(fn, opts);
 
   // The lock guards the maps only: codegen (its own LLVMContext per call), the driver's JIT and the cache

@@ -61,9 +61,9 @@ void init_device(Driver &d) {
   fail(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
   int ordinal = 0;
   try {
-    if (auto v = env_int("TILEJIT_DEVICE")) ordinal = int(std::clamp<int64_t>(*v, -1, 1 << 20));
+    if (auto v = env_int(Env::Device)) ordinal = int(std::clamp<int64_t>(*v, -1, 1 << 20));
   } catch (const Error &) {
-    throw DriverError(fmt::format("TILEJIT_DEVICE='{}' is not a device ordinal", env_string("TILEJIT_DEVICE")));
+    throw DriverError(fmt::format("TILEJIT_DEVICE='{}' is not a device ordinal", env_string(Env::Device)));
   }
   if (count == 0) {
     throw unusable("the CUDA driver reports no device");
@@ -79,7 +79,7 @@ void init_device(Driver &d) {
 const LoadResult &loaded() {
   static const LoadResult result = [] {
     LoadResult r;
-    std::string path = env_string("TILEJIT_CUDA_LIBRARY");
+    std::string path = env_string(Env::CudaLibrary);
     try {
       r.driver = load_driver(path.empty() ? kDefaultLibrary : path);
       g_loaded = r.driver.get();

@@ -6,27 +6,52 @@
 #include "tilejit/error.h"
 
 namespace tilejit::runtime {
+namespace {
 
-std::string env_string(const char *name) {
+struct EnvEntry {
+  const char *name;
+  bool affects_code;
+};
+constexpr EnvEntry kEnv[] = {
+#define TILEJIT_ENV(id, name, affects_code, doc) {name, affects_code},
+#include "runtime/env.def"
+#undef TILEJIT_ENV
+};
+
+}  // namespace
+
+const char *env_name(Env var) { return kEnv[size_t(var)].name; }
+
+std::string system_env(const char *name) {
   const char *value = std::getenv(name);
   return value ? std::string(value) : std::string();
 }
 
-bool env_flag(const char *name) {
-  std::string value = env_string(name);
+std::string env_string(Env var) { return system_env(env_name(var)); }
+
+bool env_flag(Env var) {
+  std::string value = env_string(var);
   return !value.empty() && value != "0";
 }
 
-bool debug_enabled() { return env_flag("TILEJIT_DEBUG"); }
+bool debug_enabled() { return env_flag(Env::Debug); }
 
-std::optional<int64_t> env_int(const char *name) {
-  std::string value = env_string(name);
+std::optional<int64_t> env_int(Env var) {
+  std::string value = env_string(var);
   if (value.empty()) return std::nullopt;
   int64_t v = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (ec != std::errc() || end != value.data() + value.size())
-    throw Error(fmt::format("{}='{}' is not an integer", name, value));
+    throw Error(fmt::format("{}='{}' is not an integer", env_name(var), value));
   return v;
+}
+
+std::string env_code_key() {
+  std::string key;
+  for (const EnvEntry &e : kEnv)
+    if (e.affects_code)
+      if (std::string v = system_env(e.name); !v.empty()) key += fmt::format("{}={};", e.name, v);
+  return key;
 }
 
 }  // namespace tilejit::runtime

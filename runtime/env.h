@@ -1,13 +1,6 @@
-// Environment variables read by the runtime:
-//   TILEJIT_INTERPRET    non-empty and not "0": Backend::Auto runs on the CPU interpreter
-//   TILEJIT_DEBUG        non-empty and not "0": compile/cache decisions and timings go to stderr
-//   TILEJIT_CACHE_DIR    on-disk kernel cache (default $XDG_CACHE_HOME/tilejit, else ~/.cache/tilejit)
-//   TILEJIT_DEVICE       CUDA device ordinal (default 0)
-//   TILEJIT_CUDA_LIBRARY the driver library to dlopen instead of libcuda.so.1 (tests use a fake one)
-// Read elsewhere (all in README's table): TILEJIT_PRINT_AUTOTUNING and TILEJIT_AUTOTUNE_THREADS
-// (runtime/autotune.cpp), TILEJIT_AUTOTUNE_MORE_PER_SM (kernels/launch_options.h), TILEJIT_DISABLE_WGMMA and
-// TILEJIT_WGMMA_SMEM_A (codegen/codegen.cpp); tests also read TILEJIT_PTXAS and TILEJIT_PTX_DUMP_DIR.
-// Values are read on each call (cheap), so tests can change them with setenv.
+// The environment variables tilejit reads, all registered in runtime/env.def (one list, also documented in
+// README's table). Values are read on each call (cheap), so tests can change them with setenv. Tests also read
+// TILEJIT_PTXAS and TILEJIT_PTX_DUMP_DIR, which the library never does.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -17,13 +10,28 @@
 
 namespace tilejit::runtime {
 
+/// One registered variable (runtime/env.def).
+enum class Env {
+#define TILEJIT_ENV(id, name, affects_code, doc) id,
+#include "runtime/env.def"
+#undef TILEJIT_ENV
+};
+
+/// The variable's name, e.g. "TILEJIT_DEBUG".
+const char *env_name(Env var);
 /// The variable's value, or "" when unset.
-std::string env_string(const char *name);
+std::string env_string(Env var);
 /// True when the variable is set to a non-empty value other than "0".
-bool env_flag(const char *name);
+bool env_flag(Env var);
 /// The variable as an integer, nullopt when unset or empty; throws Error naming it when it is not an integer
 /// (all of it: "1abc" is rejected).
-std::optional<int64_t> env_int(const char *name);
+std::optional<int64_t> env_int(Env var);
+/// "NAME=value;" for every registered variable that changes generated code and is set: part of the
+/// compile-cache key.
+std::string env_code_key();
+
+/// A variable of the system's, not tilejit's (HOME, XDG_CACHE_HOME): its value, or "" when unset.
+std::string system_env(const char *name);
 /// TILEJIT_DEBUG is on.
 bool debug_enabled();
 

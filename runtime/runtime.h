@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "tilejit/buffer.h"
 #include "tilejit/launch.h"
@@ -27,19 +26,17 @@ std::string device_arch();
 /// meant the GPU (TILEJIT_INTERPRET unset) and, when no GPU is usable here, what to do; "" otherwise.
 std::string auto_backend_note(Backend requested);
 
-/// The codegen options of a launch: its num_warps, num_stages, min_ctas_per_sm and arch (empty: the current
-/// device's, which needs a GPU). The environment's switches are applied later, by get_kernel.
-codegen::CodegenOptions codegen_options(const LaunchConfig &cfg);
-
 /// Compiles `fn` for `opts` (through the in-process and on-disk caches of PTX and cubin) and loads it.
 /// Throws CompileError or DriverError (naming the driver call, its error name and the kernel).
-const LoadedKernel &get_kernel(const ir::Function &fn, const codegen::CodegenOptions &opts);
+/// cfg supplies num_warps, num_stages, min_ctas_per_sm and arch (empty: the current device's, which needs a
+/// GPU); the registered environment switches that change code (runtime/env.def) are applied here.
+const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg);
 
 /// Where the last get_kernel call found its kernel and what each step cost (for benchmarks and
 /// TILEJIT_DEBUG). Tracing time is the DSL's and not included.
 struct CompileStats {
   std::string source;       // "memory" (in-process), "cubin cache", "ptx cache" or "compiled"
-  double codegen_ms = 0;    // codegen::compile_to_ptx (0 when PTX came from the cache)
+  double codegen_ms = 0;    // tile IR → PTX (0 when PTX came from the cache)
   double link_ms = 0;       // driver JIT, PTX → cubin (0 when the cubin came from the cache)
   double load_ms = 0;       // cuModuleLoadData and function setup
   double total_ms = 0;      // the whole get_kernel call, key hashing and cache I/O included

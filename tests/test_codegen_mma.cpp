@@ -97,8 +97,6 @@ namespace {
 // max_spill: spill bytes tolerated (0: none and no stack frame).
 void check_tensor_core_kernel(const std::string &name, kernels::BuiltinSpec spec, const std::string &tag,
                               int max_spill = 0) {
-  const char *env = std::getenv("TILEJIT_WGMMA_SMEM_A");
-  bool smem_a = !(env && std::string(env) == "0");  // the default: wgmma reads q from shared memory
   for (std::string arch : {"sm_80", "sm_90a"}) {
     spec.arch = arch;
     std::string ptx = kernels::builtin_ptx(name, spec);
@@ -109,7 +107,7 @@ void check_tensor_core_kernel(const std::string &name, kernels::BuiltinSpec spec
       REQUIRE(contains(ptx, "wgmma.wait_group.sync.aligned 0"));
       REQUIRE(contains(ptx, "fence.proxy.async.shared::cta"));
       REQUIRE_FALSE(contains(ptx, "mma.sync.aligned.m16n8k16"));
-      if (smem_a && name == "attention") {
+      if (name == "attention") {
         // q (loop-invariant A) is read by the wgmma from shared memory: the two-descriptor form, and no
         // ldmatrix at all (p is reused from registers, K and V come by descriptor).
         REQUIRE(std::regex_search(ptx, std::regex(R"(wgmma\.mma_async[^;]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 0;)")));
@@ -240,23 +238,6 @@ TEST_CASE("pipelined attention (3 stages; 128x64 with 8 warps) and matmul assemb
     spec.head_dim = d;
     check_tensor_core_kernel("attention", spec, fmt::format("pipe2_attention_bm128_d{}", d));
   }
-}
-
-TEST_CASE("wgmma with q re-read into registers (TILEJIT_WGMMA_SMEM_A=0) assembles without spills",
-          "[codegen][mma][ptx]") {
-  setenv("TILEJIT_WGMMA_SMEM_A", "0", 1);
-  kernels::BuiltinSpec spec;
-  spec.dtype = DType::bf16;
-  for (int d : {64, 128})
-    for (bool causal : {false, true}) {
-      spec.head_dim = d;
-      spec.causal = causal;
-      spec.block_m = 64, spec.block_n = 64, spec.num_warps = 4;
-      check_tensor_core_kernel("attention", spec, fmt::format("rs_attention_d{}_{}", d, causal));
-      spec.block_m = 128, spec.block_n = 64, spec.num_warps = 8;  // two warpgroups, two slabs
-      check_tensor_core_kernel("attention", spec, fmt::format("rs8_attention_d{}_{}", d, causal));
-    }
-  unsetenv("TILEJIT_WGMMA_SMEM_A");
 }
 
 TEST_CASE("min_ctas_per_sm: .maxntid/.minnctapersm in the PTX; two 8-warp programs per SM fit without spills",

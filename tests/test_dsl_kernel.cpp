@@ -6,7 +6,6 @@
 #include <random>
 #include <vector>
 
-#include "codegen/codegen.h"  // PtxResult, for Kernel::ptx
 #include "ir/ir.h"
 #include "tilejit/tilejit.h"
 
@@ -70,6 +69,56 @@ TEST_CASE("Kernel: specialization keys select cached traces", "[dsl][kernel]") {
   CHECK(add.num_specializations() == 4);
   add.function(aligned, aligned, aligned, 4096, 512);  // same key as the previous one
   CHECK(add.num_specializations() == 4);
+}
+
+TEST_CASE("Kernel: a parameter the traced body never uses enters no specialization key", "[dsl][kernel]") {
+  // `unused_n` and `unused_p` have no use after tracing: their divisibility / alignment must not split the cache.
+  Kernel k(
+      "copy_with_unused",
+      [](Ptr<f32> x, Ptr<f32> out, Ptr<f32> unused_p, I32 n, I32 unused_n, Constexpr<int> BLOCK) {
+        auto offs = arange(0, BLOCK);
+        store(out + offs, load(x + offs, offs < n, 0.f), offs < n);
+      },
+      {"x", "out", "unused_p", "n", "unused_n", "BLOCK"});
+  DevicePtr a{4096};
+  const ir::Function &f1 = k.function(a, a, DevicePtr{4096}, 64, 16, 64);
+  const ir::Function &f2 = k.function(a, a, DevicePtr{4100}, 64, 17, 64);  // only unused values differ
+  CHECK(&f1 == &f2);
+  CHECK(k.num_specializations() == 1);
+  CHECK_FALSE(f1.params[2].align16);  // nothing is assumed of unused parameters
+  CHECK_FALSE(f1.params[4].div16);
+  CHECK(f1.params[3].div16);          // n is used: specialized
+  k.function(a, a, a, 65, 16, 64);    // n's divisibility is part of the key
+  CHECK(k.num_specializations() == 2);
+}
+
+TEST_CASE("Kernel: do_not_specialize keeps a parameter's value out of the key", "[dsl][kernel]") {
+  auto body = [](Ptr<f32> x, Ptr<f32> out, I32 n, Constexpr<int> BLOCK) {
+    auto offs = arange(0, BLOCK);
+    store(out + offs, load(x + offs, offs < n, 0.f), offs < n);
+  };
+  Kernel k("copy_n", body, {"x", "out", "n", "BLOCK"}, KernelOptions{.do_not_specialize = {"n", "x"}});
+  for (int n : {1, 3, 8, 16, 17, 113, 128, 1000}) k.function(DevicePtr{uint64_t(4096 + 4 * n)}, DevicePtr{4096}, n, 64);
+  CHECK(k.num_specializations() == 1);
+  const ir::Function &f = k.function(DevicePtr{4096}, DevicePtr{4096}, 16, 64);
+  CHECK_FALSE(f.params[2].div16);
+  CHECK_FALSE(f.params[0].align16);
+  CHECK(f.params[1].align16);
+  // The kernel still computes the right thing for every length (interpreter).
+  std::vector<float> host(64);
+  for (int i = 0; i < 64; ++i) host[size_t(i)] = float(i) + 0.5f;
+  for (int n : {3, 16, 17}) {
+    Buffer x(64 * 4, Backend::Interpreter), out(64 * 4, Backend::Interpreter);
+    x.upload(host);
+    out.upload(std::vector<float>(64, -7.f));  // poison
+    k.launch(Grid{1}, LaunchConfig{.backend = Backend::Interpreter}, x, out, n, 64);
+    auto got = out.download_as<float>(64);
+    for (int i = 0; i < 64; ++i) REQUIRE(got[size_t(i)] == (i < n ? host[size_t(i)] : -7.f));
+  }
+  CHECK_THROWS_WITH(Kernel("bad", body, {"x", "out", "n", "BLOCK"}, KernelOptions{.do_not_specialize = {"m"}}),
+                    Contains("Kernel bad: do_not_specialize names 'm', which is not a parameter"));
+  CHECK_THROWS_WITH(Kernel("bad", body, {"x", "out", "n", "BLOCK"}, KernelOptions{.do_not_specialize = {"BLOCK"}}),
+                    Contains("'BLOCK', a Constexpr<int> parameter"));
 }
 
 TEST_CASE("Kernel: argument binding errors name the kernel, index and parameter", "[dsl][kernel][errors]") {

@@ -77,3 +77,17 @@ TEST_CASE("flex: batch 0 and zero-length sequences are no-ops", "[flex]") {
   for (uint16_t x : out.download_as<uint16_t>(nq)) REQUIRE(x == 0);
   for (float x : lse.download_as<float>(12)) REQUIRE(x == -std::numeric_limits<float>::infinity());
 }
+
+TEST_CASE("flex: lengths specialize at most on divisibility by 16 (two kernels for any set of lengths)", "[flex]") {
+  using namespace tilejit::attention;
+  auto kernel = flex::flex_kernel(DType::bf16, ScoreMod{}, Mask{});
+  const size_t before = kernel->num_specializations();
+  for (int len : {1, 3, 8, 16, 17, 113, 128, 1000}) {
+    FlexCase c;
+    c.shape = FlexShape{.batch = 1, .heads_q = 1, .seqlen_q = len, .seqlen_k = len, .head_dim_qk = 16};
+    c.block_m = c.block_n = 64;
+    INFO("seqlen " << len);
+    require_matches(run_flex_case(Backend::Interpreter, c, FlexOptions{}, {}), DType::bf16);
+  }
+  CHECK(kernel->num_specializations() - before <= 2);
+}

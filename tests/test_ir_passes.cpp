@@ -382,3 +382,33 @@ TEST_CASE("dce: removes unused ops and loop-carried values, keeps stores", "[ir]
 }
 )");
 }
+
+TEST_CASE("op properties come from ops.def: memory writers are never pure", "[ir][passes]") {
+  // Every op states its properties; an op that writes memory must never be treated as pure (CSE would merge
+  // two of them, DCE would erase an unused one).
+  for (int k = 0; k <= int(OpKind::Yield); ++k) {
+    OpKind kind = OpKind(k);
+    INFO(op_name(kind));
+    if (writes_memory(kind) || reads_memory(kind) || op_num_regions(kind) > 0 || kind == OpKind::Yield)
+      CHECK_FALSE(is_pure(kind));
+    if (is_elementwise(kind)) CHECK(is_pure(kind));
+  }
+  CHECK(writes_memory(OpKind::Store));
+  CHECK(writes_memory(OpKind::AtomicAdd));
+  CHECK(reads_memory(OpKind::Load));
+  CHECK(is_elementwise(OpKind::Fma));
+  CHECK_FALSE(is_elementwise(OpKind::Dot));
+  CHECK(is_pure(OpKind::Dot));
+
+  // Two identical atomic adds whose results are unused: CSE merges neither, DCE erases neither.
+  FnBuilder f("atomics");
+  Value *out = f.param("out", P({}, DType::f32));
+  Value *p = f.op(OpKind::PtrAdd, {f.op(OpKind::Splat, {out}, P({64}, DType::f32)), f.arange(0, 64)}, P({64}, DType::f32));
+  Value *one = f.cf(f64x, 1.0);
+  f.op(OpKind::AtomicAdd, {p, one}, f64x);
+  f.op(OpKind::AtomicAdd, {p, one}, f64x);
+  optimize(f.fn);
+  int atomics = 0;
+  walk(*f.fn.body, [&](Op &op) { atomics += op.kind == OpKind::AtomicAdd; });
+  CHECK(atomics == 2);
+}

@@ -109,23 +109,34 @@ TEST_CASE("a host buffer given to a Backend::Auto launch says why Auto meant the
 
 TEST_CASE("integer environment variables are read whole or rejected by name", "[runtime]") {
   {
-    ScopedEnv env("TILEJIT_TEST_INT", "12");
-    CHECK(runtime::env_int("TILEJIT_TEST_INT") == 12);
+    ScopedEnv env("TILEJIT_AUTOTUNE_THREADS", "12");
+    CHECK(runtime::env_int(runtime::Env::AutotuneThreads) == 12);
   }
   {
-    ScopedEnv env("TILEJIT_TEST_INT", "-3");
-    CHECK(runtime::env_int("TILEJIT_TEST_INT") == -3);
+    ScopedEnv env("TILEJIT_AUTOTUNE_THREADS", "-3");
+    CHECK(runtime::env_int(runtime::Env::AutotuneThreads) == -3);
   }
   {
-    ScopedEnv env("TILEJIT_TEST_INT", "");
-    CHECK_FALSE(runtime::env_int("TILEJIT_TEST_INT").has_value());
+    ScopedEnv env("TILEJIT_AUTOTUNE_THREADS", "");
+    CHECK_FALSE(runtime::env_int(runtime::Env::AutotuneThreads).has_value());
   }
   for (const char *bad : {"1abc", "abc", " 1", "1.5", "99999999999999999999"}) {
-    ScopedEnv env("TILEJIT_TEST_INT", bad);
+    ScopedEnv env("TILEJIT_AUTOTUNE_THREADS", bad);
     INFO(bad);
-    CHECK_THROWS_WITH(runtime::env_int("TILEJIT_TEST_INT"),
-                      Catch::Contains("TILEJIT_TEST_INT='" + std::string(bad) + "' is not an integer"));
+    CHECK_THROWS_WITH(runtime::env_int(runtime::Env::AutotuneThreads),
+                      Catch::Contains("TILEJIT_AUTOTUNE_THREADS='" + std::string(bad) + "' is not an integer"));
   }
+}
+
+TEST_CASE("the compile-cache key carries the registered variables that change generated code", "[runtime]") {
+  {
+    ScopedEnv off("TILEJIT_DISABLE_WGMMA", "");
+    ScopedEnv dbg("TILEJIT_DEBUG", "1");  // changes no code: not in the key
+    CHECK(runtime::env_code_key() == "");
+  }
+  ScopedEnv on("TILEJIT_DISABLE_WGMMA", "1");
+  CHECK(runtime::env_code_key() == "TILEJIT_DISABLE_WGMMA=1;");
+  CHECK(std::string(runtime::env_name(runtime::Env::DisableWgmma)) == "TILEJIT_DISABLE_WGMMA");
 }
 
 TEST_CASE("compute capabilities map to codegen targets", "[runtime]") {

@@ -6,8 +6,10 @@
 //
 // Parameter types: Ptr<T> (binds a Buffer, a DevicePtr, or a raw T* host pointer for the interpreter),
 // I32 / I64 (integral values; I32 range-checked), F32 (arithmetic values), Constexpr<T> (a T; compile-time).
-// Each launch is specialized as in Triton: per pointer, whether its address is 16-byte aligned; per int,
-// whether it is divisible by 16; per constexpr, its value. The traced IR is cached per specialization.
+// Each launch is specialized as in Triton: per constexpr, its value; per pointer the body uses, whether its
+// address is 16-byte aligned; per integer the body uses, whether it is divisible by 16 (a parameter the traced
+// body never uses, after optimization, enters no key). KernelOptions::do_not_specialize opts a parameter out
+// (Triton's do_not_specialize). The traced IR is cached per specialization.
 // Binding errors (wrong count or kind, out-of-range I32) throw TraceError naming the kernel, the parameter
 // index and its name.
 #pragma once
@@ -30,7 +32,14 @@
 namespace tilejit {
 
 namespace ir { struct Function; }
-namespace codegen { struct PtxResult; }
+
+/// The PTX of one kernel specialization for one LaunchConfig (Kernel::ptx).
+struct KernelPtx {
+  std::string ptx;        // PTX text (.version 8.5) for LaunchConfig::arch
+  std::string entry;      // the .entry name (the kernel's name, sanitized)
+  int shared_bytes = 0;   // dynamic shared memory a launch must provide, in bytes (may exceed 48 KB)
+  int num_threads = 0;    // threads per program: 32 · num_warps
+};
 
 namespace detail {
 
@@ -38,7 +47,8 @@ namespace detail {
 enum class ParamKind : uint8_t { Ptr, I32, I64, F32, ConstInt, ConstInt64, ConstFloat, ConstDouble, ConstBool };
 struct ParamDecl {
   ParamKind kind;
-  DType dtype;  // pointee dtype for Ptr; i32/i64/f32 for runtime scalars; unused for constexprs
+  DType dtype;            // pointee dtype for Ptr; i32/i64/f32 for runtime scalars; unused for constexprs
+  bool specialize = true; // false: the value's alignment/divisibility never enters the specialization key
 };
 
 /// One launch argument before binding, whatever C++ type it came from.
@@ -154,14 +164,23 @@ template <class Fn> struct LambdaParams {
 
 }  // namespace detail
 
-/// The type-erased core of a Kernel (implemented in dsl/kernel.cpp): parameter declarations, the trace
+/// Options of a Kernel beyond its body.
+struct KernelOptions {
+  /// Parameters (by name; I32, I64 or Ptr) whose values never enter the specialization key, as Triton's
+  /// do_not_specialize: an integer's divisibility by 16 and a pointer's 16-byte alignment are then never
+  /// assumed, so e.g. a length that changes every call compiles one kernel instead of two. The Kernel
+  /// constructor throws Error naming the kernel when a name is not a parameter or is a constexpr.
+  std::vector<std::string> do_not_specialize;
+};
+
+/// The type-erased core of a Kernel (implemented in runtime/kernel.cpp): parameter declarations, the trace
 /// function, the per-specialization cache of traced IR, and backend dispatch.
 class KernelBase {
  public:
   /// Calls the user's lambda with handles for the bound arguments (one ArgValue per parameter).
   using TraceFn = std::function<void(std::span<const detail::ArgValue>)>;
   KernelBase(std::string name, std::vector<detail::ParamDecl> params, std::vector<std::string> names,
-             TraceFn trace);
+             TraceFn trace, const KernelOptions &options = {});
   ~KernelBase();
   KernelBase(const KernelBase &) = delete;
   KernelBase &operator=(const KernelBase &) = delete;
@@ -169,7 +188,7 @@ class KernelBase {
   void launch(Grid grid, const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
   const ir::Function &function(std::span<const detail::ArgValue> args);
   std::string ir(std::span<const detail::ArgValue> args);
-  codegen::PtxResult ptx(const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
+  KernelPtx ptx(const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
 
   const std::string &name() const;
   const std::string &param_name(int i) const;
@@ -189,9 +208,10 @@ class Kernel {
 
  public:
   /// `param_names` (optional) name the parameters in IR and error messages; default "arg0", "arg1", ...
-  Kernel(std::string name, Fn fn, std::vector<std::string> param_names = {})
+  /// `options.do_not_specialize` names parameters to leave out of the specialization key (see KernelOptions).
+  Kernel(std::string name, Fn fn, std::vector<std::string> param_names = {}, const KernelOptions &options = {})
       : core_(std::make_shared<KernelBase>(std::move(name), decls(std::make_index_sequence<N>{}),
-                                           std::move(param_names), make_trace(std::move(fn)))) {}
+                                           std::move(param_names), make_trace(std::move(fn)), options)) {}
 
   /// Traces (or reuses the cached trace for) the arguments' specialization and runs it on cfg.backend.
   /// A grid of size 0 does nothing.
@@ -213,9 +233,10 @@ class Kernel {
     detail::ArgValue v[] = {detail::ArgValue{}, detail::to_arg_value(args)...};
     return core_->ir(std::span<const detail::ArgValue>(v + 1, sizeof...(A)));
   }
-  /// PTX for cfg.arch (must be set; no GPU needed). Include "codegen/codegen.h" for PtxResult.
+  /// PTX for cfg.arch (must be set; no GPU needed). Throws Error when cfg.arch is empty, CompileError when
+  /// the kernel cannot be lowered (naming the op and its source line).
   template <class... A>
-  auto ptx(const LaunchConfig &cfg, const A &...args) const {
+  KernelPtx ptx(const LaunchConfig &cfg, const A &...args) const {
     detail::ArgValue v[] = {detail::ArgValue{}, detail::to_arg_value(args)...};
     return core_->ptx(cfg, std::span<const detail::ArgValue>(v + 1, sizeof...(A)));
   }

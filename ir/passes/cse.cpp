@@ -50,7 +50,7 @@ class Cse {
       // pass over the function, instead of a walk of the whole function per merge.
       for (Value *&o : op.operands)
         if (auto it = replaced_.find(o); it != replaced_.end()) o = it->second;
-      if (passes::is_pure(op.kind) && op.regions.empty() && op.num_results() > 0) {
+      if (is_pure(op.kind) && op.regions.empty() && op.num_results() > 0) {
         std::string key = op_key(op);
         if (Op *prev = lookup(key)) {
           for (int r = 0; r < op.num_results(); ++r) replaced_[op.result(r)] = prev->result(r);

@@ -19,18 +19,12 @@ class Dce {
   void run() {
     do {
       changed_ = false;
-      count_uses_in(*fn_.body);
+      uses_ = use_counts(*fn_.body);
       visit(*fn_.body);
-      uses_.clear();
     } while (changed_);
   }
 
  private:
-  void count_uses_in(Block &b) {
-    walk(b, [&](Op &op) {
-      for (Value *v : op.operands) ++uses_[v];
-    });
-  }
   int uses(const Value *v) const {
     auto it = uses_.find(v);
     return it == uses_.end() ? 0 : it->second;
@@ -41,7 +35,7 @@ class Dce {
     return true;
   }
   static bool has_side_effects(const Op &op) {
-    if (op.kind == OpKind::Store || op.kind == OpKind::AtomicAdd) return true;
+    if (writes_memory(op.kind)) return true;
     for (auto &r : op.regions)
       for (auto &o : r->ops)
         if (has_side_effects(*o)) return true;
@@ -133,8 +127,7 @@ class Dce {
     if (!pruned) return;
     renumber(op);
     changed_ = true;
-    uses_.clear();  // uses moved from region arguments to inits: recount
-    count_uses_in(*fn_.body);
+    uses_ = use_counts(*fn_.body);
   }
 
   /// Removes unused results of an if and the matching yield operands of both regions.

@@ -19,7 +19,7 @@ namespace {
 
 bool writes_memory(Block &b) {
   bool w = false;
-  walk(b, [&](Op &op) { w |= op.kind == OpKind::Store || op.kind == OpKind::AtomicAdd; });
+  walk(b, [&](Op &op) { w |= writes_memory(op.kind); });
   return w;
 }
 
@@ -69,7 +69,7 @@ class Hoister {
     };
     for (auto &op : body.ops) {
       bool candidate = op->regions.empty() && op->kind != OpKind::Yield && op->kind != OpKind::Dot &&
-                       !may_trap(*op) && (passes::is_pure(op->kind) || op->kind == OpKind::Load);
+                       !may_trap(*op) && (is_pure(op->kind) || op->kind == OpKind::Load);
       if (!candidate) continue;
       bool ok = true;
       for (const Value *v : op->operands) ok &= outside_or_invariant(v);

@@ -46,17 +46,6 @@ inline void make_constant(Op &op, const ConstValue &c) {
   else op.attrs.ivalue = c.i;
 }
 
-/// Ops that neither read nor write memory and have no regions: safe to CSE, and to erase when unused.
-inline bool is_pure(OpKind k) {
-  switch (k) {
-    case OpKind::Load: case OpKind::Store: case OpKind::AtomicAdd:
-    case OpKind::For: case OpKind::If: case OpKind::Yield:
-      return false;
-    default:
-      return true;
-  }
-}
-
 /// Replaces every use of op's result i by `to` in the function, for i in all results.
 inline void replace_results(Function &fn, Op &op, const std::vector<Value *> &to) {
   for (int i = 0; i < op.num_results(); ++i) replace_all_uses(*fn.body, op.result(i), to[size_t(i)]);

@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include "codegen/codegen.h"
 #include "kernels/flex/flex_internal.h"
 #include "kernels/launch_options.h"
 #include "runtime/autotune_device.h"
@@ -103,7 +102,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   t.compile = [&](const autotune::Config &c) {
     FlexOptions o = kernels::with_tuned_config(opt, c);
     const ir::Function &fn = kernel->function(placeholder_kernel_args(plan(s, o), s, o));
-    const runtime::LoadedKernel &lk = runtime::get_kernel(fn, runtime::codegen_options(launch_config(o)));
+    const runtime::LoadedKernel &lk = runtime::get_kernel(fn, launch_config(o));
     return autotune::Compiled{lk.num_regs, lk.shared_bytes, lk.num_threads};
   };
   // Each candidate's block mask (a mask function without a given block mask), built when timing starts.

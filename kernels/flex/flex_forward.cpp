@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "codegen/codegen.h"
 #include "kernels/flex/flex_internal.h"
 #include "kernels/launch_options.h"
 #include "runtime/runtime.h"

@@ -16,8 +16,9 @@ namespace tilejit::attention::flex {
 struct ParamTable {
   std::vector<detail::ParamDecl> decls;
   std::vector<std::string> names;
-  int add(std::string name, detail::ParamKind kind, DType dtype = DType::i32) {
-    decls.push_back({kind, dtype});
+  /// specialize = false: the parameter's value never enters the specialization key (KernelOptions).
+  int add(std::string name, detail::ParamKind kind, DType dtype = DType::i32, bool specialize = true) {
+    decls.push_back({kind, dtype, specialize});
     names.push_back(std::move(name));
     return int(decls.size()) - 1;
   }

@@ -35,13 +35,20 @@ ParamTable flex_params(DType dt) {
   for (const char *n : {"Q", "K", "V", "O"}) t.add(n, K::Ptr, dt);
   t.add("LSE", K::Ptr, DType::f32);
   for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K", "KV_BLOCKS", "KV_COUNTS"}) t.add(n, K::Ptr, DType::i32);
+  // Lengths and what derives from them (block counts, the logsumexp's strides) change from call to call and
+  // gain nothing from divisibility (row masks and scalar offsets), so they are not specialized: any set of
+  // lengths compiles at most two kernels per variant (seqlen_k divisible by 16 or not).
+  constexpr bool kNoSpec = false;
   t.add("scale", K::F32, DType::f32);
-  for (const char *n : {"heads", "group", "seqlen_q", "seqlen_k"}) t.add(n, K::I32);
+  for (const char *n : {"heads", "group"}) t.add(n, K::I32);
+  t.add("seqlen_q", K::I32, DType::i32, kNoSpec);
+  t.add("seqlen_k", K::I32);
   for (const char *n : {"stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb",
-                        "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os", "stride_lb", "stride_lh"})
+                        "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os"})
     t.add(n, K::I64, DType::i64);
-  for (const char *n : {"band_left", "band_right", "band_bottom_right", "num_q_blocks", "num_k_blocks"})
-    t.add(n, K::I32);
+  for (const char *n : {"stride_lb", "stride_lh"}) t.add(n, K::I64, DType::i64, kNoSpec);
+  for (const char *n : {"band_left", "band_right", "band_bottom_right"}) t.add(n, K::I32);
+  for (const char *n : {"num_q_blocks", "num_k_blocks"}) t.add(n, K::I32, DType::i32, kNoSpec);
   for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
   for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE", "SOFTCAP_BOUND"})
     t.add(n, K::ConstBool, DType::i1);

@@ -67,11 +67,10 @@ inline void run_both(const ir::Function &fn, Grid grid, std::vector<Arg> &args, 
     if (be == Backend::Interpreter) {
       interp::run(fn, grid, ka);
     } else {
-      codegen::CodegenOptions opts;
-      opts.arch = runtime::device_arch();
-      opts.num_warps = num_warps;
-      opts.num_stages = num_stages;
-      const auto &k = runtime::get_kernel(fn, opts);
+      LaunchConfig cfg;
+      cfg.num_warps = num_warps;
+      cfg.num_stages = num_stages;
+      const auto &k = runtime::get_kernel(fn, cfg);
       runtime::launch(k, grid, fn.params, ka, nullptr);
     }
   }

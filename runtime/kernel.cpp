@@ -1,14 +1,17 @@
-// KernelBase: argument binding, specialization keys, the trace cache and backend dispatch.
+// KernelBase: argument binding, specialization keys, the trace cache and backend dispatch (the runtime's
+// side of a Kernel: it traces through dsl/, then runs on interp/ or compiles through codegen/ and launches).
 #include "tilejit/kernel.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
 
 #include "codegen/codegen.h"
+#include "runtime/codegen_options.h"
 #include "dsl/trace_context.h"
 #include "interp/interpreter.h"
 #include "ir/ir.h"
@@ -55,8 +58,8 @@ bool is_runtime(ParamKind k) { return k == ParamKind::Ptr || k == ParamKind::I32
 struct Bound {
   std::vector<ArgValue> values;       // one per parameter, normalized to the parameter's kind
   std::vector<KernelArg> runtime;     // runtime parameters only, in order
-  std::vector<ir::ParamInfo> infos;   // runtime parameters only
-  std::string key;                    // specialization key
+  std::vector<ir::ParamInfo> infos;   // runtime parameters only, with the facts a specialization may assume
+  std::string trace_key;              // the constexprs' values: all that the traced body depends on
 };
 
 }  // namespace
@@ -67,7 +70,9 @@ struct KernelBase::Impl {
   std::vector<std::string> names;
   TraceFn trace;
   std::mutex mu;
-  std::map<std::string, std::unique_ptr<ir::Function>> cache;
+  std::map<std::string, std::unique_ptr<ir::Function>> cache;  // by specialization key
+  std::map<std::string, std::vector<bool>> used_params;         // by trace key: runtime params the body uses
+  std::vector<std::shared_ptr<detail::CaptureState>> pending_captures;  // of the latest trace_function
   // Loaded GPU kernels per (traced function, arch, num_warps, num_stages). The runtime's own cache is
   // keyed by a hash of the printed IR; remembering its answer here keeps printing and hashing off the
   // launch path (LoadedKernel references stay valid until exit).
@@ -155,7 +160,7 @@ struct KernelBase::Impl {
           k.kind = KernelArg::Kind::Ptr;
           k.ptr = a.address;
           k.bytes = a.bytes;
-          b.key += info.align16 ? "p16," : "p,";
+
           break;
         case ParamKind::I32:
         case ParamKind::I64:
@@ -167,14 +172,13 @@ struct KernelBase::Impl {
           info.div16 = a.i % 16 == 0;
           k.kind = KernelArg::Kind::Int;
           k.i = a.i;
-          b.key += info.div16 ? "i16," : "i,";
+
           break;
         case ParamKind::F32:
           expect(a.kind != ArgValue::Kind::Pointer, "a number");
           info.type.elem = {DType::f32, false};
           k.kind = KernelArg::Kind::Float;
           k.f = a.kind == ArgValue::Kind::Float ? a.f : double(a.i);
-          b.key += "f,";
           break;
         case ParamKind::ConstInt:
         case ParamKind::ConstInt64:
@@ -184,17 +188,18 @@ struct KernelBase::Impl {
               (a.i < std::numeric_limits<int>::min() || a.i > std::numeric_limits<int>::max()))
             bind_error(i, fmt::format("got {}, which does not fit int", a.i));
           if (p.kind == ParamKind::ConstBool) a.i = a.i != 0;
-          b.key += fmt::format("c{},", a.i);
+          b.trace_key += fmt::format("c{},", a.i);
           break;
         case ParamKind::ConstFloat:
         case ParamKind::ConstDouble:
           expect(a.kind == ArgValue::Kind::Float || a.kind == ArgValue::Kind::Integer, "a number");
           if (a.kind == ArgValue::Kind::Integer) a.f = double(a.i);
           if (p.kind == ParamKind::ConstFloat) a.f = double(float(a.f));
-          b.key += fmt::format("c{:a},", a.f);  // hex float: exact
+          b.trace_key += fmt::format("c{:a},", a.f);  // hex float: exact
           break;
       }
       b.values.push_back(a);
+      if (!p.specialize) info.align16 = info.div16 = false;
       if (is_runtime(p.kind)) {
         b.runtime.push_back(k);
         b.infos.push_back(std::move(info));
@@ -203,15 +208,55 @@ struct KernelBase::Impl {
     return b;
   }
 
+  /// The specialization key of b: the constexprs' values, then for each runtime parameter that the traced
+  /// body uses (after optimization) and that may be specialized, the fact codegen may assume (a pointer's
+  /// 16-byte alignment, an integer's divisibility by 16). A parameter the body never uses enters no key.
+  /// Clears in b.infos the facts of parameters left out, so the traced function assumes nothing about them.
+  std::string specialization_key(Bound &b, const std::vector<bool> &used) const {
+    std::string key = b.trace_key + "|";
+    for (size_t r = 0; r < b.infos.size(); ++r) {
+      ir::ParamInfo &info = b.infos[r];
+      if (!used[r]) info.align16 = info.div16 = false;
+      if (info.type.is_ptr()) key += info.align16 ? "p16," : "p,";
+      else if (is_int(info.type.dtype())) key += info.div16 ? "i16," : "i,";
+      else key += "f,";
+    }
+    return key;
+  }
+
   /// The traced and optimized function for b's specialization (traced on first use).
-  const ir::Function &get(const Bound &b) {
+  const ir::Function &get(Bound &b) {
     // Tracing holds `mu`; a kernel body that launches or traces a kernel would deadlock or nest traces.
     if (dsl::TraceContext::current())
       throw TraceError(fmt::format("kernel {}: cannot be launched or traced from inside a kernel body (while "
                                    "another trace is running)", name));
     std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(b.key);
-    if (it != cache.end()) return *it->second;
+    // Which runtime parameters the body uses depends only on the constexprs: the first trace of these
+    // constexprs tells, and from then on unused parameters never split the cache.
+    std::string key;
+    if (auto u = used_params.find(b.trace_key); u != used_params.end()) {
+      key = specialization_key(b, u->second);
+      if (auto it = cache.find(key); it != cache.end()) return *it->second;
+    }
+    auto fn = trace_function(b);
+    std::vector<bool> used(b.infos.size(), false);
+    auto uses = ir::use_counts(*fn->body);
+    for (size_t r = 0; r < b.infos.size(); ++r) used[r] = uses.count(fn->body->args[r].get()) != 0;
+    used_params[b.trace_key] = used;
+    key = specialization_key(b, used);
+    for (size_t r = 0; r < b.infos.size(); ++r) fn->params[r] = b.infos[r];
+    if (auto it = cache.find(key); it != cache.end()) {  // traced before under facts now known not to matter
+      pending_captures.clear();
+      return *it->second;
+    }
+    const ir::Function *traced = fn.get();
+    if (!pending_captures.empty()) captures[traced] = std::move(pending_captures);
+    pending_captures.clear();
+    return *cache.emplace(key, std::move(fn)).first->second;
+  }
+
+  /// Runs the user's lambda for b's arguments and optimizes the result (under `mu`).
+  std::unique_ptr<ir::Function> trace_function(const Bound &b) {
     auto fn = std::make_unique<ir::Function>();
     fn->name = name;
     fn->params = b.infos;
@@ -231,19 +276,29 @@ struct KernelBase::Impl {
       for (auto &c : ctx.captures) used.push_back(c.state);
     }
     ir::optimize(*fn);
-    if (!used.empty()) captures[fn.get()] = std::move(used);
-    return *cache.emplace(b.key, std::move(fn)).first->second;
+    pending_captures = std::move(used);
+    return fn;
   }
 };
 
 KernelBase::KernelBase(std::string name, std::vector<ParamDecl> params, std::vector<std::string> names,
-                       TraceFn trace)
+                       TraceFn trace, const KernelOptions &options)
     : impl_(std::make_unique<Impl>()) {
   if (!names.empty() && names.size() != params.size())
     throw Error(fmt::format("Kernel {}: {} parameter names given for {} parameters", name, names.size(),
                             params.size()));
   if (names.empty())
     for (size_t i = 0; i < params.size(); ++i) names.push_back(fmt::format("arg{}", i));
+  for (const std::string &n : options.do_not_specialize) {
+    auto it = std::find(names.begin(), names.end(), n);
+    if (it == names.end())
+      throw Error(fmt::format("Kernel {}: do_not_specialize names '{}', which is not a parameter", name, n));
+    ParamDecl &p = params[size_t(it - names.begin())];
+    if (!is_runtime(p.kind) || p.kind == ParamKind::F32)
+      throw Error(fmt::format("Kernel {}: do_not_specialize names '{}', a {} parameter (only I32, I64 and Ptr "
+                              "parameters are specialized)", name, n, kind_name(p)));
+    p.specialize = false;
+  }
   impl_->name = std::move(name);
   impl_->params = std::move(params);
   impl_->names = std::move(names);
@@ -278,8 +333,9 @@ void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgV
     interp::run(fn, grid, b.runtime);
     return;
   }
-  codegen::CodegenOptions opts = runtime::codegen_options(cfg);
-  auto key = std::make_tuple(&fn, opts.arch, opts.num_warps, opts.num_stages, opts.min_ctas_per_sm);
+  LaunchConfig resolved = cfg;
+  if (resolved.arch.empty()) resolved.arch = runtime::device_arch();
+  auto key = std::make_tuple(&fn, resolved.arch, cfg.num_warps, cfg.num_stages, cfg.min_ctas_per_sm);
   const runtime::LoadedKernel *k = nullptr;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -290,25 +346,27 @@ void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgV
     if (auto it = impl_->loaded.find(key); it != impl_->loaded.end()) k = it->second;
   }
   if (!k) {
-    k = &runtime::get_kernel(fn, opts);
+    k = &runtime::get_kernel(fn, resolved);
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->loaded[key] = k;
   }
   runtime::launch(*k, grid, fn.params, b.runtime, cfg.stream);
 }
 
-const ir::Function &KernelBase::function(std::span<const ArgValue> args) { return impl_->get(impl_->bind(args)); }
+const ir::Function &KernelBase::function(std::span<const ArgValue> args) {
+  Bound b = impl_->bind(args);
+  return impl_->get(b);
+}
 
 std::string KernelBase::ir(std::span<const ArgValue> args) { return ir::print(function(args)); }
 
-codegen::PtxResult KernelBase::ptx(const LaunchConfig &cfg, std::span<const ArgValue> args) {
+KernelPtx KernelBase::ptx(const LaunchConfig &cfg, std::span<const ArgValue> args) {
   if (cfg.arch.empty())
     throw Error(fmt::format("kernel {}: ptx() needs LaunchConfig::arch (e.g. \"sm_90a\"); there may be no GPU to ask",
                             impl_->name));
   const ir::Function &fn = function(args);
-  codegen::CodegenOptions opts = runtime::codegen_options(cfg);  // cfg.arch is set (checked above)
-  codegen::apply_env_overrides(opts);
-  return codegen::compile_to_ptx(fn, opts);
+  codegen::PtxResult r = codegen::compile_to_ptx(fn, runtime::codegen_options(cfg));  // cfg.arch is set
+  return KernelPtx{std::move(r.ptx), std::move(r.entry), r.shared_bytes, r.num_threads};
 }
 
 const std::string &KernelBase::name() const { return impl_->name; }
@@ -319,13 +377,5 @@ size_t KernelBase::num_specializations() const {
   return impl_->cache.size();
 }
 
-namespace detail {
-Tile param_tile(int index) {
-  auto *ctx = dsl::TraceContext::current();
-  if (!ctx || index < 0 || size_t(index) >= ctx->params.size() || !ctx->params[size_t(index)])
-    throw TraceError(fmt::format("kernel parameter {} requested outside its kernel's trace", index));
-  return dsl::TileAccess::from_value(ctx->params[size_t(index)]);
-}
-}  // namespace detail
 
 }  // namespace tilejit

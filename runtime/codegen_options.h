@@ -1,0 +1,13 @@
+// How the runtime turns a launch's configuration into code generation options (runtime-internal: it names
+// codegen's types, which the layers above the runtime do not see).
+#pragma once
+#include "codegen/codegen.h"
+#include "tilejit/launch.h"
+
+namespace tilejit::runtime {
+
+/// The codegen options of a launch: its num_warps, num_stages, min_ctas_per_sm and arch (empty: the current
+/// device's, which needs a GPU), with the registered environment switches that change code applied.
+codegen::CodegenOptions codegen_options(const LaunchConfig &cfg);
+
+}  // namespace tilejit::runtime
