@@ -17,7 +17,7 @@ struct CodegenOptions {
   int min_ctas_per_sm = 0;      // ≥ 1: .minnctapersm (with .maxntid): registers capped so this many fit per SM
   bool wgmma_smem_a = true;     // with wgmma, a loop-invariant A (attention's q) is read by the wgmma itself
                                 // from shared memory (descriptor, rows staged in wgmma's order; 4-10% faster
-                                // on the H200, bench/results/2026-11-30-ss-validation-h200.md); false: A is
+                                // on the H200, bench/results/LEARNED.md); false: A is
                                 // re-read with ldmatrix into registers every iteration
   bool wgmma_defer_wait = true; // with wgmma, a dot's wait moves to the first use of its result, so later
                                 // work overlaps it (Lowering::defer_wgmma); false waits right after each dot
