@@ -9,6 +9,18 @@
 //     (swizzled_offset) and read with ldmatrix.x4 (a; b stored [N,K] when it is a folded Trans) or
 //     ldmatrix.x4.trans (b stored [K,N]). Loop-invariant operands live in static shared memory of their own,
 //     staged once before the loop; the others go through the dynamic scratch buffer.
+//
+// Hopper (sm_90a): when the warps tile M only (whole warpgroups) and B can be read in 128-byte-swizzled panels
+// (wgmma_shape_ok), the same dot is issued as wgmma.mma_async (codegen/wgmma.h). Nothing around the dot
+// changes: the swizzled staging above is exactly the layout a wgmma descriptor reads once the buffer is
+// 1024-byte aligned (the dynamic buffer is aligned at kernel entry, static operands are declared so), and
+// the wgmma accumulator is the MMA layout. A is read from registers (attention's p, or ldmatrix from its
+// staging) or, for a loop-invariant A such as attention's q, by the wgmma itself from shared memory, rows
+// staged in the order wgmma reads them (an A of 16 or 32 columns in 32- or 64-byte swizzled rows); that is
+// 4-10% faster on the H200 than re-reading it with ldmatrix (bench/results/LEARNED.md), and keeping it in
+// registers across iterations is unsafe (see preload_mma_fragments). A dot that reads no scratch-staged
+// operand commits its group without waiting; the wait moves to the first use of its result, and a dot
+// continuing that accumulator chains onto it (Lowering::defer_wgmma, take_pending).
 #include <fmt/format.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>

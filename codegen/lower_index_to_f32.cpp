@@ -14,6 +14,14 @@
 // (both integers are then exact in f32), so it equals the plain conversion bit for bit; beyond, it may
 // differ by up to two ulps (ops.h says so). Constant parts of 2^24 or more take the plain conversion; where
 // the runtime parts' i32 sum wraps, the plain form converts the wrapped value and this one may not.
+//
+// fma_index(index, a, c) (an Fma with the split flag) goes one step further: a·index + c is kept as two parts,
+// y = fma(a, C_r, c) (one fma with an immediate per register) and t = a·f32(V_r + B) (one value per thread and
+// row), recorded as Tile::lazy_y / lazy_t. Their consumers fold t instead of adding it per element: a row
+// max takes max(y) + t (lower_reduce.cpp), a softmax fma (y + t)·m + z becomes y·m + (t·m + z), and
+// where(cond, y + t, −inf) stays split (lower_split_consumer). ALiBi's score − a·|q_idx − kv_idx| on a key
+// block wholly on one side of the diagonal (where it is score ∓ a·(q_idx − kv_idx)) thus costs one fma per
+// score (kernels/flex/flex_kernel.cpp).
 #include <llvm/IR/Constants.h>
 
 #include <algorithm>

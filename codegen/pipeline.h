@@ -2,8 +2,8 @@
 //
 // A load in the loop body whose only uses are operands of tensor-core dots in that body (directly, or as
 // the b operand through a folded Trans) is not lowered to registers: its tile goes global → shared with
-// 16-byte cp.async straight into the swizzled staging the dot reads with ldmatrix. With S = num_stages
-// buffers per load:
+// 16-byte cp.async straight into the swizzled staging the dot reads (with ldmatrix, or by wgmma's descriptor:
+// stage buffers are then 1024-byte aligned). With S = num_stages buffers per load:
 //   prologue:     barrier; issue iterations 0..S-2 into buffers 0..S-2 (one commit group each)
 //   iteration i:  cp.async.wait_group S-2 (iteration i's group has landed); barrier (its data is visible, and
 //                 every thread is done reading buffer (i-1) mod S); issue iteration i+S-1 into that buffer;

@@ -1,12 +1,13 @@
 // Hopper warpgroup MMA (wgmma, sm_90a) through inline PTX: LLVM 19 has no wgmma intrinsics.
 // PTX ISA 8.5, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions" (9.7.15).
 //
-// We use the form with A in registers and B in shared memory: wgmma.mma_async m64nNk16, f32 accumulators,
-// f16/bf16 operands. A warpgroup (4 consecutive warps) computes a [64, N] tile; warp w of the group holds rows
-// 16w..16w+15 with the register layout of mma.sync m16n8k16 (the A fragment and, per n8 column block, the C
-// fragment), so the MMA accumulator layout of codegen/mma.h (warps tiling M only) is what wgmma produces.
-// B is read through a 64-bit matrix descriptor from a tile staged with swizzled_offset at a 1024-byte aligned
-// address ("128-byte swizzle", 64 columns per panel).
+// Two forms of wgmma.mma_async m64nNk16 with f32 accumulators and f16/bf16 operands: A in registers and B in
+// shared memory (wgmma_rs), or both in shared memory (wgmma_ss). A warpgroup (4 consecutive warps) computes a
+// [64, N] tile; warp w of the group holds rows 16w..16w+15 with the register layout of mma.sync m16n8k16 (the
+// A fragment and, per n8 column block, the C fragment), so the MMA accumulator layout of codegen/mma.h (warps
+// tiling M only) is what wgmma produces. B, and A in the SS form, are read through 64-bit matrix descriptors
+// from tiles staged with swizzled_offset at 1024-byte aligned addresses ("128-byte swizzle", 64 columns per
+// panel; an A of 16 or 32 columns uses the 32- or 64-byte swizzle).
 #pragma once
 #include <array>
 #include <vector>

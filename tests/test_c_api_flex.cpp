@@ -403,8 +403,8 @@ TEST_CASE("C ABI flex: bad arguments return an error code and a clear message", 
   v.doc_ids = static_cast<const int32_t *>(p);
   CHECK(call(p, 2, 2, 17, 19) == TILEJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(error(), Catch::Contains("doc_ids (document masking) needs seqlen_q == seqlen_k (got 17 and 19)"));
-  // Options are validated before the document block mask is built (its kernel used to report them first,
-  // as an internal error).
+  // Options are validated before the document block mask is built, so a bad option is reported as such and
+  // not as an internal error of the mask-building kernel.
   for (int w : {3, 64}) {
     v.num_warps = w;
     CHECK(call(p, 2, 2, 17, 17) == TILEJIT_ERROR_INVALID_ARGUMENT);

@@ -64,7 +64,7 @@ TEST_CASE("flex kernels traced for distinct mod objects are a bounded cache", "[
   };
   attention::ScoreMod first = [](Tile x, Tile, Tile, Tile, Tile) { return x * 0.5f; };
   std::string first_ir = mod_ir(first);
-  // A new ScoreMod object per call (natural code) used to keep every traced kernel forever.
+  // A new ScoreMod object per call (natural code) must not keep every traced kernel forever: the cache is bounded.
   for (size_t i = 0; i < attention::flex::kMaxCachedModKernels + 20; ++i)
     mod_ir([](Tile x, Tile, Tile, Tile, Tile) { return x * 0.5f; });
   CHECK(attention::flex::flex_kernels_cached() <= attention::flex::kMaxCachedModKernels);

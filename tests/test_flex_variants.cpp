@@ -85,7 +85,7 @@ TEST_CASE("flex: built-in forms stay finite where their lambdas are; empty captu
     return true;
   };
   // A cap of 0 (the limit: every score 0) and one past FLT_MAX / log2e; the partial key block's masked
-  // scores (−inf) made the folded form NaN before the cap was clamped.
+  // scores (−inf) make the folded form NaN unless the cap is clamped.
   for (float cap : {0.f, -0.f, 3e38f}) {
     INFO("cap " << cap);
     attention::FlexOptions o;
@@ -172,7 +172,7 @@ TEST_CASE("flex: fully masked rows give 0 and lse -inf, never NaN", "[flex]") {
 TEST_CASE("flex: a tiny soft-cap with a large softmax scale gives finite results where a score is exactly 0",
           "[flex]") {
   // scale/cap overflows to inf for caps below scale/FLT_MAX; a query row of zeros has scores of exactly 0,
-  // and 0·inf was NaN. The lambda's cap·tanh(0/cap) is 0, so that row's output is the mean of v.
+  // and 0·inf is NaN. The lambda's cap·tanh(0/cap) is 0, so that row's output is the mean of v.
   const int S = 5, D = 32;
   attention::FlexShape s{.batch = 1, .heads_q = 1, .seqlen_q = 2, .seqlen_k = S, .head_dim_qk = D};
   std::vector<float> q_host(size_t(2 * D), 0.f), k_host(size_t(S * D)), v_host(size_t(S * D));

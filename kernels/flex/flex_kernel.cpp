@@ -249,7 +249,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     if (alibi_a.valid() && !softcap_bound) {
       // ALiBi: one if/else on whether the block crosses the diagonal, around the mods and the softmax, so each
       // arm is straight-line code from q·k's result on. An if inside the mods alone kept ptxas from moving
-      // work across it and cost ~1% more at seqlen 1024 (ninth session, bench/results).
+      // work across it and cost ~1% more at seqlen 1024 on the H200.
       Tile s = qk(ks);
       p = s;  // placeholders with the arms' types, reassigned in both
       alpha = m_i;
@@ -266,7 +266,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile v = load_v(ks);
     acc = dot(p.to(dt), v, alpha.valid() ? acc * alpha(_, None) : acc);
     // The row sum after p·v's issue: it is not needed by the wgmma, and ptxas keeps the order, so it runs in the
-    // wgmma's shadow instead of between q·k's wait and p·v's issue (eighth session: SASS of the loop).
+    // wgmma's shadow instead of between q·k's wait and p·v's issue (as the loop's SASS shows).
     if (alpha.valid()) l_i = l_i * alpha + sum(p, 1);
   };
 
