@@ -55,7 +55,9 @@ std::optional<std::string> json_field(const std::string &json, const std::string
 std::string entry_name(const Tunable &t) {
   std::string candidates;
   for (const Config &c : t.configs) candidates += c.str() + ";";
-  return "autotune-" + runtime::hash_key({"tilejit-autotune-v1", TILEJIT_VERSION, t.kernel, t.key, t.arch, candidates});
+  // The environment switches that change generated code change which config wins.
+  return "autotune-" + runtime::hash_key({"tilejit-autotune-v1", TILEJIT_VERSION, t.kernel, t.key, t.arch, candidates,
+                                          runtime::env_code_key()});
 }
 
 std::string entry_path(const std::string &dir, const std::string &entry) { return dir + "/" + entry + ".json"; }
