@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "flex_checks.h"
+#include "kernels/flex/flex_internal.h"
 
 using namespace tilejit;
 using namespace tilejit::testing;
@@ -80,14 +81,23 @@ TEST_CASE("flex: batch 0 and zero-length sequences are no-ops", "[flex]") {
 
 TEST_CASE("flex: lengths specialize at most on divisibility by 16 (two kernels for any set of lengths)", "[flex]") {
   using namespace tilejit::attention;
-  auto kernel = flex::flex_kernel(DType::bf16, ScoreMod{}, Mask{});
-  const size_t before = kernel->num_specializations();
-  for (int len : {1, 3, 8, 16, 17, 113, 128, 1000}) {
-    FlexCase c;
-    c.shape = FlexShape{.batch = 1, .heads_q = 1, .seqlen_q = len, .seqlen_k = len, .head_dim_qk = 16};
-    c.block_m = c.block_n = 64;
-    INFO("seqlen " << len);
-    require_matches(run_flex_case(Backend::Interpreter, c, FlexOptions{}, {}), DType::bf16);
+  // Self- and cross-attention lengths: seqlen_q, seqlen_k, the block counts and the logsumexp's strides all
+  // vary; a mask lambda makes the kernel read the block mask (so the block counts are used).
+  FlexOptions masked;
+  masked.mask = [](Tile, Tile, Tile q, Tile kv) { return kv <= q + 5; };
+  for (const FlexOptions &opt : {FlexOptions{}, masked}) {
+    auto kernel = flex::flex_kernel(DType::bf16, opt.score_mod, opt.mask);
+    const size_t before = kernel->num_specializations();
+    for (int len : {1, 3, 8, 16, 17, 113, 128, 1000})
+      for (auto [sq, sk] : {std::pair{len, len}, std::pair{len, 48}, std::pair{40, len}}) {
+        FlexCase c;
+        c.shape = FlexShape{.batch = 1, .heads_q = 2, .seqlen_q = sq, .seqlen_k = sk, .head_dim_qk = 16};
+        c.block_m = c.block_n = 64;
+        INFO("seqlen_q " << sq << ", seqlen_k " << sk << (opt.mask.fn ? ", masked" : ""));
+        RefMods ref;
+        if (opt.mask.fn) ref.visible = [](int, int, int q, int kv, int, int) { return kv <= q + 5; };
+        require_matches(run_flex_case(Backend::Interpreter, c, opt, ref), DType::bf16);
+      }
+    CHECK(kernel->num_specializations() - before <= 2);
   }
-  CHECK(kernel->num_specializations() - before <= 2);
 }
