@@ -28,7 +28,7 @@ LaunchConfig launch_config_of(const Options &opt) {
 }
 
 /// Whether the autotuners also try configs with registers capped at 128 per thread (with_more_per_sm). On
-/// by default: measured on the H200 (bench/results/2026-11-30-min-ctas-h200.md), 8-warp 128x64 at two
+/// by default: measured on the H200 (bench/results/LEARNED.md), 8-warp 128x64 at two
 /// programs per SM wins every d128 shape at seqlen 1024 (0.465 -> 0.383 ms) and most flex mods;
 /// TILEJIT_AUTOTUNE_MORE_PER_SM=0 turns it off.
 inline bool more_per_sm_candidates() {
