@@ -428,8 +428,15 @@ def short_error(ex: BaseException) -> str:
 
 
 def git_commit(lib_path: str) -> str:
-    """The commit of this checkout (and whether it has local changes), else of the build that filled carry/
-    (BUILD_INFO beside the library, written by bench/device.sh --prepare)."""
+    """The commit the library was built from: BUILD_INFO beside it (written by bench/device.sh --prepare into
+    carry/, since the GPU machine has no git checkout), else this checkout's HEAD (and whether it has local
+    changes)."""
+    info = os.path.join(os.path.dirname(os.path.abspath(lib_path)), "BUILD_INFO")
+    if os.path.exists(info):
+        with open(info) as f:
+            fields = dict(line.strip().split("=", 1) for line in f if "=" in line)
+        return fields.get("commit", "unknown") + (" (built with uncommitted changes)"
+                                                  if fields.get("dirty") == "yes" else "")
     try:
         sha = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
                              timeout=10)
@@ -439,13 +446,7 @@ def git_commit(lib_path: str) -> str:
             return sha.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         pass
-    info = os.path.join(os.path.dirname(os.path.abspath(lib_path)), "BUILD_INFO")
-    if os.path.exists(info):
-        with open(info) as f:
-            fields = dict(line.strip().split("=", 1) for line in f if "=" in line)
-        return fields.get("commit", "unknown") + (" (built with uncommitted changes)"
-                                                  if fields.get("dirty") == "yes" else "")
-    return "unknown (no git checkout and no BUILD_INFO beside the library)"
+    return "unknown (no BUILD_INFO beside the library and no git checkout)"
 
 
 def nvidia_smi(query: str) -> str:
@@ -470,7 +471,7 @@ def environment(ctx: Context) -> list[str]:
            "none: SMOKE TEST on the CPU interpreter (TILEJIT_INTERPRET=1), tiny shapes; the numbers mean nothing")
     return [
         f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- tilejit {ctx.tj.version()}, commit {git_commit(ctx.args.lib)}",
+        f"- tilejit {ctx.tj.version()}, commit {git_commit(ctx.args.lib)} ({ctx.args.lib})",
         f"- GPU: {gpu}",
         f"- torch {torch.__version__} (CUDA {torch.version.cuda}), cuDNN {cudnn}, triton {triton_version}, "
         f"Python {sys.version.split()[0]}",

@@ -12,7 +12,8 @@
 # Time: the whole call stops starting work after DEVICE_BUDGET_S seconds (default 540): each suite gets
 # the time left as a soft budget (bench.py --budget-s: rows not started by then are listed as skipped)
 # and a hard timeout a little later. --skip-tests leaves out the GPU tests (about two minutes) when an
-# earlier call already ran them on the same build.
+# earlier call already ran them on the same build. BENCH_ARGS adds options to every bench.py call (e.g.
+# BENCH_ARGS="--seqlens 16384" for one part of a suite; --smoke checks this script without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,7 +97,7 @@ for suite in "$@"; do
   say "== $suite (soft budget $((left - 45)) s, hard limit $left s)"
   rm -f "$out/$suite.md" "$out/$suite.png"  # never show an earlier run's table as this one's
   timeout "$left" python3 bench/bench.py --lib carry/libtilejit.so.0 --user-mods carry/libtilejit_user_mods.so \
-    --results "$out" --budget-s $((left - 45)) "$suite" >> "$log" 2>&1
+    --results "$out" --budget-s $((left - 45)) ${BENCH_ARGS:-} "$suite" >> "$log" 2>&1
   rc=$?
   say "== $suite: rc=$rc after $((SECONDS - start)) s"
   [ $rc = 0 ] || status=1
