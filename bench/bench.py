@@ -589,7 +589,7 @@ def _plot_bars(path, categories, series, title, ylabel, log):
         return why
     if not categories or not any(v is not None for vals in series.values() for v in vals):
         return "no plot: no data"
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(categories) * max(1, len(series)) / 2 + 2), 4.2))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(categories) * max(1, len(series)) + 2), 4.2))
     width = 0.8 / max(1, len(series))
     for i, (label, values) in enumerate(series.items()):
         xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(categories))]
@@ -996,8 +996,8 @@ def run_mods(ctx: Context):
         "flex_variants.h, 'user lambda' the same math written as a C++ lambda over tiles). Every tilejit row is "
         "autotuned (its first call tunes). 'block mask once': the block mask is built before timing "
         "(user_mods_build_block_mask = create_block_mask; the C ABI's reuse_block_mask), at the block sizes "
-        "the autotuner picked for the C ABI row named in the code (document: document; prefix-LM: causal; window: "
-        "the window band); the tuner then picks warps and stages. 'block mask per call': flex_forward builds it "
+        "the autotuner picked for a C ABI row of the same seqlen (document: the document row's; prefix-LM: the "
+        "causal row's; causal window: the band's); the tuner then picks warps and stages. 'block mask per call': flex_forward builds it "
         "on every call (one extra small kernel per call, included in the time).",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False) with the same score_mod / mask_mod; its "
         "block masks (create_block_mask) are built once per seqlen and mod, outside the timing. One "
