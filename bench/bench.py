@@ -997,8 +997,8 @@ def run_mods(ctx: Context):
         "autotuned (its first call tunes). 'block mask once': the block mask is built before timing "
         "(user_mods_build_block_mask = create_block_mask; the C ABI's reuse_block_mask), at the block sizes "
         "the autotuner picked for a C ABI row of the same seqlen (document: the document row's; prefix-LM: the "
-        "causal row's; causal window: the band's); the tuner then picks warps and stages. 'block mask per call': flex_forward builds it "
-        "on every call (one extra small kernel per call, included in the time).",
+        "causal row's; causal window: the band's); the tuner then picks warps and stages. 'block mask per call': "
+        "flex_forward builds it on every call (one extra small kernel per call, included in the time).",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False) with the same score_mod / mask_mod; its "
         "block masks (create_block_mask) are built once per seqlen and mod, outside the timing. One "
         "FlexAttention measurement per mod and seqlen, repeated in each of that mod's rows.",
@@ -1394,7 +1394,8 @@ def run_compile(ctx: Context):
         table.append([
             r["name"], config_text(first.get("config")),
             num(first.get("call_ms") and first["call_ms"] / 1e3, ".2f"),
-            f"{tuner['configs']} / {tuner['compile_ms'] / 1e3:.2f} / {tuner['timing_ms'] / 1e3:.2f}" if tuner else "n/a",
+            (f"{tuner['configs']} / {tuner['compile_ms'] / 1e3:.2f} / {tuner['timing_ms'] / 1e3:.2f}" if tuner
+             else "n/a"),
             num(cold.get("call_ms"), ".0f"), st.get("source", "n/a"), num(st.get("codegen_ms"), ".0f"),
             num(st.get("link_ms"), ".0f"), num(st.get("load_ms"), ".1f"), num(rest, ".0f"),
             num(warm.get("call_ms"), ".1f"), warm.get("stats", {}).get("source", "n/a"), num(run_ms, ".3f")])

@@ -246,7 +246,8 @@ int main() {
   std::vector<float> lse(size_t(B) * H * S);
   auto fails_with = [&](int rc, const std::string &needle, const std::string &what) {
     std::string msg = user_mods_last_error();
-    expect(rc != 0 && msg.find(needle) != std::string::npos, what + " (got rc " + std::to_string(rc) + ", '" + msg + "')");
+    expect(rc != 0 && msg.find(needle) != std::string::npos,
+           what + " (got rc " + std::to_string(rc) + ", '" + msg + "')");
   };
   fails_with(example_forward(in, "nope", out.data(), lse.data()), "unknown mod 'nope'", "an unknown mod");
   int handle = 0;

@@ -142,11 +142,11 @@ typedef struct tilejit_launch_config {
   int autotuned;         /* nonzero: the autotuner chose it (tuned by this call or found in its cache) */
 } tilejit_launch_config;
 
-/* The configuration that the most recent tilejit_attention_forward, tilejit_attention_forward_config,
+/* The configuration used by the most recent tilejit_attention_forward, tilejit_attention_forward_config,
  * tilejit_flex_attention_forward or tilejit_matmul call on this thread that launched a kernel (a successful
- * call on a non-empty problem) used: with autotuning, the autotuner's pick for that shape (e.g. to report it, or to build a
- * block mask at the block sizes the tuner prefers); otherwise the given or default configuration. Before
- * any such call, kernel is "" and every number 0. Errors: TILEJIT_ERROR_INVALID_ARGUMENT for a null
+ * call on a non-empty problem): with autotuning, the autotuner's pick for that shape (e.g. to report it, or
+ * to build a block mask at the block sizes the tuner prefers); otherwise the given or default configuration.
+ * Before any such call, kernel is "" and every number 0. Errors: TILEJIT_ERROR_INVALID_ARGUMENT for a null
  * pointer. */
 int tilejit_last_launch_config(tilejit_launch_config *config);
 
