@@ -1,7 +1,8 @@
 // The autotuner on the GPU: tuning the attention forward picks a config from the candidates, leaves the
 // user's output untouched (poison survives tuning), gives correct outputs with the winner, and a second
 // tuning is a cache hit (memory, then disk after forgetting the process's winners). Also the C ABI on
-// strided PyTorch-style layouts and the autotuned matmul. Each test uses its own cache directory.
+// strided PyTorch-style layouts and the autotuned matmul, with the configs they report
+// (tilejit_last_launch_config). Each test uses its own cache directory.
 #include <catch2/catch.hpp>
 
 #include <cmath>
