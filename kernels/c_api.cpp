@@ -30,6 +30,7 @@ using tilejit::c_api_detail::strides_of;
 namespace {
 
 thread_local std::string g_last_error;
+thread_local tilejit_launch_config g_last_launch{};
 
 DevicePtr device_ptr(const void *p) { return DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(p)), 0}; }
 
@@ -67,7 +68,13 @@ void attention_call(const void *q, const void *k, const void *v, void *out, floa
   Stream borrowed(Stream::Borrow{}, stream);
   opt.stream = &borrowed;
   if (!lse) p.lse = scratch_lse(size_t(batch) * heads * seqlen_q * 4, borrowed, opt.backend);
+  // The tuned config is taken here rather than inside forward_strided so that tilejit_last_launch_config
+  // can report it; the launch is the same.
+  const bool tuned = opt.autotune && opt.backend == Backend::GPU;
+  if (tuned) opt = attention::detail::tuned_options(p, shape, L, opt, {}, nullptr);
   attention::forward_strided(p.q, p.k, p.v, p.out, p.lse, shape, L.q, L.k, L.v, L.o, opt);
+  c_api_detail::set_last_launch_config("attention_fwd", opt.block_m, opt.block_n, 0, opt.num_warps, opt.num_stages,
+                                       opt.min_ctas_per_sm, tuned);
 }
 
 void fill_stats(const runtime::CompileStats &s, double trace_ms, tilejit_compile_stats *out) {
@@ -85,6 +92,20 @@ void fill_stats(const runtime::CompileStats &s, double trace_ms, tilejit_compile
 namespace tilejit::c_api_detail {
 // Every C ABI file (this one and c_api_flex.cpp) reports through tilejit_last_error() with this.
 void set_last_error(std::string message) { g_last_error = std::move(message); }
+
+void set_last_launch_config(const char *kernel, int block_m, int block_n, int block_k, int num_warps,
+                            int num_stages, int min_ctas_per_sm, bool autotuned) {
+  tilejit_launch_config c{};
+  std::strncpy(c.kernel, kernel, sizeof(c.kernel) - 1);
+  c.block_m = block_m;
+  c.block_n = block_n;
+  c.block_k = block_k;
+  c.num_warps = num_warps;
+  c.num_stages = num_stages;
+  c.min_ctas_per_sm = min_ctas_per_sm;
+  c.autotuned = autotuned ? 1 : 0;
+  g_last_launch = c;
+}
 }  // namespace tilejit::c_api_detail
 
 extern "C" {
@@ -132,11 +153,18 @@ int tilejit_matmul(const void *a, const void *b, void *c, int M, int N, int K, i
     if (resolve_backend(Backend::Auto) == Backend::Interpreter) {  // TILEJIT_INTERPRET=1: host pointers, no tuning
       LaunchConfig cfg;
       cfg.backend = Backend::Interpreter;
-      kernels::matmul(device_ptr(a), device_ptr(b), device_ptr(c), M, N, K, dt, cfg);
+      kernels::MatmulBlocks blocks;
+      kernels::matmul(device_ptr(a), device_ptr(b), device_ptr(c), M, N, K, dt, cfg, blocks);
+      c_api_detail::set_last_launch_config("matmul", blocks.m, blocks.n, blocks.k, cfg.num_warps, cfg.num_stages,
+                                           cfg.min_ctas_per_sm, false);
       return;
     }
     Stream borrowed(Stream::Borrow{}, stream);
-    kernels::matmul_autotuned(device_ptr(a), device_ptr(b), device_ptr(c), M, N, K, dt, &borrowed);
+    autotune::Config chosen;
+    kernels::matmul_autotuned(device_ptr(a), device_ptr(b), device_ptr(c), M, N, K, dt, &borrowed, {}, nullptr,
+                              &chosen);
+    c_api_detail::set_last_launch_config("matmul", chosen.get("BLOCK_M"), chosen.get("BLOCK_N"), chosen.get("BLOCK_K"),
+                                         chosen.num_warps, chosen.num_stages, chosen.get_or("MIN_CTAS", 0), true);
   });
 }
 
@@ -175,6 +203,16 @@ int tilejit_last_compile_stats(tilejit_compile_stats *stats) {
     if (!stats) throw TraceError("stats is null");
     fill_stats(runtime::last_compile_stats(), 0, stats);
   });
+}
+
+int tilejit_last_launch_config(tilejit_launch_config *config) {
+  if (!config) {
+    c_api_detail::set_last_error("tilejit_last_launch_config: config is null");
+    return TILEJIT_ERROR_INVALID_ARGUMENT;
+  }
+  *config = g_last_launch;
+  c_api_detail::set_last_error({});
+  return TILEJIT_OK;
 }
 
 const char *tilejit_last_error(void) { return g_last_error.c_str(); }

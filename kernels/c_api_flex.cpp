@@ -216,6 +216,8 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
     }
   }
   attention::flex_forward(pq, pk, pv, po, plse, shape, opt);
+  c_api_detail::set_last_launch_config("flex_attention_fwd", opt.block_m, opt.block_n, 0, opt.num_warps,
+                                       opt.num_stages, opt.min_ctas_per_sm, vs.autotune && be == Backend::GPU);
 }
 
 }  // namespace

@@ -15,6 +15,11 @@ namespace tilejit::c_api_detail {
 /// Replaces this thread's tilejit_last_error() text (defined in c_api.cpp).
 void set_last_error(std::string message);
 
+/// Records the configuration a successful call launched with, for tilejit_last_launch_config() (this
+/// thread's; defined in c_api.cpp). `kernel` is copied (truncated to the field's size).
+void set_last_launch_config(const char *kernel, int block_m, int block_n, int block_k, int num_warps,
+                            int num_stages, int min_ctas_per_sm, bool autotuned);
+
 /// Runs f; returns TILEJIT_OK and clears the error, or the code of the exception with the message
 /// "<function>: <what>".
 template <class F>

@@ -38,7 +38,7 @@ MatmulBlocks blocks(const autotune::Config &c) { return {c.get("BLOCK_M"), c.get
 }  // namespace
 
 void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K, DType dtype, Stream *stream,
-                      const autotune::Settings &settings, autotune::Result *result) {
+                      const autotune::Settings &settings, autotune::Result *result, autotune::Config *chosen) {
   if (M <= 0 || N <= 0 || K <= 0) throw TraceError("matmul: M, N, K must be positive");
   if (a.address == 0 || b.address == 0 || c.address == 0) throw TraceError("matmul: a pointer is null");
   std::string arch = runtime::device_arch();
@@ -49,6 +49,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
     if (auto it = g_fast.find(fast_key); it != g_fast.end()) {
       autotune::Config best = it->second;
       lock.unlock();
+      if (chosen) *chosen = best;
       matmul(a, b, c, M, N, K, dtype, launch_config(best, arch, stream), blocks(best));
       return;
     }
@@ -94,6 +95,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
     std::lock_guard lock(g_mutex);
     g_fast[fast_key] = best;
   }
+  if (chosen) *chosen = best;
   if (result) {
     *result = std::move(r);
     return;

@@ -132,6 +132,24 @@ int tilejit_attention_compile(int dtype, int head_dim, int causal, int seqlen, i
 /* The statistics of the most recent kernel compile/load lookup in this process (trace_ms is 0). */
 int tilejit_last_compile_stats(tilejit_compile_stats *stats);
 
+/* The launch configuration of a kernel call. */
+typedef struct tilejit_launch_config {
+  char kernel[32];       /* "attention_fwd", "flex_attention_fwd" or "matmul"; "" before the first call */
+  int block_m, block_n;  /* tile sizes of the output (rows, columns / keys per block) */
+  int block_k;           /* matmul's reduction tile; 0 for attention */
+  int num_warps, num_stages;
+  int min_ctas_per_sm;   /* 0: registers uncapped; n > 0: capped so that n programs fit per SM */
+  int autotuned;         /* nonzero: the autotuner chose it (tuned by this call or found in its cache) */
+} tilejit_launch_config;
+
+/* The configuration used by the most recent tilejit_attention_forward, tilejit_attention_forward_config,
+ * tilejit_flex_attention_forward or tilejit_matmul call on this thread that launched a kernel (a successful
+ * call on a non-empty problem): with autotuning, the autotuner's pick for that shape (e.g. to report it, or
+ * to build a block mask at the block sizes the tuner prefers); otherwise the given or default configuration.
+ * Before any such call, kernel is "" and every number 0. Errors: TILEJIT_ERROR_INVALID_ARGUMENT for a null
+ * pointer. */
+int tilejit_last_launch_config(tilejit_launch_config *config);
+
 /* The message of the last failed call on this thread ("" if none). */
 const char *tilejit_last_error(void);
 

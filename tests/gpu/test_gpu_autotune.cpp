@@ -1,7 +1,8 @@
 // The autotuner on the GPU: tuning the attention forward picks a config from the candidates, leaves the
 // user's output untouched (poison survives tuning), gives correct outputs with the winner, and a second
 // tuning is a cache hit (memory, then disk after forgetting the process's winners). Also the C ABI on
-// strided PyTorch-style layouts and the autotuned matmul. Each test uses its own cache directory.
+// strided PyTorch-style layouts and the autotuned matmul, with the configs they report
+// (tilejit_last_launch_config). Each test uses its own cache directory.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -157,6 +158,32 @@ TEST_CASE("C ABI attention on a [batch, seq, heads, dim] layout, lse optional", 
     double err = attention_error(q, k, v, got, s, true);
     INFO("C ABI strided attention (autotune " << autotune << ") rel error " << err);
     CHECK(err <= tolerance(dt));
+
+    // The reported config: the library's defaults without tuning, the autotuner's winner with it (the same
+    // one attention::tune finds in its cache for this shape).
+    tilejit_launch_config cfg;
+    REQUIRE(tilejit_last_launch_config(&cfg) == TILEJIT_OK);
+    CHECK(std::string(cfg.kernel) == "attention_fwd");
+    CHECK(cfg.autotuned == autotune);
+    if (autotune) {
+      Buffer lse(size_t(s.batch) * s.heads * s.seqlen_q * 4, Backend::GPU);
+      attention::Options opt;
+      opt.causal = true;
+      opt.dtype = dt;
+      opt.backend = Backend::GPU;
+      attention::Strides sst{st[0], st[1], st[2], st[3]};
+      autotune::Result r = attention::tune(ptr(bq), ptr(bk), ptr(bv), ptr(out), ptr(lse), s, sst, sst, sst, sst, opt);
+      CHECK(r.source == "memory");
+      CHECK(cfg.block_m == r.best.get("BLOCK_M"));
+      CHECK(cfg.block_n == r.best.get("BLOCK_N"));
+      CHECK(cfg.num_warps == r.best.num_warps);
+      CHECK(cfg.num_stages == r.best.num_stages);
+      CHECK(cfg.min_ctas_per_sm == r.best.get_or("MIN_CTAS", 0));
+    } else {
+      attention::Options defaults;
+      CHECK((cfg.block_m == defaults.block_m && cfg.block_n == defaults.block_n &&
+             cfg.num_warps == defaults.num_warps && cfg.num_stages == defaults.num_stages));
+    }
   }
 
   tilejit_compile_stats stats;
@@ -182,5 +209,16 @@ TEST_CASE("C ABI matmul (autotuned) is correct", "[gpu][autotune][c_api]") {
   double err = rel_error(download_as_float(c, size_t(M) * N, dt), ref_matmul(a, b, M, N, K));
   INFO("autotuned matmul rel error " << err);
   CHECK(err <= tolerance(dt));
+  // The reported config is one of the matmul tuner's candidates (BLOCK_M, BLOCK_N ∈ {64,128}, BLOCK_K ∈
+  // {32,64}, 4 or 8 warps, 1-3 stages).
+  tilejit_launch_config cfg;
+  REQUIRE(tilejit_last_launch_config(&cfg) == TILEJIT_OK);
+  CHECK(std::string(cfg.kernel) == "matmul");
+  CHECK(cfg.autotuned == 1);
+  CHECK((cfg.block_m == 64 || cfg.block_m == 128));
+  CHECK((cfg.block_n == 64 || cfg.block_n == 128));
+  CHECK((cfg.block_k == 32 || cfg.block_k == 64));
+  CHECK((cfg.num_warps == 4 || cfg.num_warps == 8));
+  CHECK((cfg.num_stages >= 1 && cfg.num_stages <= 3));
   fs::remove_all(dir);
 }

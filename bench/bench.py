@@ -1,0 +1,1530 @@
+#!/usr/bin/env python3
+"""tilejit's benchmark suites, on PyTorch tensors through tilejit's C ABI (include/tilejit/c_api.h, ctypes).
+
+  python3 bench/bench.py --lib carry/libtilejit.so.0 protocol mods      # run suites
+  python3 bench/bench.py --list                                         # what each suite measures
+
+Each suite writes <results>/<suite>.md (environment, table, method) and <suite>.png, overwritten on every
+run. Every implementation is checked against an fp32 reference before it is timed. bench/README.md
+describes the columns; bench/device.sh runs suites on the GPU machine.
+
+A suite is a function registered with @suite(name, summary); it gets a Context (arguments, the loaded
+library, time budget) and returns nothing: it writes its report with the shared helpers below (timing,
+checks, tables, plots). New suites (e.g. decode, backward) are added the same way.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import dataclasses
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from typing import Callable, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+BOUND = 1e-2  # relative Frobenius error of a bf16 output against fp32 (bf16 rounding alone gives ~2e-3)
+DEVICE = "cuda"  # "cpu" with --smoke: tiny shapes, tilejit on its CPU interpreter (checks the driver itself)
+
+# ============================================================================================ registry
+
+
+@dataclasses.dataclass
+class Suite:
+    name: str
+    summary: str
+    run: Callable[["Context"], None]
+
+
+SUITES: dict[str, Suite] = {}
+
+
+def suite(name: str, summary: str):
+    """Registers fn(ctx) as the suite `name`."""
+    def register(fn):
+        SUITES[name] = Suite(name, summary, fn)
+        return fn
+    return register
+
+
+# ============================================================================================ the library
+
+
+class CompileStats(ctypes.Structure):
+    """tilejit_compile_stats."""
+    _fields_ = [("trace_ms", ctypes.c_double), ("codegen_ms", ctypes.c_double), ("link_ms", ctypes.c_double),
+                ("load_ms", ctypes.c_double), ("total_ms", ctypes.c_double), ("source", ctypes.c_char * 16)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """tilejit_launch_config."""
+    _fields_ = [("kernel", ctypes.c_char * 32), ("block_m", ctypes.c_int), ("block_n", ctypes.c_int),
+                ("block_k", ctypes.c_int), ("num_warps", ctypes.c_int), ("num_stages", ctypes.c_int),
+                ("min_ctas_per_sm", ctypes.c_int), ("autotuned", ctypes.c_int)]
+
+
+class FlexVariant(ctypes.Structure):
+    """tilejit_flex_variant (same field order and types)."""
+    _fields_ = [("causal", ctypes.c_int), ("bottom_right", ctypes.c_int), ("window_left", ctypes.c_int),
+                ("window_right", ctypes.c_int), ("alibi", ctypes.c_int), ("softcap", ctypes.c_float),
+                ("doc_ids", ctypes.c_void_p), ("reuse_block_mask", ctypes.c_int), ("block_m", ctypes.c_int),
+                ("block_n", ctypes.c_int), ("num_warps", ctypes.c_int), ("num_stages", ctypes.c_int),
+                ("autotune", ctypes.c_int)]
+
+
+def _strides(t):
+    return (ctypes.c_int64 * 4)(*t.stride())
+
+
+def _stream():
+    import torch
+    return torch.cuda.current_stream().cuda_stream if DEVICE == "cuda" else None
+
+
+def empty_cache():
+    import torch
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()
+
+
+def sync():
+    import torch
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+class Tilejit:
+    """libtilejit through its C ABI, on PyTorch CUDA tensors, on PyTorch's current stream."""
+
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+        # RTLD_GLOBAL: the user-mods example library (linked against libtilejit.so.0) then binds to this very
+        # copy (same soname), so both share one CUDA context, kernel cache and autotuner.
+        self.lib = lib = ctypes.CDLL(self.path, mode=ctypes.RTLD_GLOBAL)
+        vp, ci, cf, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.POINTER(ctypes.c_int64)
+        lib.tilejit_attention_forward.argtypes = [vp] * 5 + [ci] * 6 + [i64p] * 4 + [ci, cf, ci, vp]
+        lib.tilejit_flex_variant_init.argtypes = [ctypes.POINTER(FlexVariant)]
+        lib.tilejit_flex_variant_init.restype = None
+        lib.tilejit_flex_attention_forward.argtypes = ([vp] * 5 + [ci] * 7 + [i64p] * 4 +
+                                                       [cf, ctypes.POINTER(FlexVariant), vp])
+        lib.tilejit_flex_clear_cache.argtypes = []
+        lib.tilejit_matmul.argtypes = [vp, vp, vp, ci, ci, ci, ci, vp]
+        lib.tilejit_last_compile_stats.argtypes = [ctypes.POINTER(CompileStats)]
+        lib.tilejit_last_error.restype = ctypes.c_char_p
+        lib.tilejit_version.restype = ctypes.c_char_p
+        self.has_launch_config = hasattr(lib, "tilejit_last_launch_config")
+        if self.has_launch_config:
+            lib.tilejit_last_launch_config.argtypes = [ctypes.POINTER(LaunchConfig)]
+
+    def check(self, rc: int, what: str):
+        if rc != 0:
+            raise RuntimeError(f"{what} failed ({rc}): {self.lib.tilejit_last_error().decode()}")
+
+    def version(self) -> str:
+        return self.lib.tilejit_version().decode()
+
+    def attention(self, q, k, v, out, causal: bool, autotune: bool = True):
+        """q, k, v, out: [batch, heads, seqlen, head_dim] bf16."""
+        b, h, sq, d = q.shape
+        self.check(self.lib.tilejit_attention_forward(
+            q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), None, 0, b, h, sq, k.shape[2], d,
+            _strides(q), _strides(k), _strides(v), _strides(out), int(causal), 0.0, int(autotune), _stream()),
+            "tilejit_attention_forward")
+
+    def variant(self, **fields) -> FlexVariant:
+        """A flex variant: everything off (tilejit_flex_variant_init), then `fields`; autotuned by default."""
+        var = FlexVariant()
+        self.lib.tilejit_flex_variant_init(ctypes.byref(var))
+        var.autotune = 1
+        for key, value in fields.items():
+            setattr(var, key, value)
+        return var
+
+    def flex(self, q, k, v, out, variant: FlexVariant, lse=None):
+        b, hq, sq, d = q.shape
+        self.check(self.lib.tilejit_flex_attention_forward(
+            q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr() if lse is not None else None,
+            0, b, hq, k.shape[1], sq, k.shape[2], d, _strides(q), _strides(k), _strides(v), _strides(out), 0.0,
+            ctypes.byref(variant), _stream()), "tilejit_flex_attention_forward")
+
+    def clear_flex_cache(self):
+        self.check(self.lib.tilejit_flex_clear_cache(), "tilejit_flex_clear_cache")
+
+    def matmul(self, a, b, c):
+        """c = a @ b, contiguous bf16."""
+        self.check(self.lib.tilejit_matmul(a.data_ptr(), b.data_ptr(), c.data_ptr(), a.shape[0], b.shape[1],
+                                           a.shape[1], 0, _stream()), "tilejit_matmul")
+
+    def last_config(self) -> Optional[dict]:
+        """tilejit_last_launch_config as a dict (None when the library predates it)."""
+        if not self.has_launch_config:
+            return None
+        c = LaunchConfig()
+        self.check(self.lib.tilejit_last_launch_config(ctypes.byref(c)), "tilejit_last_launch_config")
+        return {name: (getattr(c, name).decode() if name == "kernel" else getattr(c, name)) for name, _ in c._fields_}
+
+    def compile_stats(self) -> dict:
+        s = CompileStats()
+        self.check(self.lib.tilejit_last_compile_stats(ctypes.byref(s)), "tilejit_last_compile_stats")
+        return dict(codegen_ms=s.codegen_ms, link_ms=s.link_ms, load_ms=s.load_ms, total_ms=s.total_ms,
+                    source=s.source.decode())
+
+
+def config_text(cfg: Optional[dict]) -> str:
+    """'128x64, 8 warps, 2 stages, 2/SM' (2/SM: registers capped so two programs share an SM)."""
+    if not cfg or not cfg.get("kernel"):
+        return "n/a"
+    tiles = f"{cfg['block_m']}x{cfg['block_n']}" + (f"x{cfg['block_k']}" if cfg.get("block_k") else "")
+    text = f"{tiles}, {cfg['num_warps']} warps, {cfg['num_stages']} stage{'s' if cfg['num_stages'] != 1 else ''}"
+    if cfg.get("min_ctas_per_sm"):
+        text += f", {cfg['min_ctas_per_sm']}/SM"
+    return text
+
+
+class UserModsParams(ctypes.Structure):
+    """user_mods_params of examples/user_mods/user_mods.h."""
+    _fields_ = [("alibi_slopes", ctypes.c_void_p), ("softcap", ctypes.c_float), ("window", ctypes.c_int),
+                ("doc_ids", ctypes.c_void_p), ("prefix_len", ctypes.c_int), ("bias_table", ctypes.c_void_p),
+                ("max_distance", ctypes.c_int)]
+
+
+class UserMods:
+    """The example library examples/user_mods (user-written C++ mods and the built-ins of the same math)."""
+
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+        self.lib = lib = ctypes.CDLL(self.path)
+        vp, ci = ctypes.c_void_p, ctypes.c_int
+        pp = ctypes.POINTER(UserModsParams)
+        lib.user_mods_forward.argtypes = [ctypes.c_char_p, pp, ci] + [vp] * 5 + [ci] * 5 + [vp]
+        lib.user_mods_build_block_mask.argtypes = ([ctypes.c_char_p, pp] + [ci] * 6 +
+                                                   [vp, ctypes.POINTER(ctypes.c_int)])
+        lib.user_mods_drop_block_masks.argtypes = []
+        lib.user_mods_last_error.restype = ctypes.c_char_p
+
+    def _check(self, rc, what):
+        if rc != 0:
+            raise RuntimeError(f"{what} failed: {self.lib.user_mods_last_error().decode()}")
+
+    def forward(self, mod: str, params: UserModsParams, q, k, v, out, lse, block_mask: int = 0,
+                autotune: bool = True):
+        b, h, s, d = q.shape
+        self._check(self.lib.user_mods_forward(mod.encode(), ctypes.byref(params), block_mask, q.data_ptr(),
+                                               k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, h, s,
+                                               d, int(autotune), _stream()), f"user_mods_forward({mod})")
+
+    def build_block_mask(self, mod: str, params: UserModsParams, shape, block_m: int, block_n: int) -> int:
+        """The handle of a block mask built once for this mod and shape (create_block_mask)."""
+        b, h, s, d = shape
+        handle = ctypes.c_int(0)
+        self._check(self.lib.user_mods_build_block_mask(mod.encode(), ctypes.byref(params), b, h, s, d, block_m,
+                                                        block_n, _stream(), ctypes.byref(handle)),
+                    f"user_mods_build_block_mask({mod})")
+        return handle.value
+
+    def drop_block_masks(self):
+        self._check(self.lib.user_mods_drop_block_masks(), "user_mods_drop_block_masks")
+
+
+# ============================================================================================ context
+
+
+class Unavailable(Exception):
+    """A peer or part that cannot run here; the table shows n/a and the reason."""
+
+
+class Context:
+    """What a suite gets: the arguments, tilejit, the user-mods library, the time budget, the report."""
+
+    def __init__(self, args, suite_name: str):
+        self.args = args
+        self.suite = suite_name
+        self.started = time.monotonic()
+        self.tj = Tilejit(args.lib)
+        self._user_mods = None
+        self._user_mods_error = None
+
+    def time_left(self) -> float:
+        return math.inf if not self.args.budget_s else self.args.budget_s - (time.monotonic() - self.started)
+
+    def out_of_time(self, reserve_s: float = 0.0) -> bool:
+        """True once the suite's soft budget (--budget-s) is spent, keeping `reserve_s` for the report."""
+        return self.time_left() < reserve_s
+
+    def user_mods(self) -> UserMods:
+        if self._user_mods is None and self._user_mods_error is None:
+            path = self.args.user_mods or default_user_mods_path(self.args.lib)
+            try:
+                if not path or not os.path.exists(path):
+                    raise Unavailable(f"the user-mods example library was not found ({path or 'no path'}; build "
+                                      "the target tilejit_user_mods, or pass --user-mods)")
+                self._user_mods = UserMods(path)
+            except Unavailable as ex:
+                self._user_mods_error = str(ex)
+            except OSError as ex:
+                self._user_mods_error = f"could not load {path}: {ex}"
+        if self._user_mods is None:
+            raise Unavailable(self._user_mods_error)
+        return self._user_mods
+
+    def log(self, *parts):
+        print(*parts, flush=True)
+
+
+def default_user_mods_path(lib: str) -> Optional[str]:
+    """libtilejit_user_mods.so beside the library (carry/), else in the build tree next to it."""
+    here = os.path.dirname(os.path.abspath(lib))
+    for cand in (os.path.join(here, "libtilejit_user_mods.so"),
+                 os.path.join(here, "examples", "user_mods", "libtilejit_user_mods.so"),
+                 os.path.join(REPO, "build", "examples", "user_mods", "libtilejit_user_mods.so")):
+        if os.path.exists(cand):
+            return cand
+    return None
+
+
+# ============================================================================================ timing
+
+
+def _do_bench():
+    try:
+        from triton.testing import do_bench
+        return do_bench
+    except Exception:  # noqa: BLE001 (no triton, or a broken install)
+        return None
+
+
+def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 100) -> float:
+    """Median time of one call of fn, ms: triton.testing.do_bench (which flushes L2 between calls) when
+    available, else CUDA events around single calls (median of 30 after 5 warm-ups)."""
+    import torch
+    if DEVICE != "cuda":  # --smoke: wall time of a few calls
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+    do_bench = _do_bench()
+    if do_bench is not None:
+        try:
+            return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+        except TypeError:  # older triton: quantiles instead of return_mode
+            return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5]))
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(30):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def timing_method() -> str:
+    if DEVICE != "cuda":
+        return "smoke test: wall time of single calls on the CPU interpreter (meaningless as speed)"
+    if _do_bench() is not None:
+        return ("triton.testing.do_bench: median over about 100 ms of calls after 25 ms of warm-up, L2 flushed "
+                "between calls")
+    return "CUDA events around single calls: median of 30 after 5 warm-ups (triton not installed)"
+
+
+def interleaved_ratio(fn, base, rounds: int):
+    """fn's time over base's, timed back to back `rounds` times, which of the two goes first alternating
+    (the GPU's clock drifts over tens of seconds: rows timed far apart bias a ratio by several percent).
+    Returns (median, min, max) of the per-round ratios."""
+    ratios = []
+    for r in range(rounds):
+        if r % 2 == 0:
+            a = bench_ms(fn, 10, 40)
+            b = bench_ms(base, 10, 40)
+        else:
+            b = bench_ms(base, 10, 40)
+            a = bench_ms(fn, 10, 40)
+        ratios.append(a / b)
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def first_call_s(fn) -> float:
+    """Wall time of one call including compiling/tuning, synchronized."""
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+# ============================================================================================ checks
+
+
+def rel_err(got, ref) -> float:
+    """Relative Frobenius error ‖got − ref‖ / ‖ref‖ in float64 (inf when got has a non-finite value)."""
+    import torch
+    got, ref = got.double(), ref.double()
+    if not torch.isfinite(got).all():
+        return math.inf
+    return math.sqrt(((got - ref) ** 2).sum().item() / max((ref ** 2).sum().item(), 1e-300))
+
+
+def verdict(err: Optional[float]) -> str:
+    if err is None:
+        return "-"
+    return f"{err:.1e} {'PASS' if err <= BOUND else 'FAIL'}"
+
+
+def reference_attention(q, k, v, pairs, score_fn=None, visible_fn=None, rows_per_step: int = 2048):
+    """fp32 attention for the (batch, head) `pairs` of q, k, v ([b, h, s, d]): [len(pairs), s, d].
+    score_fn(scores, b, h, qi, ki) and visible_fn(b, h, qi, ki) get fp32 scores [r, s] and index tensors
+    qi [r, 1], ki [1, s]. Computed in row chunks (at most rows_per_step × s scores at a time)."""
+    import torch
+    s, d = q.shape[2], q.shape[3]
+    ki = torch.arange(s, device=q.device)[None, :]
+    outs = []
+    for b, h in pairs:
+        qf, kf, vf = q[b, h].float(), k[b, h].float(), v[b, h].float()
+        rows = []
+        for r0 in range(0, s, rows_per_step):
+            r1 = min(s, r0 + rows_per_step)
+            qi = torch.arange(r0, r1, device=q.device)[:, None]
+            sc = (qf[r0:r1] @ kf.T) / math.sqrt(d)
+            if score_fn is not None:
+                sc = score_fn(sc, b, h, qi, ki)
+            if visible_fn is not None:
+                sc = sc.masked_fill(~visible_fn(b, h, qi, ki), float("-inf"))
+            rows.append(torch.softmax(sc, dim=-1) @ vf)
+        outs.append(torch.cat(rows))
+    return torch.stack(outs)
+
+
+def grouped_errors(items: list[tuple[str, str, str]]) -> list[str]:
+    """(where, who, message) triples as report lines, one per (who, message) with the places it happened."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for where, who, msg in items:
+        groups.setdefault((who, msg), []).append(where)
+    return [f"- {who} ({', '.join(places) if len(places) <= 3 else f'{len(places)} shapes: ' + ', '.join(places)}): "
+            f"{msg}" for (who, msg), places in groups.items()]
+
+
+def short_error(ex: BaseException) -> str:
+    text = str(ex).strip().splitlines()
+    return f"{type(ex).__name__}: {text[0][:200] if text else ''}"
+
+
+# ============================================================================================ environment
+
+
+def git_commit(lib_path: str) -> str:
+    """The commit the library was built from: BUILD_INFO beside it (written by bench/device.sh --prepare into
+    carry/, since the GPU machine has no git checkout), else this checkout's HEAD (and whether it has local
+    changes)."""
+    info = os.path.join(os.path.dirname(os.path.abspath(lib_path)), "BUILD_INFO")
+    if os.path.exists(info):
+        with open(info) as f:
+            fields = dict(line.strip().split("=", 1) for line in f if "=" in line)
+        return fields.get("commit", "unknown") + (" (built with uncommitted changes)"
+                                                  if fields.get("dirty") == "yes" else "")
+    try:
+        sha = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+        if sha.returncode == 0 and sha.stdout.strip():
+            dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=10).stdout.strip()
+            return sha.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown (no BUILD_INFO beside the library and no git checkout)"
+
+
+def nvidia_smi(query: str) -> str:
+    try:
+        r = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
+                           text=True, timeout=30)
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def environment(ctx: Context) -> list[str]:
+    import torch
+    try:
+        import triton
+        triton_version = triton.__version__
+    except Exception:  # noqa: BLE001
+        triton_version = "not installed"
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else "unavailable"
+    gpu = (f"{torch.cuda.get_device_name()} (max SM clock {nvidia_smi('clocks.max.sm')}), driver "
+           f"{nvidia_smi('driver_version')}" if DEVICE == "cuda" else
+           "none: SMOKE TEST on the CPU interpreter (TILEJIT_INTERPRET=1), tiny shapes; the numbers mean nothing")
+    return [
+        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        f"- tilejit {ctx.tj.version()}, commit {git_commit(ctx.args.lib)} ({ctx.args.lib})",
+        f"- GPU: {gpu}",
+        f"- torch {torch.__version__} (CUDA {torch.version.cuda}), cuDNN {cudnn}, triton {triton_version}, "
+        f"Python {sys.version.split()[0]}",
+        f"- command: `{' '.join(['bench/bench.py'] + sys.argv[1:])}`",
+    ]
+
+
+# ============================================================================================ report
+
+
+def md_table(headers: list[str], rows: list[list], right: Optional[set[int]] = None) -> list[str]:
+    """A markdown table; `right`: indices of right-aligned (numeric) columns (default: all but the first)."""
+    right = set(range(1, len(headers))) if right is None else right
+    out = ["| " + " | ".join(headers) + " |",
+           "|" + "|".join("---:" if i in right else "---" for i in range(len(headers))) + "|"]
+    for row in rows:
+        out.append("| " + " | ".join(str(c) for c in row) + " |")
+    return out
+
+
+def num(x, fmt: str, missing: str = "n/a") -> str:
+    return missing if x is None else format(x, fmt)
+
+
+class Report:
+    """<results>/<suite>.md: title, environment, sections; written by write()."""
+
+    def __init__(self, ctx: Context, title: str):
+        self.ctx = ctx
+        self.lines = [f"# {title}", ""] + environment(ctx) + [""]
+        os.makedirs(ctx.args.results, exist_ok=True)
+
+    def section(self, title: str, *lines: str):
+        self.lines += [f"## {title}", ""] + list(lines) + [""]
+
+    def add(self, *lines: str):
+        self.lines += list(lines)
+
+    def path(self, ext: str) -> str:
+        return os.path.join(self.ctx.args.results, f"{self.ctx.suite}.{ext}")
+
+    def write(self):
+        os.makedirs(self.ctx.args.results, exist_ok=True)
+        with open(self.path("md"), "w") as f:
+            f.write("\n".join(self.lines).rstrip() + "\n")
+        self.ctx.log(f"# wrote {self.path('md')}")
+
+
+def _pyplot():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt, None
+    except Exception as ex:  # noqa: BLE001
+        return None, f"no plot: matplotlib unavailable ({short_error(ex)})"
+
+
+def plot_lines(path: str, panels: list, title: str, ylabel: str, xlabel: str = "seqlen") -> Optional[str]:
+    """One panel per (panel title, {series label: [(x, y), ...]}); x on a log2 axis. Returns a note when
+    nothing was drawn."""
+    try:
+        return _plot_lines(path, panels, title, ylabel, xlabel)
+    except Exception as ex:  # noqa: BLE001 (a plot must not lose the table)
+        return f"no plot: {short_error(ex)}"
+
+
+def _plot_lines(path, panels, title, ylabel, xlabel):
+    plt, why = _pyplot()
+    if plt is None:
+        return why
+    panels = [p for p in panels if any(p[1].values())]
+    if not panels:
+        return "no plot: no data"
+    cols = 2 if len(panels) == 4 else min(len(panels), 4)
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, (name, series) in zip(axes.flat, panels):
+        for label, points in series.items():
+            points = sorted(p for p in points if p[1] is not None)
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        xs = sorted({p[0] for points in series.values() for p in points if p[1] is not None})
+        ax.set_xticks(xs)
+        ax.set_xticklabels([f"{x // 1024}k" if x >= 1024 and x % 1024 == 0 else str(x) for x in xs])
+        ax.minorticks_off()
+        ax.set_ylim(bottom=0)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def plot_bars(path: str, categories: list[str], series: dict, title: str, ylabel: str,
+              log: bool = False) -> Optional[str]:
+    """Grouped bars: one group per category, one bar per series ({label: [value or None per category]})."""
+    try:
+        return _plot_bars(path, categories, series, title, ylabel, log)
+    except Exception as ex:  # noqa: BLE001
+        return f"no plot: {short_error(ex)}"
+
+
+def _plot_bars(path, categories, series, title, ylabel, log):
+    plt, why = _pyplot()
+    if plt is None:
+        return why
+    if not categories or not any(v is not None for vals in series.values() for v in vals):
+        return "no plot: no data"
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(categories) * max(1, len(series)) + 2), 4.2))
+    width = 0.8 / max(1, len(series))
+    for i, (label, values) in enumerate(series.items()):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(categories))]
+        ax.bar([x for x, v in zip(xs, values) if v is not None], [v for v in values if v is not None], width,
+               label=label)
+    ax.set_xticks(range(len(categories)))
+    ax.set_xticklabels(categories, rotation=20, ha="right", fontsize=8)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def common_method_notes() -> list[str]:
+    return [f"- Timing: {timing_method()}. Every implementation runs once before it is timed (compiling, "
+            "tuning, building block masks), all on the same tensors in one process, on PyTorch's current stream.",
+            f"- Checks: relative Frobenius error ‖out − ref‖/‖ref‖ against an fp32 reference on fresh random "
+            f"inputs (torch.randn, seed 0), tilejit's output poisoned with NaN before the checked call; PASS when "
+            f"≤ {BOUND:g} (bf16 output; its rounding alone gives about 2e-3).",
+            "- Ratios tilejit/X = X ms / tilejit ms: above 1, tilejit is faster."]
+
+
+# ============================================================================================ protocol
+
+
+PROTOCOL_SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
+PROTOCOL_TOKENS, PROTOCOL_HIDDEN = 16384, 2048
+
+
+def attention_peers():
+    """{name: fn(q, k, v, causal) -> out} and {name: why unavailable}: SDPA's cuDNN and FlashAttention-2
+    backends and FlexAttention (torch.compile'd; causal through a block mask built once per shape)."""
+    import torch
+    import torch.nn.functional as F
+    peers, missing = {}, {}
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as ex:
+        return {}, {"cuDNN": short_error(ex), "FA2": short_error(ex), "Flex": short_error(ex)}
+
+    def sdpa(backend):
+        def run(q, k, v, causal):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return run
+    if hasattr(SDPBackend, "CUDNN_ATTENTION"):
+        peers["cuDNN"] = sdpa(SDPBackend.CUDNN_ATTENTION)
+    else:
+        missing["cuDNN"] = f"this torch ({torch.__version__}) has no SDPA cuDNN backend"
+    peers["FA2"] = sdpa(SDPBackend.FLASH_ATTENTION)
+    try:
+        flex, create_block_mask = compiled_flex()
+        masks = {}
+
+        def run_flex(q, k, v, causal):
+            if not causal:
+                return flex(q, k, v)
+            s = q.shape[2]
+            if s not in masks:
+                masks[s] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, s, s, device=q.device)
+            return flex(q, k, v, block_mask=masks[s])
+        peers["Flex"] = run_flex
+    except Exception as ex:  # noqa: BLE001
+        missing["Flex"] = short_error(ex)
+    return peers, missing
+
+
+def compiled_flex():
+    """torch.compile(flex_attention) (one compile per shape and mod; never falling back to eager) and
+    create_block_mask."""
+    import torch
+    import torch._dynamo
+    if DEVICE != "cuda":  # --smoke: eager (compiling for the CPU would dominate the check)
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        return flex_attention, create_block_mask
+    for knob in ("cache_size_limit", "recompile_limit"):
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, 512)
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    return torch.compile(flex_attention, dynamic=False), create_block_mask
+
+
+@suite("protocol", "attention forward on the FlashAttention papers' protocol: tilejit (autotuned) beside SDPA "
+       "cuDNN, SDPA FlashAttention-2 and FlexAttention; bf16, d 64/128, seqlen 512-16384, causal and not")
+def run_protocol(ctx: Context):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 reference
+    args = ctx.args
+    seqlens = args.seqlens or PROTOCOL_SEQLENS
+    shapes = [dict(batch=PROTOCOL_TOKENS // s, heads=PROTOCOL_HIDDEN // d, seqlen=s, head_dim=d, causal=c)
+              for d in args.head_dims for c in (False, True) for s in seqlens]
+    peers, missing = attention_peers()
+    impls = ["tilejit"] + [p for p in ("cuDNN", "FA2", "Flex") if p in peers or p in missing]
+    rows, skipped = [], []
+    for sh in shapes:
+        name = (f"d{sh['head_dim']} s{sh['seqlen']} b{sh['batch']} h{sh['heads']}" +
+                (" causal" if sh["causal"] else ""))
+        if ctx.out_of_time(reserve_s=20):
+            skipped.append(name)
+            continue
+        rows.append(protocol_row(ctx, sh, name, peers, missing))
+        empty_cache()
+
+    rep = Report(ctx, "Attention forward: the FlashAttention protocol")
+    peers_here = impls[1:]
+    headers = (["head_dim", "seqlen", "batch x heads", "causal", "tilejit ms", "tilejit TFLOP/s"] +
+               [f"{p} TFLOP/s" for p in peers_here] + [f"tilejit/{p}" for p in peers_here] + ["tilejit config"])
+    table = []
+    for r in rows:
+        sh = r["shape"]
+        cells = [sh["head_dim"], sh["seqlen"], f"{sh['batch']} x {sh['heads']}", "yes" if sh["causal"] else "no",
+                 num(r["ms"].get("tilejit"), ".3f"), tflops_cell(r, "tilejit")]
+        cells += [tflops_cell(r, p) for p in peers_here]
+        cells += [ratio_cell(r, p) for p in peers_here]
+        cells.append(r.get("config", "n/a"))
+        table.append(cells)
+    rep.section("TFLOP/s (FLOPs = 4·batch·heads·seqlen²·head_dim, halved when causal)",
+                *md_table(headers, table, right=set(range(4, len(headers) - 1))))
+    checks = [[r["name"], r["checked"]] + [verdict(r["err"].get(i)) if i in r["err"] else
+                                           ("err" if i in r["errors"] else "n/a") for i in impls] +
+              [num(r.get("first_call_s"), ".2f")] for r in rows]
+    rep.section("Checks: relative Frobenius error against fp32",
+                *md_table(["shape", "(batch, head) pairs checked"] + impls + ["tilejit first call, s (tunes)"],
+                          checks, right=set()))
+    notes = common_method_notes() + [
+        f"- Shapes: batch·seqlen = {PROTOCOL_TOKENS} tokens, hidden {PROTOCOL_HIDDEN} (heads = "
+        f"{PROTOCOL_HIDDEN}/head_dim), layout [batch, heads, seqlen, head_dim], bf16, softmax scale 1/sqrt(d).",
+        "- The fp32 reference (softmax(q·kᵀ/sqrt(d))·v in fp32, causal mask as -inf) covers the first 64 "
+        "(batch, head) pairs for seqlen ≤ 2048, the first 8 above; every implementation is checked against it.",
+        "- tilejit: tilejit_attention_forward with autotune = 1; its first call for a shape bucket tunes "
+        "(compiles every candidate config in parallel and times them; winners cached on disk). 'tilejit config' "
+        "is the autotuner's pick (tilejit_last_launch_config): BLOCK_M x BLOCK_N, warps, pipeline stages, and "
+        "n/SM when registers are capped so n programs share an SM.",
+        "- Peers: SDPA with sdpa_kernel(CUDNN_ATTENTION) and sdpa_kernel(FLASH_ATTENTION) (is_causal); "
+        "FlexAttention = torch.compile(flex_attention, dynamic=False), no score_mod, causal through "
+        "create_block_mask built once per shape outside the timing.",
+    ]
+    notes += [f"- {p}: n/a — {why}" for p, why in missing.items()]
+    rep.section("Method", *notes)
+    errors = grouped_errors([(r["name"], impl, e) for r in rows for impl, e in r["errors"].items()])
+    if errors or skipped:
+        rep.section("Errors and skipped shapes", *errors,
+                    *([f"- not run (time budget --budget-s {args.budget_s:g} s spent): {', '.join(skipped)}"]
+                      if skipped else []))
+    panels = []
+    for d in args.head_dims:
+        for c in (False, True):
+            series = {impl: [(r["shape"]["seqlen"], r["tflops"].get(impl)) for r in rows
+                             if r["shape"]["head_dim"] == d and r["shape"]["causal"] == c] for impl in impls}
+            panels.append((f"d{d}{' causal' if c else ''}", series))
+    note = plot_lines(rep.path("png"), panels, "Attention forward, bf16 (FlashAttention protocol)", "TFLOP/s")
+    if note:
+        rep.add(f"({note})")
+    rep.write()
+
+
+def tflops_cell(r: dict, impl: str) -> str:
+    if impl in r["tflops"]:
+        flag = "" if r["err"].get(impl, 0) <= BOUND else " (check FAILED)"
+        return f"{r['tflops'][impl]:.1f}{flag}"
+    return "err" if impl in r["errors"] else "n/a"
+
+
+def ratio_cell(r: dict, peer: str) -> str:
+    a, b = r["tflops"].get("tilejit"), r["tflops"].get(peer)
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+def protocol_row(ctx: Context, sh: dict, name: str, peers: dict, missing: dict) -> dict:
+    import torch
+    b, h, s, d, causal = sh["batch"], sh["heads"], sh["seqlen"], sh["head_dim"], sh["causal"]
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(b, h, s, d, device=DEVICE, dtype=torch.bfloat16) for _ in range(3))
+    flops = 4.0 * b * h * s * s * d / (2 if causal else 1)
+    n_check = min(b * h, 64 if s <= 2048 else 8)
+    pairs = [(i // h, i % h) for i in range(n_check)]
+    row = dict(shape=sh, name=name, ms={}, tflops={}, err={}, errors={}, checked=n_check)
+    ref = reference_attention(q, k, v, pairs, visible_fn=(lambda bb, hh, qi, ki: ki <= qi) if causal else None)
+
+    def record(impl, fn, out_of):
+        out = out_of()
+        sync()
+        row["err"][impl] = rel_err(torch.stack([out[bb, hh] for bb, hh in pairs]), ref)
+        row["ms"][impl] = bench_ms(fn)
+        row["tflops"][impl] = flops / (row["ms"][impl] * 1e-3) / 1e12
+
+    out = torch.empty_like(q)
+    tj_call = lambda: ctx.tj.attention(q, k, v, out, causal)  # noqa: E731
+    try:
+        row["first_call_s"] = first_call_s(tj_call)
+        row["config"] = config_text(ctx.tj.last_config())
+
+        def checked_tj():
+            out.fill_(float("nan"))
+            tj_call()
+            return out
+        record("tilejit", tj_call, checked_tj)
+    except Exception as ex:  # noqa: BLE001
+        row["errors"]["tilejit"] = short_error(ex)
+    for impl, peer in peers.items():
+        try:
+            fn = lambda peer=peer: peer(q, k, v, causal)  # noqa: E731
+            record(impl, fn, fn)  # the checked call is also its first (compile) call
+        except Exception as ex:  # noqa: BLE001
+            row["errors"][impl] = short_error(ex)
+    cells = [f"{impl} {row['tflops'][impl]:.1f} ({verdict(row['err'][impl])})" if impl in row["tflops"]
+             else f"{impl} {'err' if impl in row['errors'] else 'n/a'}" for impl in ["tilejit"] + list(peers)]
+    ctx.log(f"{name:<28} " + ", ".join(cells) + f"; tilejit {row.get('config', 'n/a')}")
+    for impl, e in row["errors"].items():
+        ctx.log(f"    {impl}: {e}")
+    del q, k, v, out, ref
+    return row
+
+
+# ============================================================================================ mods
+
+
+MODS_HEADS, MODS_DIM, MODS_TOKENS = 16, 128, 16384
+MODS_SEQLENS = [1024, 4096, 16384]
+WINDOW, SOFTCAP, DOCUMENTS, MAX_DISTANCE = 256, 50.0, 4, 64
+WINDOW_SEQLEN = 4096  # the sliding window's rows: b4 h16 s4096 d128
+
+
+@dataclasses.dataclass
+class ModRow:
+    """One tilejit way of computing a mod. `mod` names the math (and FlexAttention's version of it)."""
+    mod: str
+    impl: str                                    # the table's description
+    cabi: Optional[Callable] = None              # inputs -> tilejit_flex_variant fields (tilejit's C ABI)
+    user: Optional[str] = None                   # or a mod of the user-mods example library
+    block_mask_from: Optional[str] = None        # user mods: a block mask built once, at the block sizes the
+                                                 # autotuner picked for this C ABI row's mod at the same seqlen
+    window_shape_only: bool = False              # only at WINDOW_SEQLEN
+
+
+MOD_ROWS = [
+    ModRow("none", "built-in, no mod (C ABI)", cabi=lambda mi: {}),
+    ModRow("causal", "built-in (C ABI)", cabi=lambda mi: dict(causal=1)),
+    ModRow("alibi", "built-in (C ABI)", cabi=lambda mi: dict(alibi=1)),
+    ModRow("alibi", "user lambda", user="alibi"),
+    ModRow("softcap", "built-in (C ABI)", cabi=lambda mi: dict(softcap=SOFTCAP)),
+    ModRow("softcap", "user lambda", user="softcap"),
+    ModRow("document", "built-in (C ABI), block mask once", cabi=lambda mi: dict(doc_ids=mi.docs.data_ptr(),
+                                                                                 reuse_block_mask=1)),
+    ModRow("document", "user lambda, block mask once", user="document", block_mask_from="document"),
+    ModRow("prefix-LM", "built-in (C++ API), block mask once", user="builtin:prefix_lm", block_mask_from="causal"),
+    ModRow("prefix-LM", "user lambda, block mask once", user="prefix_lm", block_mask_from="causal"),
+    ModRow("rel. bias", "built-in (C++ API)", user="builtin:relbias"),
+    ModRow("rel. bias", "user lambda", user="relbias"),
+    ModRow("causal window", "built-in band (C ABI)", cabi=lambda mi: dict(causal=1, window_left=WINDOW),
+           window_shape_only=True),
+    ModRow("causal window", "user lambda, block mask per call", user="window", window_shape_only=True),
+    ModRow("causal window", "user lambda, block mask once", user="window", block_mask_from="causal window",
+           window_shape_only=True),
+]
+
+def mod_math() -> dict:
+    """What each mod computes (for the report)."""
+    return {
+        "none": "no mod",
+        "causal": "keys j ≤ i",
+        "alibi": f"score − slope[h]·|i − j|, the ALiBi paper's slopes for {MODS_HEADS} heads",
+        "softcap": f"{SOFTCAP:g}·tanh(score/{SOFTCAP:g})",
+        "document": f"{DOCUMENTS} equal documents per sequence; keys of the query's document",
+        "prefix-LM": "keys j ≤ i or j < prefix, prefix = seqlen/4",
+        "rel. bias": f"score + table[h, clamp(j − i, −{MAX_DISTANCE}, {MAX_DISTANCE}) + {MAX_DISTANCE}], a random "
+                     "fp32 table",
+        "causal window": f"keys i − {WINDOW} ≤ j ≤ i",
+    }
+
+
+def alibi_slopes(heads: int) -> list[float]:
+    """The ALiBi paper's slopes (as tilejit's attention::alibi_slopes): 2^(-8(i+1)/n) for the largest power
+    of two n ≤ heads, then the even-indexed slopes of the 2n sequence for the remaining heads."""
+    def pow2(n):
+        return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
+    n = 1 << (heads.bit_length() - 1)
+    return pow2(n) + pow2(2 * n)[0::2][: heads - n]
+
+
+class ModInputs:
+    """One seqlen's tensors and the mods' data, shared by tilejit, the user mods and FlexAttention."""
+
+    def __init__(self, s: int):
+        import torch
+        self.b, self.h, self.s, self.d = MODS_TOKENS // s, MODS_HEADS, s, MODS_DIM
+        torch.manual_seed(0)
+        shape = (self.b, self.h, s, self.d)
+        self.q, self.k, self.v = (torch.randn(*shape, device=DEVICE, dtype=torch.bfloat16) for _ in range(3))
+        self.out = torch.empty_like(self.q)
+        self.lse = torch.empty(self.b, self.h, s, device=DEVICE, dtype=torch.float32)
+        self.slopes = torch.tensor(alibi_slopes(self.h), device=DEVICE, dtype=torch.float32)
+        per_doc = s // DOCUMENTS
+        ids = (torch.arange(s, device=DEVICE, dtype=torch.int32) // per_doc).clamp(max=DOCUMENTS - 1)
+        self.docs = ids.expand(self.b, s).contiguous()
+        self.prefix = s // 4
+        self.table = torch.randn(self.h, 2 * MAX_DISTANCE + 1, device=DEVICE, dtype=torch.float32) * 0.5
+        self.params = UserModsParams(alibi_slopes=self.slopes.data_ptr(), softcap=SOFTCAP, window=WINDOW,
+                                     doc_ids=self.docs.data_ptr(), prefix_len=self.prefix,
+                                     bias_table=self.table.data_ptr(), max_distance=MAX_DISTANCE)
+
+    def pairs(self, mod: str) -> int:
+        """Exact number of attended (query, key) pairs of one sequence."""
+        s = self.s
+        if mod in ("none", "alibi", "softcap", "rel. bias"):
+            return s * s
+        if mod == "causal":
+            return s * (s + 1) // 2
+        if mod == "causal window":  # query i sees min(i, W) + 1 keys
+            w = min(WINDOW, s - 1)
+            return w * (w + 1) // 2 + (w + 1) * (s - w)
+        if mod == "document":
+            counts = self.docs[0].long().bincount().tolist()
+            return sum(n * n for n in counts)
+        if mod == "prefix-LM":  # queries i < P see the P prefix keys; the others i + 1 keys
+            p = min(self.prefix, s)
+            return p * p + (s * (s + 1) // 2 - p * (p + 1) // 2)
+        raise ValueError(mod)
+
+    def score_and_mask(self, mod: str):
+        """(score_fn, visible_fn) in the form of reference_attention (fp32 math)."""
+        if mod == "alibi":
+            return (lambda sc, b, h, qi, ki: sc - self.slopes[h] * (qi - ki).abs().float()), None
+        if mod == "softcap":
+            return (lambda sc, b, h, qi, ki: SOFTCAP * (sc / SOFTCAP).tanh()), None
+        if mod == "rel. bias":
+            return (lambda sc, b, h, qi, ki:
+                    sc + self.table[h][(ki - qi).clamp(-MAX_DISTANCE, MAX_DISTANCE) + MAX_DISTANCE]), None
+        if mod == "causal":
+            return None, lambda b, h, qi, ki: ki <= qi
+        if mod == "causal window":
+            return None, lambda b, h, qi, ki: (ki <= qi) & (qi - ki <= WINDOW)
+        if mod == "document":
+            return None, lambda b, h, qi, ki: self.docs[b][qi] == self.docs[b][ki]
+        if mod == "prefix-LM":
+            return None, lambda b, h, qi, ki: (ki <= qi) | (ki < self.prefix)
+        return None, None
+
+    def flex_mods(self, mod: str):
+        """(score_mod, mask_mod, mask per batch?) of FlexAttention."""
+        slopes, docs, table, prefix = self.slopes, self.docs, self.table, self.prefix
+        if mod == "alibi":
+            return (lambda score, b, h, qi, ki: score - slopes[h] * (qi - ki).abs()), None, False
+        if mod == "softcap":
+            return (lambda score, b, h, qi, ki: SOFTCAP * (score / SOFTCAP).tanh()), None, False
+        if mod == "rel. bias":
+            return (lambda score, b, h, qi, ki:
+                    score + table[h, (ki - qi).clamp(-MAX_DISTANCE, MAX_DISTANCE) + MAX_DISTANCE]), None, False
+        if mod == "causal":
+            return None, (lambda b, h, qi, ki: qi >= ki), False
+        if mod == "causal window":
+            return None, (lambda b, h, qi, ki: (qi >= ki) & (qi - ki <= WINDOW)), False
+        if mod == "document":
+            return None, (lambda b, h, qi, ki: docs[b, qi] == docs[b, ki]), True
+        if mod == "prefix-LM":
+            return None, (lambda b, h, qi, ki: (ki <= qi) | (ki < prefix)), False
+        return None, None, False
+
+
+@suite("mods", "flex attention variants: each built-in and the same math as a user's C++ lambda "
+       "(examples/user_mods) beside FlexAttention with the same mod; bf16, d128, 16 heads, seqlen 1k/4k/16k")
+def run_mods(ctx: Context):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    args = ctx.args
+    seqlens = args.seqlens or MODS_SEQLENS
+    try:
+        flex, create_block_mask = compiled_flex()
+        flex_missing = None
+    except Exception as ex:  # noqa: BLE001
+        flex, create_block_mask, flex_missing = None, None, short_error(ex)
+    rows, skipped = [], []
+    for s in seqlens:
+        if MODS_TOKENS % s:
+            raise SystemExit(f"mods: seqlen {s} must divide {MODS_TOKENS}")
+        mods_seqlen(ctx, s, flex, create_block_mask, flex_missing, rows, skipped)
+
+    rep = Report(ctx, "Flex attention: built-in variants, user lambdas and FlexAttention")
+    headers = ["seqlen", "mod", "tilejit", "check", "tilejit ms", "TFLOP/s", "Flex ms", "Flex TFLOP/s",
+               "tilejit/Flex", "vs no mod", "per attended pair", "tilejit config"]
+    table = []
+    for r in rows:
+        table.append([r["seqlen"], r["mod"], r["impl"], r.get("check", "err"), num(r.get("ms"), ".3f"),
+                      num(r.get("tflops"), ".1f"), num(r.get("flex_ms"), ".3f"), num(r.get("flex_tflops"), ".1f"),
+                      f"{r['flex_ms'] / r['ms']:.2f}x" if r.get("flex_ms") and r.get("ms") else "-",
+                      r.get("overhead", "-"), num(r.get("per_pair"), ".2f", "-"), r.get("config", "n/a")])
+    rep.section(f"bf16, head_dim {MODS_DIM}, {MODS_HEADS} heads, batch = {MODS_TOKENS}/seqlen; TFLOP/s over "
+                "attended pairs", *md_table(headers, table, right={0, 4, 5, 6, 7, 8, 9, 10}))
+    notes = common_method_notes() + [
+        "- Mods: " + "; ".join(f"{m}: {t}" for m, t in mod_math().items()) + ".",
+        f"- The causal window rows run at b{MODS_TOKENS // WINDOW_SEQLEN} h{MODS_HEADS} s{WINDOW_SEQLEN} "
+        f"d{MODS_DIM} only.",
+        "- FLOPs = 4·batch·heads·pairs·head_dim, where pairs counts the attended (query, key) pairs exactly: "
+        "seqlen² without a mask, seqlen(seqlen+1)/2 causal, the window's, documents' and prefix-LM's own counts. "
+        "TFLOP/s of masked rows are therefore rates of useful work.",
+        "- tilejit: 'C ABI' rows call tilejit_flex_attention_forward with a built-in variant; the other rows "
+        "call the example library examples/user_mods (tilejit's public C++ API: 'built-in (C++ API)' uses "
+        "flex_variants.h, 'user lambda' the same math written as a C++ lambda over tiles). Every tilejit row is "
+        "autotuned (its first call tunes). 'block mask once': the block mask is built before timing "
+        "(user_mods_build_block_mask = create_block_mask; the C ABI's reuse_block_mask), at the block sizes "
+        "the autotuner picked for a C ABI row of the same seqlen (document: the document row's; prefix-LM: the "
+        "causal row's; causal window: the band's); the tuner then picks warps and stages. 'block mask per call': "
+        "flex_forward builds it on every call (one extra small kernel per call, included in the time).",
+        "- FlexAttention: torch.compile(flex_attention, dynamic=False) with the same score_mod / mask_mod; its "
+        "block masks (create_block_mask) are built once per seqlen and mod, outside the timing. One "
+        "FlexAttention measurement per mod and seqlen, repeated in each of that mod's rows.",
+        f"- check: tilejit and FlexAttention against an fp32 reference with the same mod (batch 0, heads "
+        f"0..{args.check_heads - 1}), and tilejit against FlexAttention (whole output); PASS when tilejit's two "
+        f"are ≤ {BOUND:g}.",
+        f"- vs no mod: this row's tilejit time over the no-mod row's (same seqlen, tilejit_flex_attention_forward "
+        f"without a mod), timed back to back {args.rounds} times with which of the two goes first alternating: "
+        "median (min–max). Timing rows tens of seconds apart instead biases such ratios by several percent (the "
+        "GPU's clock drifts). per attended pair = that ratio / (pairs / seqlen²): 1.0 means the time scales "
+        "with the attended area.",
+        "- tilejit config: the autotuner's pick (tilejit_last_launch_config), for the C ABI rows; the C++ API "
+        "does not report it (block-mask rows: the block sizes are the mask's).",
+    ]
+    if flex_missing:
+        notes.append(f"- FlexAttention: n/a — {flex_missing}")
+    rep.section("Method", *notes)
+    errors = [f"- s={r['seqlen']} {r['mod']} ({r['impl']}): {e}" for r in rows for e in r["errors"]]
+    if errors or skipped:
+        rep.section("Errors and skipped rows", *errors,
+                    *([f"- not run (time budget --budget-s {args.budget_s:g} s spent): {', '.join(skipped)}"]
+                      if skipped else []))
+    panels = []
+    for mod in mod_math():
+        series = {}
+        for r in rows:
+            if r["mod"] == mod:
+                series.setdefault(f"tilejit {r['impl']}", []).append((r["seqlen"], r.get("tflops")))
+        flex_points = {(r["seqlen"], r.get("flex_tflops")) for r in rows if r["mod"] == mod}
+        series["FlexAttention"] = sorted(p for p in flex_points if p[1] is not None)
+        panels.append((mod, series))
+    note = plot_lines(rep.path("png"), panels, f"Flex attention mods, bf16 d{MODS_DIM} (TFLOP/s over attended pairs)",
+                      "TFLOP/s")
+    if note:
+        rep.add(f"({note})")
+    rep.write()
+
+
+def mods_seqlen(ctx: Context, s: int, flex, create_block_mask, flex_missing, rows: list, skipped: list):
+    """Every row of MOD_ROWS at seqlen s, then the interleaved overheads against the no-mod row."""
+    import torch
+    args = ctx.args
+    mi = ModInputs(s)
+    here = [r for r in MOD_ROWS if not r.window_shape_only or s == WINDOW_SEQLEN]
+    flex_done: dict[str, dict] = {}   # mod -> FlexAttention's ms, output, errors
+    refs: dict[str, object] = {}      # mod -> fp32 reference (batch 0, first heads)
+    configs: dict[str, dict] = {}     # mod -> the C ABI row's tuned config
+    calls: list[tuple] = []           # (row dict, tilejit call) for the interleaved overheads
+    base_call = None
+    check_pairs = [(0, h) for h in range(min(args.check_heads, mi.h))]
+    for spec in here:
+        label = f"s={s} {spec.mod} ({spec.impl})"
+        if ctx.out_of_time(reserve_s=30 + 2 * args.rounds):
+            skipped.append(label)
+            continue
+        row = dict(seqlen=s, mod=spec.mod, impl=spec.impl, errors=[])
+        pairs = mi.pairs(spec.mod)
+        flops = 4.0 * mi.b * mi.h * pairs * mi.d
+        row["area"] = pairs / (s * s)
+        if spec.mod not in refs:
+            score_fn, visible_fn = mi.score_and_mask(spec.mod)
+            refs[spec.mod] = reference_attention(mi.q, mi.k, mi.v, check_pairs, score_fn, visible_fn)
+        ref = refs[spec.mod]
+        got = None
+        try:
+            call = tilejit_mod_call(ctx, spec, mi, configs)
+            first = first_call_s(call)
+            mi.out.fill_(float("nan"))
+            call()
+            sync()
+            got = mi.out.clone()
+            if spec.cabi is not None:
+                cfg = ctx.tj.last_config()
+                configs[spec.mod] = cfg
+                row["config"] = config_text(cfg)
+            elif spec.block_mask_from:
+                bm = configs.get(spec.block_mask_from)
+                row["config"] = (f"block mask {bm['block_m']}x{bm['block_n']}" if bm else
+                                 "block mask 128x64") + ", rest tuned (not reported)"
+            else:
+                row["config"] = "tuned (not reported)"
+            row["ms"] = bench_ms(call)
+            row["tflops"] = flops / (row["ms"] * 1e-3) / 1e12
+            row["tj_err"] = rel_err(torch.stack([got[b, h] for b, h in check_pairs]), ref)
+            if spec.mod == "none" and spec.cabi is not None:
+                base_call = call
+            else:
+                calls.append((row, call))
+            ctx.log(f"{label}: {row['ms']:.3f} ms, {row['tflops']:.1f} TFLOP/s, first call {first:.1f} s, "
+                    f"{row['config']}")
+        except Exception as ex:  # noqa: BLE001
+            row["errors"].append(f"tilejit: {short_error(ex)}")
+            ctx.log(f"{label}: tilejit {short_error(ex)}")
+        fx = flex_done.get(spec.mod)
+        if fx is None:
+            fx = flex_done[spec.mod] = flex_mod_run(mi, spec.mod, flex, create_block_mask, flex_missing, ref,
+                                                    check_pairs)
+            if "ms" in fx:
+                ctx.log(f"s={s} {spec.mod} FlexAttention: {fx['ms']:.3f} ms (first call {fx['first_s']:.1f} s)")
+        if "ms" in fx:
+            row["flex_ms"] = fx["ms"]
+            row["flex_tflops"] = flops / (fx["ms"] * 1e-3) / 1e12
+        row["errors"] += fx.get("errors", [])
+        if got is not None and fx.get("out") is not None:
+            row["vs_flex"] = rel_err(got, fx["out"])
+        row["check"] = mod_check_cell(row, fx)
+        rows.append(row)
+        del got
+    for row, call in calls:  # back-to-back against the no-mod kernel
+        if base_call is None or ctx.out_of_time(reserve_s=20):
+            break
+        try:
+            med, lo, hi = interleaved_ratio(call, base_call, args.rounds)
+            row["overhead"] = f"{med:.3f} ({lo:.3f}–{hi:.3f})"
+            row["per_pair"] = med / row["area"]
+        except Exception as ex:  # noqa: BLE001
+            row["errors"].append(f"interleaved timing: {short_error(ex)}")
+    sync()
+    try:  # cached block masks are keyed by pointers that the next seqlen's tensors may reuse
+        ctx.tj.clear_flex_cache()
+        if ctx._user_mods is not None:
+            ctx._user_mods.drop_block_masks()
+    except Exception as ex:  # noqa: BLE001
+        ctx.log(f"clearing block masks: {short_error(ex)}")
+    for fx in flex_done.values():
+        fx.pop("out", None)
+    del mi, refs
+    empty_cache()
+
+
+def tilejit_mod_call(ctx: Context, spec: ModRow, mi: ModInputs, configs: dict):
+    """The tilejit call of one row (block masks built once here, before any timing)."""
+    if spec.cabi is not None:
+        variant = ctx.tj.variant(**spec.cabi(mi))
+        return lambda: ctx.tj.flex(mi.q, mi.k, mi.v, mi.out, variant, mi.lse)
+    um = ctx.user_mods()
+    handle = 0  # none: a mask function gets its block mask built on every call
+    if spec.block_mask_from:
+        cfg = configs.get(spec.block_mask_from)
+        bm, bn = (cfg["block_m"], cfg["block_n"]) if cfg else (128, 64)
+        handle = um.build_block_mask(spec.user, mi.params, mi.q.shape, bm, bn)
+    return lambda: um.forward(spec.user, mi.params, mi.q, mi.k, mi.v, mi.out, mi.lse, handle)
+
+
+def flex_mod_run(mi: ModInputs, mod: str, flex, create_block_mask, flex_missing, ref, check_pairs) -> dict:
+    """FlexAttention with this mod: block mask once, first (compile) call, check, timing."""
+    import torch
+    if flex is None:
+        return dict(errors=[f"Flex: n/a — {flex_missing}"])
+    try:
+        score_mod, mask_mod, per_batch = mi.flex_mods(mod)
+        block_mask = None
+        if mask_mod is not None:
+            block_mask = create_block_mask(mask_mod, mi.b if per_batch else None, None, mi.s, mi.s, device=DEVICE)
+        call = lambda: flex(mi.q, mi.k, mi.v, score_mod=score_mod, block_mask=block_mask)  # noqa: E731
+        t0 = time.perf_counter()
+        out = call()
+        sync()
+        first = time.perf_counter() - t0
+        err = rel_err(torch.stack([out[b, h] for b, h in check_pairs]), ref)
+        return dict(ms=bench_ms(call), out=out, err=err, first_s=first)
+    except Exception as ex:  # noqa: BLE001
+        return dict(errors=[f"Flex: {short_error(ex)}"])
+
+
+def mod_check_cell(row: dict, fx: dict) -> str:
+    tj, vs = row.get("tj_err"), row.get("vs_flex")
+    if tj is None:
+        return "err"
+    ok = tj <= BOUND and (vs is None or vs <= BOUND)
+    parts = [f"fp32 {tj:.1e}"]
+    if vs is not None:
+        parts.append(f"Flex {vs:.1e}")
+    if fx.get("err") is not None:
+        parts.append(f"Flex vs fp32 {fx['err']:.1e}")
+    return ("PASS " if ok else "FAIL ") + ", ".join(parts)
+
+
+# ============================================================================================ matmul
+
+
+MATMUL_SIZES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096)]
+
+
+@suite("matmul", "bf16 matmul: tilejit_matmul (autotuned) beside torch.matmul (cuBLAS), 2048³-8192³ and "
+       "16384x4096x4096")
+def run_matmul(ctx: Context):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    sizes = ctx.args.matmul_sizes or MATMUL_SIZES
+    rows, skipped = [], []
+    for m, n, k in sizes:
+        name = f"{m}x{n}x{k}"
+        if ctx.out_of_time(reserve_s=10):
+            skipped.append(name)
+            continue
+        torch.manual_seed(0)
+        a = torch.randn(m, k, device=DEVICE, dtype=torch.bfloat16)
+        b = torch.randn(k, n, device=DEVICE, dtype=torch.bfloat16)
+        c = torch.empty(m, n, device=DEVICE, dtype=torch.bfloat16)
+        ref = a.float() @ b.float()
+        flops = 2.0 * m * n * k
+        row = dict(name=name, errors=[])
+        try:
+            call = lambda: ctx.tj.matmul(a, b, c)  # noqa: E731
+            row["first_s"] = first_call_s(call)
+            row["config"] = config_text(ctx.tj.last_config())
+            c.fill_(float("nan"))
+            call()
+            row["tj_err"] = rel_err(c, ref)
+            row["tj_ms"] = bench_ms(call)
+        except Exception as ex:  # noqa: BLE001
+            row["errors"].append(f"tilejit: {short_error(ex)}")
+        try:
+            row["torch_err"] = rel_err(torch.matmul(a, b), ref)
+            row["torch_ms"] = bench_ms(lambda: torch.matmul(a, b))
+        except Exception as ex:  # noqa: BLE001
+            row["errors"].append(f"torch.matmul: {short_error(ex)}")
+        for key in ("tj", "torch"):
+            if f"{key}_ms" in row:
+                row[f"{key}_tflops"] = flops / (row[f"{key}_ms"] * 1e-3) / 1e12
+        ctx.log(f"matmul {name}: tilejit {num(row.get('tj_tflops'), '.1f')} TFLOP/s ({verdict(row.get('tj_err'))}), "
+                f"torch.matmul {num(row.get('torch_tflops'), '.1f')} TFLOP/s; {row.get('config', 'n/a')}")
+        rows.append(row)
+        del a, b, c, ref
+        empty_cache()
+
+    rep = Report(ctx, "Matmul, bf16")
+    table = [[r["name"], verdict(r.get("tj_err")), verdict(r.get("torch_err")), num(r.get("tj_ms"), ".3f"),
+              num(r.get("tj_tflops"), ".1f"), num(r.get("torch_ms"), ".3f"), num(r.get("torch_tflops"), ".1f"),
+              f"{r['tj_tflops'] / r['torch_tflops']:.2f}x" if r.get("tj_tflops") and r.get("torch_tflops") else "-",
+              r.get("config", "n/a"), num(r.get("first_s"), ".2f")] for r in rows]
+    rep.section("c = a·b, M x N x K, bf16 in and out, fp32 accumulation; FLOPs = 2·M·N·K",
+                *md_table(["M x N x K", "tilejit check", "torch check", "tilejit ms", "tilejit TFLOP/s",
+                           "torch ms", "torch TFLOP/s", "tilejit/torch", "tilejit config",
+                           "tilejit first call, s (tunes)"], table, right={3, 4, 5, 6, 7, 9}))
+    notes = common_method_notes() + [
+        "- tilejit: tilejit_matmul (row-major, autotuned: BLOCK_M, BLOCK_N ∈ {64,128}, BLOCK_K ∈ {32,64}, 4 or "
+        "8 warps, 1-3 stages; the first call per shape bucket tunes). 'tilejit config' is the pick "
+        "(tilejit_last_launch_config), BLOCK_M x BLOCK_N x BLOCK_K.",
+        "- torch: torch.matmul (cuBLAS), TF32 off. The reference is the fp32 product of the same bf16 inputs.",
+    ]
+    rep.section("Method", *notes)
+    errors = [f"- {r['name']}: {e}" for r in rows for e in r["errors"]]
+    if errors or skipped:
+        rep.section("Errors and skipped sizes", *errors,
+                    *([f"- not run (time budget spent): {', '.join(skipped)}"] if skipped else []))
+    note = plot_bars(rep.path("png"), [r["name"] for r in rows],
+                     {"tilejit": [r.get("tj_tflops") for r in rows],
+                      "torch.matmul": [r.get("torch_tflops") for r in rows]},
+                     "bf16 matmul", "TFLOP/s")
+    if note:
+        rep.add(f"({note})")
+    rep.write()
+
+
+# ============================================================================================ compile
+
+
+COMPILE_SHAPE = dict(batch=4, heads=16, seqlen=4096, head_dim=128)
+COMPILE_KERNELS = [
+    dict(name="attention_fwd", op="attention", causal=False),
+    dict(name="attention_fwd causal", op="attention", causal=True),
+    dict(name="flex, no mod", op="flex", mod="none"),
+    dict(name="flex alibi", op="flex", mod="alibi"),
+    dict(name="flex softcap 50", op="flex", mod="softcap"),
+    dict(name="flex document mask", op="flex", mod="document"),
+    dict(name="flex causal window 256", op="flex", mod="window"),
+    dict(name="matmul 4096³", op="matmul", size=4096),
+]
+TUNER_LINE = re.compile(r"(\d+) configs, compile (\d+) ms, timing (\d+) ms")
+
+
+def compile_op(tj: Tilejit, spec: dict):
+    """The call (and its inputs) of one kernel of the compile suite."""
+    import torch
+    torch.manual_seed(0)
+    if spec["op"] == "matmul":
+        n = spec["size"]
+        a, b = (torch.randn(n, n, device=DEVICE, dtype=torch.bfloat16) for _ in range(2))
+        c = torch.empty(n, n, device=DEVICE, dtype=torch.bfloat16)
+        return lambda: tj.matmul(a, b, c)
+    sh = COMPILE_SHAPE
+    q, k, v = (torch.randn(sh["batch"], sh["heads"], sh["seqlen"], sh["head_dim"], device=DEVICE,
+                           dtype=torch.bfloat16) for _ in range(3))
+    out = torch.empty_like(q)
+    if spec["op"] == "attention":
+        return lambda: tj.attention(q, k, v, out, spec["causal"])
+    ids = (torch.arange(sh["seqlen"], device=DEVICE, dtype=torch.int32) // (sh["seqlen"] // DOCUMENTS))
+    docs = ids.expand(sh["batch"], sh["seqlen"]).contiguous()
+    fields = dict(none={}, alibi=dict(alibi=1), softcap=dict(softcap=SOFTCAP),
+                  document=dict(doc_ids=docs.data_ptr(), reuse_block_mask=1),
+                  window=dict(causal=1, window_left=WINDOW))[spec["mod"]]
+    variant = tj.variant(**fields)
+    return lambda: (docs, tj.flex(q, k, v, out, variant))  # docs kept alive with the call
+
+
+def compile_child(args) -> int:
+    """In a child process (fresh CUDA context, the cache directory the parent chose): one call of one
+    kernel, then its statistics as a JSON line."""
+    import torch
+    spec = json.loads(args.compile_child)
+    tj = Tilejit(args.lib)
+    call = compile_op(tj, spec)
+    sync()
+    result = dict()
+    try:
+        t0 = time.perf_counter()
+        call()
+        sync()
+        result["call_ms"] = (time.perf_counter() - t0) * 1e3
+        result["stats"] = tj.compile_stats()
+        result["config"] = tj.last_config()
+        times = []
+        for _ in range(10 if DEVICE == "cuda" else 0):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            call()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        result["run_ms"] = statistics.median(times) if times else None
+    except Exception as ex:  # noqa: BLE001
+        result["error"] = short_error(ex)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+def run_compile_child(ctx: Context, spec: dict, cache_dir: str, print_tuning: bool) -> dict:
+    env = dict(os.environ, TILEJIT_CACHE_DIR=cache_dir, CUDA_CACHE_DISABLE="1")
+    env.pop("TILEJIT_PRINT_AUTOTUNING", None)
+    if print_tuning:
+        env["TILEJIT_PRINT_AUTOTUNING"] = "1"
+    cmd = [sys.executable, os.path.abspath(__file__), "--lib", ctx.args.lib, "--compile-child", json.dumps(spec)]
+    if ctx.args.smoke:
+        cmd.append("--smoke")
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                           timeout=max(30.0, min(300.0, ctx.time_left())))
+    except subprocess.TimeoutExpired:
+        return dict(error="timed out")
+    lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
+    if not lines:
+        return dict(error=f"child exited {p.returncode}: {p.stderr.strip()[-300:]}")
+    r = json.loads(lines[-1])
+    tuner = [tuple(int(g) for g in m.groups()) for m in TUNER_LINE.finditer(p.stderr)]
+    if tuner:
+        r["tuner"] = dict(configs=sum(t[0] for t in tuner), compile_ms=sum(t[1] for t in tuner),
+                          timing_ms=sum(t[2] for t in tuner))
+    return r
+
+
+@suite("compile", "compile times: the first autotuned call for a new shape, and cold/warm compiles of the "
+       "config the autotuner picks, for attention, flex variants and matmul (each in a fresh process)")
+def run_compile(ctx: Context):
+    rows, skipped = [], []
+    for spec in COMPILE_KERNELS:
+        if ctx.out_of_time(reserve_s=40):
+            skipped.append(spec["name"])
+            continue
+        row = dict(name=spec["name"])
+        first_dir = tempfile.mkdtemp(prefix="tilejit-first-")
+        cold_dir = tempfile.mkdtemp(prefix="tilejit-cold-")
+        try:
+            row["first"] = run_compile_child(ctx, spec, first_dir, print_tuning=True)
+            # Only the tuner's winners move to the second cache: the cold process compiles just the pick.
+            for path in glob.glob(os.path.join(first_dir, "**", "autotune-*.json"), recursive=True):
+                dst = os.path.join(cold_dir, os.path.relpath(path, first_dir))
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copy(path, dst)
+            row["cold"] = run_compile_child(ctx, spec, cold_dir, print_tuning=False)
+            row["warm"] = run_compile_child(ctx, spec, cold_dir, print_tuning=False)
+        finally:
+            shutil.rmtree(first_dir, ignore_errors=True)
+            shutil.rmtree(cold_dir, ignore_errors=True)
+        ctx.log(f"compile {spec['name']}: " + "; ".join(
+            f"{phase} {num(row[phase].get('call_ms'), '.0f')} ms"
+            + (f" ({row[phase]['stats']['source']})" if "stats" in row[phase] else "")
+            + (f" error {row[phase]['error']}" if "error" in row[phase] else "")
+            for phase in ("first", "cold", "warm")))
+        rows.append(row)
+
+    rep = Report(ctx, "Compile times")
+    table = []
+    for r in rows:
+        first, cold, warm = r["first"], r["cold"], r["warm"]
+        tuner = first.get("tuner", {})
+        st = cold.get("stats", {})
+        run_ms = cold.get("run_ms")
+        rest = None
+        if "call_ms" in cold and st:
+            rest = cold["call_ms"] - st["codegen_ms"] - st["link_ms"] - st["load_ms"] - (run_ms or 0)
+        table.append([
+            r["name"], config_text(first.get("config")),
+            num(first.get("call_ms") and first["call_ms"] / 1e3, ".2f"),
+            (f"{tuner['configs']} / {tuner['compile_ms'] / 1e3:.2f} / {tuner['timing_ms'] / 1e3:.2f}" if tuner
+             else "n/a"),
+            num(cold.get("call_ms"), ".0f"), st.get("source", "n/a"), num(st.get("codegen_ms"), ".0f"),
+            num(st.get("link_ms"), ".0f"), num(st.get("load_ms"), ".1f"), num(rest, ".0f"),
+            num(warm.get("call_ms"), ".1f"), warm.get("stats", {}).get("source", "n/a"), num(run_ms, ".3f")])
+    headers = ["kernel", "autotuner's pick", "first autotuned call, s", "tuner: configs / compile s / timing s",
+               "cold call, ms", "cold source", "codegen ms", "driver link ms", "load ms", "rest ms",
+               "warm call, ms", "warm source", "kernel run ms"]
+    rep.section(f"bf16; attention and flex at b{COMPILE_SHAPE['batch']} h{COMPILE_SHAPE['heads']} "
+                f"s{COMPILE_SHAPE['seqlen']} d{COMPILE_SHAPE['head_dim']}",
+                *md_table(headers, table, right={2, 4, 6, 7, 8, 9, 10, 12}))
+    notes = [
+        "- Each kernel runs in three child processes (fresh CUDA context, CUDA_CACHE_DISABLE=1 so the driver's "
+        "own JIT cache does not hide the PTX → cubin link):",
+        "  1. **first autotuned call**: an empty TILEJIT_CACHE_DIR; the wall time of the first call for this "
+        "shape: trace, compile every candidate config on parallel host threads, time them on the GPU, run the "
+        "winner. 'tuner' splits it: number of candidates / compiling them / timing them (the autotuner's own "
+        "report, TILEJIT_PRINT_AUTOTUNING=1).",
+        "  2. **cold**: a cache directory holding only the tuner's winners (its autotune-*.json files): the first "
+        "call finds the pick on disk and compiles only that config. codegen (IR → LLVM → PTX), driver link "
+        "(PTX → cubin), load: tilejit_last_compile_stats of the call's last kernel (for the document mask, the "
+        "flex kernel; its block-mask kernel compiles just before, inside 'rest'). rest = call − codegen − link − "
+        "load − one run: tracing, cache look-ups, block masks, launch.",
+        "  3. **warm**: a second process on the same directory: the cubin comes from the disk cache.",
+        "- 'cold source' should read 'compiled' and 'warm source' 'cubin cache'. 'kernel run ms': the picked "
+        "kernel's own time (CUDA events, median of 10) in the cold process.",
+        "- Times include tilejit's first use of the driver in the process (PyTorch created the context before).",
+    ]
+    rep.section("Method", *notes)
+    errors = [f"- {r['name']} {phase}: {r[phase]['error']}" for r in rows for phase in ("first", "cold", "warm")
+              if "error" in r[phase]]
+    if errors or skipped:
+        rep.section("Errors and skipped kernels", *errors,
+                    *([f"- not run (time budget spent): {', '.join(skipped)}"] if skipped else []))
+    note = plot_bars(rep.path("png"), [r["name"] for r in rows],
+                     {"first autotuned call": [r["first"].get("call_ms") for r in rows],
+                      "cold (picked config)": [r["cold"].get("call_ms") for r in rows],
+                      "warm (disk cache)": [r["warm"].get("call_ms") for r in rows]},
+                     "Compile time of the first call (ms, log scale)", "ms", log=True)
+    if note:
+        rep.add(f"({note})")
+    rep.write()
+
+
+# ============================================================================================ main
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(
+        description="tilejit's benchmark suites (results in <results>/<suite>.md and .png).",
+        epilog="suites:\n" + "\n".join(f"  {s.name:<9} {s.summary}" for s in SUITES.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("suites", nargs="*", metavar="SUITE", help="suites to run, in order")
+    ap.add_argument("--list", action="store_true", help="list the suites and exit")
+    ap.add_argument("--lib", help="libtilejit.so(.0) to load (e.g. carry/libtilejit.so.0 or build/libtilejit.so.0)")
+    ap.add_argument("--user-mods", default="", help="libtilejit_user_mods.so (default: beside --lib, then the "
+                    "build tree)")
+    ap.add_argument("--results", default="", help="where <suite>.md/.png go (default: bench/results)")
+    ap.add_argument("--budget-s", type=float, default=0.0, help="soft time limit per suite in seconds: rows not "
+                    "started by then are listed as skipped (0: none)")
+    ap.add_argument("--seqlens", type=lambda s: [int(x) for x in s.split(",") if x], default=None,
+                    help="protocol/mods: comma-separated sequence lengths instead of the suite's")
+    ap.add_argument("--head-dims", type=lambda s: [int(x) for x in s.split(",") if x], default=[64, 128],
+                    help="protocol: head dims (default 64,128)")
+    ap.add_argument("--rounds", type=int, default=7, help="mods: back-to-back rounds per overhead (default 7)")
+    ap.add_argument("--check-heads", type=int, default=2, help="mods: heads of batch 0 checked against fp32")
+    ap.add_argument("--matmul-sizes", type=lambda s: [tuple(int(v) for v in x.split("x")) for x in s.split(",") if x],
+                    default=None, help="matmul: MxNxK,... (default 2048³, 4096³, 8192³, 16384x4096x4096)")
+    ap.add_argument("--smoke", action="store_true", help="check the driver itself without a GPU: tiny shapes, "
+                    "CPU tensors, tilejit on its interpreter (TILEJIT_INTERPRET=1), results in a temporary folder "
+                    "unless --results is given; the numbers mean nothing")
+    ap.add_argument("--compile-child", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.list:
+        return args
+    if not args.lib:
+        ap.error("--lib is required")
+    unknown = [s for s in args.suites if s not in SUITES]
+    if unknown:
+        ap.error(f"unknown suite(s) {unknown}; choose from {list(SUITES)}")
+    if not args.suites and not args.compile_child:
+        ap.error("name at least one suite (--list shows them)")
+    return args
+
+
+def use_smoke_shapes():
+    """--smoke: every suite's shapes shrunk so the CPU interpreter runs them in seconds."""
+    global DEVICE, PROTOCOL_SEQLENS, PROTOCOL_TOKENS, PROTOCOL_HIDDEN, MODS_HEADS, MODS_DIM, MODS_TOKENS
+    global MODS_SEQLENS, WINDOW, MAX_DISTANCE, WINDOW_SEQLEN, MATMUL_SIZES, COMPILE_SHAPE
+    DEVICE = "cpu"
+    os.environ["TILEJIT_INTERPRET"] = "1"
+    PROTOCOL_SEQLENS, PROTOCOL_TOKENS, PROTOCOL_HIDDEN = [64, 128], 256, 128
+    MODS_HEADS, MODS_DIM, MODS_TOKENS, MODS_SEQLENS = 2, 32, 256, [64, 128]
+    WINDOW, MAX_DISTANCE, WINDOW_SEQLEN = 16, 8, 128
+    MATMUL_SIZES = [(64, 48, 80)]
+    COMPILE_SHAPE = dict(batch=1, heads=2, seqlen=64, head_dim=32)
+    for spec in COMPILE_KERNELS:
+        if spec["op"] == "matmul":
+            spec["size"], spec["name"] = 64, "matmul 64³"
+
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        for s in SUITES.values():
+            print(f"{s.name:<9} {s.summary}")
+        return 0
+    if args.smoke:
+        use_smoke_shapes()
+        if not args.results and not args.compile_child:
+            args.results = tempfile.mkdtemp(prefix="tilejit-bench-smoke-")
+    args.results = args.results or os.path.join(HERE, "results")
+    if args.compile_child:
+        return compile_child(args)
+    import torch
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        print("bench.py needs a CUDA GPU visible to PyTorch (--smoke checks the driver without one)", file=sys.stderr)
+        return 2
+    failed = []
+    for name in args.suites:
+        t0 = time.monotonic()
+        print(f"# suite {name}", flush=True)
+        try:
+            SUITES[name].run(Context(args, name))
+        except Exception:  # noqa: BLE001 (a suite's crash must not lose the others)
+            traceback.print_exc()
+            failed.append(name)
+        print(f"# suite {name}: {time.monotonic() - t0:.0f} s{' (FAILED)' if name in failed else ''}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

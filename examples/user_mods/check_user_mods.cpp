@@ -1,0 +1,278 @@
+// Checks the user-written mods of user_mods.cpp on the CPU interpreter: each lambda, tilejit's built-in of the
+// same math (through this library, and through tilejit's own C ABI where it has the variant), and the masks
+// with a block mask built beforehand, all against a float64 reference on fresh random inputs, with outputs
+// poisoned before every run. Tolerances: bf16 output, relative Frobenius error ≤ 1e-2 against float64 and
+// between the lambda and the built-in; lse (f32) within 1e-3·max(1, |lse|) per row. Also the errors.
+// Exits non-zero on any failure.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tilejit/c_api.h"
+#include "tilejit/flex_variants.h"
+#include "tilejit/numerics.h"
+#include "user_mods.h"
+
+namespace {
+
+constexpr int B = 2, H = 2, S = 72, D = 32;  // 72: a partial last block at every block size
+constexpr double kOutTol = 1e-2, kLseTol = 1e-3;
+
+int g_failures = 0;
+
+void expect(bool ok, const std::string &what) {
+  if (!ok) {
+    ++g_failures;
+    std::printf("FAILED: %s\n", what.c_str());
+  }
+}
+
+struct Inputs {
+  std::vector<uint16_t> q, k, v;           // bf16 bits, [B, H, S, D]
+  std::vector<double> qf, kf, vf;          // the same values
+  std::vector<float> slopes, table;
+  std::vector<int32_t> doc_ids;            // [B, S]
+  user_mods_params p{};
+};
+
+/// Reference mods in float64: score transform and visibility.
+struct RefMod {
+  std::function<double(double, int, int, int, int)> score;  // (score, b, h, q, kv); empty: identity
+  std::function<bool(int, int, int)> visible;               // (b, q, kv); empty: everything
+};
+
+struct Result {
+  std::vector<double> out, lse;
+};
+
+Result reference(const Inputs &in, const RefMod &mod) {
+  Result r{std::vector<double>(in.q.size(), 0.0), std::vector<double>(size_t(B) * H * S, 0.0)};
+  const double scale = 1.0 / std::sqrt(double(D));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      size_t base = (size_t(b) * H + h) * S;
+      for (int i = 0; i < S; ++i) {
+        std::vector<double> s(S, -std::numeric_limits<double>::infinity());
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int j = 0; j < S; ++j) {
+          if (mod.visible && !mod.visible(b, i, j)) continue;
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += in.qf[(base + i) * D + d] * in.kf[(base + j) * D + d];
+          s[size_t(j)] = mod.score ? mod.score(dot * scale, b, h, i, j) : dot * scale;
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        double sum = 0;
+        for (double &x : s) sum += (x = std::exp(x - mx));
+        for (int d = 0; d < D; ++d) {
+          double o = 0;
+          for (int j = 0; j < S; ++j) o += s[size_t(j)] * in.vf[(base + j) * D + d];
+          r.out[(base + i) * D + d] = o / sum;
+        }
+        r.lse[base + i] = mx + std::log(sum);
+      }
+    }
+  return r;
+}
+
+double rel_frobenius(const std::vector<double> &got, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+/// Runs `call(out, lse)` on poisoned outputs and returns them as doubles.
+Result run(const std::function<int(uint16_t *, float *)> &call, const std::string &what, const char *(*error)()) {
+  std::vector<uint16_t> out(size_t(B) * H * S * D, 0xffff);                    // NaN in bf16
+  std::vector<float> lse(size_t(B) * H * S, std::numeric_limits<float>::quiet_NaN());
+  Result r;
+  if (call(out.data(), lse.data()) != 0) {
+    expect(false, what + ": " + error());
+    return r;
+  }
+  for (uint16_t x : out) r.out.push_back(tilejit::bf16_to_float(x));
+  for (float x : lse) r.lse.push_back(x);
+  return r;
+}
+
+void compare(const Result &got, const Result &ref, const std::string &what) {
+  if (got.out.empty()) return;  // the call failed (already counted)
+  double err = rel_frobenius(got.out, ref.out);
+  double lse_err = 0;
+  for (size_t i = 0; i < ref.lse.size(); ++i)
+    lse_err = std::max(lse_err, std::abs(got.lse[i] - ref.lse[i]) / std::max(1.0, std::abs(ref.lse[i])));
+  if (!std::isfinite(lse_err)) lse_err = std::numeric_limits<double>::infinity();
+  std::printf("  %-44s rel. error %.2e, lse error %.2e\n", what.c_str(), err, lse_err);
+  expect(err <= kOutTol, what + ": output relative error " + std::to_string(err));
+  expect(lse_err <= kLseTol, what + ": lse error " + std::to_string(lse_err));
+}
+
+int example_forward(const Inputs &in, const std::string &mod, uint16_t *out, float *lse, int block_mask = 0) {
+  return user_mods_forward(mod.c_str(), &in.p, block_mask, in.q.data(), in.k.data(), in.v.data(), out, lse, B, H, S,
+                           D, 0, nullptr);
+}
+
+/// tilejit's C ABI with a built-in variant (set by `set` on an initialized variant).
+int c_abi_forward(const Inputs &in, const std::function<void(tilejit_flex_variant &)> &set, uint16_t *out,
+                  float *lse) {
+  tilejit_flex_variant var;
+  tilejit_flex_variant_init(&var);
+  set(var);
+  const int64_t st[4] = {int64_t(H) * S * D, int64_t(S) * D, D, 1};
+  return tilejit_flex_attention_forward(in.q.data(), in.k.data(), in.v.data(), out, lse, TILEJIT_DTYPE_BF16, B, H, H,
+                                        S, S, D, st, st, st, st, 0.f, &var, nullptr);
+}
+
+Inputs make_inputs() {
+  Inputs in;
+  std::mt19937 rng(20240611);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto tensor = [&](std::vector<uint16_t> &bits, std::vector<double> &values) {
+    for (size_t i = 0; i < size_t(B) * H * S * D; ++i) {
+      bits.push_back(tilejit::float_to_bf16(2.f * normal(rng)));  // scores of a few units: the mods matter
+      values.push_back(tilejit::bf16_to_float(bits.back()));
+    }
+  };
+  tensor(in.q, in.qf);
+  tensor(in.k, in.kf);
+  tensor(in.v, in.vf);
+  in.slopes = tilejit::attention::alibi_slopes(H);  // the slopes tilejit's C ABI uses for H heads
+  const int M = 6;
+  for (int i = 0; i < H * (2 * M + 1); ++i) in.table.push_back(normal(rng));
+  for (int b = 0; b < B; ++b)  // documents of 5..20 tokens, different per batch entry
+    for (int i = 0, doc = 0, left = 0; i < S; ++i, --left) {
+      if (left == 0) left = 5 + int(rng() % 16), ++doc;
+      in.doc_ids.push_back(doc + 100 * b);
+    }
+  in.p.alibi_slopes = in.slopes.data();
+  in.p.softcap = 2.5f;  // scores reach several units: tanh bends them
+  in.p.window = 9;
+  in.p.doc_ids = in.doc_ids.data();
+  in.p.prefix_len = 20;
+  in.p.bias_table = in.table.data();
+  in.p.max_distance = M;
+  return in;
+}
+
+}  // namespace
+
+int main() {
+  ::setenv("TILEJIT_INTERPRET", "1", 1);  // host pointers, CPU interpreter
+  const Inputs in = make_inputs();
+  const user_mods_params &p = in.p;
+  const int M = p.max_distance;
+
+  struct Case {
+    std::string name;
+    RefMod ref;
+    std::function<void(tilejit_flex_variant &)> c_abi;  // empty: tilejit's C ABI has no such variant
+  };
+  std::vector<Case> cases{
+      {"alibi",
+       {[&](double s, int, int h, int q, int kv) { return s - double(in.slopes[size_t(h)]) * std::abs(q - kv); }, {}},
+       [](tilejit_flex_variant &v) { v.alibi = 1; }},
+      {"softcap",
+       {[&](double s, int, int, int, int) { return p.softcap * std::tanh(s / p.softcap); }, {}},
+       [&](tilejit_flex_variant &v) { v.softcap = p.softcap; }},
+      {"window",
+       {{}, [&](int, int q, int kv) { return kv <= q && q - kv <= p.window; }},
+       [&](tilejit_flex_variant &v) { v.causal = 1, v.window_left = p.window; }},
+      {"document",
+       {{}, [&](int b, int q, int kv) { return in.doc_ids[size_t(b) * S + q] == in.doc_ids[size_t(b) * S + kv]; }},
+       [&](tilejit_flex_variant &v) { v.doc_ids = in.doc_ids.data(); }},
+      {"prefix_lm", {{}, [&](int, int q, int kv) { return kv <= q || kv < p.prefix_len; }}, {}},
+      {"relbias",
+       {[&](double s, int, int h, int q, int kv) {
+          return s + double(in.table[size_t(h) * (2 * M + 1) + size_t(std::clamp(kv - q, -M, M) + M)]);
+        },
+        {}},
+       {}},
+  };
+
+  for (const Case &c : cases) {
+    std::printf("%s\n", c.name.c_str());
+    Result ref = reference(in, c.ref);
+    const std::string builtin = "builtin:" + c.name;
+    Result lambda = run([&](uint16_t *o, float *l) { return example_forward(in, c.name, o, l); }, c.name + " lambda",
+                        user_mods_last_error);
+    Result built = run([&](uint16_t *o, float *l) { return example_forward(in, builtin, o, l); }, builtin,
+                       user_mods_last_error);
+    compare(lambda, ref, c.name + " (user lambda) vs float64");
+    compare(built, ref, builtin + " vs float64");
+    if (!lambda.out.empty() && !built.out.empty()) {
+      double diff = rel_frobenius(lambda.out, built.out);
+      std::printf("  %-44s rel. difference %.2e\n", "lambda vs built-in", diff);
+      expect(diff <= kOutTol, c.name + ": lambda vs built-in differ by " + std::to_string(diff));
+    }
+    if (c.c_abi)
+      compare(run([&](uint16_t *o, float *l) { return c_abi_forward(in, c.c_abi, o, l); }, c.name + " C ABI",
+                  tilejit_last_error),
+              ref, "tilejit C ABI built-in vs float64");
+    // Masks with a block mask built once beforehand (the band builtin:window needs none).
+    if (c.ref.visible)
+      for (const std::string &mod : {c.name, builtin}) {
+        if (mod == "builtin:window") continue;
+        for (auto [bm, bn] : {std::pair{16, 32}, std::pair{32, 16}}) {
+          std::string what = mod + " with a block mask " + std::to_string(bm) + "x" + std::to_string(bn);
+          int handle = 0;
+          if (user_mods_build_block_mask(mod.c_str(), &p, B, H, S, D, bm, bn, nullptr, &handle) != 0) {
+            expect(false, what + ": " + user_mods_last_error());
+            continue;
+          }
+          compare(run([&](uint16_t *o, float *l) { return example_forward(in, mod, o, l, handle); }, what,
+                      user_mods_last_error),
+                  ref, what + " vs float64");
+          // The same mod without the handle still builds its own block mask per call.
+          compare(run([&](uint16_t *o, float *l) { return example_forward(in, mod, o, l); }, mod + " again",
+                      user_mods_last_error),
+                  ref, mod + " (block mask per call) vs float64");
+          expect(user_mods_drop_block_masks() == 0, "drop block masks");
+        }
+      }
+  }
+
+  // Errors: a clear message, no crash.
+  std::vector<uint16_t> out(size_t(B) * H * S * D);
+  std::vector<float> lse(size_t(B) * H * S);
+  auto fails_with = [&](int rc, const std::string &needle, const std::string &what) {
+    std::string msg = user_mods_last_error();
+    expect(rc != 0 && msg.find(needle) != std::string::npos,
+           what + " (got rc " + std::to_string(rc) + ", '" + msg + "')");
+  };
+  fails_with(example_forward(in, "nope", out.data(), lse.data()), "unknown mod 'nope'", "an unknown mod");
+  int handle = 0;
+  fails_with(user_mods_build_block_mask("builtin:window", &p, B, H, S, D, 16, 16, nullptr, &handle),
+             "no mask function", "a block mask for a band");
+  user_mods_params bad = p;
+  bad.softcap = 0.f;
+  fails_with(user_mods_forward("softcap", &bad, 0, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), B, H,
+                               S, D, 0, nullptr),
+             "must be > 0", "a zero cap");
+  expect(user_mods_build_block_mask("window", &p, B, H, S, D, 16, 16, nullptr, &handle) == 0 && handle > 0,
+         "block mask for window");
+  fails_with(user_mods_forward("window", &p, handle, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), 1,
+                               H, S, D, 0, nullptr),
+             "block mask was built for batch 2", "a block mask of another shape");
+  fails_with(example_forward(in, "document", out.data(), lse.data(), handle), "was built for mod 'window'",
+             "a block mask of another mod");
+  fails_with(example_forward(in, "window", out.data(), lse.data(), handle + 1), "unknown",
+             "an unknown block-mask handle");
+  user_mods_drop_block_masks();
+
+  if (g_failures) {
+    std::printf("%d check(s) FAILED\n", g_failures);
+    return 1;
+  }
+  std::printf("all user mods match float64 and the built-ins\n");
+  return 0;
+}

@@ -1,0 +1,68 @@
+/* A user's attention variants written as C++ lambdas with tilejit's public API (flex_attention.h,
+ * flex_variants.h, capture.h), next to tilejit's built-in variants of the same math, behind a small C ABI
+ * so that Python (ctypes on PyTorch tensors) can call them: what an application embedding tilejit looks
+ * like. bench/bench.py's `mods` suite times these against FlexAttention; check_user_mods.cpp checks them
+ * against float64 on the CPU interpreter.
+ *
+ * Tensors: q, k, v, out contiguous [batch, heads, seqlen, head_dim] bf16 (self-attention: one seqlen);
+ * lse contiguous [batch, heads, seqlen] f32 (natural-log logsumexp). Pointers are device memory of the
+ * current CUDA device; with TILEJIT_INTERPRET=1 every kernel runs on the CPU interpreter and every pointer
+ * is host memory. Calls run asynchronously on `stream` (a CUstream; NULL: the default stream), except when
+ * they compile, tune or build a block mask.
+ *
+ * Every int-returning function returns 0 on success, else 1, and user_mods_last_error() says why (per
+ * thread). Not thread-safe: call from one thread. */
+#ifndef TILEJIT_EXAMPLE_USER_MODS_H
+#define TILEJIT_EXAMPLE_USER_MODS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The values the mods read; each mod uses only its own fields. Pointers and numbers become kernel
+ * arguments (tilejit captures): changing them never recompiles. */
+typedef struct user_mods_params {
+  const float *alibi_slopes; /* alibi: [heads] f32, score − slope[h]·|q_idx − kv_idx| */
+  float softcap;             /* softcap: cap > 0, cap·tanh(score / cap) */
+  int window;                /* window: causal sliding window, query i sees keys i − window … i (≥ 0) */
+  const int32_t *doc_ids;    /* document: [batch, seqlen] i32 document id per token */
+  int prefix_len;            /* prefix_lm: keys < prefix_len visible to every query, the rest causally */
+  const float *bias_table;   /* relbias: [heads, 2·max_distance + 1] f32, score + table[h, clamp(kv − q) + max] */
+  int max_distance;          /* relbias: relative distances clamped to [−max_distance, max_distance] (≥ 0) */
+} user_mods_params;
+
+/* out = softmax(mod(q·kᵀ/sqrt(head_dim))) · v with the mod named `mod`: "alibi", "softcap", "window",
+ * "document", "prefix_lm" or "relbias" for the user-written lambda, "builtin:<name>" for tilejit's built-in
+ * of the same math (attention::alibi, softcap, sliding_window, document_mask, prefix_lm,
+ * relative_position_bias). block_mask: 0, or a handle from user_mods_build_block_mask for this mod and
+ * shape; with 0, a mask function gets its block mask built on every call (one small extra kernel per call).
+ * autotune nonzero (GPU): the autotuner picks the tile config (the first call per shape and mod tunes; with
+ * a block mask, its block sizes stay and the tuner picks warps and stages). Errors: unknown mod, a field the
+ * mod needs missing or out of range, head_dim outside [16, 256], an unknown block-mask handle or one built
+ * for another mod or shape, and tilejit's own errors. */
+int user_mods_forward(const char *mod, const user_mods_params *params, int block_mask, const void *q, const void *k,
+                      const void *v, void *out, float *lse, int batch, int heads, int seqlen, int head_dim,
+                      int autotune, void *stream);
+
+/* Builds the block mask of mask mod `mod` (window, document, prefix_lm, or their builtin: forms) once, for
+ * this shape and these block sizes (powers of two ≥ 16), from params' current values — FlexAttention's
+ * create_block_mask — and stores a handle (> 0) for user_mods_forward in *handle. The caller promises not
+ * to change the values the mask reads (ids, window, prefix) while using it. Errors: a mod without a mask
+ * function (a band, e.g. builtin:window, needs none), bad block sizes, a null handle. */
+int user_mods_build_block_mask(const char *mod, const user_mods_params *params, int batch, int heads, int seqlen,
+                               int head_dim, int block_m, int block_n, void *stream, int *handle);
+
+/* Frees every block mask built by user_mods_build_block_mask (their handles become invalid). Waits for the
+ * streams they were built on; forward calls that used them on other streams must have finished. */
+int user_mods_drop_block_masks(void);
+
+/* Why the last failed call on this thread failed ("" if it succeeded). */
+const char *user_mods_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILEJIT_EXAMPLE_USER_MODS_H */
