@@ -72,11 +72,14 @@ void add_flex_flags(CLI::App *att, FlexFlags &f) {
   att->add_option("--varlen", f.varlen, "variable-length batch: comma-separated sequence lengths (for `attention`, "
                                         "replaces --batch, --seqlen-q and --seqlen-k)");
   att->add_flag("--bottom-right", f.bottom_right, "align causal / window masks bottom-right");
+  att->add_flag("--band-as-mask", f.band_as_mask,
+                "apply the causal / window band as a mask function, as a user's lambda would (its block mask built "
+                "automatically), instead of bounding the key loop in closed form");
 }
 
 bool flex_requested(const FlexFlags &f) {
   return f.window_left >= 0 || f.window_right >= 0 || f.alibi || f.softcap > 0 || f.gqa_kv_heads > 0 ||
-         !f.varlen.empty() || f.bottom_right;
+         !f.varlen.empty() || f.bottom_right || f.band_as_mask;
 }
 
 namespace {
@@ -128,6 +131,7 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
                                  .softcap = f.softcap > 0};
   std::optional<Band> built_band = flex::builtin_band(settings);
   if (f.bottom_right && !built_band) throw Error("--bottom-right needs --causal or a window");
+  if (f.band_as_mask && !built_band) throw Error("--band-as-mask needs --causal or a window");
   x.has_band = built_band.has_value();
   x.band = built_band.value_or(Band{});
   x.variant = flex::make_builtin_variant(settings, "tilejit attention");
@@ -137,6 +141,7 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   if (f.alibi) x.variant.slopes.set(x.slopes);
   if (f.softcap > 0) x.variant.cap.set(double(f.softcap));
   opt.mask = x.variant.mask;
+  if (f.band_as_mask) opt.mask = Mask(band_function(x.band));  // one object: later calls reuse its block mask
   opt.score_mod = x.variant.score_mod;
   return x;
 }
@@ -218,7 +223,8 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
   }
   fmt::print("flex attention {} b={} hq={} hkv={} sq={} sk={} d={} dtype={} band={} alibi={} softcap={} varlen={}\n",
              be == Backend::GPU ? "gpu" : "interp", s.batch, s.heads_q, Hkv, s.seqlen_q, s.seqlen_k, a.head_dim,
-             a.dtype, has_band ? fmt::format("[{}, {}]{}", band.left, band.right, f.bottom_right ? " bottom-right" : "")
+             a.dtype, has_band ? fmt::format("[{}, {}]{}{}", band.left, band.right, f.bottom_right ? " bottom-right" : "",
+                                             f.band_as_mask ? " as a mask function" : "")
                                : "none",
              f.alibi, f.softcap, f.varlen.empty() ? "no" : f.varlen);
   if (be == Backend::GPU)

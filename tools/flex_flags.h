@@ -1,5 +1,5 @@
 // `tilejit attention` flags for the flex variants (sliding window, ALiBi, soft-capping, GQA, varlen,
-// bottom-right causal). When any is given, the command runs attention::flex_forward instead of forward.
+// bottom-right causal, the band as a mask function). When any is given, the command runs attention::flex_forward instead of forward.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,6 +15,7 @@ struct FlexFlags {
   int gqa_kv_heads = 0;
   std::string varlen;            // comma-separated sequence lengths (q and k)
   bool bottom_right = false;     // causal / window aligned bottom-right
+  bool band_as_mask = false;     // the causal / window band as a mask function (block mask built automatically)
 };
 
 /// The common attention arguments the flex run needs (from tilejit.cpp's AttentionArgs).

@@ -166,16 +166,26 @@ struct FlexShape {
   int64_t total_q = 0, total_k = 0;  // varlen only: token counts (the last cu_seqlens entries)
 };
 
-/// A computed block mask (see create_block_mask): device/host buffers of i32.
-/// kv_blocks[b, h, qb, i] = key block index · 2 + (1 if full), for i < counts[b, h, qb].
+/// A computed block mask (see create_block_mask): device/host buffers of i32, made for `batch` × `heads`.
+/// kv_blocks[b', h', qb, i] = key block index · 2 + (1 if full), for i < counts[b', h', qb], with
+/// b' = 0 when shared_batches (else b) and h' = 0 when shared_heads (else h): when the mask's value does
+/// not depend on the batch or the head, one set of lists serves them all (kv_blocks and counts then hold
+/// [1, heads or 1, ...] or [batch or 1, 1, ...]; kv_blocks may hold scratch past its lists).
 struct BlockMask {
   Buffer kv_blocks, counts;
   int batch = 0, heads = 0, num_q_blocks = 0, num_k_blocks = 0, block_m = 0, block_n = 0;
+  bool shared_batches = false, shared_heads = false;
 };
 
-/// With Auto, a mask with a function costs one extra (cheap, DSL) kernel per call to build the block mask;
-/// for repeated calls on one shape, build it once with create_block_mask and pass FlexOptions::block_mask
-/// (it must be rebuilt when captured data the mask reads, e.g. document ids, changes).
+/// With Auto, a mask with a function gets its block mask built on the device (two small DSL kernels), once for
+/// all batches and heads when the function's traced IR shows that its value does not depend on b and h (for
+/// each batch or head only when it does). A mask that reads no memory (a function of b, h, the positions,
+/// the lengths and captured scalars) has its block mask kept between calls and reused while the function,
+/// band, lengths, block sizes, backend and the captured scalars' values stay the same (a function is assumed
+/// to compute the same values each time it is traced, as its cached kernels do; the 16 most recent masks,
+/// 256 MiB at most, are kept). A mask that reads a captured buffer (document ids, say) or varlen offsets is
+/// built on every call, since the memory may have changed; for repeated calls with the same contents, build it
+/// once with create_block_mask and pass FlexOptions::block_mask (rebuild it when the contents change).
 enum class BlockMaskMode {
   Auto,  // compute one per call when the mask has a function (unless FlexOptions::block_mask is given)
   Off,   // never: evaluate the mask function on every visited block
@@ -219,14 +229,17 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
 void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse,
                   const FlexShape &shape, const FlexOptions &opt);
 
-/// Evaluates `mask` over every (batch, query head, query block, key block) tile on the device (a DSL
-/// kernel) and returns the lists of non-empty key blocks. Uses opt's block sizes, cu_seqlens, backend.
+/// Evaluates `mask` over every (batch, query head, query block, key block) tile on the device (DSL kernels)
+/// and returns the lists of non-empty key blocks; once for all batches / heads where the function's value does
+/// not depend on b / h (BlockMask::shared_batches / shared_heads). Uses opt's block sizes, cu_seqlens,
+/// backend and stream. Throws TraceError for inconsistent cu_seqlens, block sizes that are not powers of two
+/// ≥ 16, negative sizes, a function that does not return a mask or calls program_id().
 BlockMask create_block_mask(const Mask &mask, const FlexShape &shape, const FlexOptions &opt);
 
 /// Tile IR of the flex kernel for this shape and options (no launch; placeholder pointers).
 std::string flex_forward_ir(const FlexShape &shape, const FlexOptions &opt);
-/// PTX of the flex kernel (and, with block_mask = true, of the block-mask kernel) for opt.arch (default
-/// sm_90a); no GPU needed.
+/// PTX of the flex kernel (with block_mask = true, of the two block-mask kernels, one module after the other)
+/// for opt.arch (default sm_90a); no GPU needed.
 std::string flex_forward_ptx(const FlexShape &shape, const FlexOptions &opt, bool block_mask = false);
 
 }  // namespace tilejit::attention

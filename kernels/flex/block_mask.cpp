@@ -1,10 +1,17 @@
-// The block-mask kernel: evaluates a mask over every (query block, key block) tile on the device and
-// writes, per (batch, query head, query block), the list of non-empty key blocks in increasing order,
-// each encoded as index·2 + (1 when every valid position of the tile is visible), and the list's length.
-// Program (query block, head, batch); a loop over the key blocks keeps a running count, so the list is
-// compacted without atomics. Only valid positions (row < seqlen_q, col < seqlen_k) count.
-#include <map>
-#include <mutex>
+// The block-mask build: per (batch, query head, query block), the list of non-empty key blocks in increasing
+// order, each encoded as index·2 + (1 when every valid position of the tile is visible), and the list's
+// length. Only valid positions (row < seqlen_q, col < seqlen_k) count.
+//
+// Two kernels, so that the work spreads over the whole device however few lists there are (one list per
+// query block when the mask depends on neither b nor h): the first evaluates the mask on one (query block,
+// key block) tile per program and writes its status (0 empty, 1 partial, 2 full; tiles outside the band or
+// the sequence are empty without evaluating the function); the second compacts each row of statuses into its
+// list, CHUNK key blocks at a time, each entry's place the count of non-empty blocks before it (a
+// triangular sum), so the lists come out in order without atomics. Where the mask does not depend on b / h
+// (analyze_mask), lists are built for batch / head 0 only and the attention kernel reads them for every one.
+#include <algorithm>
+#include <atomic>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -18,92 +25,193 @@ namespace tilejit::attention {
 namespace flex {
 namespace {
 
-ParamTable block_mask_params() {
+std::atomic<uint64_t> g_builds{0}, g_lists_built{0}, g_cache_hits{0};
+
+ParamTable tile_params() {
   using K = detail::ParamKind;
   ParamTable t;
-  for (const char *n : {"KV_BLOCKS", "KV_COUNTS", "CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
-  for (const char *n : {"seqlen_q", "seqlen_k", "heads", "num_q_blocks", "num_k_blocks", "band_left",
-                        "band_right", "band_bottom_right"})
+  t.add("STATUS", K::Ptr, DType::i8);
+  for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
+  for (const char *n : {"seqlen_q", "seqlen_k", "num_q_blocks", "num_k_blocks", "band_left", "band_right",
+                        "band_bottom_right"})
     t.add(n, K::I32);
   for (const char *n : {"BLOCK_M", "BLOCK_N"}) t.add(n, K::ConstInt);
   for (const char *n : {"VARLEN", "HAS_BAND"}) t.add(n, K::ConstBool, DType::i1);
   return t;
 }
 
-void trace_block_mask(const Mask &mask, std::span<const detail::ArgValue> a) {
+ParamTable list_params() {
+  using K = detail::ParamKind;
+  ParamTable t;
+  for (const char *n : {"KV_BLOCKS", "KV_COUNTS"}) t.add(n, K::Ptr, DType::i32);
+  t.add("STATUS", K::Ptr, DType::i8);
+  for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
+  for (const char *n : {"seqlen_q", "seqlen_k", "num_q_blocks", "num_k_blocks"}) t.add(n, K::I32);
+  for (const char *n : {"BLOCK_M", "BLOCK_N", "CHUNK"}) t.add(n, K::ConstInt);
+  t.add("VARLEN", K::ConstBool, DType::i1);
+  return t;
+}
+
+/// This program's sequence: its lengths and first tokens (varlen: from cu_seqlens).
+struct Sequence {
+  Tile seqlen_q, seqlen_k, q_start, k_start;
+};
+Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &seqlen_k, const Tile &cu_q,
+                  const Tile &cu_k) {
+  if (!varlen) return {seqlen_q, seqlen_k, b * seqlen_q, b * seqlen_k};
+  Sequence s;
+  s.q_start = load(cu_q + b);
+  s.k_start = load(cu_k + b);
+  s.seqlen_q = load(cu_q + b + 1) - s.q_start;
+  s.seqlen_k = load(cu_k + b + 1) - s.k_start;
+  return s;
+}
+
+/// Grid (num_q_blocks · num_k_blocks, heads with lists, batches with lists).
+void trace_tiles(const Mask &mask, std::span<const detail::ArgValue> a) {
   auto P = [](int i) { return detail::param_tile(i); };
   auto C = [&](int i) { return int(a[size_t(i)].i); };
-  const int BM = C(bBlockM), BN = C(bBlockN);
-  const bool varlen = C(bVarlen), has_band = C(bHasBand);
-  Tile pid_m = program_id(0), h = program_id(1), b = program_id(2);
-  Tile seqlen_q = P(bSeqlenQ), seqlen_k = P(bSeqlenK);
-  Tile q_start = b * seqlen_q, k_start = b * seqlen_k;
-  if (varlen) {
-    q_start = load(P(bCuQ) + b);
-    k_start = load(P(bCuK) + b);
-    seqlen_q = load(P(bCuQ) + b + 1) - q_start;
-    seqlen_k = load(P(bCuK) + b + 1) - k_start;
-  }
-  ModScope scope(seqlen_q, seqlen_k, q_start, k_start);
+  const int BM = C(tBlockM), BN = C(tBlockN);
+  const bool varlen = C(tVarlen), has_band = C(tHasBand);
+  Tile pid = program_id(0), h = program_id(1), b = program_id(2);
+  Tile qb = pid / P(tNumKBlocks);
+  Tile kb = pid - qb * P(tNumKBlocks);
+  Sequence sq = sequence(varlen, b, P(tSeqlenQ), P(tSeqlenK), P(tCuQ), P(tCuK));
+  ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
+  Tile m0 = qb * BM, n0 = kb * BN;
+  Tile rows_end = minimum(m0 + BM, sq.seqlen_q), cols_end = minimum(n0 + BN, sq.seqlen_k);
+  Tile live = (m0 < sq.seqlen_q) & (n0 < sq.seqlen_k);
   BandTiles band;
-  if (has_band) band = {P(bBandLeft), P(bBandRight), P(bBandBottomRight) * (seqlen_k - seqlen_q)};
-
-  Tile m0 = pid_m * BM;
-  Tile rows = m0 + arange(0, BM);
-  Tile row_ok = rows < seqlen_q;
-  Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0))(_, None);
-  Tile bh_q = (b * P(bHeads) + h) * P(bNumQBlocks) + pid_m;
-  Tile list = P(bKvBlocks) + bh_q.to(DType::i64) * P(bNumKBlocks);
-  Tile n_blocks = where(m0 < seqlen_q, (seqlen_k + (BN - 1)) / BN, 0);
-  Tile count = zeros({}, DType::i32);
-  for_range(0, n_blocks, 1, [&](I32 kb) {
-    Tile cols = kb * BN + arange(0, BN);
-    Tile valid = row_ok(_, None) & (cols < seqlen_k)(None, _);
-    Tile kv_idx = minimum(cols, maximum(seqlen_k - 1, 0))(None, _);
+  if (has_band) {
+    band = {P(tBandLeft), P(tBandRight), P(tBandBottomRight) * (sq.seqlen_k - sq.seqlen_q)};
+    // The band's keys for rows m0..rows_end-1 form one range (left, right ≥ 0): a tile outside it is empty.
+    live = live & (n0 <= rows_end - 1 + band.off + band.right) & (cols_end - 1 >= m0 + band.off - band.left);
+  }
+  Tile status = zeros({}, DType::i32);
+  if_(live, [&] {
+    Tile rows = m0 + arange(0, BM), cols = n0 + arange(0, BN);
+    Tile valid = (rows < sq.seqlen_q)(_, None) & (cols < sq.seqlen_k)(None, _);
+    // Clamped into the sequence as in the attention kernel, so table lookups never leave it.
+    Tile q_idx = minimum(rows, sq.seqlen_q - 1)(_, None);
+    Tile kv_idx = minimum(cols, sq.seqlen_k - 1)(None, _);
     Tile vis = visible(mask, has_band, band, b, h, q_idx, kv_idx);
     Tile seen = vis.valid() ? (valid & vis) : valid;
-    Tile n_valid = sum(sum(valid.to(DType::i32), 1), 0);
     Tile n_seen = sum(sum(seen.to(DType::i32), 1), 0);
-    Tile non_empty = n_seen > 0;
-    store(list + count, kb * 2 + (n_seen == n_valid).to(DType::i32), non_empty);
-    count = count + non_empty.to(DType::i32);
+    Tile n_valid = (rows_end - m0) * (cols_end - n0);
+    status = where(n_seen == 0, 0, where(n_seen == n_valid, 2, 1));
   });
-  store(P(bKvCounts) + bh_q, count);
+  Tile row = (b * num_programs(1) + h) * P(tNumQBlocks) + qb;
+  store(P(tStatus) + (row.to(DType::i64) * P(tNumKBlocks) + kb), status.to(DType::i8));
+}
+
+/// Grid (num_q_blocks, heads with lists, batches with lists).
+void trace_lists(std::span<const detail::ArgValue> a) {
+  auto P = [](int i) { return detail::param_tile(i); };
+  auto C = [&](int i) { return int(a[size_t(i)].i); };
+  const int BM = C(lBlockM), BN = C(lBlockN), CH = C(lChunk);
+  Tile qb = program_id(0), h = program_id(1), b = program_id(2);
+  Sequence sq = sequence(C(lVarlen), b, P(lSeqlenQ), P(lSeqlenK), P(lCuQ), P(lCuK));
+  Tile row = (b * num_programs(1) + h) * P(lNumQBlocks) + qb;
+  Tile base = row.to(DType::i64) * P(lNumKBlocks);
+  Tile n_blocks = where(qb * BM < sq.seqlen_q, (sq.seqlen_k + (BN - 1)) / BN, 0);
+  Tile j = arange(0, CH);
+  Tile before = j(_, None) < j(None, _);  // [i, j]: i comes before j
+  Tile count = zeros({}, DType::i32);
+  for_range(0, n_blocks, CH, [&](I32 c) {
+    Tile kbs = c + j;
+    Tile status = load(P(lStatus) + base + kbs, kbs < n_blocks, 0).to(DType::i32);
+    Tile non_empty = status > 0;
+    Tile ne = non_empty.to(DType::i32);
+    Tile place = count + sum(where(before, ne(_, None), 0), 0);
+    store(P(lKvBlocks) + base + place, kbs * 2 + (status == 2).to(DType::i32), non_empty);
+    count = count + sum(ne, 0);
+  });
+  store(P(lKvCounts) + row, count);
+}
+
+int next_pow2(int x) {
+  int p = 1;
+  while (p < x) p *= 2;
+  return p;
 }
 
 }  // namespace
 
-std::shared_ptr<KernelBase> block_mask_kernel(const Mask &mask) {
-  static KernelLru<const void *> kernels(kMaxCachedModKernels);
-  return kernels.get(mask.fn.identity(), [&] {
-    ParamTable t = block_mask_params();
-    return std::make_shared<KernelBase>("flex_block_mask", std::move(t.decls), std::move(t.names),
-                                        [mask](std::span<const detail::ArgValue> a) { trace_block_mask(mask, a); });
+BlockMaskLaunches block_mask_launches(const Mask &mask, const FlexShape &s, const FlexOptions &opt,
+                                      DevicePtr kv_blocks, DevicePtr counts, DevicePtr status, int lists_b,
+                                      int lists_h, int num_q_blocks, int num_k_blocks) {
+  static KernelLru<const void *> tiles_by_fn(kMaxCachedModKernels);
+  static std::shared_ptr<KernelBase> lists_kernel = [] {
+    ParamTable t = list_params();
+    return std::make_shared<KernelBase>("flex_block_mask_lists", std::move(t.decls), std::move(t.names),
+                                        [](std::span<const detail::ArgValue> a) { trace_lists(a); });
+  }();
+  BlockMaskLaunches L;
+  // The band is applied through runtime arguments, so the traced kernel depends on the function alone; the
+  // trace keeps a copy of the mask (its identity stays unique while cached).
+  L.tiles = tiles_by_fn.get(mask.fn.identity(), [&] {
+    ParamTable t = tile_params();
+    Mask fn_only(mask.fn);
+    return std::make_shared<KernelBase>("flex_block_mask_tiles", std::move(t.decls), std::move(t.names),
+                                        [fn_only](std::span<const detail::ArgValue> a) { trace_tiles(fn_only, a); });
   });
+  L.lists = lists_kernel;
+  BandArgs band = band_args(mask.band);
+  const bool varlen = opt.cu_seqlens_q.address != 0;
+  std::vector<detail::ArgValue> &t = L.tile_args;
+  t.resize(kNumBlockMaskTileParams);
+  t[tStatus] = ptr_arg(status);
+  t[tCuQ] = ptr_arg(opt.cu_seqlens_q);
+  t[tCuK] = ptr_arg(opt.cu_seqlens_k);
+  t[tSeqlenQ] = int_arg(s.seqlen_q);
+  t[tSeqlenK] = int_arg(s.seqlen_k);
+  t[tNumQBlocks] = int_arg(num_q_blocks);
+  t[tNumKBlocks] = int_arg(num_k_blocks);
+  t[tBandLeft] = int_arg(band.left);
+  t[tBandRight] = int_arg(band.right);
+  t[tBandBottomRight] = int_arg(band.bottom_right);
+  t[tBlockM] = int_arg(opt.block_m);
+  t[tBlockN] = int_arg(opt.block_n);
+  t[tVarlen] = int_arg(varlen);
+  t[tHasBand] = int_arg(mask.band.has_value());
+  std::vector<detail::ArgValue> &l = L.list_args;
+  l.resize(kNumBlockMaskListParams);
+  l[lKvBlocks] = ptr_arg(kv_blocks);
+  l[lKvCounts] = ptr_arg(counts);
+  l[lStatus] = ptr_arg(status);
+  l[lCuQ] = ptr_arg(opt.cu_seqlens_q);
+  l[lCuK] = ptr_arg(opt.cu_seqlens_k);
+  l[lSeqlenQ] = int_arg(s.seqlen_q);
+  l[lSeqlenK] = int_arg(s.seqlen_k);
+  l[lNumQBlocks] = int_arg(num_q_blocks);
+  l[lNumKBlocks] = int_arg(num_k_blocks);
+  l[lBlockM] = int_arg(opt.block_m);
+  l[lBlockN] = int_arg(opt.block_n);
+  // One pass over a row for up to 64 key blocks (seqlen_k 4096 at BLOCK_N 64); the triangular sum is
+  // CHUNK² elements, 32 per thread at 64 with 4 warps.
+  l[lChunk] = int_arg(std::clamp(next_pow2(num_k_blocks), 16, 64));
+  l[lVarlen] = int_arg(varlen);
+  L.tile_grid = Grid{uint32_t(int64_t(num_q_blocks) * num_k_blocks), uint32_t(lists_h), uint32_t(lists_b)};
+  L.list_grid = Grid{uint32_t(num_q_blocks), uint32_t(lists_h), uint32_t(lists_b)};
+  LaunchConfig cfg = launch_config(opt);
+  cfg.num_stages = 1;
+  cfg.min_ctas_per_sm = 0;
+  // About 32 tile elements per thread: small programs, many resident per SM.
+  cfg.num_warps = std::clamp(opt.block_m * opt.block_n / 1024, 1, 8);
+  L.tile_cfg = cfg;
+  cfg.num_warps = 4;
+  L.list_cfg = cfg;
+  return L;
 }
 
-std::vector<detail::ArgValue> block_mask_args(const Mask &mask, const FlexShape &s, const FlexOptions &opt,
-                                              DevicePtr kv_blocks, DevicePtr counts, int num_q_blocks,
-                                              int num_k_blocks) {
-  BandArgs band = band_args(mask.band);
-  std::vector<detail::ArgValue> args(kNumBlockMaskParams);
-  args[bKvBlocks] = ptr_arg(kv_blocks);
-  args[bKvCounts] = ptr_arg(counts);
-  args[bCuQ] = ptr_arg(opt.cu_seqlens_q);
-  args[bCuK] = ptr_arg(opt.cu_seqlens_k);
-  args[bSeqlenQ] = int_arg(s.seqlen_q);
-  args[bSeqlenK] = int_arg(s.seqlen_k);
-  args[bHeads] = int_arg(s.heads_q);
-  args[bNumQBlocks] = int_arg(num_q_blocks);
-  args[bNumKBlocks] = int_arg(num_k_blocks);
-  args[bBandLeft] = int_arg(band.left);
-  args[bBandRight] = int_arg(band.right);
-  args[bBandBottomRight] = int_arg(band.bottom_right);
-  args[bBlockM] = int_arg(opt.block_m);
-  args[bBlockN] = int_arg(opt.block_n);
-  args[bVarlen] = int_arg(opt.cu_seqlens_q.address != 0);
-  args[bHasBand] = int_arg(mask.band.has_value());
-  return args;
+void count_block_mask_cache_hit() { ++g_cache_hits; }
+
+BlockMaskStats block_mask_stats() {
+  BlockMaskStats s;
+  s.builds = g_builds.load();
+  s.lists_built = g_lists_built.load();
+  s.cache_hits = g_cache_hits.load();
+  return s;
 }
 
 }  // namespace flex
@@ -118,24 +226,44 @@ BlockMask create_block_mask(const Mask &mask, const FlexShape &s, const FlexOpti
                                  opt.block_n));
   if (s.batch < 0 || s.heads_q < 0 || s.seqlen_q < 0 || s.seqlen_k < 0)
     throw TraceError("create_block_mask: sizes must be non-negative");
+  if (s.heads_q > 65535 || s.batch > 65535)
+    throw TraceError(fmt::format("create_block_mask: heads {} and batch {} must each be ≤ 65535 (grid y and z)",
+                                 s.heads_q, s.batch));
+  // Per sequence lengths (varlen) make every batch's lists its own.
+  bool per_b = varlen, per_h = false;
+  if (mask.fn) {
+    std::shared_ptr<const MaskAnalysis> an = analyze_mask(mask.fn, varlen);
+    per_b = per_b || an->reads_b;
+    per_h = an->reads_h;
+  }
   BlockMask bm;
   bm.batch = s.batch;
   bm.heads = s.heads_q;
+  bm.shared_batches = !per_b;
+  bm.shared_heads = !per_h;
   bm.block_m = opt.block_m;
   bm.block_n = opt.block_n;
   bm.num_q_blocks = (s.seqlen_q + opt.block_m - 1) / opt.block_m;
   bm.num_k_blocks = (s.seqlen_k + opt.block_n - 1) / opt.block_n;
-  size_t lists = size_t(s.batch) * s.heads_q * bm.num_q_blocks;
+  const int lists_b = per_b ? s.batch : std::min(s.batch, 1), lists_h = per_h ? s.heads_q : std::min(s.heads_q, 1);
+  if (int64_t(bm.num_q_blocks) * bm.num_k_blocks > std::numeric_limits<int32_t>::max())
+    throw TraceError(fmt::format("create_block_mask: {} x {} blocks of {}x{} are too many (at most 2^31 - 1 tiles "
+                                 "per batch and head)", bm.num_q_blocks, bm.num_k_blocks, opt.block_m, opt.block_n));
+  size_t lists = size_t(lists_b) * lists_h * bm.num_q_blocks;
+  size_t entries = lists * bm.num_k_blocks;
   Backend where = resolve_backend(opt.backend);
   bm.counts = Buffer(std::max<size_t>(lists, 1) * 4, where);
-  bm.kv_blocks = Buffer(std::max<size_t>(lists * bm.num_k_blocks, 1) * 4, where);
+  // The lists, then one status byte per entry (the tile kernel's output, read by the compaction).
+  bm.kv_blocks = Buffer(std::max<size_t>(entries * 5, 1), where);
   if (lists == 0) return bm;
-  auto args = flex::block_mask_args(mask, s, opt, {bm.kv_blocks.address(), bm.kv_blocks.bytes()},
-                                    {bm.counts.address(), bm.counts.bytes()}, bm.num_q_blocks, bm.num_k_blocks);
-  auto cfg = launch_config(opt);
-  cfg.num_stages = 1;
-  Grid grid{uint32_t(bm.num_q_blocks), uint32_t(s.heads_q), uint32_t(s.batch)};
-  block_mask_kernel(mask)->launch(grid, cfg, args);
+  DevicePtr kv{bm.kv_blocks.address(), entries * 4}, counts{bm.counts.address(), bm.counts.bytes()};
+  DevicePtr status{bm.kv_blocks.address() + entries * 4, entries};
+  BlockMaskLaunches L =
+      block_mask_launches(mask, s, opt, kv, counts, status, lists_b, lists_h, bm.num_q_blocks, bm.num_k_blocks);
+  L.tiles->launch(L.tile_grid, L.tile_cfg, L.tile_args);
+  L.lists->launch(L.list_grid, L.list_cfg, L.list_args);
+  ++g_builds;
+  g_lists_built += uint64_t(lists_b) * lists_h;
   return bm;
 }
 

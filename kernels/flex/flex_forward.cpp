@@ -140,7 +140,12 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kKvCounts] = ptr_arg(bm ? DevicePtr{bm->counts.address(), bm->counts.bytes()} : DevicePtr{});
   float scale = opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim_qk));
   a[kScale] = float_arg(scale);
-  a[kHeads] = int_arg(s.heads_q);
+  // The block mask's lists are [batch or 1, heads or 1, query blocks]: a stride of 0 shares one set of lists.
+  int64_t nqb = bm ? bm->num_q_blocks : p.nqb;
+  int64_t stride_h = bm && bm->shared_heads ? 0 : nqb;
+  int64_t stride_b = bm && bm->shared_batches ? 0 : (bm && bm->shared_heads ? 1 : s.heads_q) * nqb;
+  a[kBmStrideB] = int_arg(stride_b);
+  a[kBmStrideH] = int_arg(stride_h);
   a[kGroup] = int_arg(p.heads_kv == 0 ? 1 : s.heads_q / p.heads_kv);
   a[kSeqlenQ] = int_arg(s.seqlen_q);
   a[kSeqlenK] = int_arg(s.seqlen_k);
@@ -198,8 +203,9 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
   check_extent(out, p.last_o, 2, "out");
   check_extent(lse, p.last_lse, 4, "lse");
   const BlockMask *bm = opt.block_mask;
-  if (bm && (bm->batch != s.batch || bm->heads != s.heads_q || bm->block_m != opt.block_m ||
-             bm->block_n != opt.block_n || bm->num_q_blocks != p.nqb || bm->num_k_blocks != p.nkb))
+  if (bm && ((!bm->shared_batches && bm->batch != s.batch) || (!bm->shared_heads && bm->heads != s.heads_q) ||
+             bm->block_m != opt.block_m || bm->block_n != opt.block_n || bm->num_q_blocks != p.nqb ||
+             bm->num_k_blocks != p.nkb))
     throw TraceError(fmt::format("attention::flex_forward: the block mask was made for batch {}, heads {}, "
                                  "{}x{} blocks of {}x{}; this call needs batch {}, heads {}, {}x{} blocks of {}x{}",
                                  bm->batch, bm->heads, bm->num_q_blocks, bm->num_k_blocks, bm->block_m,
@@ -208,10 +214,10 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
     flex_forward(q, k, v, out, lse, s, tuned_flex_options(q, k, v, out, lse, s, opt));
     return;
   }
-  BlockMask computed;
+  std::shared_ptr<const BlockMask> computed;  // released after the launch: cuMemFree waits for the kernel
   if (!bm && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
-    computed = create_block_mask(opt.mask, s, opt);
-    bm = &computed;
+    computed = auto_block_mask(opt.mask, s, opt);
+    bm = computed.get();
   }
   auto args = kernel_args(p, s, opt, q, k, v, out, lse, bm);
   Grid grid{uint32_t(p.nqb), uint32_t(s.heads_q), uint32_t(s.batch)};
@@ -242,7 +248,9 @@ std::string flex_forward_ptx(const FlexShape &s, const FlexOptions &opt, bool bl
   Plan p = plan(s, opt);
   if (block_mask) {
     const DevicePtr fake{256, 0};
-    return block_mask_kernel(opt.mask)->ptx(cfg, block_mask_args(opt.mask, s, opt, fake, fake, p.nqb, p.nkb)).ptx;
+    BlockMaskLaunches L = block_mask_launches(opt.mask, s, opt, fake, fake, fake, 1, 1, p.nqb, p.nkb);
+    L.tile_cfg.arch = L.list_cfg.arch = cfg.arch;
+    return L.tiles->ptx(L.tile_cfg, L.tile_args).ptx + L.lists->ptx(L.list_cfg, L.list_args).ptx;
   }
   return flex_kernel(opt.dtype, opt.score_mod, opt.mask)->ptx(cfg, placeholder_kernel_args(p, s, opt)).ptx;
 }

@@ -85,7 +85,7 @@ LaunchConfig launch_config(const FlexOptions &opt);
 /// Parameters of the flex attention kernel, in order (see flex_kernel.cpp for their meaning).
 enum FlexParam : int {
   kQ, kK, kV, kO, kLse, kCuQ, kCuK, kKvBlocks, kKvCounts,
-  kScale, kHeads, kGroup, kSeqlenQ, kSeqlenK,
+  kScale, kBmStrideB, kBmStrideH, kGroup, kSeqlenQ, kSeqlenK,
   kQb, kQh, kQs, kKb, kKh, kKs, kVb, kVh, kVs, kOb, kOh, kOs, kLb, kLh,
   kBandLeft, kBandRight, kBandBottomRight, kNumQBlocks, kNumKBlocks,
   // constexprs
@@ -107,18 +107,62 @@ std::shared_ptr<KernelBase> flex_kernel(DType dtype, const ScoreMod &score_mod, 
 /// How many traced attention kernels are cached now (tests).
 size_t flex_kernels_cached();
 
-/// Parameters of the block-mask kernel, in order.
-enum BlockMaskParam : int {
-  bKvBlocks, bKvCounts, bCuQ, bCuK, bSeqlenQ, bSeqlenK, bHeads, bNumQBlocks, bNumKBlocks,
-  bBandLeft, bBandRight, bBandBottomRight,
-  bBlockM, bBlockN, bVarlen, bHasBand,
-  kNumBlockMaskParams
+/// What a mask function's value depends on, read from its traced and optimized IR (mask_analysis.cpp): the
+/// function traced alone with every input an opaque parameter; an input with no use left after optimization
+/// is one its value does not depend on.
+struct MaskAnalysis {
+  bool reads_b = false, reads_h = false;  // the value depends on the batch / the query head
+  bool reads_memory = false;              // it loads: a captured buffer, or (varlen) the offsets via mod_*()
+  /// The captured values its optimized IR still uses, in order of first use.
+  std::vector<std::shared_ptr<detail::CaptureState>> captures;
+  MaskFn fn;  // the function analyzed, kept so that its identity stays unique while the analysis is cached
 };
-std::shared_ptr<KernelBase> block_mask_kernel(const Mask &mask);
-/// The block-mask kernel's arguments for writing into kv_blocks / counts.
-std::vector<detail::ArgValue> block_mask_args(const Mask &mask, const FlexShape &s, const FlexOptions &opt,
-                                              DevicePtr kv_blocks, DevicePtr counts, int num_q_blocks,
-                                              int num_k_blocks);
+/// The analysis of fn as traced with (varlen) or without per-sequence offsets; cached per (fn's identity,
+/// varlen). Throws TraceError when the function's result is not a mask, or when it calls program_id() or
+/// num_programs() (the block-mask kernels' grids are not the attention kernel's).
+std::shared_ptr<const MaskAnalysis> analyze_mask(const MaskFn &fn, bool varlen);
+
+/// Parameters of the block-mask kernels, in order (block_mask.cpp). The first evaluates the mask on one
+/// (query block, key block) tile per program and writes its status; the second compacts one row of statuses
+/// per program into the list of non-empty key blocks.
+enum BlockMaskTileParam : int {
+  tStatus, tCuQ, tCuK, tSeqlenQ, tSeqlenK, tNumQBlocks, tNumKBlocks, tBandLeft, tBandRight, tBandBottomRight,
+  tBlockM, tBlockN, tVarlen, tHasBand,
+  kNumBlockMaskTileParams
+};
+enum BlockMaskListParam : int {
+  lKvBlocks, lKvCounts, lStatus, lCuQ, lCuK, lSeqlenQ, lSeqlenK, lNumQBlocks, lNumKBlocks,
+  lBlockM, lBlockN, lChunk, lVarlen,
+  kNumBlockMaskListParams
+};
+/// The two launches that build a block mask into given buffers: kv_blocks/counts as in BlockMask, status one
+/// byte per (list, key block). lists_b / lists_h: batches and heads that get their own lists (1 = shared).
+struct BlockMaskLaunches {
+  std::shared_ptr<KernelBase> tiles, lists;
+  std::vector<detail::ArgValue> tile_args, list_args;
+  Grid tile_grid, list_grid;
+  LaunchConfig tile_cfg, list_cfg;
+};
+BlockMaskLaunches block_mask_launches(const Mask &mask, const FlexShape &s, const FlexOptions &opt,
+                                      DevicePtr kv_blocks, DevicePtr counts, DevicePtr status, int lists_b,
+                                      int lists_h, int num_q_blocks, int num_k_blocks);
+
+/// Counters of the block-mask builds since start-up (tests): builds, (batch, head) pairs whose lists were
+/// built (a mask shared by every batch and head counts 1), and calls served by the automatic cache.
+struct BlockMaskStats {
+  uint64_t builds = 0, lists_built = 0, cache_hits = 0;
+};
+BlockMaskStats block_mask_stats();
+void count_block_mask_cache_hit();
+
+/// The block mask flex_forward uses for opt.mask when none is given (BlockMaskMode::Auto): built on this
+/// call, or an earlier call's when nothing it depends on can have changed — the mask reads no memory (no
+/// captured buffer, no varlen offsets) and the function, band, lengths, the batch / head counts it depends
+/// on, block sizes, backend and the current values of the captures it uses are the same
+/// (block_mask_cache.cpp).
+std::shared_ptr<const BlockMask> auto_block_mask(const Mask &mask, const FlexShape &s, const FlexOptions &opt);
+/// Drops the cached automatic block masks (waits for the device first); returns how many there were (tests).
+size_t clear_auto_block_masks();
 
 /// Everything derived from (shape, options) that a launch needs (flex_forward.cpp).
 struct Plan {

@@ -40,7 +40,9 @@ ParamTable flex_params(DType dt) {
   // lengths compiles at most two kernels per variant (seqlen_k divisible by 16 or not).
   constexpr bool kNoSpec = false;
   t.add("scale", K::F32, DType::f32);
-  for (const char *n : {"heads", "group"}) t.add(n, K::I32);
+  // The block mask's list strides (0 where one set of lists serves every batch / head): scalar offsets.
+  for (const char *n : {"bm_stride_b", "bm_stride_h"}) t.add(n, K::I32, DType::i32, kNoSpec);
+  t.add("group", K::I32);
   t.add("seqlen_q", K::I32, DType::i32, kNoSpec);
   t.add("seqlen_k", K::I32);
   for (const char *n : {"stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb",
@@ -272,7 +274,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
 
   Tile block_live = m0 < seqlen_q;  // programs past the sequence's end visit nothing
   if (use_block_mask) {
-    Tile bh_q = (b * P(kHeads) + h) * P(kNumQBlocks) + pid_m;
+    Tile bh_q = b * P(kBmStrideB) + h * P(kBmStrideH) + pid_m;  // strides 0: lists shared by batches / heads
     Tile count = where(block_live, load(P(kKvCounts) + bh_q), 0);
     Tile list = P(kKvBlocks) + bh_q.to(DType::i64) * P(kNumKBlocks);
     for_range(0, count, 1, [&](I32 i) {

@@ -1,7 +1,7 @@
-// A bounded cache of traced kernels keyed by the identities of the user's mods. Users create mods freely
-// (a new ScoreMod per call is natural code); an unbounded map kept every one's traced kernel (~85 KB each)
-// for the life of the process. Entries are shared_ptrs, so a kernel evicted while a launch or a tuning
-// still uses it lives until that caller lets go. Internal to kernels/flex/.
+// A bounded cache of traced kernels (or other per-mod results) keyed by the identities of the user's mods.
+// Users create mods freely (a new ScoreMod per call is natural code); an unbounded map kept every one's
+// traced kernel (~85 KB each) for the life of the process. Entries are shared_ptrs, so a kernel evicted
+// while a launch or a tuning still uses it lives until that caller lets go. Internal to kernels/flex/.
 #pragma once
 #include <functional>
 #include <list>
@@ -13,14 +13,14 @@
 
 namespace tilejit::attention::flex {
 
-template <class Key>
+template <class Key, class Value = KernelBase>
 class KernelLru {
  public:
   explicit KernelLru(size_t capacity) : capacity_(capacity) {}
 
-  /// The kernel for key, made with make() on a miss; the least recently used entry beyond the capacity is
-  /// dropped. Thread-safe.
-  std::shared_ptr<KernelBase> get(const Key &key, const std::function<std::shared_ptr<KernelBase>()> &make) {
+  /// The entry for key, made with make() on a miss; the least recently used entry beyond the capacity is
+  /// dropped. Thread-safe (make() runs under the lock).
+  std::shared_ptr<Value> get(const Key &key, const std::function<std::shared_ptr<Value>()> &make) {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = index_.find(key); it != index_.end()) {
       order_.splice(order_.begin(), order_, it->second);  // most recent first
@@ -41,7 +41,7 @@ class KernelLru {
   }
 
  private:
-  using Entry = std::pair<Key, std::shared_ptr<KernelBase>>;
+  using Entry = std::pair<Key, std::shared_ptr<Value>>;
   size_t capacity_;
   std::mutex mu_;
   std::list<Entry> order_;

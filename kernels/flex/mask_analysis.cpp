@@ -1,0 +1,97 @@
+// What a mask function's value depends on, read from its own traced and optimized IR: the function is traced
+// alone into a probe kernel whose every input (b, h, the positions, the lengths) is an opaque runtime
+// parameter with no specialization (not divisible by 16), and its result is stored. After ir::optimize, a
+// parameter with no use left is one the mask's value cannot depend on, for any value of the others: the
+// probe assumes nothing the real kernels might not, so what it drops they could drop too. The block-mask
+// build uses this to build one set of lists for all batches / heads, and to cache masks that read no memory.
+#include <fmt/format.h>
+
+#include "dsl/trace_context.h"
+#include "ir/ir.h"
+#include "kernels/flex/flex_internal.h"
+#include "kernels/flex/kernel_lru.h"
+#include "tilejit/error.h"
+#include "tilejit/ops.h"
+
+namespace tilejit::attention::flex {
+namespace {
+
+// Runtime parameters first, in this order: their body arguments have the same indices.
+enum ProbeParam : int { pOut, pCuQ, pCuK, pB, pH, pQ0, pK0, pSeqlenQ, pSeqlenK, pVarlen, kNumProbeParams };
+constexpr int kNumProbeRuntimeParams = pVarlen;  // the body arguments before the captures
+constexpr int kProbeRows = 16;
+
+ParamTable probe_params() {
+  using K = detail::ParamKind;
+  ParamTable t;
+  for (const char *n : {"OUT", "CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
+  for (const char *n : {"b", "h", "q0", "k0", "seqlen_q", "seqlen_k"}) t.add(n, K::I32);
+  t.add("VARLEN", K::ConstBool, DType::i1);
+  return t;
+}
+
+/// Traces mask(b, h, q_idx, kv_idx) as the block-mask and attention kernels do (same ModScope: lengths and
+/// token offsets per sequence), every input a parameter, and stores the result.
+void trace_probe(const MaskFn &fn, std::span<const detail::ArgValue> a,
+                 std::vector<std::shared_ptr<detail::CaptureState>> &captures) {
+  auto P = [](int i) { return detail::param_tile(i); };
+  const bool varlen = a[pVarlen].i != 0;
+  Tile b = P(pB), h = P(pH);
+  Tile seqlen_q = P(pSeqlenQ), seqlen_k = P(pSeqlenK);
+  Tile q_start = b * seqlen_q, k_start = b * seqlen_k;
+  if (varlen) {
+    q_start = load(P(pCuQ) + b);
+    k_start = load(P(pCuK) + b);
+    seqlen_q = load(P(pCuQ) + b + 1) - q_start;
+    seqlen_k = load(P(pCuK) + b + 1) - k_start;
+  }
+  ModScope scope(seqlen_q, seqlen_k, q_start, k_start);
+  Tile r = arange(0, kProbeRows);
+  Tile q_idx = (P(pQ0) + r)(_, None), kv_idx = (P(pK0) + r)(None, _);
+  Mask mask(fn);
+  Tile vis = visible(mask, false, {}, b, h, q_idx, kv_idx);
+  Tile offs = r(_, None) * kProbeRows + r(None, _);
+  store(P(pOut) + offs, vis.to(DType::i32) + zeros({kProbeRows, kProbeRows}, DType::i32));
+  for (const auto &c : dsl::TraceContext::current()->captures) captures.push_back(c.state);
+}
+
+MaskAnalysis analyze(const MaskFn &fn, bool varlen) {
+  ParamTable t = probe_params();
+  std::vector<std::shared_ptr<detail::CaptureState>> traced;
+  KernelBase probe("flex_mask_probe", std::move(t.decls), std::move(t.names),
+                   [&](std::span<const detail::ArgValue> a) { trace_probe(fn, a, traced); });
+  std::vector<detail::ArgValue> args(kNumProbeParams);
+  const DevicePtr fake{256, 0};
+  for (int i : {pOut, pCuQ, pCuK}) args[size_t(i)] = ptr_arg(fake);
+  // 17: not divisible by 16, so the probe is specialized on nothing about these values.
+  for (int i : {pB, pH, pQ0, pK0, pSeqlenQ, pSeqlenK}) args[size_t(i)] = int_arg(17);
+  args[pVarlen] = int_arg(varlen);
+  const ir::Function &f = probe.function(args);
+
+  MaskAnalysis r;
+  r.fn = fn;
+  r.reads_b = ir::count_uses(*f.body, f.param(pB)) > 0;
+  r.reads_h = ir::count_uses(*f.body, f.param(pH)) > 0;
+  bool program_ids = false;
+  ir::walk(*f.body, [&](ir::Op &op) {
+    if (op.kind == ir::OpKind::Load || op.kind == ir::OpKind::AtomicAdd) r.reads_memory = true;
+    if (op.kind == ir::OpKind::ProgramId || op.kind == ir::OpKind::NumPrograms) program_ids = true;
+  });
+  // The block-mask kernels' grids differ from the attention kernel's: a program id means something else there.
+  if (program_ids)
+    throw TraceError("flex attention: the mask function calls program_id() or num_programs(); a mask sees its "
+                     "position only through its arguments b, h, q_idx and kv_idx");
+  // Captures follow the declared parameters, in the order the trace met them.
+  for (size_t i = 0; i < traced.size(); ++i)
+    if (ir::count_uses(*f.body, f.param(kNumProbeRuntimeParams + int(i))) > 0) r.captures.push_back(traced[i]);
+  return r;
+}
+
+}  // namespace
+
+std::shared_ptr<const MaskAnalysis> analyze_mask(const MaskFn &fn, bool varlen) {
+  static KernelLru<std::pair<const void *, bool>, const MaskAnalysis> cache(kMaxCachedModKernels);
+  return cache.get({fn.identity(), varlen}, [&] { return std::make_shared<const MaskAnalysis>(analyze(fn, varlen)); });
+}
+
+}  // namespace tilejit::attention::flex
