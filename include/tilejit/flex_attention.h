@@ -26,9 +26,10 @@
 // mask function. Visible(i, j) = in_band(i, j) && fn(b, h, i, j). With only a band, each query block
 // visits only its key blocks in the band (no block-mask tensor) and evaluates the band test only on blocks
 // that cross the band's edge. With a mask function, a block mask is computed on the device
-// (create_block_mask, a DSL kernel): per (batch, head, query block), the list of non-empty key blocks, each
+// (create_block_mask, DSL kernels): per (batch, head, query block), the list of non-empty key blocks, each
 // flagged full or partial; the attention kernel visits only those and applies the mask only on partial
-// blocks.
+// blocks. A function whose traced IR does not use b (or h) gets one set of lists shared by every batch (or
+// head), and one that reads no memory keeps its block mask between calls (see BlockMaskMode).
 //
 // Edge semantics: a query row that sees no key gets output 0 and lse −inf (never NaN); batch 0, heads 0 and
 // zero-length sequences are no-ops; out-of-range rows/cols are never read. Offsets are 64-bit when some

@@ -86,9 +86,10 @@ Key key_of(const Mask &mask, const MaskAnalysis &an, const FlexShape &s, const F
 
 std::shared_ptr<const BlockMask> auto_block_mask(const Mask &mask, const FlexShape &s, const FlexOptions &opt) {
   const bool varlen = opt.cu_seqlens_q.address != 0;
-  std::shared_ptr<const MaskAnalysis> an = analyze_mask(mask.fn, varlen);
   auto build = [&] { return std::make_shared<const BlockMask>(create_block_mask(mask, s, opt)); };
-  if (varlen || an->reads_memory) return build();
+  if (!mask.fn || varlen) return build();
+  std::shared_ptr<const MaskAnalysis> an = analyze_mask(mask.fn, varlen);
+  if (an->reads_memory) return build();
   Key key = key_of(mask, *an, s, opt);
   {
     std::lock_guard lock(g_mu);
