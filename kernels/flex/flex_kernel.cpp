@@ -279,7 +279,14 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile list = P(kKvBlocks) + bh_q.to(DType::i64) * P(kNumKBlocks);
     for_range(0, count, 1, [&](I32 i) {
       Tile code = load(list + i);
-      block((code >> 1) * BN, any_mask ? Masking::When : Masking::Never, (code & 1) == 0, Cols::Always);
+      Tile start_n = (code >> 1) * BN;
+      if (!any_mask) {
+        block(start_n, Masking::Never, {}, Cols::Always);
+        return;
+      }
+      // As on the band's path: the mask and the sequence's end are tested together, only on partial blocks and
+      // the block crossing the end; a full block inside the sequence runs straight through.
+      block(start_n, Masking::When, ((code & 1) == 0) | (start_n + BN > seqlen_k), Cols::WithMask);
     });
   } else if (has_band) {
     Tile last_row = minimum(m0 + BM, seqlen_q) - 1;
