@@ -32,9 +32,11 @@ ParamTable tile_params() {
   ParamTable t;
   t.add("STATUS", K::Ptr, DType::i8);
   for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
+  // Lengths, block counts and band sides change from call to call and gain nothing from divisibility here
+  // (scalar offsets and compares): not specialized, so every shape shares one compiled kernel.
   for (const char *n : {"seqlen_q", "seqlen_k", "num_q_blocks", "num_k_blocks", "band_left", "band_right",
                         "band_bottom_right"})
-    t.add(n, K::I32);
+    t.add(n, K::I32, DType::i32, false);
   for (const char *n : {"BLOCK_M", "BLOCK_N"}) t.add(n, K::ConstInt);
   for (const char *n : {"VARLEN", "HAS_BAND"}) t.add(n, K::ConstBool, DType::i1);
   return t;
@@ -46,7 +48,7 @@ ParamTable list_params() {
   for (const char *n : {"KV_BLOCKS", "KV_COUNTS"}) t.add(n, K::Ptr, DType::i32);
   t.add("STATUS", K::Ptr, DType::i8);
   for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
-  for (const char *n : {"seqlen_q", "seqlen_k", "num_q_blocks", "num_k_blocks"}) t.add(n, K::I32);
+  for (const char *n : {"seqlen_q", "seqlen_k", "num_q_blocks", "num_k_blocks"}) t.add(n, K::I32, DType::i32, false);
   for (const char *n : {"BLOCK_M", "BLOCK_N", "CHUNK"}) t.add(n, K::ConstInt);
   t.add("VARLEN", K::ConstBool, DType::i1);
   return t;

@@ -25,7 +25,8 @@ ParamTable probe_params() {
   using K = detail::ParamKind;
   ParamTable t;
   for (const char *n : {"OUT", "CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
-  for (const char *n : {"b", "h", "q0", "k0", "seqlen_q", "seqlen_k"}) t.add(n, K::I32);
+  // Not specialized: the probe must assume nothing about these values (see the top of this file).
+  for (const char *n : {"b", "h", "q0", "k0", "seqlen_q", "seqlen_k"}) t.add(n, K::I32, DType::i32, false);
   t.add("VARLEN", K::ConstBool, DType::i1);
   return t;
 }
@@ -63,15 +64,17 @@ MaskAnalysis analyze(const MaskFn &fn, bool varlen) {
   std::vector<detail::ArgValue> args(kNumProbeParams);
   const DevicePtr fake{256, 0};
   for (int i : {pOut, pCuQ, pCuK}) args[size_t(i)] = ptr_arg(fake);
-  // 17: not divisible by 16, so the probe is specialized on nothing about these values.
+  // 17: not divisible by 16 either, should a parameter be specialized after all.
   for (int i : {pB, pH, pQ0, pK0, pSeqlenQ, pSeqlenK}) args[size_t(i)] = int_arg(17);
   args[pVarlen] = int_arg(varlen);
   const ir::Function &f = probe.function(args);
 
   MaskAnalysis r;
   r.fn = fn;
-  r.reads_b = ir::count_uses(*f.body, f.param(pB)) > 0;
-  r.reads_h = ir::count_uses(*f.body, f.param(pH)) > 0;
+  const auto uses = ir::use_counts(*f.body);
+  auto used = [&](int body_arg) { return uses.count(f.param(body_arg)) != 0; };
+  r.reads_b = used(pB);
+  r.reads_h = used(pH);
   bool program_ids = false;
   ir::walk(*f.body, [&](ir::Op &op) {
     if (op.kind == ir::OpKind::Load || op.kind == ir::OpKind::AtomicAdd) r.reads_memory = true;
@@ -83,7 +86,7 @@ MaskAnalysis analyze(const MaskFn &fn, bool varlen) {
                      "position only through its arguments b, h, q_idx and kv_idx");
   // Captures follow the declared parameters, in the order the trace met them.
   for (size_t i = 0; i < traced.size(); ++i)
-    if (ir::count_uses(*f.body, f.param(kNumProbeRuntimeParams + int(i))) > 0) r.captures.push_back(traced[i]);
+    if (used(kNumProbeRuntimeParams + int(i))) r.captures.push_back(traced[i]);
   return r;
 }
 
