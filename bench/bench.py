@@ -847,7 +847,7 @@ MOD_ROWS = [
     ModRow("rel. bias", "user lambda", user="relbias"),
     ModRow("causal window", "built-in band (C ABI)", cabi=lambda mi: dict(causal=1, window_left=WINDOW),
            window_shape_only=True),
-    ModRow("causal window", "user lambda, block mask per call", user="window", window_shape_only=True),
+    ModRow("causal window", "user lambda, automatic block mask", user="window", window_shape_only=True),
     ModRow("causal window", "user lambda, block mask once", user="window", block_mask_from="causal window",
            window_shape_only=True),
 ]
@@ -997,8 +997,9 @@ def run_mods(ctx: Context):
         "autotuned (its first call tunes). 'block mask once': the block mask is built before timing "
         "(user_mods_build_block_mask = create_block_mask; the C ABI's reuse_block_mask), at the block sizes "
         "the autotuner picked for a C ABI row of the same seqlen (document: the document row's; prefix-LM: the "
-        "causal row's; causal window: the band's); the tuner then picks warps and stages. 'block mask per call': "
-        "flex_forward builds it on every call (one extra small kernel per call, included in the time).",
+        "causal row's; causal window: the band's); the tuner then picks warps and stages. 'automatic block mask': "
+        "flex_forward builds it itself, inside the timing: once for every batch and head (the window reads neither) "
+        "and kept between calls while the mask, shape and captured window stay the same.",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False) with the same score_mod / mask_mod; its "
         "block masks (create_block_mask) are built once per seqlen and mod, outside the timing. One "
         "FlexAttention measurement per mod and seqlen, repeated in each of that mod's rows.",

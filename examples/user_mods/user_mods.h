@@ -37,7 +37,8 @@ typedef struct user_mods_params {
  * "document", "prefix_lm" or "relbias" for the user-written lambda, "builtin:<name>" for tilejit's built-in
  * of the same math (attention::alibi, softcap, sliding_window, document_mask, prefix_lm,
  * relative_position_bias). block_mask: 0, or a handle from user_mods_build_block_mask for this mod and
- * shape; with 0, a mask function gets its block mask built on every call (one small extra kernel per call).
+ * shape; with 0, flex_forward builds a mask function's block mask itself (for only the batches / heads the
+ * function reads, and kept between calls when it reads no memory: see attention::BlockMaskMode).
  * autotune nonzero (GPU): the autotuner picks the tile config (the first call per shape and mod tunes; with
  * a block mask, its block sizes stay and the tuner picks warps and stages). Errors: unknown mod, a field the
  * mod needs missing or out of range, head_dim outside [16, 256], an unknown block-mask handle or one built
