@@ -44,9 +44,17 @@ struct Entry {
   size_t bytes = 0;
 };
 
-std::mutex g_mu;
-std::list<Entry> g_entries;  // most recently used first
-size_t g_bytes = 0;
+struct Cache {
+  std::mutex mu;
+  std::list<Entry> entries;  // most recently used first
+  size_t bytes = 0;
+};
+/// Never destroyed: its buffers must not be freed after the driver has gone at exit (the process's end
+/// releases the memory anyway).
+Cache &cache() {
+  static Cache *c = new Cache;
+  return *c;
+}
 
 /// Before freeing block masks a queued kernel may still read.
 void wait_for_device(Backend be) {
@@ -91,11 +99,12 @@ std::shared_ptr<const BlockMask> auto_block_mask(const Mask &mask, const FlexSha
   std::shared_ptr<const MaskAnalysis> an = analyze_mask(mask.fn, varlen);
   if (an->reads_memory) return build();
   Key key = key_of(mask, *an, s, opt);
+  Cache &c = cache();
   {
-    std::lock_guard lock(g_mu);
-    for (auto it = g_entries.begin(); it != g_entries.end(); ++it)
+    std::lock_guard lock(c.mu);
+    for (auto it = c.entries.begin(); it != c.entries.end(); ++it)
       if (it->key == key) {
-        g_entries.splice(g_entries.begin(), g_entries, it);
+        c.entries.splice(c.entries.begin(), c.entries, it);
         count_block_mask_cache_hit();
         return it->mask;
       }
@@ -110,12 +119,14 @@ std::shared_ptr<const BlockMask> auto_block_mask(const Mask &mask, const FlexSha
   }
   std::list<Entry> evicted;
   {
-    std::lock_guard lock(g_mu);
-    g_entries.push_front(Entry{std::move(key), mask.fn, bm, bytes});
-    g_bytes += bytes;
-    while (g_entries.size() > kMaxEntries || g_bytes > kMaxBytes) {
-      g_bytes -= g_entries.back().bytes;
-      evicted.splice(evicted.begin(), g_entries, std::prev(g_entries.end()));
+    std::lock_guard lock(c.mu);
+    for (const Entry &e : c.entries)
+      if (e.key == key) return bm;  // another thread built the same meanwhile: keep one
+    c.entries.push_front(Entry{std::move(key), mask.fn, bm, bytes});
+    c.bytes += bytes;
+    while (c.entries.size() > kMaxEntries || c.bytes > kMaxBytes) {
+      c.bytes -= c.entries.back().bytes;
+      evicted.splice(evicted.begin(), c.entries, std::prev(c.entries.end()));
     }
   }
   for (const Entry &e : evicted) wait_for_device(e.key.backend);
@@ -123,11 +134,12 @@ std::shared_ptr<const BlockMask> auto_block_mask(const Mask &mask, const FlexSha
 }
 
 size_t clear_auto_block_masks() {
+  Cache &c = cache();
   std::list<Entry> dropped;
   {
-    std::lock_guard lock(g_mu);
-    dropped.swap(g_entries);
-    g_bytes = 0;
+    std::lock_guard lock(c.mu);
+    dropped.swap(c.entries);
+    c.bytes = 0;
   }
   for (const Entry &e : dropped) wait_for_device(e.key.backend);
   return dropped.size();
