@@ -1,11 +1,12 @@
 // Attention forward in the DSL: FlashAttention-2's loop order (arXiv 2307.08691, Algorithm 1).
 //
-// Program (start_m, batch·head) owns query rows [start_m·BLOCK_M, +BLOCK_M). It keeps the running row max
-// m_i, the running row sum l_i and the unnormalized output acc in f32, streams K/V in blocks of BLOCK_N,
-// and normalizes once after the loop. The softmax works in log2 units: exp2(s·scale·log2(e) − m), one fma
-// per score. One loop visits the key blocks; only blocks on the diagonal (causal) or past the sequence's end
-// take the masked branch. With causal masking the loop stops at the diagonal block, so key blocks above it are
-// never loaded, and programs run longest-first (the last query blocks see the most keys).
+// Program (start_m, batch·head) owns query rows [start_m·BLOCK_M, +BLOCK_M). It keeps the running row max,
+// the running row sum l_i and the unnormalized output acc in f32, streams K/V in blocks of BLOCK_N, and
+// normalizes once after the loop. The softmax works in log2 units: exp2(s·scale·log2(e) − R), one fma per
+// score (kernels/online_softmax.h). One loop visits the key blocks; only blocks on the diagonal (causal) or
+// past the sequence's end take the masked branch. With causal masking the loop stops at the diagonal block, so
+// key blocks above it are never loaded, and programs run longest-first (the last query blocks see the most
+// keys).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "kernels/attention_internal.h"
 #include "runtime/runtime.h"
 #include "kernels/launch_options.h"
+#include "kernels/online_softmax.h"
 #include "tilejit/attention.h"
 #include "tilejit/error.h"
 #include "tilejit/kernel.h"
@@ -51,7 +53,9 @@ auto &attention_kernel() {
         auto k_base = K + (b * stride_kb + h * stride_kh);
         auto v_base = V + (b * stride_vb + h * stride_vh);
 
-        auto m_i = full({BLOCK_M}, neg_inf, DType::f32);
+        // The scale is folded into the softmax's one fma per score (as FlashAttention-2 does); the row max is
+        // taken on raw scores: max(s)·scale = max(s·scale) because scale > 0 (check_shape).
+        OnlineSoftmax softmax(BLOCK_M, qk_scale_log2, qk_scale_log2 * kLn2, T::dtype);
         auto l_i = zeros({BLOCK_M}, DType::f32);
         auto acc = zeros({BLOCK_M, HEAD_DIM}, DType::f32);
 
@@ -68,8 +72,7 @@ auto &attention_kernel() {
           full_end = (minimum(seqlen_k, m0 + 1) / BLOCK_N) * BLOCK_N;
         }
 
-        // One key block. Scores stay raw (scale folded into the exp2's fma, as FlashAttention-2 does); the row
-        // max is tracked in scaled log2 units: max(s)·scale = max(s·scale) because scale > 0 (check_shape).
+        // One key block.
         auto block = [&](const Tile &start_n) {
           auto cols = start_n + offs_n;
           auto col_ok = cols < seqlen_k;
@@ -84,16 +87,11 @@ auto &attention_kernel() {
               s = where(col_ok(None, _), s, neg_inf);
           };
           if_(start_n >= full_end, apply_mask);
-          auto m_new = maximum(m_i, max(s, 1) * qk_scale_log2);
-          // A row that has seen no visible key yet keeps m = -inf; subtract 0 instead so exp2 gives 0, not NaN.
-          auto m_sub = where(m_new == neg_inf, 0.f, m_new);
-          auto p = exp2(fma(s, qk_scale_log2, -m_sub(_, None)));
-          auto alpha = exp2(m_i - m_sub);
+          auto [p, alpha] = softmax.step(s);
           l_i = l_i * alpha + sum(p, 1);
 
           auto v = load(v_base + cols(_, None) * stride_vs + offs_d(None, _), col_ok(_, None), 0.f);
           acc = dot(p.to(T::dtype), v, acc * alpha(_, None));
-          m_i = m_new;
         };
         for_range(0, end_n, BLOCK_N, [&](I32 start_n) { block(start_n); });
 
@@ -103,8 +101,7 @@ auto &attention_kernel() {
         auto out = acc * (1.f / l_safe)(_, None);
         auto o_ptrs = O + (b * stride_ob + h * stride_oh) + offs_m(_, None) * stride_os + offs_d(None, _);
         store(o_ptrs, out.to(T::dtype), row_ok(_, None));
-        auto lse = where(l_i == 0.f, neg_inf, (m_i + log2(l_safe)) * kLn2);
-        store(LSE + bh * seqlen_q + offs_m, lse, row_ok);
+        store(LSE + bh * seqlen_q + offs_m, softmax.lse(l_i), row_ok);
       },
       {"Q", "K", "V", "O", "LSE", "qk_scale_log2", "heads", "seqlen_q", "seqlen_k", "stride_qb", "stride_qh",
        "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb", "stride_vh", "stride_vs", "stride_ob",
@@ -118,6 +115,11 @@ void check_shape(const Shape &s, const Options &opt) {
   if (!std::isfinite(opt.softmax_scale) || opt.softmax_scale < 0)
     throw TraceError(fmt::format("attention::forward: softmax_scale {} must be finite and positive (0 selects "
                                  "1/sqrt(head_dim))", opt.softmax_scale));
+  // The kernel takes scores to log2 units with the factor scale·log2(e) (f32), which must be finite.
+  if (!std::isfinite(opt.softmax_scale * kLog2e))
+    throw TraceError(fmt::format("attention::forward: softmax_scale {:g} is too large: scale·log2(e) overflows f32 "
+                                 "(at most {:g})", opt.softmax_scale,
+                                 std::numeric_limits<float>::max() / 1.4426950408889634));
   if (opt.block_m > 256 || opt.block_n > 256)
     throw TraceError(fmt::format("attention::forward: BLOCK_M {} / BLOCK_N {} too large (at most 256)", opt.block_m,
                                  opt.block_n));

@@ -1,7 +1,15 @@
 // The flex attention checks, shared by the CPU (interpreter) and GPU test binaries: each builds a variant,
 // its float64 twin, and compares on fresh random inputs (see flex_reference.h).
 #pragma once
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
 #include "flex_reference.h"
+#include "tilejit/ops.h"
 
 namespace tilejit::testing {
 
@@ -40,6 +48,157 @@ inline void check_softcap_bound_edges(Backend be, int block_m, int block_n) {
       c.block_mask_mode = attention::BlockMaskMode::Off;
       require_matches(run_flex_case(be, c, o, {score, [](int, int, int, int, int, int) { return false; }}), dt);
     }
+}
+
+/// Scores of huge magnitude, as models write "soft masks" (−1e10, −1e30, −FLT_MAX) and their positive twins,
+/// from a user score_mod: alone in a row (every key the same score: the softmax is uniform), mixed with ordinary
+/// scores, with both signs, with keys masked by a mask function or by −inf from the mod, and changing between key
+/// blocks (keys before or from position 20); and from the built-in ALiBi with huge slopes (alone and then
+/// soft-capped) and a huge softmax scale without a mod. Each against the float64 softmax of the same f32
+/// scores (require_matches: the dtype's output tolerance, lse within 1e-3 relative, empty rows 0 and −inf),
+/// and nothing NaN. Rows 0..2 see no key where a mask function is used.
+inline void check_flex_extreme_scores(Backend be, DType dt, int block_m, int block_n, int seqlen_q, int seqlen_k) {
+  constexpr float kFltMax = std::numeric_limits<float>::max();
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  FlexCase c;
+  c.shape = {.batch = 1, .heads_q = 2, .seqlen_q = seqlen_q, .seqlen_k = seqlen_k, .head_dim_qk = 16};
+  c.dtype = dt;
+  c.block_m = block_m;
+  c.block_n = block_n;
+  auto no_nan = [](const FlexResult &r) {
+    for (float x : r.out) REQUIRE_FALSE(std::isnan(x));
+    for (float x : r.lse) REQUIRE_FALSE(std::isnan(x));
+  };
+  auto run = [&](const std::string &what, const FlexOptions &o, const RefMods &ref) {
+    INFO(what << ", " << dtype_name(dt) << ", blocks " << block_m << "x" << block_n);
+    FlexResult r = run_flex_case(be, c, o, ref);
+    no_nan(r);
+    require_matches(r, dt);
+  };
+
+  // One mod object per pattern; the magnitude is a captured scalar, so the patterns trace once.
+  Captured mag = capture(0.f);
+  using Fn = std::function<Tile(Tile s, Tile kv, Tile m)>;
+  using RefFn = std::function<double(double s, int kv, float m)>;
+  struct Pattern {
+    const char *name;
+    Fn fn;
+    RefFn ref;
+  };
+  const std::vector<Pattern> patterns = {
+      {"every key M", [](Tile s, Tile kv, Tile m) { return where(kv >= 0, m, s); },
+       [](double, int, float m) { return double(m); }},
+      {"every third key M", [](Tile s, Tile kv, Tile m) { return where(kv % 3 == 1, m, s); },
+       [](double s, int kv, float m) { return kv % 3 == 1 ? double(m) : s; }},
+      {"M, -M and ordinary", [](Tile s, Tile kv, Tile m) { return where(kv % 3 == 0, m, where(kv % 3 == 1, -m, s)); },
+       [](double s, int kv, float m) { return kv % 3 == 0 ? double(m) : kv % 3 == 1 ? -double(m) : s; }},
+      {"M - 8·(kv % 3)", [](Tile s, Tile kv, Tile m) { return where(kv >= 0, m - (kv % 3).to(DType::f32) * 8.f, s); },
+       [](double, int kv, float m) { return double(m - float(8 * (kv % 3))); }},
+      {"keys before 20 M", [](Tile s, Tile kv, Tile m) { return where(kv < 20, m, s); },
+       [](double s, int kv, float m) { return kv < 20 ? double(m) : s; }},
+      {"keys from 20 M", [](Tile s, Tile kv, Tile m) { return where(kv >= 20, m, s); },
+       [](double s, int kv, float m) { return kv >= 20 ? double(m) : s; }},
+      {"-inf from the mod, M",
+       [=](Tile s, Tile kv, Tile m) { return where(kv % 5 == 2, neg_inf, where(kv % 3 == 1, m, s)); },
+       [](double s, int kv, float m) { return kv % 5 == 2 ? -INFINITY : kv % 3 == 1 ? double(m) : s; }},
+  };
+  auto mask_fn = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return (kv % 4 != 0) & (q >= 3); });
+  auto mask_ref = [](int, int, int q, int kv, int, int) { return kv % 4 != 0 && q >= 3; };
+  for (const Pattern &pat : patterns) {
+    FlexOptions o;
+    Fn fn = pat.fn;
+    o.score_mod = attention::ScoreMod([fn, mag](Tile s, Tile, Tile, Tile, Tile kv) { return fn(s, kv, mag()); });
+    for (float m : {1e4f, 1e8f, 4.5e8f, 1e10f, 1e30f, 1e38f, kFltMax})
+      for (float sign : {-1.f, 1.f}) {
+        const float sm = sign * m;
+        mag.set(double(sm));
+        RefFn rf = pat.ref;
+        RefMods ref{[rf, sm](double s, int, int, int, int kv) { return rf(s, kv, sm); }, {}};
+        std::string what = fmt::format("{} with M = {:g}", pat.name, sm);
+        o.mask = {};
+        run(what, o, ref);
+        o.mask = mask_fn;
+        ref.visible = mask_ref;
+        run(what + ", mask kv % 4 != 0 and q >= 3", o, ref);
+      }
+  }
+  // A causal band with every visible key at M.
+  {
+    FlexOptions o;
+    o.score_mod = attention::ScoreMod([mag](Tile s, Tile, Tile, Tile, Tile kv) { return where(kv >= 0, mag(), s); });
+    o.mask = attention::causal(Align::BottomRight);
+    for (float m : {-kFltMax, -1e10f, 1e30f}) {
+      mag.set(double(m));
+      auto band = [](int, int, int q, int kv, int sq, int sk) {
+        return ref_band({-1, 0, Align::BottomRight}, q, kv, sq, sk);
+      };
+      run(fmt::format("causal, every key {:g}", m), o, {[m](double, int, int, int, int) { return double(m); }, band});
+    }
+  }
+  // The built-in ALiBi with huge slopes: rows past the keys' end see every key at −slope·distance ≥ slope, and
+  // rows whose diagonal comes in a later key block than their first.
+  {
+    const int keys = c.shape.seqlen_k;
+    c.shape.seqlen_k = std::max(1, seqlen_q / 2);
+    std::vector<float> slopes_host{1e20f, 0.5f};
+    Buffer slopes(slopes_host.size() * 4, be);
+    slopes.upload(slopes_host);
+    auto alibi_ref = [slopes_host](double s, int, int h, int q, int kv) {
+      return s - double(slopes_host[size_t(h)]) * std::abs(q - kv);
+    };
+    FlexOptions o;
+    o.score_mod = attention::alibi(capture(slopes, DType::f32));
+    run("alibi, slopes 1e20 and 0.5", o, {alibi_ref, {}});
+    o.score_mod = attention::compose(attention::alibi(capture(slopes, DType::f32)), attention::softcap(1e25f));
+    auto capped = [alibi_ref](double s, int b, int h, int q, int kv) {
+      return 1e25 * std::tanh(alibi_ref(s, b, h, q, kv) / 1e25);
+    };
+    run("alibi then softcap 1e25", o, {capped, {}});
+    c.shape.seqlen_k = keys;
+  }
+  // No mod, a huge softmax scale: the softmax is one-hot on each row's largest q·k (its ties alike), which
+  // exact q·k keep the same in f32 and float64.
+  c.exact_qk = true;
+  for (float scale : {1e10f, 1e30f, 1e36f}) {
+    c.softmax_scale = scale;
+    run(fmt::format("softmax_scale {:g}", scale), {}, {});
+  }
+}
+
+/// A row whose max crosses between the online softmax's frames from one key block to a later one
+/// (kernels/online_softmax.h: the exact frame starts at |m·log2e| = 2^28 for f16, 2^30 for bf16, after a
+/// user score_mod): the first four key blocks' keys all at m_old, one key of the fifth at m_new, the rest −inf,
+/// with m_old and m_new neighbouring f32 values on either side of the switch (both signs: ordinary to exact
+/// and back). The earlier blocks' exact weight is e^-(m_new − m_old) each (e^-16 for f16); the kernel must drop
+/// them, where rescaling their p in the new frame would keep up to 2^-9.9 of each for f16 (the old reference's
+/// rounding error, 6.07 log2 units there, against the gap of 16).
+inline void check_flex_frame_switch(Backend be, DType dt, int block_m, int block_n) {
+  const float log2e = 1.4426950408889634f;
+  const float bound = dt == DType::f16 ? 0x1p28f : 0x1p30f;
+  const float t = bound / log2e;  // the smallest |m| in the exact frame, as the kernel computes it
+  const float below = std::nextafter(t, 0.f);
+  FlexCase c;
+  c.shape = {.batch = 1, .heads_q = 2, .seqlen_q = 40, .seqlen_k = 5 * block_n, .head_dim_qk = 16};
+  c.dtype = dt;
+  c.block_m = block_m;
+  c.block_n = block_n;
+  const int old_keys = 4 * block_n, new_key = 4 * block_n + 6;
+  Captured m_old = capture(0.f), m_new = capture(0.f);
+  FlexOptions o;
+  o.score_mod = attention::ScoreMod([=](Tile s, Tile, Tile, Tile, Tile kv) {
+    return where(kv < old_keys, m_old(), where(kv == new_key, m_new(), where(kv >= 0, -INFINITY, s)));
+  });
+  for (auto [from, to] : {std::pair{below, t}, std::pair{-t, -below}}) {
+    m_old.set(double(from));
+    m_new.set(double(to));
+    RefMods ref{[=](double, int, int, int, int kv) {
+                  return kv < old_keys ? double(from) : kv == new_key ? double(to) : -INFINITY;
+                },
+                {}};
+    INFO("keys before " << old_keys << " at " << from << ", key " << new_key << " at " << to << ", "
+                        << dtype_name(dt) << ", blocks " << block_m << "x" << block_n);
+    require_matches(run_flex_case(be, c, o, ref), dt);
+  }
 }
 
 /// Every built-in variant and composition on one shape.

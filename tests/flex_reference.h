@@ -35,6 +35,7 @@ struct FlexCase {
   int block_m = 16, block_n = 16;
   float softmax_scale = 0.f;
   attention::BlockMaskMode block_mask_mode = attention::BlockMaskMode::Auto;
+  bool exact_qk = false;  // q and k from quarter_values (kernel_test_util.h)
 };
 
 struct FlexResult {
@@ -79,7 +80,8 @@ inline FlexResult run_flex_case(Backend be, const FlexCase &c, attention::FlexOp
   size_t rows_k = varlen ? size_t(s.total_k) : size_t(B) * s.seqlen_k;
   size_t nq = rows_q * Hq * Dq, nk = rows_k * Hkv * Dq, nv = rows_k * Hkv * Dv, no = rows_q * Hq * Dv;
   size_t nl = rows_q * Hq;
-  auto q = random_values(nq, c.dtype), k = random_values(nk, c.dtype), v = random_values(nv, c.dtype);
+  auto q = c.exact_qk ? quarter_values(nq) : random_values(nq, c.dtype);
+  auto k = c.exact_qk ? quarter_values(nk) : random_values(nk, c.dtype), v = random_values(nv, c.dtype);
   auto bq = upload_as(q, c.dtype, be), bk = upload_as(k, c.dtype, be), bv = upload_as(v, c.dtype, be);
   Buffer out(std::max<size_t>(no, 1) * 2, be), lse(std::max<size_t>(nl, 1) * 4, be);
   out.fill_bytes(0xff);

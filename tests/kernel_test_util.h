@@ -38,6 +38,16 @@ inline std::vector<float> random_values(size_t n, DType dt, float lo = -1.f, flo
   return v;
 }
 
+/// n random multiples of 1/4 in [−1, 1]: exact in bf16 and f16, and so are their dot products in f32 (up to
+/// 2^20 terms), whatever the order of summation. For checks whose result would flip on a rounding of q·k: with
+/// a huge softmax scale the softmax is one-hot on a row's largest q·k (all its ties alike).
+inline std::vector<float> quarter_values(size_t n) {
+  std::uniform_int_distribution<int> d(-4, 4);
+  std::vector<float> v(n);
+  for (auto &x : v) x = float(d(rng())) * 0.25f;
+  return v;
+}
+
 /// Uploads float values as dt (f32, f16 or bf16) into a new buffer on `where`.
 inline Buffer upload_as(const std::vector<float> &v, DType dt, Backend where) {
   Buffer b(v.size() * dtype_bytes(dt), where);

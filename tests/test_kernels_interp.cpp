@@ -27,3 +27,16 @@ TEST_CASE("attention forward on the interpreter", "[kernels][interp][attention]"
   check_attention(Backend::Interpreter, {2, 1, 100, 100, 32}, true, DType::f16, 32, 32);
   check_attention(Backend::Interpreter, {1, 1, 77, 45, 128}, false, DType::bf16);
 }
+
+TEST_CASE("attention forward on the interpreter with a huge softmax scale", "[kernels][interp][attention]") {
+  // The softmax is one-hot on each row's largest q·k (exact: quarter_values), its ties alike.
+  for (float scale : {1e6f, 1e10f, 1e30f}) {
+    INFO("softmax_scale " << scale);
+    check_attention(Backend::Interpreter, {1, 2, 64, 80, 32}, false, DType::bf16, 32, 32, 1 << 30, scale, true);
+    check_attention(Backend::Interpreter, {1, 1, 64, 64, 32}, true, DType::f16, 32, 16, 1 << 30, scale, true);
+  }
+  attention::Options opt;
+  opt.softmax_scale = 3e38f;
+  REQUIRE_THROWS_WITH(attention::check_shape({1, 1, 16, 16, 16}, opt),
+                      Catch::Contains("softmax_scale 3e+38 is too large") && Catch::Contains("2.35"));
+}

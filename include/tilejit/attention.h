@@ -20,7 +20,8 @@ struct Shape {
 
 struct Options {
   bool causal = false;           // query i sees keys j ≤ i (top-left aligned; needs seqlen_q == seqlen_k)
-  float softmax_scale = 0.f;     // 0: 1/sqrt(head_dim); otherwise must be positive (the row max is taken on raw scores)
+  float softmax_scale = 0.f;     // 0: 1/sqrt(head_dim); otherwise positive (the row max is taken on raw
+                                 // scores) and at most FLT_MAX/log2(e) ≈ 2.36e38 (scale·log2(e) is an f32)
   DType dtype = DType::bf16;     // bf16 or f16 (q, k, v, out)
   int block_m = 64;              // BLOCK_M: query rows per program (power of two, ≥ 16)
   int block_n = 64;              // BLOCK_N: keys per inner-loop step (power of two, ≥ 16)
@@ -48,7 +49,9 @@ struct Strides {
 Strides contiguous_strides(int heads, int seqlen, int head_dim);
 
 /// out = softmax(q·kᵀ·scale (+ causal mask)) · v, and lse = logsumexp of each query row's scaled scores
-/// (natural log). Buffers must live on the backend that runs (GPU or interpreter host memory).
+/// (natural log). Buffers must live on the backend that runs (GPU or interpreter host memory). Any scale gives
+/// the softmax of the scores as they are, however large (a huge scale makes it one-hot on each row's largest
+/// q·k, shared equally among ties), as long as the scaled scores stay below FLT_MAX/log2(e) in magnitude.
 /// Throws TraceError on unsupported shapes (head_dim must be a power of two ≥ 16; causal needs
 /// seqlen_q == seqlen_k; sizes must be > 0), DriverError on driver failures.
 void forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const Shape &shape,
@@ -77,8 +80,8 @@ std::string forward_ptx(const Shape &shape, const Options &opt);
 double forward_flops(const Shape &shape, bool causal);
 
 /// Checks a shape and options without touching memory; throws TraceError with the reason (the same checks
-/// forward() makes first). softmax_scale: 0 selects 1/sqrt(head_dim); any other finite positive value is used
-/// as is; negative or non-finite ones throw.
+/// forward() makes first). softmax_scale: 0 selects 1/sqrt(head_dim); any other positive value up to
+/// FLT_MAX/log2(e) is used as is; negative, non-finite or larger ones throw.
 void check_shape(const Shape &shape, const Options &opt);
 
 }  // namespace tilejit::attention

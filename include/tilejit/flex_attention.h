@@ -32,9 +32,14 @@
 // head), and one that reads no memory keeps its block mask between calls (see BlockMaskMode).
 //
 // Edge semantics: a query row that sees no key gets output 0 and lse −inf (never NaN); batch 0, heads 0 and
-// zero-length sequences are no-ops; out-of-range rows/cols are never read. Offsets are 64-bit when some
+// zero-length sequences are no-ops; out-of-range rows/cols are never read. A score_mod may return any finite
+// f32 score, however large ("soft masks" such as −1e10, −1e30 or −FLT_MAX, and positive ones), or −inf
+// (masked): each row gets the softmax of its scores as they are; a row whose every score is the same huge
+// value averages its keys' v (kernels/online_softmax.h). Without a score_mod (or with the built-in ones) the
+// scaled scores must stay below FLT_MAX/log2(e) ≈ 2.36e38 in magnitude. Offsets are 64-bit when some
 // tensor spans more than 2^31 elements. Errors (TraceError): heads_q not a multiple of heads_kv, head dims
-// outside [16, 256], dtype other than bf16/f16, non-contiguous last dimension, null pointers.
+// outside [16, 256], dtype other than bf16/f16, non-contiguous last dimension, null pointers, a softmax_scale
+// that is negative, not finite or above FLT_MAX/log2(e).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -195,8 +200,8 @@ enum class BlockMaskMode {
 struct FlexOptions {
   ScoreMod score_mod;
   Mask mask;
-  /// 0: 1/sqrt(head_dim_qk); otherwise finite and positive, and ≥ 2^-50 with the built-in alibi() (else
-  /// TraceError).
+  /// 0: 1/sqrt(head_dim_qk); otherwise positive and at most FLT_MAX/log2(e) ≈ 2.36e38, and ≥ 2^-50 with the
+  /// built-in alibi() (else TraceError).
   float softmax_scale = 0.f;
   DType dtype = DType::bf16;  // bf16 or f16 (q, k, v, out)
   /// Element strides; all-zero (default) means contiguous for the layout described in FlexShape. With

@@ -52,6 +52,10 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
   if (!std::isfinite(opt.softmax_scale) || opt.softmax_scale < 0)
     throw fail(fmt::format("softmax_scale {} must be finite and positive (0 selects 1/sqrt(head_dim))",
                            opt.softmax_scale));
+  // The kernel takes scores to log2 units with the factor scale·log2(e) (f32), which must be finite.
+  if (!std::isfinite(opt.softmax_scale * 1.4426950408889634f))
+    throw fail(fmt::format("softmax_scale {:g} is too large: scale·log2(e) overflows f32 (at most {:g})",
+                           opt.softmax_scale, std::numeric_limits<float>::max() / 1.4426950408889634));
   // The built-in ALiBi adds slope/scale·|q − kv| to the raw scores: below 2^-50 that product can overflow where
   // the bias in natural units, slope·|q − kv|, is moderate (keys would silently drop out). With scale ≥ 2^-50
   // an overflow needs |slope| > 2^40, where exp of the bias is 0 anyway.

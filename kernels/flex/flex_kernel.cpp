@@ -5,14 +5,16 @@
 // sequence's token range comes from cu_seqlens, and rows/keys are positions inside it. The key blocks a
 // program visits are, in order of preference: the block mask's list for this (b, h, query block) (the mask
 // is applied only on blocks flagged partial); the band's closed-form range (the band test only on blocks
-// crossing the band's edge); every key block. The online softmax works in log2 units, exp2(s·c − m) with one
-// fma per score (c = scale·log2e on raw scores without a score_mod, log2e after one; the built-in ALiBi and
-// soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end with l = 0 → output 0
-// and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32 otherwise.
+// crossing the band's edge); every key block. The online softmax (kernels/online_softmax.h) works in log2
+// units, exp2(s·c − R) with one fma per score (c = scale·log2e on raw scores without a score_mod, log2e after
+// one; the built-in ALiBi and soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end
+// with l = 0 → output 0 and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32
+// otherwise.
 #include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -20,6 +22,7 @@
 #include "ir/ir.h"
 #include "kernels/flex/flex_internal.h"
 #include "kernels/flex/kernel_lru.h"
+#include "kernels/online_softmax.h"
 #include "tilejit/error.h"
 #include "tilejit/ops.h"
 
@@ -95,7 +98,6 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   Tile v_base = P(kV) + (b * stride(kVb) + kv_h * stride(kVh) + k_start_w * stride(kVs));
   Tile sks = stride(kKs), svs = stride(kVs);
 
-  Tile m_i = full({BM}, neg_inf, DType::f32);
   Tile l_i = zeros({BM}, DType::f32);
   Tile acc = zeros({BM, PV}, DType::f32);
 
@@ -147,6 +149,18 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     bound_ref = minimum(cc, kBoundWindow - cc);
   }
 
+  // c: the factor from the scores s that mods returns to log2 units, taken inside the softmax's one fma per
+  // score; `natural`: to natural units (the logsumexp's). Without a score_mod s is the raw q·k and c folds in the
+  // softmax scale; the built-in mods keep s a positive multiple of the true score with the factor in c (see
+  // mods); a user score_mod's output is the score itself. c > 0 (the scale is positive), so the row max of s is
+  // that of s·c.
+  Tile natural = P(kScale);
+  if (cap.valid()) natural = cap;
+  else if (!form && score_mod) natural = Tile(1.f);
+  const Tile c = natural * kLog2e;
+  std::optional<OnlineSoftmax> online;
+  if (!softcap_bound) online.emplace(BM, c, natural, dt);
+
   enum class Masking { Never, Always, When };
   enum class Cols { Always, Never, WithMask };
   // The key block at start_n: its positions, whether each is inside the sequence, and the offsets of its rows.
@@ -170,17 +184,13 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     if (v_cols.valid()) v_mask = v_mask & v_cols;
     return load(v_base + (ks.cols_w * svs)(_, None) + dv(None, _), v_mask, 0.f);
   };
-  // The mods and the mask applied to the raw q·k `s` of a block; returns the scores and c, their factor to
-  // log2 units.
+  // The mods and the mask applied to the raw q·k `s` of a block; returns the scores (in units of c).
   // Whether a key block crosses ALiBi's diagonal: tested inside mods, or known (the arms of block's if/else).
   enum class Crossing { Test, Yes, No };
   auto mods = [&](Tile s, const Keys &ks, Masking masking, const Tile &need_mask, Cols cols_check,
                   Crossing crossing) {
     const Tile &start_n = ks.start;
     Tile kv_idx = minimum(ks.cols, maximum(seqlen_k - 1, 0))(None, _);
-    // s stays in score units; c (> 0: the scale is positive) converts them to log2 units inside the softmax's
-    // one fma per score. Without a score_mod s is the raw q·k and the softmax scale is folded into c.
-    Tile c = P(kScale) * kLog2e;
     if (form) {
       // The built-in mods in fewer operations per score, s staying a positive multiple of the true score so
       // that the softmax's max and fma take the factor in c. scale > 0 (validated), so max(s)·c = max(s·c).
@@ -200,7 +210,6 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
         // tanh(s·scale/|cap|) with |cap| in c (cap·tanh(x/cap) is even in cap).
         // scale/cap clamped: a tiny cap would make it inf and a score of 0 NaN (the lambda's tanh(0/cap) is 0).
         s = tanh(s * minimum(P(kScale) / cap, kFltMax));
-        c = cap * kLog2e;
       }
     } else if (score_mod) {
       Tile out = score_mod(s * P(kScale), b, h, q_idx, kv_idx);
@@ -212,7 +221,6 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
             out.valid() ? fmt::format("{}[{}]", dtype_name(out.dtype()), ir::shape_str(out.shape())) : "nothing",
             ir::shape_str(s.shape())));
       s = out.to(DType::f32);
-      c = Tile(kLog2e);
     }
     if (cols_check == Cols::Always) s = where(ks.col_ok(None, _), s, neg_inf);
     auto apply = [&] {
@@ -222,24 +230,19 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     };
     if (masking == Masking::Always) apply();
     if (masking == Masking::When) if_(need_mask, apply);
-    return std::make_pair(s, c);
+    return s;
   };
-  // The online softmax's step over one block's scores: updates m_i, returns p and alpha, the factor that
-  // rescales acc and l_i (block updates l_i after p·v's issue). With the soft-cap bound, whose reference never
-  // moves, there is no alpha and l_i is updated here.
-  auto softmax = [&](const Tile &s, const Tile &c) {
+  // The online softmax's step over one block's scores: returns p and alpha, the factor that rescales acc and l_i
+  // (block updates l_i after p·v's issue). With the soft-cap bound, whose reference never moves, there is no
+  // alpha and l_i is updated here.
+  auto softmax = [&](const Tile &s) {
     if (softcap_bound) {
       Tile p = exp2(fma(s, c, -bound_ref));
       l_i = l_i + sum(p, 1);
       return std::make_pair(p, Tile());
     }
-    Tile m_new = maximum(m_i, max(s, 1) * c);  // max(s)·c = max(s·c) as c > 0
-    // A row with no visible key so far keeps m = −inf: subtract 0 instead so exp2 gives 0, not NaN.
-    Tile m_sub = where(m_new == neg_inf, 0.f, m_new);
-    Tile p = exp2(fma(s, c, -m_sub(_, None)));
-    Tile alpha = exp2(m_i - m_sub);
-    m_i = m_new;
-    return std::make_pair(p, alpha);  // the caller updates l_i (after p·v is issued: see block)
+    OnlineSoftmax::Step st = online->step(s);
+    return std::make_pair(st.p, st.alpha);  // the caller updates l_i (after p·v is issued: see block)
   };
   // One key block, FlashAttention-2's order: q·k, its softmax, then p·v into the rescaled acc. The mask is
   // applied never, always, or when the i1 scalar `need_mask` is true. Keys past the sequence's end are masked
@@ -254,16 +257,14 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
       // work across it and cost ~1% more at seqlen 1024 on the H200.
       Tile s = qk(ks);
       p = s;  // placeholders with the arms' types, reassigned in both
-      alpha = m_i;
+      alpha = l_i;
       auto arm = [&](Crossing crossing) {
-        auto [s_mod, c] = mods(s, ks, masking, need_mask, cols_check, crossing);
-        std::tie(p, alpha) = softmax(s_mod, c);
+        std::tie(p, alpha) = softmax(mods(s, ks, masking, need_mask, cols_check, crossing));
       };
       Side side = diagonal_side(start_n);
       if_(!(side.below | side.above), [&] { arm(Crossing::Yes); }, [&] { arm(Crossing::No); });
     } else {
-      auto [s, c] = mods(qk(ks), ks, masking, need_mask, cols_check, Crossing::Test);
-      std::tie(p, alpha) = softmax(s, c);
+      std::tie(p, alpha) = softmax(mods(qk(ks), ks, masking, need_mask, cols_check, Crossing::Test));
     }
     Tile v = load_v(ks);
     acc = dot(p.to(dt), v, alpha.valid() ? acc * alpha(_, None) : acc);
@@ -318,7 +319,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   if (v_cols.valid()) o_mask = o_mask & v_cols;
   Tile o_rows = (q_start_w + rows) * stride(kOs);
   store(P(kO) + (b * stride(kOb) + h * stride(kOh)) + o_rows(_, None) + dv(None, _), out.to(dt), o_mask);
-  Tile lse = where(l_i == 0.f, neg_inf, ((softcap_bound ? bound_ref : m_i) + log2(l_safe)) * kLn2);
+  Tile lse = softcap_bound ? where(l_i == 0.f, neg_inf, (bound_ref + log2(l_safe)) * kLn2) : online->lse(l_i);
   store(P(kLse) + (b * stride(kLb) + h * stride(kLh) + q_start_w) + rows, lse, row_ok);
 }
 

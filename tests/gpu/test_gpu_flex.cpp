@@ -24,6 +24,15 @@ TEST_CASE("flex on the GPU: the built-in soft-cap's fixed reference at its edges
   check_softcap_bound_edges(Backend::GPU, 128, 32);
 }
 
+TEST_CASE("flex on the GPU: score_mods returning huge finite scores match the float64 softmax", "[gpu][flex]") {
+  check_flex_extreme_scores(Backend::GPU, DType::bf16, 64, 64, 130, 300);
+  check_flex_extreme_scores(Backend::GPU, DType::f16, 128, 64, 130, 300);
+  check_flex_extreme_scores(Backend::GPU, DType::bf16, 128, 32, 77, 513);
+  check_flex_frame_switch(Backend::GPU, DType::f16, 64, 64);
+  check_flex_frame_switch(Backend::GPU, DType::f16, 128, 32);
+  check_flex_frame_switch(Backend::GPU, DType::bf16, 128, 64);
+}
+
 TEST_CASE("flex on the GPU: GQA, varlen, head dims", "[gpu][flex]") {
   check_flex_gqa(Backend::GPU, 8, 2, 777, DType::bf16, 64, 64);
   check_flex_gqa(Backend::GPU, 6, 1, 130, DType::f16, 128, 32);

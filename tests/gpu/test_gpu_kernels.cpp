@@ -37,6 +37,14 @@ TEST_CASE("attention forward on the GPU", "[gpu][attention]") {
   check_attention(Backend::GPU, {1, 2, 512, 512, 32}, true, DType::bf16, 64, 32);
 }
 
+TEST_CASE("attention forward on the GPU with a huge softmax scale", "[gpu][attention]") {
+  for (float scale : {1e6f, 1e10f, 1e30f}) {
+    INFO("softmax_scale " << scale);
+    check_attention(Backend::GPU, {2, 3, 256, 300, 64}, false, DType::bf16, 64, 64, 1 << 30, scale, true);
+    check_attention(Backend::GPU, {1, 2, 500, 500, 128}, true, DType::f16, 128, 64, 1 << 30, scale, true);
+  }
+}
+
 TEST_CASE("GPU attention matches the interpreter", "[gpu][attention]") {
   attention::Shape s{1, 2, 130, 130, 64};
   size_t nq = size_t(s.batch) * s.heads * s.seqlen_q * s.head_dim, nl = size_t(s.heads) * s.seqlen_q;
