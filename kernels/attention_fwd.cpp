@@ -55,7 +55,8 @@ auto &attention_kernel() {
 
         // The scale is folded into the softmax's one fma per score (as FlashAttention-2 does); the row max is
         // taken on raw scores: max(s)·scale = max(s·scale) because scale > 0 (check_shape).
-        OnlineSoftmax softmax(BLOCK_M, qk_scale_log2, qk_scale_log2 * kLn2, T::dtype);
+        OnlineSoftmax softmax(BLOCK_M, qk_scale_log2, qk_scale_log2 * kLn2, T::dtype,
+                              OnlineSoftmax::Range::Bounded);
         auto l_i = zeros({BLOCK_M}, DType::f32);
         auto acc = zeros({BLOCK_M, HEAD_DIM}, DType::f32);
 

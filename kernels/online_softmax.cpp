@@ -27,18 +27,29 @@ Tile pow2_floor(const Tile &x) {
 
 }  // namespace
 
-OnlineSoftmax::OnlineSoftmax(int rows, const Tile &c, const Tile &natural, DType dt) : c_(c), natural_(natural) {
+OnlineSoftmax::OnlineSoftmax(int rows, const Tile &c, const Tile &natural, DType dt, Range range)
+    : c_(c), natural_(natural), exact_frames_(range == Range::AnyFinite) {
+  m_ = full({rows}, kNegInf, DType::f32);
+  if (!exact_frames_) return;
   const float bound = ordinary_bound(dt);
   // |m| < bound / c ⇔ |m·c| < bound (up to the quotient's rounding, which only moves the switch by an ulp).
   // For c below bound / FLT_MAX the quotient is +inf: every finite m is ordinary, as |m·c| < bound there.
   exact_ = pow2_floor(c);
   threshold_ = bound / c;
-  m_ = full({rows}, kNegInf, DType::f32);
 }
 
 Tile OnlineSoftmax::ordinary(const Tile &m) const { return abs(m) < threshold_; }
 
 OnlineSoftmax::Step OnlineSoftmax::step(const Tile &s) {
+  if (!exact_frames_) {
+    // The ordinary frame only, the running max kept in log2 units: R = m·c, max(s)·c = max(s·c) as c > 0.
+    Tile m_new = maximum(m_, max(s, 1) * c_);
+    Tile m_sub = where(m_new == kNegInf, 0.f, m_new);  // a row with no key so far: exp2 gives 0, not NaN
+    Tile p = exp2(fma(s, c_, -m_sub(_, None)));
+    Tile alpha = exp2(m_ - m_sub);
+    m_ = m_new;
+    return {p, alpha};
+  }
   Tile m_new = maximum(m_, max(s, 1));
   Tile ord = ordinary(m_new);
   Tile c_row = where(ord, c_, exact_);
@@ -59,6 +70,7 @@ OnlineSoftmax::Step OnlineSoftmax::step(const Tile &s) {
 
 Tile OnlineSoftmax::lse(const Tile &l) const {
   Tile l_safe = where(l == 0.f, 1.f, l);
+  if (!exact_frames_) return where(l == 0.f, kNegInf, (m_ + log2(l_safe)) * kLn2);
   // The ordinary frame: R + log2 l in log2 units (R's rounding cancels against l's). The exact frame: m·c may
   // overflow where the natural m·(c·ln2) does not, and l counts the ties of the max.
   Tile log2_l = log2(l_safe);

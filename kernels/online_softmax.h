@@ -31,7 +31,13 @@ class OnlineSoftmax {
   /// log2 units; natural: the factor to natural units (c·ln2), for the logsumexp. dt: the dtype P·V takes
   /// p in (f16 or bf16), which sets the ordinary frame's range. Call before the key loop: the running max is a
   /// loop-carried handle.
-  OnlineSoftmax(int rows, const Tile &c, const Tile &natural, DType dt);
+  /// range: the scores' magnitude. Bounded (no score_mod: q·k of f16/bf16 inputs times the scale; the
+  /// built-in mods, whose forms keep the score within a known factor of that) keeps the ordinary frame only
+  /// and the max in log2 units: the loop of FlashAttention-2 with nothing added, exact while |max·c| stays below
+  /// 2^28 (f16) or 2^30 (bf16) log2 units. AnyFinite (a user's score_mod, which may return soft masks such as
+  /// −1e30 or −FLT_MAX) adds the exact frame above: a few operations per row and key block.
+  enum class Range { Bounded, AnyFinite };
+  OnlineSoftmax(int rows, const Tile &c, const Tile &natural, DType dt, Range range);
 
   struct Step {
     Tile p;      // [rows, N] f32: exp2 of the block's scores against this step's reference
@@ -46,7 +52,8 @@ class OnlineSoftmax {
   Tile ordinary(const Tile &m) const;  // i1 [rows]: m's frame is the ordinary one (factor c)
 
   Tile c_, natural_, exact_, threshold_;
-  Tile m_;  // the running row max (score units), loop-carried
+  bool exact_frames_;
+  Tile m_;  // the running row max (score units; log2 units with Range::Bounded), loop-carried
 };
 
 }  // namespace tilejit::attention

@@ -21,7 +21,9 @@ struct Shape {
 struct Options {
   bool causal = false;           // query i sees keys j ≤ i (top-left aligned; needs seqlen_q == seqlen_k)
   float softmax_scale = 0.f;     // 0: 1/sqrt(head_dim); otherwise positive (the row max is taken on raw
-                                 // scores) and at most FLT_MAX/log2(e) ≈ 2.36e38 (scale·log2(e) is an f32)
+                                 // scores) and at most FLT_MAX/log2(e) ≈ 2.36e38 (scale·log2(e) is an f32);
+                                 // each row's largest q·k·scale must stay below 2^30/log2(e) ≈ 7.4e8 in
+                                 // magnitude (bf16; 1.9e8 for f16), as in FlashAttention-2's softmax
   DType dtype = DType::bf16;     // bf16 or f16 (q, k, v, out)
   int block_m = 64;              // BLOCK_M: query rows per program (power of two, ≥ 16)
   int block_n = 64;              // BLOCK_N: keys per inner-loop step (power of two, ≥ 16)

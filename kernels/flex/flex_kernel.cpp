@@ -159,7 +159,10 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   else if (!form && score_mod) natural = Tile(1.f);
   const Tile c = natural * kLog2e;
   std::optional<OnlineSoftmax> online;
-  if (!softcap_bound) online.emplace(BM, c, natural, dt);
+  // A user's score_mod may return any finite value (soft masks of −1e30); q·k and the built-in forms are bounded.
+  if (!softcap_bound)
+    online.emplace(BM, c, natural, dt,
+                   !form && score_mod ? OnlineSoftmax::Range::AnyFinite : OnlineSoftmax::Range::Bounded);
 
   enum class Masking { Never, Always, When };
   enum class Cols { Always, Never, WithMask };
