@@ -83,10 +83,10 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   if (opt.arch.empty()) opt.arch = runtime::device_arch();
   Plan p = plan(s, opt);
   std::string key = shape_key(s, opt, p);
+  std::string fast_key = key + " " + opt.arch + (autotune::full_search({}) ? " full" : "");
   {
     std::lock_guard lock(g_mutex);
-    if (auto it = g_fast.find(key + " " + opt.arch); it != g_fast.end())
-      return kernels::with_tuned_config(opt, it->second);
+    if (auto it = g_fast.find(fast_key); it != g_fast.end()) return kernels::with_tuned_config(opt, it->second);
   }
   std::vector<int> bms{64, 128}, bns{32, 64, 128};
   if (opt.block_mask) bms = {opt.block_mask->block_m}, bns = {opt.block_mask->block_n};
@@ -103,7 +103,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
     FlexOptions o = kernels::with_tuned_config(opt, c);
     const ir::Function &fn = kernel->function(placeholder_kernel_args(plan(s, o), s, o));
     const runtime::LoadedKernel &lk = runtime::get_kernel(fn, launch_config(o));
-    return autotune::Compiled{lk.num_regs, lk.shared_bytes, lk.num_threads};
+    return autotune::compiled_of(lk);
   };
   // Each candidate's block mask (a mask function without a given block mask), built when timing starts.
   std::map<std::pair<int, int>, BlockMask> masks;
@@ -126,7 +126,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   autotune::Result r = autotune::tune(t, {});
   {
     std::lock_guard lock(g_mutex);
-    g_fast[key + " " + opt.arch] = r.best;
+    g_fast[fast_key] = r.best;
   }
   return kernels::with_tuned_config(opt, r.best);
 }
