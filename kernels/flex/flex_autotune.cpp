@@ -1,10 +1,13 @@
 // Autotuning of the flex kernel's configuration (FlexOptions::autotune).
 //
 // Candidates: BLOCK_M ∈ {64,128} × BLOCK_N ∈ {32,64,128} × num_warps ∈ {4,8} × num_stages ∈ {2,3} (BLOCK_M/N
-// fixed to a given block mask's). Which config wins depends strongly on the mods: a narrow sliding window
-// visits few key blocks per program and prefers small tiles, full attention large ones — so the key holds the
-// traced IR of the mods (two lambdas that trace alike share a tuning) and the band's sides. When the mask
-// has a function, each candidate's block mask is built once before timing (its block sizes differ).
+// fixed to a given block mask's), and the register-capped ones of kernels/launch_options.h; the tuner compiles
+// only those that fit their register cap and, where measured, won the call's class of mask and head dims
+// (kernels/autotune_prior.h: a narrow band, or everything else). Which config wins depends strongly on the
+// mods: a narrow sliding window visits few key blocks per program and prefers small tiles, full attention large
+// ones — so the key holds the traced IR of the mods (two lambdas that trace alike share a tuning) and the band's
+// sides. When the mask has a function, each candidate's block mask is built once before timing (its block sizes
+// differ).
 #include <functional>
 #include <map>
 #include <mutex>
@@ -12,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/autotune_prior.h"
 #include "kernels/flex/flex_internal.h"
 #include "kernels/launch_options.h"
 #include "runtime/autotune_device.h"
@@ -71,6 +75,16 @@ std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p)
                      opt.block_mask ? fmt::format("{}x{}", opt.block_mask->block_m, opt.block_mask->block_n) : "-");
 }
 
+// Which prior applies: a band bounded on both sides with at most kNarrowKeys keys visits few key blocks per
+// program; no band, or one open on a side, visits many.
+constexpr int64_t kNarrowKeys = 512;
+kernels::FlexBandClass band_class(const FlexOptions &opt) {
+  if (!opt.mask.band) return kernels::FlexBandClass::Dense;
+  BandArgs b = band_args(opt.mask.band);
+  if (b.left >= kUnbounded || b.right >= kUnbounded) return kernels::FlexBandClass::Dense;
+  return b.left + b.right + 1 <= kNarrowKeys ? kernels::FlexBandClass::Narrow : kernels::FlexBandClass::Other;
+}
+
 std::mutex g_mutex;
 std::unordered_map<std::string, autotune::Config> g_fast;  // key + arch → winner, applied in this process
 
@@ -105,6 +119,9 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
     const runtime::LoadedKernel &lk = runtime::get_kernel(fn, launch_config(o));
     return autotune::compiled_of(lk);
   };
+  int dim_qk = next_pow2_at_least_16(s.head_dim_qk), dim_v = next_pow2_at_least_16(p.dim_v);
+  t.estimate = [=](const autotune::Config &c) { return kernels::attention_estimate(c, dim_qk, dim_v); };
+  t.prior = kernels::flex_prior(opt.arch, dim_qk, dim_v, band_class(opt));
   // Each candidate's block mask (a mask function without a given block mask), built when timing starts.
   std::map<std::pair<int, int>, BlockMask> masks;
   bool own_masks = !opt.block_mask && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;

@@ -1,0 +1,142 @@
+// Estimates and priors of the built-in kernels' autotuners, kernels/autotune_prior.h.
+#include "kernels/autotune_prior.h"
+
+#include <charconv>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "tilejit/error.h"
+
+namespace tilejit::kernels {
+namespace {
+
+int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
+
+std::vector<autotune::Config> parse_all(std::initializer_list<const char *> texts) {
+  std::vector<autotune::Config> out;
+  for (const char *t : texts) out.push_back(parse_config(t));
+  return out;
+}
+
+// The winners measured on the H200 (sm_90a), bf16, by the autotuner's full searches. Only sm_90a has
+// measurements; f16 runs the same tensor-core code as bf16 and shares them. A num_stages=3 twin of a 128x128
+// d128 winner is left out: its two 32 KiB operand tiles per stage fit the pipeline's 160 KiB only twice
+// (codegen/pipeline.cpp), so it compiles to the num_stages=2 kernel.
+constexpr const char *kArch = "sm_90a";
+
+}  // namespace
+
+autotune::Config parse_config(const std::string &text) {
+  autotune::Config c;
+  bool warps = false, stages = false;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    size_t sp = rest.find(' ');
+    std::string_view word = rest.substr(0, sp);
+    rest.remove_prefix(sp == std::string_view::npos ? rest.size() : sp + 1);
+    size_t eq = word.find('=');
+    int v = 0;
+    auto [p, ec] = eq == std::string_view::npos
+                       ? std::from_chars_result{word.data(), std::errc::invalid_argument}
+                       : std::from_chars(word.data() + eq + 1, word.data() + word.size(), v);
+    if (eq == 0 || ec != std::errc() || p != word.data() + word.size())
+      throw Error(fmt::format("autotune config '{}': '{}' is not NAME=integer", text, word));
+    std::string name(word.substr(0, eq));
+    if (name == "num_warps") c.num_warps = v, warps = true;
+    else if (name == "num_stages") c.num_stages = v, stages = true;
+    else c.constants.emplace_back(name, v);
+  }
+  if (!warps || !stages) throw Error(fmt::format("autotune config '{}': needs num_warps and num_stages", text));
+  return c;
+}
+
+autotune::Estimate attention_estimate(const autotune::Config &c, int dim_qk, int dim_v) {
+  int bm = c.get("BLOCK_M"), bn = c.get("BLOCK_N"), threads = 32 * c.num_warps;
+  autotune::Estimate e;
+  e.registers = ceil_div(int64_t(bm) * dim_v + int64_t(bm) * bn, threads) + kReservedRegisters;
+  e.shared_bytes = bn * (dim_qk + dim_v) * 2;
+  e.min_ctas_per_sm = c.get_or("MIN_CTAS", 0);
+  return e;
+}
+
+autotune::Estimate matmul_estimate(const autotune::Config &c, int elem_bytes) {
+  int bm = c.get("BLOCK_M"), bn = c.get("BLOCK_N"), bk = c.get("BLOCK_K"), threads = 32 * c.num_warps;
+  autotune::Estimate e;
+  e.registers = ceil_div(int64_t(bm) * bn, threads) + kReservedRegisters;
+  e.shared_bytes = (bm * bk + bk * bn) * elem_bytes;
+  e.min_ctas_per_sm = c.get_or("MIN_CTAS", 0);
+  return e;
+}
+
+std::vector<autotune::Config> attention_prior(const std::string &arch, int head_dim) {
+  if (arch != kArch) return {};
+  if (head_dim == 64)
+    return parse_all({
+        // non-causal at seqlens 512-16384, causal at 16384 (bench/results/2026-11-30-issue3-close-h200.md)
+        "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=2",
+        // causal at 4096 and 8192 (issue3-close)
+        "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=3",
+        // causal at 512-2048 (issue3-close, issue3-side-by-side-h200-final)
+        "BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=2",
+        // before the register-capped candidates: non-causal 1024, 2048, 16384 and causal 2048-8192;
+        // non-causal 4096 and 8192; causal 16384; non-causal 512 (issue3-side-by-side-h200-final)
+        "BLOCK_M=64 BLOCK_N=128 num_warps=4 num_stages=2",
+        "BLOCK_M=128 BLOCK_N=128 num_warps=4 num_stages=2",
+        "BLOCK_M=128 BLOCK_N=128 num_warps=4 num_stages=3",
+        "BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2",
+    });
+  if (head_dim == 128)
+    return parse_all({
+        // causal and non-causal at seqlens 512-8192 (issue3-close, min-ctas-h200, issue4-ninth-session)
+        "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",
+        // 16384 (issue3-close); before the register-capped candidates most seqlens (issue3-side-by-side-final)
+        "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",
+        // causal at 512, before the register-capped candidates (issue3-side-by-side-h200-final)
+        "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2",
+    });
+  return {};
+}
+
+std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, int dim_v, FlexBandClass band) {
+  if (arch != kArch || dim_qk != 128 || dim_v != 128) return {};
+  switch (band) {
+    case FlexBandClass::Dense:
+      return parse_all({
+          // no mod, ALiBi, soft-cap, document mask and causal at seqlens 1024-16384
+          // (bench/results/2026-11-30-issue4-final-h200.md, flex-overlap-ab-h200 A, min-ctas-h200)
+          "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",
+          // causal at 4096 and 16384 (issue4-final, min-ctas-h200); most mods before the register-capped
+          // candidates (issue4-flex-autotuned-h200)
+          "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",
+          // the document mask before the register-capped candidates (issue4-flex-autotuned-h200)
+          "BLOCK_M=128 BLOCK_N=64 num_warps=4 num_stages=2",
+      });
+    case FlexBandClass::Narrow:
+      return parse_all({
+          // causal sliding window 256 at seqlens 1024-16384 (issue4-final, flex-overlap-ab-h200 A,
+          // issue4-seventh-session)
+          "BLOCK_M=64 BLOCK_N=32 MIN_CTAS=4 num_warps=4 num_stages=2",
+          // the same without four programs per SM (min-ctas-h200: eight warps at two per SM only;
+          // issue4-flex-autotuned-h200)
+          "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=3",
+          "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2",
+      });
+    case FlexBandClass::Other:
+      return {};
+  }
+  return {};
+}
+
+std::vector<autotune::Config> matmul_prior(const std::string &arch, DType dtype, int64_t M, int64_t N, int64_t K) {
+  if (arch != kArch || (dtype != DType::bf16 && dtype != DType::f16)) return {};
+  if (M < 4096 || N < 4096 || K < 4096) return {};
+  return parse_all({
+      // 4096³ and 8192³ (issue3-close); 8192³ (issue3-side-by-side-h200-final)
+      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=2",
+      // 4096³ (issue3-side-by-side-h200-final)
+      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=3",
+  });
+}
+
+}  // namespace tilejit::kernels
