@@ -68,7 +68,8 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
   t.flops = forward_flops(s, opt.causal);
   t.compile = [&](const autotune::Config &c) { return compile(p, s, L, kernels::with_tuned_config(opt, c)); };
   t.estimate = [&](const autotune::Config &c) { return kernels::attention_estimate(c, s.head_dim, s.head_dim); };
-  t.prior = kernels::attention_prior(opt.arch, s.head_dim);
+  t.prior = kernels::attention_prior(opt.arch, s.head_dim, autotune::pow2_bucket(s.seqlen_k),
+                                     kernels::more_per_sm_candidates());
 
   // Input rotation: copies 1..n-1 of q, k, v (copy 0 is the caller's), made only when tuning really runs.
   size_t qb = span_bytes(L.q, s.seqlen_q, s), kb = span_bytes(L.k, s.seqlen_k, s), vb = span_bytes(L.v, s.seqlen_k, s);

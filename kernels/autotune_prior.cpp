@@ -20,9 +20,11 @@ std::vector<autotune::Config> parse_all(std::initializer_list<const char *> text
 }
 
 // The winners measured on the H200 (sm_90a), bf16, by the autotuner's full searches. Only sm_90a has
-// measurements; f16 runs the same tensor-core code as bf16 and shares them. A num_stages=3 twin of a 128x128
-// d128 winner is left out: its two 32 KiB operand tiles per stage fit the pipeline's 160 KiB only twice
-// (codegen/pipeline.cpp), so it compiles to the num_stages=2 kernel.
+// measurements; f16 runs the same tensor-core code as bf16 and shares them. Winners measured before the
+// register-capped (MIN_CTAS) candidates existed apply when they are off (TILEJIT_AUTOTUNE_MORE_PER_SM=0): with
+// them, those configs lost every shape. A num_stages=3 twin of a 128x128 head-dim-128 winner is left out: two
+// 32 KiB operand tiles per stage fit the pipeline's 160 KiB only twice (codegen/pipeline.cpp), so it compiles
+// to the num_stages=2 kernel.
 constexpr const char *kArch = "sm_90a";
 
 }  // namespace
@@ -69,68 +71,76 @@ autotune::Estimate matmul_estimate(const autotune::Config &c, int elem_bytes) {
   return e;
 }
 
-std::vector<autotune::Config> attention_prior(const std::string &arch, int head_dim) {
-  if (arch != kArch) return {};
-  if (head_dim == 64)
+std::vector<autotune::Config> attention_prior(const std::string &arch, int head_dim, int64_t seqlen_k_bucket,
+                                              bool register_capped) {
+  // Measured at seqlens 512-16384 (12 shapes per head dim: causal or not, batch·heads = 16384·16/seqlen).
+  if (arch != kArch || seqlen_k_bucket < 512) return {};
+  if (head_dim == 64 && register_capped)
     return parse_all({
-        // non-causal at seqlens 512-16384, causal at 16384 (bench/results/2026-11-30-issue3-close-h200.md)
+        // non-causal at every seqlen, causal at 16384 (bench/results/2026-11-30-issue3-close-h200.md)
         "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=2",
         // causal at 4096 and 8192 (issue3-close)
         "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=3",
-        // causal at 512-2048 (issue3-close, issue3-side-by-side-h200-final)
+        // causal at 512-2048 (issue3-close)
         "BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=2",
-        // before the register-capped candidates: non-causal 1024, 2048, 16384 and causal 2048-8192;
-        // non-causal 4096 and 8192; causal 16384; non-causal 512 (issue3-side-by-side-h200-final)
-        "BLOCK_M=64 BLOCK_N=128 num_warps=4 num_stages=2",
-        "BLOCK_M=128 BLOCK_N=128 num_warps=4 num_stages=2",
-        "BLOCK_M=128 BLOCK_N=128 num_warps=4 num_stages=3",
-        "BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2",
     });
-  if (head_dim == 128)
+  if (head_dim == 64)  // bench/results/2026-11-30-issue3-side-by-side-h200-final.md
     return parse_all({
-        // causal and non-causal at seqlens 512-8192 (issue3-close, min-ctas-h200, issue4-ninth-session)
+        "BLOCK_M=64 BLOCK_N=128 num_warps=4 num_stages=2",   // non-causal 1024, 2048, 16384; causal 2048-8192
+        "BLOCK_M=128 BLOCK_N=128 num_warps=4 num_stages=2",  // non-causal 4096, 8192
+        "BLOCK_M=128 BLOCK_N=128 num_warps=4 num_stages=3",  // causal 16384
+        "BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2",   // non-causal 512
+        "BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=2",    // causal 512, 1024
+    });
+  if (head_dim == 128 && register_capped)
+    return parse_all({
+        // causal and non-causal at 512-8192 (issue3-close, min-ctas-h200, issue4-ninth-session)
         "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",
-        // 16384 (issue3-close); before the register-capped candidates most seqlens (issue3-side-by-side-final)
+        // causal and non-causal at 16384 (issue3-close)
         "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",
-        // causal at 512, before the register-capped candidates (issue3-side-by-side-h200-final)
-        "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2",
+    });
+  if (head_dim == 128)  // issue3-side-by-side-h200-final
+    return parse_all({
+        "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",  // every shape but one (with its num_stages=3 twin)
+        "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2",    // causal 512
     });
   return {};
 }
 
-std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, int dim_v, FlexBandClass band) {
-  if (arch != kArch || dim_qk != 128 || dim_v != 128) return {};
-  switch (band) {
-    case FlexBandClass::Dense:
-      return parse_all({
-          // no mod, ALiBi, soft-cap, document mask and causal at seqlens 1024-16384
-          // (bench/results/2026-11-30-issue4-final-h200.md, flex-overlap-ab-h200 A, min-ctas-h200)
-          "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",
-          // causal at 4096 and 16384 (issue4-final, min-ctas-h200); most mods before the register-capped
-          // candidates (issue4-flex-autotuned-h200)
-          "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",
-          // the document mask before the register-capped candidates (issue4-flex-autotuned-h200)
-          "BLOCK_M=128 BLOCK_N=64 num_warps=4 num_stages=2",
-      });
-    case FlexBandClass::Narrow:
-      return parse_all({
-          // causal sliding window 256 at seqlens 1024-16384 (issue4-final, flex-overlap-ab-h200 A,
-          // issue4-seventh-session)
-          "BLOCK_M=64 BLOCK_N=32 MIN_CTAS=4 num_warps=4 num_stages=2",
-          // the same without four programs per SM (min-ctas-h200: eight warps at two per SM only;
-          // issue4-flex-autotuned-h200)
-          "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=3",
-          "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2",
-      });
-    case FlexBandClass::Other:
-      return {};
-  }
+std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, int dim_v, int64_t seqlen_k_bucket,
+                                         FlexBandClass band, bool register_capped) {
+  // Measured with head dims 128 at seqlens 1024, 4096 and 16384 (batch·heads = 16384·16/seqlen), with no mod,
+  // ALiBi, soft-capping 50, a document mask, causal and a causal sliding window of 256.
+  if (arch != kArch || dim_qk != 128 || dim_v != 128 || seqlen_k_bucket < 1024) return {};
+  if (band == FlexBandClass::Dense && register_capped)
+    return parse_all({
+        // every mod at every seqlen but two (bench/results/2026-11-30-issue4-final-h200.md,
+        // flex-overlap-ab-h200 A, min-ctas-h200, issue4-seventh-session)
+        "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",
+        // causal at 4096 and 16384 (issue4-final; with its num_stages=3 twin)
+        "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",
+    });
+  if (band == FlexBandClass::Dense)  // bench/results/2026-11-30-issue4-flex-autotuned-h200.md
+    return parse_all({
+        "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",  // no mod, ALiBi, soft-cap, causal (and the s3 twin)
+        "BLOCK_M=128 BLOCK_N=64 num_warps=4 num_stages=2",   // the document mask
+    });
+  if (band == FlexBandClass::Narrow && register_capped)
+    return parse_all({
+        // the causal window of 256 at every seqlen (issue4-final, flex-overlap-ab-h200 A, issue4-seventh-session)
+        "BLOCK_M=64 BLOCK_N=32 MIN_CTAS=4 num_warps=4 num_stages=2",
+    });
+  if (band == FlexBandClass::Narrow)  // issue4-flex-autotuned-h200, min-ctas-h200 (no four-per-SM candidates)
+    return parse_all({
+        "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2",
+        "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=3",
+    });
   return {};
 }
 
 std::vector<autotune::Config> matmul_prior(const std::string &arch, DType dtype, int64_t M, int64_t N, int64_t K) {
   if (arch != kArch || (dtype != DType::bf16 && dtype != DType::f16)) return {};
-  if (M < 4096 || N < 4096 || K < 4096) return {};
+  if (M < 4096 || N < 4096 || K < 4096) return {};  // measured at 4096³ and 8192³
   return parse_all({
       // 4096³ and 8192³ (issue3-close); 8192³ (issue3-side-by-side-h200-final)
       "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=2",

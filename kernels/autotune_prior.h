@@ -5,9 +5,10 @@
 //     (one stage of the tensor-core operand tiles), so that a config whose accumulators alone exceed its
 //     register cap (min_ctas_per_sm) — it would spill — is never compiled;
 //   - priors: the configs that have won each class of shape on the H200 (sm_90a) in the measurements of
-//     bench/results/ (the autotuner's full searches, before pruning existed); the others are not compiled there.
-//     A class nobody has measured (another arch, head dim or band shape) gets no prior: every candidate that
-//     passes the estimate is compiled. TILEJIT_AUTOTUNE_FULL=1 ignores priors and estimates.
+//     bench/results/ (the autotuner's full searches over the same candidate list, before pruning existed); the
+//     others are not compiled there. A class nobody has measured (another arch, head dim, shorter sequences or
+//     another band shape) gets no prior: every candidate that passes the estimate is compiled.
+//     TILEJIT_AUTOTUNE_FULL=1 ignores priors and estimates.
 // When new measurements show another winner, add it to the class's list (and say where it was measured).
 #pragma once
 #include <cstdint>
@@ -34,8 +35,12 @@ autotune::Estimate attention_estimate(const autotune::Config &c, int dim_qk, int
 /// and BLOCK_K×BLOCK_N operand tiles of `elem_bytes` bytes.
 autotune::Estimate matmul_estimate(const autotune::Config &c, int elem_bytes);
 
-/// The attention forward's winners on `arch` for this head dim (bf16/f16): empty for a class never measured.
-std::vector<autotune::Config> attention_prior(const std::string &arch, int head_dim);
+/// The attention forward's winners on `arch` for this head dim (bf16/f16) and key length (the shape key's bucket,
+/// a power of two). `register_capped`: whether the candidates include the register-capped configs
+/// (kernels::more_per_sm_candidates(), on by default); without them other configs won. Empty for a class never
+/// measured.
+std::vector<autotune::Config> attention_prior(const std::string &arch, int head_dim, int64_t seqlen_k_bucket,
+                                              bool register_capped);
 
 /// How a flex call's mask shapes the work per program, for its prior.
 enum class FlexBandClass {
@@ -43,9 +48,10 @@ enum class FlexBandClass {
   Narrow,  // a band bounded on both sides with at most 512 keys: few key blocks per program
   Other,   // a wider bounded band: never measured
 };
-/// The flex kernel's winners on `arch` for these (padded) head dims and band class: empty for a class never
-/// measured.
-std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, int dim_v, FlexBandClass band);
+/// The flex kernel's winners on `arch` for these (padded) head dims, key length bucket and band class, with or
+/// without the register-capped candidates: empty for a class never measured.
+std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, int dim_v, int64_t seqlen_k_bucket,
+                                         FlexBandClass band, bool register_capped);
 
 /// The matmul's winners on `arch` for this dtype and bucketed shape (powers of two): empty for a class never
 /// measured.

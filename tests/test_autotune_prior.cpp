@@ -51,24 +51,33 @@ TEST_CASE("parse_config reads Config::str() back", "[autotune]") {
 
 TEST_CASE("every prior entry is a candidate of its kernel and passes its estimate", "[autotune]") {
   size_t entries = 0;
-  for (int d : {64, 128}) {
-    auto prior = attention_prior("sm_90a", d);
-    CHECK_FALSE(prior.empty());
-    for (const Config &c : prior) {
-      INFO("attention d=" << d << ": " << c.str());
-      CHECK(contains(attention_candidates(), c));
-      CHECK(fits(attention_estimate(c, d, d), c));
-      ++entries;
+  for (bool capped : {true, false}) {
+    // The candidate lists with the register-capped configs, or without them (TILEJIT_AUTOTUNE_MORE_PER_SM=0).
+    auto without_capped = [](std::vector<Config> cs) {
+      std::erase_if(cs, [](const Config &c) { return c.get_or("MIN_CTAS", 0) != 0; });
+      return cs;
+    };
+    std::vector<Config> attention = capped ? attention_candidates() : without_capped(attention_candidates());
+    std::vector<Config> flex = capped ? flex_candidates() : without_capped(flex_candidates());
+    for (int d : {64, 128}) {
+      auto prior = attention_prior("sm_90a", d, 1024, capped);
+      CHECK_FALSE(prior.empty());
+      for (const Config &c : prior) {
+        INFO("attention d=" << d << (capped ? "" : " without register-capped configs") << ": " << c.str());
+        CHECK(contains(attention, c));
+        CHECK(fits(attention_estimate(c, d, d), c));
+        ++entries;
+      }
     }
-  }
-  for (auto band : {FlexBandClass::Dense, FlexBandClass::Narrow}) {
-    auto prior = flex_prior("sm_90a", 128, 128, band);
-    CHECK_FALSE(prior.empty());
-    for (const Config &c : prior) {
-      INFO("flex: " << c.str());
-      CHECK(contains(flex_candidates(), c));
-      CHECK(fits(attention_estimate(c, 128, 128), c));
-      ++entries;
+    for (auto band : {FlexBandClass::Dense, FlexBandClass::Narrow}) {
+      auto prior = flex_prior("sm_90a", 128, 128, 4096, band, capped);
+      CHECK_FALSE(prior.empty());
+      for (const Config &c : prior) {
+        INFO("flex" << (capped ? "" : " without register-capped configs") << ": " << c.str());
+        CHECK(contains(flex, c));
+        CHECK(fits(attention_estimate(c, 128, 128), c));
+        ++entries;
+      }
     }
   }
   for (DType dt : {DType::bf16, DType::f16}) {
@@ -81,17 +90,20 @@ TEST_CASE("every prior entry is a candidate of its kernel and passes its estimat
       ++entries;
     }
   }
-  CHECK(entries >= 10);
+  CHECK(entries >= 20);
 }
 
 TEST_CASE("classes without measurements have no prior", "[autotune]") {
-  CHECK(attention_prior("sm_80", 128).empty());
-  CHECK(attention_prior("sm_90", 128).empty());  // no wgmma: another kernel than sm_90a's
-  for (int d : {16, 32, 256}) CHECK(attention_prior("sm_90a", d).empty());
-  CHECK(flex_prior("sm_90a", 128, 128, FlexBandClass::Other).empty());
-  CHECK(flex_prior("sm_90a", 64, 64, FlexBandClass::Dense).empty());
-  CHECK(flex_prior("sm_90a", 128, 64, FlexBandClass::Dense).empty());
-  CHECK(flex_prior("sm_80", 128, 128, FlexBandClass::Dense).empty());
+  CHECK(attention_prior("sm_80", 128, 1024, true).empty());
+  CHECK(attention_prior("sm_90", 128, 1024, true).empty());  // no wgmma: another kernel than sm_90a's
+  for (int d : {16, 32, 256}) CHECK(attention_prior("sm_90a", d, 1024, true).empty());
+  CHECK(attention_prior("sm_90a", 128, 256, true).empty());  // measured from seqlen 512
+  CHECK_FALSE(attention_prior("sm_90a", 128, 512, true).empty());
+  CHECK(flex_prior("sm_90a", 128, 128, 4096, FlexBandClass::Other, true).empty());
+  CHECK(flex_prior("sm_90a", 64, 64, 4096, FlexBandClass::Dense, true).empty());
+  CHECK(flex_prior("sm_90a", 128, 64, 4096, FlexBandClass::Dense, true).empty());
+  CHECK(flex_prior("sm_90a", 128, 128, 512, FlexBandClass::Dense, true).empty());  // measured from 1024
+  CHECK(flex_prior("sm_80", 128, 128, 4096, FlexBandClass::Dense, true).empty());
   CHECK(matmul_prior("sm_90a", DType::f32, 8192, 8192, 8192).empty());
   CHECK(matmul_prior("sm_90a", DType::bf16, 1024, 8192, 8192).empty());
   CHECK(matmul_prior("sm_80", DType::bf16, 8192, 8192, 8192).empty());
@@ -154,7 +166,9 @@ TEST_CASE("with ptxas: the attention estimate rejects configs that spill; the d=
     INFO(text);
     CHECK(attention_spills(c, 128).spills());
   }
-  for (const Config &c : attention_prior("sm_90a", 128)) {
+  std::vector<Config> prior = attention_prior("sm_90a", 128, 1024, true);
+  for (const Config &c : attention_prior("sm_90a", 128, 1024, false)) prior.push_back(c);
+  for (const Config &c : prior) {
     INFO(c.str());
     CHECK_FALSE(attention_spills(c, 128).spills());
   }

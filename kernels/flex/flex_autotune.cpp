@@ -121,7 +121,8 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   };
   int dim_qk = next_pow2_at_least_16(s.head_dim_qk), dim_v = next_pow2_at_least_16(p.dim_v);
   t.estimate = [=](const autotune::Config &c) { return kernels::attention_estimate(c, dim_qk, dim_v); };
-  t.prior = kernels::flex_prior(opt.arch, dim_qk, dim_v, band_class(opt));
+  t.prior = kernels::flex_prior(opt.arch, dim_qk, dim_v, autotune::pow2_bucket(s.seqlen_k), band_class(opt),
+                                kernels::more_per_sm_candidates());
   // Each candidate's block mask (a mask function without a given block mask), built when timing starts.
   std::map<std::pair<int, int>, BlockMask> masks;
   bool own_masks = !opt.block_mask && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;

@@ -93,7 +93,8 @@ TEST_CASE("autotuning attention: a winner, restored outputs, correct results, ca
     }
     CHECK(ok >= 1);
     // Where a prior exists (the H200), only its configs are compiled: none of d=64's is over its estimate.
-    auto prior = kernels::attention_prior(device_info().arch, s.head_dim);
+    auto prior = kernels::attention_prior(device_info().arch, s.head_dim, autotune::pow2_bucket(s.seqlen_k),
+                                          kernels::more_per_sm_candidates());
     if (!prior.empty() && !autotune::full_search({})) CHECK(compiled == prior.size());
     const autotune::Trial *winner = nullptr;
     for (const auto &t : r.trials)
