@@ -36,8 +36,8 @@ std::string log_text(const std::vector<char> &log) {
 LinkedCubin link_ptx_to_cubin(const std::string &ptx, const std::string &kernel_name) {
   Driver &d = driver();
   std::vector<char> info_log(16 * 1024, '\0'), error_log(16 * 1024, '\0');
-  // Verbose always: the info log's spill report is how the autotuner drops configs that spill (a few hundred
-  // bytes of text per kernel; the JIT's time does not change).
+  // Verbose always: the info log's spill report (a few lines per kernel) is how the autotuner drops configs
+  // that spill.
   cu::CUjit_option options[] = {cu::CU_JIT_INFO_LOG_BUFFER, cu::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
                                 cu::CU_JIT_ERROR_LOG_BUFFER, cu::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
                                 cu::CU_JIT_LOG_VERBOSE};
