@@ -67,7 +67,7 @@ std::unique_ptr<llvm::TargetMachine> create_machine(const std::string &arch) {
 
 // Target machines per arch. LLVM does not promise that one TargetMachine runs two pipelines at once, so each
 // emission leases a machine of its own (the autotuner compiles its candidates on several host threads; one
-// shared machine behind a lock serialized all of their optimization and emission). Idle machines are kept
+// shared machine would need a lock around all of their optimization and emission). Idle machines are kept
 // for the next lease; `reference` only answers queries (data layout) and never emits.
 struct Machines {
   std::unique_ptr<llvm::TargetMachine> reference;

@@ -19,12 +19,12 @@ std::vector<autotune::Config> parse_all(std::initializer_list<const char *> text
   return out;
 }
 
-// The winners measured on the H200 (sm_90a), bf16, by the autotuner's full searches. Only sm_90a has
-// measurements; f16 runs the same tensor-core code as bf16 and shares them. Winners measured before the
-// register-capped (MIN_CTAS) candidates existed apply when they are off (TILEJIT_AUTOTUNE_MORE_PER_SM=0): with
-// them, those configs lost every shape. A num_stages=3 twin of a 128x128 head-dim-128 winner is left out: two
-// 32 KiB operand tiles per stage fit the pipeline's 160 KiB only twice (codegen/pipeline.cpp), so it compiles
-// to the num_stages=2 kernel.
+// The winners measured on the H200 (sm_90a), bf16, by the autotuner's full searches; the files named are in
+// bench/results/. Only sm_90a has measurements; f16 runs the same tensor-core code as bf16 and shares them.
+// Winners of searches without the register-capped (MIN_CTAS) candidates apply when those are off
+// (TILEJIT_AUTOTUNE_MORE_PER_SM=0): with them, those configs lost every shape. A num_stages=3 twin of a
+// 128x128 head-dim-128 winner is left out: two 32 KiB operand tiles per stage fit the pipeline's 160 KiB only
+// twice (codegen/pipeline.cpp), so it compiles to the num_stages=2 kernel.
 constexpr const char *kArch = "sm_90a";
 
 }  // namespace
@@ -73,18 +73,18 @@ autotune::Estimate matmul_estimate(const autotune::Config &c, int elem_bytes) {
 
 std::vector<autotune::Config> attention_prior(const std::string &arch, int head_dim, int64_t seqlen_k_bucket,
                                               bool register_capped) {
-  // Measured at seqlens 512-16384 (12 shapes per head dim: causal or not, batch·heads = 16384·16/seqlen).
+  // Measured at seqlens 512-16384 (12 shapes per head dim: causal or not, batch·heads = 16384·16/seqlen) in
+  // 2026-11-30-issue3-close-h200.md (with the register-capped candidates; 2026-11-30-min-ctas-h200.md and
+  // 2026-11-30-issue4-ninth-session-h200.md agree at seqlen 1024) and 2026-11-30-issue3-side-by-side-h200-final.md
+  // (without them).
   if (arch != kArch || seqlen_k_bucket < 512) return {};
   if (head_dim == 64 && register_capped)
     return parse_all({
-        // non-causal at every seqlen, causal at 16384 (bench/results/2026-11-30-issue3-close-h200.md)
-        "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=2",
-        // causal at 4096 and 8192 (issue3-close)
-        "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=3",
-        // causal at 512-2048 (issue3-close)
-        "BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=2",
+        "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=2",  // non-causal everywhere, causal 16384
+        "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=3",  // causal 4096, 8192
+        "BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=2",               // causal 512-2048
     });
-  if (head_dim == 64)  // bench/results/2026-11-30-issue3-side-by-side-h200-final.md
+  if (head_dim == 64)
     return parse_all({
         "BLOCK_M=64 BLOCK_N=128 num_warps=4 num_stages=2",   // non-causal 1024, 2048, 16384; causal 2048-8192
         "BLOCK_M=128 BLOCK_N=128 num_warps=4 num_stages=2",  // non-causal 4096, 8192
@@ -94,12 +94,10 @@ std::vector<autotune::Config> attention_prior(const std::string &arch, int head_
     });
   if (head_dim == 128 && register_capped)
     return parse_all({
-        // causal and non-causal at 512-8192 (issue3-close, min-ctas-h200, issue4-ninth-session)
-        "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",
-        // causal and non-causal at 16384 (issue3-close)
-        "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",
+        "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",  // causal and non-causal 512-8192
+        "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",            // causal and non-causal 16384
     });
-  if (head_dim == 128)  // issue3-side-by-side-h200-final
+  if (head_dim == 128)
     return parse_all({
         "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",  // every shape but one (with its num_stages=3 twin)
         "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2",    // causal 512
@@ -110,27 +108,26 @@ std::vector<autotune::Config> attention_prior(const std::string &arch, int head_
 std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, int dim_v, int64_t seqlen_k_bucket,
                                          FlexBandClass band, bool register_capped) {
   // Measured with head dims 128 at seqlens 1024, 4096 and 16384 (batch·heads = 16384·16/seqlen), with no mod,
-  // ALiBi, soft-capping 50, a document mask, causal and a causal sliding window of 256.
+  // ALiBi, soft-capping 50, a document mask, causal and a causal sliding window of 256, in
+  // 2026-11-30-issue4-final-h200.md (with the register-capped candidates; 2026-11-30-flex-overlap-ab-h200.md (A)
+  // and 2026-11-30-issue4-seventh-session-h200.md agree) and 2026-11-30-issue4-flex-autotuned-h200.md (without
+  // them; 2026-11-30-min-ctas-h200.md, without the four-per-SM ones, agrees on the window).
   if (arch != kArch || dim_qk != 128 || dim_v != 128 || seqlen_k_bucket < 1024) return {};
   if (band == FlexBandClass::Dense && register_capped)
     return parse_all({
-        // every mod at every seqlen but two (bench/results/2026-11-30-issue4-final-h200.md,
-        // flex-overlap-ab-h200 A, min-ctas-h200, issue4-seventh-session)
-        "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",
-        // causal at 4096 and 16384 (issue4-final; with its num_stages=3 twin)
-        "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",
+        "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",  // every mod and seqlen but two
+        "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",            // causal 4096, 16384 (and the s3 twin)
     });
-  if (band == FlexBandClass::Dense)  // bench/results/2026-11-30-issue4-flex-autotuned-h200.md
+  if (band == FlexBandClass::Dense)
     return parse_all({
         "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",  // no mod, ALiBi, soft-cap, causal (and the s3 twin)
         "BLOCK_M=128 BLOCK_N=64 num_warps=4 num_stages=2",   // the document mask
     });
   if (band == FlexBandClass::Narrow && register_capped)
     return parse_all({
-        // the causal window of 256 at every seqlen (issue4-final, flex-overlap-ab-h200 A, issue4-seventh-session)
-        "BLOCK_M=64 BLOCK_N=32 MIN_CTAS=4 num_warps=4 num_stages=2",
+        "BLOCK_M=64 BLOCK_N=32 MIN_CTAS=4 num_warps=4 num_stages=2",  // the causal window of 256, every seqlen
     });
-  if (band == FlexBandClass::Narrow)  // issue4-flex-autotuned-h200, min-ctas-h200 (no four-per-SM candidates)
+  if (band == FlexBandClass::Narrow)
     return parse_all({
         "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2",
         "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=3",
@@ -139,13 +136,13 @@ std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, in
 }
 
 std::vector<autotune::Config> matmul_prior(const std::string &arch, DType dtype, int64_t M, int64_t N, int64_t K) {
+  // Measured at 4096³ and 8192³ in 2026-11-30-issue3-close-h200.md and
+  // 2026-11-30-issue3-side-by-side-h200-final.md.
   if (arch != kArch || (dtype != DType::bf16 && dtype != DType::f16)) return {};
-  if (M < 4096 || N < 4096 || K < 4096) return {};  // measured at 4096³ and 8192³
+  if (M < 4096 || N < 4096 || K < 4096) return {};
   return parse_all({
-      // 4096³ and 8192³ (issue3-close); 8192³ (issue3-side-by-side-h200-final)
-      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=2",
-      // 4096³ (issue3-side-by-side-h200-final)
-      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=3",
+      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=2",  // 8192³ in both, 4096³ in the first
+      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=3",  // 4096³ in the second
   });
 }
 

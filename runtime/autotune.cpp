@@ -85,7 +85,9 @@ void prune(const Settings &s, std::vector<Trial> &trials, const std::vector<size
 }
 
 bool is_ok(const Trial &tr) { return tr.status == "ok"; }
-bool in_prior(const Tunable &t, const Config &c) { return std::find(t.prior.begin(), t.prior.end(), c) != t.prior.end(); }
+bool in_prior(const Tunable &t, const Config &c) {
+  return std::find(t.prior.begin(), t.prior.end(), c) != t.prior.end();
+}
 
 std::string spill_status(const Compiled &c) {
   return fmt::format("pruned: spills {} B / reloads {} B per thread (ptxas)", c.spill_stores, c.spill_loads);

@@ -7,7 +7,7 @@
 //    "search": "pruned", "ms": 0.1234}
 // and a stored config is accepted only if it is one of the current candidates (matched by Config::str()).
 // "search" says whether the winner came from a full search ("full") or a pruned one ("pruned"); a full search
-// does not take a pruned search's winner. Entries without it predate pruning: full searches.
+// does not take a pruned search's winner. An entry without the field is taken as a full search's.
 #pragma once
 #include <optional>
 #include <string>

@@ -29,7 +29,8 @@ std::vector<Config> flex_candidates() {
   return with_more_per_sm(autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {2, 3}));
 }
 std::vector<Config> matmul_candidates() {
-  return autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128}}, {"BLOCK_K", {32, 64}}}, {4, 8}, {1, 2, 3});
+  return autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128}}, {"BLOCK_K", {32, 64}}}, {4, 8},
+                             {1, 2, 3});
 }
 
 bool contains(const std::vector<Config> &cs, const Config &c) { return std::find(cs.begin(), cs.end(), c) != cs.end(); }
@@ -121,7 +122,8 @@ TEST_CASE("attention and matmul estimates", "[autotune]") {
   CHECK(big.registers == 128 + kReservedRegisters);  // over the cap of 128 at two per SM
   CHECK(attention_estimate(parse_config("BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2"), 64, 32).registers ==
         (64 * 32 + 64 * 32) / 128 + kReservedRegisters);
-  autotune::Estimate mm = matmul_estimate(parse_config("BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=4 num_stages=2"), 2);
+  autotune::Estimate mm =
+      matmul_estimate(parse_config("BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=4 num_stages=2"), 2);
   CHECK(mm.registers == 128 + kReservedRegisters);
   CHECK(mm.shared_bytes == (128 * 64 + 64 * 128) * 2);
   CHECK(mm.min_ctas_per_sm == 0);

@@ -71,7 +71,8 @@ TEST_CASE("spill report: functions add up; other layouts of the line", "[runtime
 
 TEST_CASE("spill report: unknown when the log has no spill figures", "[runtime][autotune]") {
   CHECK_FALSE(parse_spill_report("").known());
-  CHECK_FALSE(parse_spill_report("info    : 0 bytes gmem\ninfo    : used 40 registers, 0 stack, 0 bytes lmem\n").known());
+  CHECK_FALSE(
+      parse_spill_report("info    : 0 bytes gmem\ninfo    : used 40 registers, 0 stack, 0 bytes lmem\n").known());
   // A line with the words but no numbers before them is not a report.
   SpillReport garbled = parse_spill_report("ptxas         .     x bytes spill stores, y bytes spill loads\n");
   CHECK_FALSE(garbled.known());

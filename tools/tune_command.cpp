@@ -140,7 +140,8 @@ CLI::App *add_tune_command(CLI::App &app) {
   c->add_option("--finalists", a.finalists,
                 "configs timed with --warmup/--repeats after one screening sample each (0: all of them)");
   c->add_flag("--full", a.full,
-              "search every candidate: no pruning by estimate, prior or spills, no screening (TILEJIT_AUTOTUNE_FULL=1)");
+              "search every candidate: no pruning by estimate, prior or spills, no screening "
+              "(TILEJIT_AUTOTUNE_FULL=1)");
   return c;
 }
 
