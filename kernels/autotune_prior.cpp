@@ -19,8 +19,9 @@ std::vector<autotune::Config> parse_all(std::initializer_list<const char *> text
   return out;
 }
 
-// The winners measured on the H200 (sm_90a), bf16, by the autotuner's full searches; the files named are in
-// bench/results/. Only sm_90a has measurements; f16 runs the same tensor-core code as bf16 and shares them.
+// The winners measured on the H200 (sm_90a), bf16, by the autotuner's full searches (bench/results/LEARNED.md,
+// "The autotuner's winners"). Only sm_90a has measurements; f16 runs the same tensor-core code as bf16 and
+// shares them.
 // Winners of searches without the register-capped (MIN_CTAS) candidates apply when those are off
 // (TILEJIT_AUTOTUNE_MORE_PER_SM=0): with them, those configs lost every shape. A num_stages=3 twin of a
 // 128x128 head-dim-128 winner is left out: two 32 KiB operand tiles per stage fit the pipeline's 160 KiB only
@@ -73,10 +74,7 @@ autotune::Estimate matmul_estimate(const autotune::Config &c, int elem_bytes) {
 
 std::vector<autotune::Config> attention_prior(const std::string &arch, int head_dim, int64_t seqlen_k_bucket,
                                               bool register_capped) {
-  // Measured at seqlens 512-16384 (12 shapes per head dim: causal or not, batch·heads = 16384·16/seqlen) in
-  // 2026-11-30-issue3-close-h200.md (with the register-capped candidates; 2026-11-30-min-ctas-h200.md and
-  // 2026-11-30-issue4-ninth-session-h200.md agree at seqlen 1024) and 2026-11-30-issue3-side-by-side-h200-final.md
-  // (without them).
+  // Measured at seqlens 512-16384 (12 shapes per head dim: causal or not, batch·heads = 16384·16/seqlen).
   if (arch != kArch || seqlen_k_bucket < 512) return {};
   if (head_dim == 64 && register_capped)
     return parse_all({
@@ -108,10 +106,7 @@ std::vector<autotune::Config> attention_prior(const std::string &arch, int head_
 std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, int dim_v, int64_t seqlen_k_bucket,
                                          FlexBandClass band, bool register_capped) {
   // Measured with head dims 128 at seqlens 1024, 4096 and 16384 (batch·heads = 16384·16/seqlen), with no mod,
-  // ALiBi, soft-capping 50, a document mask, causal and a causal sliding window of 256, in
-  // 2026-11-30-issue4-final-h200.md (with the register-capped candidates; 2026-11-30-flex-overlap-ab-h200.md (A)
-  // and 2026-11-30-issue4-seventh-session-h200.md agree) and 2026-11-30-issue4-flex-autotuned-h200.md (without
-  // them; 2026-11-30-min-ctas-h200.md, without the four-per-SM ones, agrees on the window).
+  // ALiBi, soft-capping 50, a document mask, causal and a causal sliding window of 256.
   if (arch != kArch || dim_qk != 128 || dim_v != 128 || seqlen_k_bucket < 1024) return {};
   if (band == FlexBandClass::Dense && register_capped)
     return parse_all({
@@ -136,13 +131,12 @@ std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, in
 }
 
 std::vector<autotune::Config> matmul_prior(const std::string &arch, DType dtype, int64_t M, int64_t N, int64_t K) {
-  // Measured at 4096³ and 8192³ in 2026-11-30-issue3-close-h200.md and
-  // 2026-11-30-issue3-side-by-side-h200-final.md.
+  // Measured at 4096³ and 8192³.
   if (arch != kArch || (dtype != DType::bf16 && dtype != DType::f16)) return {};
   if (M < 4096 || N < 4096 || K < 4096) return {};
   return parse_all({
-      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=2",  // 8192³ in both, 4096³ in the first
-      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=3",  // 4096³ in the second
+      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=2",
+      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=3",  // once at 4096³
   });
 }
 

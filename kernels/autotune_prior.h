@@ -4,9 +4,8 @@
 //     block's threads, plus kReservedRegisters for addresses, indices and row statistics) and shared memory
 //     (one stage of the tensor-core operand tiles), so that a config whose accumulators alone exceed its
 //     register cap (min_ctas_per_sm) — it would spill — is never compiled;
-//   - priors: the configs that have won each class of shape on the H200 (sm_90a) in the measurements of
-//     bench/results/ (the autotuner's full searches over the same candidate list); the others are not compiled
-//     there. A class nobody has measured (another arch, head dim, shorter sequences or
+//   - priors: the configs that have won each class of shape on the H200 (sm_90a) in the autotuner's full
+//     searches over the same candidate list (bench/results/LEARNED.md); the others are not compiled there. A class nobody has measured (another arch, head dim, shorter sequences or
 //     another band shape) gets no prior: every candidate that passes the estimate is compiled.
 //     TILEJIT_AUTOTUNE_FULL=1 ignores priors and estimates.
 // When new measurements show another winner, add it to the class's list (and say where it was measured).

@@ -1,7 +1,7 @@
 // The built-in autotuners' knowledge before compiling (kernels/autotune_prior.h): config text parsing, that
 // every prior entry is one of its kernel's candidates and passes its estimate, that unmeasured classes have no
 // prior, and — with ptxas (CUDA toolkit) on the attention kernel's PTX — that the register estimate rejects
-// only configs that spill and the priors' configs do not spill.
+// only configs that spill.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -155,10 +155,10 @@ runtime::SpillReport attention_spills(const Config &c, int head_dim) {
 
 }  // namespace
 
-TEST_CASE("with ptxas: the attention estimate rejects configs that spill; the d=128 prior's configs do not spill",
-          "[autotune][ptx]") {
+TEST_CASE("with ptxas: the attention estimate rejects only configs that spill", "[autotune][ptx]") {
   // Rejected by the estimate at head dim 128 (accumulators + reserve over the cap): ptxas must spill them, else
-  // the estimate would be hiding configs that run.
+  // the estimate would be hiding configs that run. (Whether a prior's configs spill is not checked: the tuner
+  // times them either way, since they won with whatever spills they had.)
   for (const char *text : {"BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=2",
                            "BLOCK_M=64 BLOCK_N=128 MIN_CTAS=4 num_warps=4 num_stages=2",
                            "BLOCK_M=128 BLOCK_N=128 num_warps=4 num_stages=2"}) {
@@ -167,11 +167,5 @@ TEST_CASE("with ptxas: the attention estimate rejects configs that spill; the d=
     REQUIRE(e.registers > autotune::register_cap(32 * c.num_warps, e.min_ctas_per_sm));
     INFO(text);
     CHECK(attention_spills(c, 128).spills());
-  }
-  std::vector<Config> prior = attention_prior("sm_90a", 128, 1024, true);
-  for (const Config &c : attention_prior("sm_90a", 128, 1024, false)) prior.push_back(c);
-  for (const Config &c : prior) {
-    INFO(c.str());
-    CHECK_FALSE(attention_spills(c, 128).spills());
   }
 }
