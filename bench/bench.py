@@ -1270,7 +1270,9 @@ COMPILE_KERNELS = [
     dict(name="flex causal window 256", op="flex", mod="window"),
     dict(name="matmul 4096³", op="matmul", size=4096),
 ]
-TUNER_LINE = re.compile(r"(\d+) configs, compile (\d+) ms, timing (\d+) ms")
+# The autotuner's header line (TILEJIT_PRINT_AUTOTUNING=1): candidates, compiled, timed, finalists, its two phases.
+TUNER_LINE = re.compile(r"(\d+) configs, (\d+) compiled, (\d+) timed \((\d+) finalists\)(?:, full search)?; "
+                        r"compile (\d+) ms, timing (\d+) ms")
 
 
 def compile_op(tj: Tilejit, spec: dict):
@@ -1347,8 +1349,8 @@ def run_compile_child(ctx: Context, spec: dict, cache_dir: str, print_tuning: bo
     r = json.loads(lines[-1])
     tuner = [tuple(int(g) for g in m.groups()) for m in TUNER_LINE.finditer(p.stderr)]
     if tuner:
-        r["tuner"] = dict(configs=sum(t[0] for t in tuner), compile_ms=sum(t[1] for t in tuner),
-                          timing_ms=sum(t[2] for t in tuner))
+        r["tuner"] = dict(configs=sum(t[0] for t in tuner), compiled=sum(t[1] for t in tuner),
+                          compile_ms=sum(t[4] for t in tuner), timing_ms=sum(t[5] for t in tuner))
     return r
 
 
@@ -1395,12 +1397,13 @@ def run_compile(ctx: Context):
         table.append([
             r["name"], config_text(first.get("config")),
             num(first.get("call_ms") and first["call_ms"] / 1e3, ".2f"),
-            (f"{tuner['configs']} / {tuner['compile_ms'] / 1e3:.2f} / {tuner['timing_ms'] / 1e3:.2f}" if tuner
-             else "n/a"),
+            (f"{tuner['configs']} / {tuner['compiled']} / {tuner['compile_ms'] / 1e3:.2f} / "
+             f"{tuner['timing_ms'] / 1e3:.2f}" if tuner else "n/a"),
             num(cold.get("call_ms"), ".0f"), st.get("source", "n/a"), num(st.get("codegen_ms"), ".0f"),
             num(st.get("link_ms"), ".0f"), num(st.get("load_ms"), ".1f"), num(rest, ".0f"),
             num(warm.get("call_ms"), ".1f"), warm.get("stats", {}).get("source", "n/a"), num(run_ms, ".3f")])
-    headers = ["kernel", "autotuner's pick", "first autotuned call, s", "tuner: configs / compile s / timing s",
+    headers = ["kernel", "autotuner's pick", "first autotuned call, s",
+               "tuner: configs / compiled / compile s / timing s",
                "cold call, ms", "cold source", "codegen ms", "driver link ms", "load ms", "rest ms",
                "warm call, ms", "warm source", "kernel run ms"]
     rep.section(f"bf16; attention and flex at b{COMPILE_SHAPE['batch']} h{COMPILE_SHAPE['heads']} "
@@ -1410,8 +1413,9 @@ def run_compile(ctx: Context):
         "- Each kernel runs in three child processes (fresh CUDA context, CUDA_CACHE_DISABLE=1 so the driver's "
         "own JIT cache does not hide the PTX → cubin link):",
         "  1. **first autotuned call**: an empty TILEJIT_CACHE_DIR; the wall time of the first call for this "
-        "shape: trace, compile every candidate config on parallel host threads, time them on the GPU, run the "
-        "winner. 'tuner' splits it: number of candidates / compiling them / timing them (the autotuner's own "
+        "shape: trace, compile the candidate configs the tuner keeps (its register estimates and its prior of "
+        "measured winners skip the rest) on parallel host threads, time them on the GPU, run the winner. 'tuner' "
+        "splits it: number of candidates / of those compiled / compiling them / timing them (the autotuner's own "
         "report, TILEJIT_PRINT_AUTOTUNING=1).",
         "  2. **cold**: a cache directory holding only the tuner's winners (its autotune-*.json files): the first "
         "call finds the pick on disk and compiles only that config. codegen (IR → LLVM → PTX), driver link "

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "tilejit/error.h"
 
@@ -32,15 +33,7 @@ constexpr const char *kTriple = "nvptx64-nvidia-cuda";
 constexpr const char *kFeatures = "+ptx85";
 const char *const kArchs[] = {"sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"};
 
-struct CachedMachine {
-  std::unique_ptr<llvm::TargetMachine> tm;
-  std::mutex emit_mutex;  // LLVM does not promise that one TargetMachine emits from two threads at once
-};
-
-std::mutex g_cache_mutex;
-std::map<std::string, std::unique_ptr<CachedMachine>> g_cache;
-
-CachedMachine &cached(const std::string &arch) {
+void initialize_nvptx() {
   static std::once_flag init;
   std::call_once(init, [] {
     LLVMInitializeNVPTXTargetInfo();
@@ -48,6 +41,9 @@ CachedMachine &cached(const std::string &arch) {
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
   });
+}
+
+void check_arch(const std::string &arch) {
   bool known = false;
   for (const char *a : kArchs) known |= arch == a;
   if (!known) {
@@ -55,25 +51,68 @@ CachedMachine &cached(const std::string &arch) {
     for (const char *a : kArchs) list += std::string(list.empty() ? "" : ", ") + a;
     throw CompileError(fmt::format("codegen: unknown GPU arch '{}' (LLVM 19 targets: {})", arch, list));
   }
-  std::lock_guard lock(g_cache_mutex);
-  auto &slot = g_cache[arch];
-  if (!slot) {
-    std::string err;
-    const llvm::Target *target = llvm::TargetRegistry::lookupTarget(kTriple, err);
-    if (!target) throw CompileError("codegen: the NVPTX target is not available: " + err);
-    llvm::TargetOptions options;
-    auto tm = std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
-        kTriple, arch, kFeatures, options, std::nullopt, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
-    if (!tm) throw CompileError(fmt::format("codegen: LLVM could not create a target machine for {}", arch));
-    slot = std::make_unique<CachedMachine>();
-    slot->tm = std::move(tm);
-  }
-  return *slot;
 }
+
+std::unique_ptr<llvm::TargetMachine> create_machine(const std::string &arch) {
+  initialize_nvptx();
+  std::string err;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(kTriple, err);
+  if (!target) throw CompileError("codegen: the NVPTX target is not available: " + err);
+  llvm::TargetOptions options;
+  auto tm = std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      kTriple, arch, kFeatures, options, std::nullopt, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!tm) throw CompileError(fmt::format("codegen: LLVM could not create a target machine for {}", arch));
+  return tm;
+}
+
+// Target machines per arch. LLVM does not promise that one TargetMachine runs two pipelines at once, so each
+// emission leases a machine of its own (the autotuner compiles its candidates on several host threads; one
+// shared machine would need a lock around all of their optimization and emission). Idle machines are kept
+// for the next lease; `reference` only answers queries (data layout) and never emits.
+struct Machines {
+  std::unique_ptr<llvm::TargetMachine> reference;
+  std::vector<std::unique_ptr<llvm::TargetMachine>> idle;
+};
+std::mutex g_machines_mutex;
+std::map<std::string, Machines> g_machines;
+
+// A target machine used by one thread at a time; returned to the idle list on destruction.
+class Lease {
+ public:
+  explicit Lease(const std::string &arch) : arch_(arch) {
+    check_arch(arch);
+    {
+      std::lock_guard lock(g_machines_mutex);
+      auto &idle = g_machines[arch].idle;
+      if (!idle.empty()) {
+        tm_ = std::move(idle.back());
+        idle.pop_back();
+      }
+    }
+    if (!tm_) tm_ = create_machine(arch);  // outside the lock: other threads keep leasing
+  }
+  ~Lease() {
+    std::lock_guard lock(g_machines_mutex);
+    g_machines[arch_].idle.push_back(std::move(tm_));
+  }
+  Lease(const Lease &) = delete;
+  Lease &operator=(const Lease &) = delete;
+  llvm::TargetMachine &get() { return *tm_; }
+
+ private:
+  std::string arch_;
+  std::unique_ptr<llvm::TargetMachine> tm_;
+};
 
 }  // namespace
 
-llvm::TargetMachine &target_machine(const std::string &arch) { return *cached(arch).tm; }
+llvm::TargetMachine &target_machine(const std::string &arch) {
+  check_arch(arch);
+  std::lock_guard lock(g_machines_mutex);
+  Machines &m = g_machines[arch];
+  if (!m.reference) m.reference = create_machine(arch);
+  return *m.reference;
+}
 
 void prepare_module(llvm::Module &m, llvm::TargetMachine &tm) {
   m.setTargetTriple(kTriple);
@@ -90,9 +129,8 @@ void verify_or_throw(const llvm::Module &m, const std::string &kernel) {
 }
 
 std::string optimize_and_emit_ptx(llvm::Module &m, const std::string &arch) {
-  CachedMachine &cm = cached(arch);
-  std::lock_guard lock(cm.emit_mutex);
-  llvm::TargetMachine &tm = *cm.tm;
+  Lease lease(arch);
+  llvm::TargetMachine &tm = lease.get();
   {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;

@@ -1,16 +1,19 @@
 // Autotuning of the attention forward's configuration (Options::autotune, attention::tune).
 //
-// Candidates: BLOCK_M ∈ {64,128} × BLOCK_N ∈ {32,64,128} × num_warps ∈ {4,8} × num_stages ∈ {1,2,3}; the
-// autotuner compiles them in parallel, prunes those that do not fit and times the rest on the call's own
-// inputs (rotated among copies when they are small, so the L2 cache does not flatter them) while the
-// outputs are snapshot and restored. The shape key buckets the sizes to powers of two, so nearby shapes
-// share one tuning.
+// Candidates: BLOCK_M ∈ {64,128} × BLOCK_N ∈ {32,64,128} × num_warps ∈ {4,8} × num_stages ∈ {1,2,3} (and the
+// register-capped ones of kernels/launch_options.h); the autotuner skips those whose accumulators cannot fit
+// their register cap and, on an arch and head dim with measurements, those that never won there
+// (kernels/autotune_prior.h), compiles the rest in parallel, drops those that do not fit or spill, and times the
+// survivors on the call's own inputs (rotated among copies when they are small, so the L2 cache does not
+// flatter them) while the outputs are snapshot and restored. The shape key buckets the sizes to powers of two,
+// so nearby shapes share one tuning.
 #include <mutex>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "kernels/attention_internal.h"
+#include "kernels/autotune_prior.h"
 #include "kernels/launch_options.h"
 #include "runtime/autotune_device.h"
 #include "runtime/runtime.h"
@@ -49,7 +52,7 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
   Options opt = opt_in;
   if (opt.arch.empty()) opt.arch = runtime::device_arch();
   std::string key = shape_key(s, opt);
-  std::string fast_key = key + " " + opt.arch;
+  std::string fast_key = key + " " + opt.arch + (autotune::full_search(settings) ? " full" : "");
   if (!result && settings.use_cache) {
     std::lock_guard lock(g_mutex);
     if (auto it = g_fast.find(fast_key); it != g_fast.end())
@@ -64,6 +67,9 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
   t.stream = opt.stream;
   t.flops = forward_flops(s, opt.causal);
   t.compile = [&](const autotune::Config &c) { return compile(p, s, L, kernels::with_tuned_config(opt, c)); };
+  t.estimate = [&](const autotune::Config &c) { return kernels::attention_estimate(c, s.head_dim, s.head_dim); };
+  t.prior = kernels::attention_prior(opt.arch, s.head_dim, autotune::pow2_bucket(s.seqlen_k),
+                                     kernels::more_per_sm_candidates());
 
   // Input rotation: copies 1..n-1 of q, k, v (copy 0 is the caller's), made only when tuning really runs.
   size_t qb = span_bytes(L.q, s.seqlen_q, s), kb = span_bytes(L.k, s.seqlen_k, s), vb = span_bytes(L.v, s.seqlen_k, s);

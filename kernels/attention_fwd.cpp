@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "kernels/attention_internal.h"
+#include "runtime/autotune_device.h"
 #include "runtime/runtime.h"
 #include "kernels/launch_options.h"
 #include "kernels/online_softmax.h"
@@ -204,7 +205,7 @@ autotune::Compiled compile(const Pointers &p, const Shape &s, const Layout &L, c
   const ir::Function &fn = with_args(s, opt, L, p.q, p.k, p.v, p.out, p.lse, [&](auto &kernel, auto &&...args)
                                          -> const ir::Function & { return kernel.function(args...); });
   const runtime::LoadedKernel &k = runtime::get_kernel(fn, launch_config(opt));
-  return {k.num_regs, k.shared_bytes, k.num_threads};
+  return autotune::compiled_of(k);
 }
 
 }  // namespace detail

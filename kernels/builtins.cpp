@@ -9,6 +9,7 @@ LaunchConfig ptx_config(const BuiltinSpec &spec) {
   LaunchConfig cfg;
   cfg.num_warps = spec.num_warps;
   cfg.num_stages = spec.num_stages;
+  cfg.min_ctas_per_sm = spec.min_ctas_per_sm;
   cfg.arch = spec.arch;
   return cfg;
 }
@@ -22,6 +23,7 @@ std::string attention_text(const BuiltinSpec &spec, Render what) {
   opt.block_n = spec.block_n;
   opt.num_warps = spec.num_warps;
   opt.num_stages = spec.num_stages;
+  opt.min_ctas_per_sm = spec.min_ctas_per_sm;
   opt.arch = spec.arch;
   return what == Render::IR ? attention::forward_ir(shape, opt) : attention::forward_ptx(shape, opt);
 }

@@ -4,6 +4,7 @@
 #include "kernels/builtins.h"
 #include "tilejit/kernels.h"
 #include "tilejit/ops.h"
+#include "runtime/autotune_device.h"
 #include "runtime/runtime.h"
 
 namespace tilejit::kernels {
@@ -62,7 +63,7 @@ autotune::Compiled matmul_compile(DevicePtr a, DevicePtr b, DevicePtr c, int M, 
   return with_dtype(dtype, M, N, K, [&](auto t) {
     const ir::Function &fn = matmul_kernel<decltype(t)>().function(a, b, c, M, N, K, K, N, N, bl.m, bl.n, bl.k);
     const runtime::LoadedKernel &k = runtime::get_kernel(fn, cfg);
-    return autotune::Compiled{k.num_regs, k.shared_bytes, k.num_threads};
+    return autotune::compiled_of(k);
   });
 }
 

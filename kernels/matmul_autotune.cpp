@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/autotune_prior.h"
 #include "runtime/autotune_device.h"
 #include "runtime/runtime.h"
 #include "tilejit/buffer.h"
@@ -43,7 +44,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   if (a.address == 0 || b.address == 0 || c.address == 0) throw TraceError("matmul: a pointer is null");
   std::string arch = runtime::device_arch();
   std::string key = fmt::format("{} M<={} N<={} K<={}", dtype_name(dtype), next_pow2(M), next_pow2(N), next_pow2(K));
-  std::string fast_key = key + " " + arch;
+  std::string fast_key = key + " " + arch + (autotune::full_search(settings) ? " full" : "");
   if (!result && settings.use_cache) {
     std::unique_lock lock(g_mutex);
     if (auto it = g_fast.find(fast_key); it != g_fast.end()) {
@@ -68,6 +69,8 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   t.compile = [&](const autotune::Config &cf) {
     return matmul_compile(a, b, c, M, N, K, dtype, launch_config(cf, arch, stream), blocks(cf));
   };
+  t.estimate = [&](const autotune::Config &cf) { return matmul_estimate(cf, int(esz)); };
+  t.prior = matmul_prior(arch, dtype, next_pow2(M), next_pow2(N), next_pow2(K));
   std::vector<std::pair<DevicePtr, DevicePtr>> inputs{{a, b}};
   std::vector<Buffer> copies;
   autotune::DeviceSnapshot output;

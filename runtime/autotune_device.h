@@ -1,13 +1,22 @@
-// Device-memory helpers for tunable launches: scratch copies of inputs (rotation, so the L2 cache does not
-// flatter small shapes) and of outputs (snapshot/restore, so tuning never changes user data).
+// Runtime helpers for tunable launches: a loaded kernel's report for the tuner (registers, shared memory,
+// spills), and scratch copies of inputs (rotation, so the L2 cache does not flatter small shapes) and of outputs
+// (snapshot/restore, so tuning never changes user data).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "runtime/runtime.h"
+#include "tilejit/autotune.h"
 #include "tilejit/buffer.h"
 
 namespace tilejit::autotune {
+
+/// What the tuner needs to know about a compiled candidate: registers, dynamic shared memory, threads and
+/// ptxas's spills.
+inline Compiled compiled_of(const runtime::LoadedKernel &k) {
+  return Compiled{k.num_regs, k.shared_bytes, k.num_threads, k.spill_stores, k.spill_loads};
+}
 
 /// Copies `bytes` bytes between device addresses, asynchronously on `stream` (null: default stream).
 /// Throws DriverError naming cuMemcpyDtoDAsync.

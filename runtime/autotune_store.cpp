@@ -63,12 +63,13 @@ std::string entry_name(const Tunable &t) {
 std::string entry_path(const std::string &dir, const std::string &entry) { return dir + "/" + entry + ".json"; }
 
 std::string winner_payload(const Tunable &t, const Result &r) {
-  return fmt::format("{{\"kernel\": {}, \"key\": {}, \"arch\": {}, \"config\": {}, \"ms\": {:.6f}}}\n",
-                     json_string(t.kernel), json_string(t.key), json_string(t.arch), json_string(r.best.str()),
-                     r.best_ms);
+  return fmt::format(
+      "{{\"kernel\": {}, \"key\": {}, \"arch\": {}, \"config\": {}, \"search\": {}, \"ms\": {:.6f}}}\n",
+      json_string(t.kernel), json_string(t.key), json_string(t.arch), json_string(r.best.str()),
+      json_string(r.full_search ? "full" : "pruned"), r.best_ms);
 }
 
-std::optional<Config> read_winner(const std::string &dir, const std::string &entry, const Tunable &t) {
+std::optional<StoredWinner> read_winner(const std::string &dir, const std::string &entry, const Tunable &t) {
   std::optional<std::string> payload = runtime::read_entry(dir, entry, "json");
   if (!payload) return std::nullopt;
   std::optional<std::string> kernel = json_field(*payload, "kernel");
@@ -78,8 +79,9 @@ std::optional<Config> read_winner(const std::string &dir, const std::string &ent
     runtime::debug_log("autotune: ignoring {}: not a winner of {} [{}]", entry_path(dir, entry), t.kernel, t.key);
     return std::nullopt;
   }
+  std::optional<std::string> search = json_field(*payload, "search");
   for (const Config &c : t.configs)
-    if (c.str() == *config) return c;
+    if (c.str() == *config) return StoredWinner{c, !search || *search == "full"};
   runtime::debug_log("autotune: ignoring {}: its config '{}' is not a candidate", entry_path(dir, entry), *config);
   return std::nullopt;
 }

@@ -123,6 +123,8 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) 
   CompileStats stats;
   if (auto it = g_kernels.find(key); it != g_kernels.end()) {
     stats.source = "memory";
+    stats.spill_stores = it->second->spill_stores;
+    stats.spill_loads = it->second->spill_loads;
     stats.total_ms = ms_since(t0);
     g_last_stats = stats;
     return *it->second;
@@ -133,6 +135,8 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) 
     const LoadedKernel &k = *pending.get();  // rethrows the builder's exception
     lock.lock();
     stats.source = "memory";
+    stats.spill_stores = k.spill_stores;
+    stats.spill_loads = k.spill_loads;
     stats.total_ms = ms_since(t0);
     g_last_stats = stats;
     return k;
@@ -159,7 +163,9 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) 
         stats.source = "compiled";
       }
       auto tl = Clock::now();
-      cubin = KernelArtifact{ptx->entry, ptx->shared_bytes, ptx->num_threads, link_ptx_to_cubin(ptx->code, ptx->entry)};
+      LinkedCubin linked = link_ptx_to_cubin(ptx->code, ptx->entry);
+      cubin = KernelArtifact{ptx->entry, ptx->shared_bytes, ptx->num_threads, std::move(linked.cubin),
+                             linked.spills.stores, linked.spills.loads};
       stats.link_ms = ms_since(tl);
       write_artifact(dir, ckey, "cubin", *cubin);
     }
@@ -167,10 +173,16 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) 
     kernel = std::make_unique<LoadedKernel>(load_kernel(*cubin));
     stats.load_ms = ms_since(tload);
     stats.total_ms = ms_since(t0);
-    debug_log("kernel '{}' ({} {} warps={} stages={}) from {}: codegen {:.2f} ms, link {:.2f} ms, load {:.2f} ms, "
-              "total {:.2f} ms; {} registers, {} B dynamic shared memory; key {} in {}",
-              kernel->name, fn.name, opts.arch, opts.num_warps, opts.num_stages, stats.source, stats.codegen_ms,
-              stats.link_ms, stats.load_ms, stats.total_ms, kernel->num_regs, kernel->shared_bytes, key, dir);
+    stats.spill_stores = kernel->spill_stores;
+    stats.spill_loads = kernel->spill_loads;
+    debug_log("kernel '{}' ({} {} warps={} stages={} min_ctas={}) from {}: codegen {:.2f} ms, link {:.2f} ms, load "
+              "{:.2f} ms, total {:.2f} ms; {} registers, {} B dynamic shared memory, spills {}; key {} in {}",
+              kernel->name, fn.name, opts.arch, opts.num_warps, opts.num_stages, opts.min_ctas_per_sm, stats.source,
+              stats.codegen_ms, stats.link_ms, stats.load_ms, stats.total_ms, kernel->num_regs, kernel->shared_bytes,
+              kernel->spill_stores < 0 ? std::string("not reported")
+                                       : fmt::format("{} B stores / {} B loads per thread", kernel->spill_stores,
+                                                     kernel->spill_loads),
+              key, dir);
   } catch (...) {
     lock.lock();
     g_building.erase(key);

@@ -30,7 +30,11 @@ std::optional<int> to_int(std::optional<std::string_view> s) {
 }  // namespace
 
 std::string encode_artifact(const KernelArtifact &a) {
-  return fmt::format("{}entry={} shared={} threads={}\n", kPrefix, a.entry, a.shared_bytes, a.num_threads) + a.code;
+  std::string spills = a.spill_stores >= 0 && a.spill_loads >= 0
+                           ? fmt::format(" spill_stores={} spill_loads={}", a.spill_stores, a.spill_loads)
+                           : "";
+  return fmt::format("{}entry={} shared={} threads={}{}\n", kPrefix, a.entry, a.shared_bytes, a.num_threads, spills) +
+         a.code;
 }
 
 std::optional<KernelArtifact> decode_artifact(std::string_view bytes) {
@@ -42,7 +46,14 @@ std::optional<KernelArtifact> decode_artifact(std::string_view bytes) {
   auto entry = take_field(line, "entry");
   auto shared = to_int(take_field(line, "shared"));
   auto threads = to_int(take_field(line, "threads"));
-  if (!entry || entry->empty() || !shared || !threads || !line.empty()) return std::nullopt;
+  if (!entry || entry->empty() || !shared || !threads) return std::nullopt;
+  if (!line.empty()) {  // optional: both spill fields or neither
+    auto stores = to_int(take_field(line, "spill_stores"));
+    auto loads = to_int(take_field(line, "spill_loads"));
+    if (!stores || !loads || !line.empty()) return std::nullopt;
+    a.spill_stores = *stores;
+    a.spill_loads = *loads;
+  }
   a.entry = std::string(*entry);
   a.shared_bytes = *shared;
   a.num_threads = *threads;

@@ -1,5 +1,7 @@
 // A compiled kernel as stored in the cache: its code (PTX text or a cubin image) plus what a launch
-// needs to know without re-running codegen (entry name, dynamic shared memory, threads per program).
+// needs to know without re-running codegen (entry name, dynamic shared memory, threads per program) and,
+// for a cubin, the register spills ptxas reported when the driver linked it (the autotuner reads them on a
+// cache hit too).
 #pragma once
 #include <optional>
 #include <string>
@@ -12,9 +14,12 @@ struct KernelArtifact {
   int shared_bytes = 0;    // dynamic shared memory per launch, bytes
   int num_threads = 0;     // threads per program (block)
   std::string code;        // PTX text or cubin bytes
+  int spill_stores = -1;   // bytes per thread spilled to local memory (cubins; -1: not reported)
+  int spill_loads = -1;    // bytes per thread reloaded from spills (cubins; -1: not reported)
 };
 
-/// Serializes as one text line "tilejit-kernel entry=<name> shared=<n> threads=<n>\n" followed by the code.
+/// Serializes as one text line "tilejit-kernel entry=<name> shared=<n> threads=<n>[ spill_stores=<n>
+/// spill_loads=<n>]\n" (the spill fields when known) followed by the code.
 std::string encode_artifact(const KernelArtifact &a);
 /// The inverse of encode_artifact; nullopt when the text is not an encoded artifact.
 std::optional<KernelArtifact> decode_artifact(std::string_view bytes);

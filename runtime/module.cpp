@@ -33,15 +33,17 @@ std::string log_text(const std::vector<char> &log) {
 
 }  // namespace
 
-std::string link_ptx_to_cubin(const std::string &ptx, const std::string &kernel_name) {
+LinkedCubin link_ptx_to_cubin(const std::string &ptx, const std::string &kernel_name) {
   Driver &d = driver();
   std::vector<char> info_log(16 * 1024, '\0'), error_log(16 * 1024, '\0');
+  // Verbose always: the info log's spill report (a few lines per kernel) is how the autotuner drops configs
+  // that spill.
   cu::CUjit_option options[] = {cu::CU_JIT_INFO_LOG_BUFFER, cu::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
                                 cu::CU_JIT_ERROR_LOG_BUFFER, cu::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
                                 cu::CU_JIT_LOG_VERBOSE};
   void *values[] = {info_log.data(), reinterpret_cast<void *>(uintptr_t(info_log.size() - 1)),
                     error_log.data(), reinterpret_cast<void *>(uintptr_t(error_log.size() - 1)),
-                    reinterpret_cast<void *>(uintptr_t(debug_enabled() ? 1 : 0))};
+                    reinterpret_cast<void *>(uintptr_t(1))};
   LinkState link{d};
   check(d.cuLinkCreate(5, options, values, &link.state), "cuLinkCreate", kernel_name);
   // PTX is passed with its terminating NUL, as the driver expects for text input.
@@ -52,8 +54,12 @@ std::string link_ptx_to_cubin(const std::string &ptx, const std::string &kernel_
   size_t cubin_bytes = 0;
   check(d.cuLinkComplete(link.state, &cubin, &cubin_bytes), "cuLinkComplete", kernel_name,
         fmt::format("linker error log: {}", log_text(error_log)));
-  if (std::string info = log_text(info_log); !info.empty()) debug_log("JIT log for '{}': {}", kernel_name, info);
-  return std::string(static_cast<const char *>(cubin), cubin_bytes);
+  LinkedCubin out;
+  out.cubin = std::string(static_cast<const char *>(cubin), cubin_bytes);
+  out.info_log = log_text(info_log);
+  out.spills = parse_spill_report(out.info_log);
+  if (!out.info_log.empty()) debug_log("JIT log for '{}': {}", kernel_name, out.info_log);
+  return out;
 }
 
 LoadedKernel load_kernel(const KernelArtifact &image) {
@@ -64,6 +70,8 @@ LoadedKernel load_kernel(const KernelArtifact &image) {
   k.name = image.entry;
   k.shared_bytes = image.shared_bytes;
   k.num_threads = image.num_threads;
+  k.spill_stores = image.spill_stores;
+  k.spill_loads = image.spill_loads;
   cu::CUfunction fn = nullptr;
   check(d.cuModuleGetFunction(&fn, module, image.entry.c_str()), "cuModuleGetFunction", image.entry);
   k.function = fn;

@@ -17,6 +17,8 @@ struct LoadedKernel {
   int shared_bytes = 0;       // dynamic shared memory per launch
   int num_threads = 0;
   int num_regs = 0;           // from cuFuncGetAttribute
+  int spill_stores = -1;      // bytes per thread ptxas spilled to local memory when linking (-1: not reported)
+  int spill_loads = -1;       // bytes per thread reloaded from those spills (-1: not reported)
 };
 
 /// The current device's arch as a codegen target: "sm_90a" for compute capability 9.0, "sm_80", ...
@@ -40,6 +42,8 @@ struct CompileStats {
   double link_ms = 0;       // driver JIT, PTX → cubin (0 when the cubin came from the cache)
   double load_ms = 0;       // cuModuleLoadData and function setup
   double total_ms = 0;      // the whole get_kernel call, key hashing and cache I/O included
+  int spill_stores = -1;    // the kernel's register spills, bytes per thread (LoadedKernel; -1: not reported)
+  int spill_loads = -1;
 };
 /// The statistics of the most recent get_kernel call in this process.
 CompileStats last_compile_stats();

@@ -167,3 +167,32 @@ TEST_CASE("kernel artifacts encode their launch metadata with the code", "[cache
   CHECK_FALSE(runtime::decode_artifact("tilejit-kernel entry=x shared=-1 threads=128\ncode").has_value());
   CHECK_FALSE(runtime::decode_artifact("tilejit-kernel entry=x shared=0 threads=128").has_value());
 }
+
+TEST_CASE("kernel artifacts keep the linker's spill report when it is known", "[cache]") {
+  runtime::KernelArtifact a{"attn_fwd_bf16", 98304, 256, random_bytes(100, 5), 180, 204};
+  std::string bytes = runtime::encode_artifact(a);
+  CHECK_THAT(bytes.substr(0, bytes.find('\n')), Catch::EndsWith(" spill_stores=180 spill_loads=204"));
+  auto back = runtime::decode_artifact(bytes);
+  REQUIRE(back.has_value());
+  CHECK(back->spill_stores == 180);
+  CHECK(back->spill_loads == 204);
+  CHECK(back->code == a.code);
+
+  // Unknown spills are not written and read back as unknown (PTX artifacts never have them).
+  runtime::KernelArtifact ptx{"k", 0, 128, "ptx text"};
+  std::string ptx_bytes = runtime::encode_artifact(ptx);
+  CHECK(ptx_bytes.find("spill") == std::string::npos);
+  auto ptx_back = runtime::decode_artifact(ptx_bytes);
+  REQUIRE(ptx_back.has_value());
+  CHECK(ptx_back->spill_stores == -1);
+  CHECK(ptx_back->spill_loads == -1);
+
+  // Both fields or neither; nothing after them.
+  CHECK_FALSE(runtime::decode_artifact("tilejit-kernel entry=x shared=0 threads=128 spill_stores=4\ncode").has_value());
+  CHECK_FALSE(
+      runtime::decode_artifact("tilejit-kernel entry=x shared=0 threads=128 spill_stores=4 spill_loads=-4\ncode")
+          .has_value());
+  CHECK_FALSE(
+      runtime::decode_artifact("tilejit-kernel entry=x shared=0 threads=128 spill_stores=0 spill_loads=0 x=1\ncode")
+          .has_value());
+}

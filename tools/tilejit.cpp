@@ -214,6 +214,8 @@ int main(int argc, char **argv) {
     c->add_option("--cols", spec.cols, "softmax row length");
     c->add_option("--num-warps", spec.num_warps, "num_warps");
     c->add_option("--num-stages", spec.num_stages, "num_stages");
+    c->add_option("--min-ctas", spec.min_ctas_per_sm, "programs per SM to cap registers for (0: no cap)")
+        ->check(CLI::Range(0, 32));
   };
   tools::FlexFlags code_flex;  // ir/ptx of attention with variant flags: the flex kernel
   auto *ir = app.add_subcommand("ir", "print the tile IR of a built-in kernel");

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <limits>
 #include <random>
 #include <vector>
@@ -22,9 +23,9 @@ struct TuneArgs {
   std::string kernel;
   int batch = 4, heads = 16, seqlen_q = 4096, seqlen_k = -1, head_dim = 128;
   int M = 4096, N = 4096, K = 4096;
-  bool causal = false, use_cache = false;
+  bool causal = false, use_cache = false, full = false;
   std::string dtype = "bf16";
-  int repeats = 15, warmup = 3, threads = 0;
+  int repeats = 15, warmup = 3, threads = 0, finalists = 3;
 };
 TuneArgs g_args;
 
@@ -50,11 +51,19 @@ autotune::Settings settings(const TuneArgs &a) {
   s.repeats = a.repeats;
   s.warmup = a.warmup;
   s.threads = a.threads;
+  s.finalists = a.finalists;
+  s.full_search = a.full;
   return s;
 }
 
-void print(const autotune::Tunable &t, const autotune::Result &r) {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// The table (unless TILEJIT_PRINT_AUTOTUNING printed it already) and the wall time of the whole tuning call:
+// tracing, compiling, copies of the inputs and outputs, timing.
+void print(const autotune::Tunable &t, const autotune::Result &r, double wall_ms) {
   if (!autotune::print_enabled() || r.source != "tuned") fmt::print("{}", autotune::format_result(t, r));
+  fmt::print("tuning call: {:.0f} ms wall\n", wall_ms);
 }
 
 int tune_attention(const TuneArgs &a) {
@@ -74,14 +83,16 @@ int tune_attention(const TuneArgs &a) {
   auto sk = attention::contiguous_strides(s.heads, s.seqlen_k, s.head_dim);
   fmt::print("tuning attention b={} h={} sq={} sk={} d={} causal={} {} ({:.3g} GFLOP per call)\n", s.batch, s.heads,
              s.seqlen_q, s.seqlen_k, s.head_dim, a.causal, a.dtype, attention::forward_flops(s, a.causal) / 1e9);
+  auto t0 = Clock::now();
   autotune::Result r = attention::tune(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), s, sq, sk, sk, sq, opt, settings(a));
+  double wall = ms_since(t0);
   autotune::Tunable t;  // only what format_result prints
   t.kernel = "attention_fwd";
   t.flops = attention::forward_flops(s, a.causal);
   t.arch = device_info().arch;
   t.key = fmt::format("b={} h={} sq={} sk={} d={} causal={} {}", s.batch, s.heads, s.seqlen_q, s.seqlen_k, s.head_dim,
                       a.causal, a.dtype);
-  print(t, r);
+  print(t, r, wall);
   return 0;
 }
 
@@ -93,14 +104,16 @@ int tune_matmul(const TuneArgs &a) {
   Stream stream;
   fmt::print("tuning matmul M={} N={} K={} {}\n", a.M, a.N, a.K, a.dtype);
   autotune::Result r;
+  auto t0 = Clock::now();
   kernels::matmul_autotuned(DevicePtr{A.address(), A.bytes()}, DevicePtr{B.address(), B.bytes()},
                             DevicePtr{C.address(), C.bytes()}, a.M, a.N, a.K, dt, &stream, settings(a), &r);
+  double wall = ms_since(t0);
   autotune::Tunable t;
   t.kernel = "matmul";
   t.flops = 2.0 * a.M * a.N * a.K;
   t.arch = device_info().arch;
   t.key = fmt::format("M={} N={} K={} {}", a.M, a.N, a.K, a.dtype);
-  print(t, r);
+  print(t, r, wall);
   return 0;
 }
 
@@ -121,9 +134,14 @@ CLI::App *add_tune_command(CLI::App &app) {
   c->add_option("-K", a.K, "matmul: columns of a, rows of b")->check(CLI::Range(1, std::numeric_limits<int>::max()));
   c->add_option("--dtype", a.dtype, "bf16 or f16 (matmul also f32)")->check(CLI::IsMember({"bf16", "f16", "f32"}));
   c->add_flag("--use-cache", a.use_cache, "print the cached winner if there is one instead of tuning again");
-  c->add_option("--repeats", a.repeats, "timed samples per config (median wins)")->check(CLI::Range(1, std::numeric_limits<int>::max()));
-  c->add_option("--warmup", a.warmup, "untimed launches per config")->check(CLI::Range(0, std::numeric_limits<int>::max()));
+  c->add_option("--repeats", a.repeats, "timed samples per finalist (median wins)")->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  c->add_option("--warmup", a.warmup, "untimed launches per finalist")->check(CLI::Range(0, std::numeric_limits<int>::max()));
   c->add_option("--threads", a.threads, "compile threads (0: TILEJIT_AUTOTUNE_THREADS or the hardware's, ≤ 16)");
+  c->add_option("--finalists", a.finalists,
+                "configs timed with --warmup/--repeats after one screening sample each (0: all of them)");
+  c->add_flag("--full", a.full,
+              "search every candidate: no pruning by estimate, prior or spills, no screening "
+              "(TILEJIT_AUTOTUNE_FULL=1)");
   return c;
 }
 

@@ -1,10 +1,13 @@
 // Autotuning of the flex kernel's configuration (FlexOptions::autotune).
 //
 // Candidates: BLOCK_M ∈ {64,128} × BLOCK_N ∈ {32,64,128} × num_warps ∈ {4,8} × num_stages ∈ {2,3} (BLOCK_M/N
-// fixed to a given block mask's). Which config wins depends strongly on the mods: a narrow sliding window
-// visits few key blocks per program and prefers small tiles, full attention large ones — so the key holds the
-// traced IR of the mods (two lambdas that trace alike share a tuning) and the band's sides. When the mask
-// has a function, each candidate's block mask is built once before timing (its block sizes differ).
+// fixed to a given block mask's), and the register-capped ones of kernels/launch_options.h; the tuner compiles
+// only those that fit their register cap and, where measured, won the call's class of mask and head dims
+// (kernels/autotune_prior.h: a narrow band, or everything else). Which config wins depends strongly on the
+// mods: a narrow sliding window visits few key blocks per program and prefers small tiles, full attention large
+// ones — so the key holds the traced IR of the mods (two lambdas that trace alike share a tuning) and the band's
+// sides. When the mask has a function, each candidate's block mask is built once before timing (its block sizes
+// differ).
 #include <functional>
 #include <map>
 #include <mutex>
@@ -12,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/autotune_prior.h"
 #include "kernels/flex/flex_internal.h"
 #include "kernels/launch_options.h"
 #include "runtime/autotune_device.h"
@@ -71,6 +75,16 @@ std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p)
                      opt.block_mask ? fmt::format("{}x{}", opt.block_mask->block_m, opt.block_mask->block_n) : "-");
 }
 
+// Which prior applies: a band bounded on both sides with at most kNarrowKeys keys visits few key blocks per
+// program; no band, or one open on a side, visits many.
+constexpr int64_t kNarrowKeys = 512;
+kernels::FlexBandClass band_class(const FlexOptions &opt) {
+  if (!opt.mask.band) return kernels::FlexBandClass::Dense;
+  BandArgs b = band_args(opt.mask.band);
+  if (b.left >= kUnbounded || b.right >= kUnbounded) return kernels::FlexBandClass::Dense;
+  return b.left + b.right + 1 <= kNarrowKeys ? kernels::FlexBandClass::Narrow : kernels::FlexBandClass::Other;
+}
+
 std::mutex g_mutex;
 std::unordered_map<std::string, autotune::Config> g_fast;  // key + arch → winner, applied in this process
 
@@ -83,10 +97,10 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   if (opt.arch.empty()) opt.arch = runtime::device_arch();
   Plan p = plan(s, opt);
   std::string key = shape_key(s, opt, p);
+  std::string fast_key = key + " " + opt.arch + (autotune::full_search({}) ? " full" : "");
   {
     std::lock_guard lock(g_mutex);
-    if (auto it = g_fast.find(key + " " + opt.arch); it != g_fast.end())
-      return kernels::with_tuned_config(opt, it->second);
+    if (auto it = g_fast.find(fast_key); it != g_fast.end()) return kernels::with_tuned_config(opt, it->second);
   }
   std::vector<int> bms{64, 128}, bns{32, 64, 128};
   if (opt.block_mask) bms = {opt.block_mask->block_m}, bns = {opt.block_mask->block_n};
@@ -103,8 +117,12 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
     FlexOptions o = kernels::with_tuned_config(opt, c);
     const ir::Function &fn = kernel->function(placeholder_kernel_args(plan(s, o), s, o));
     const runtime::LoadedKernel &lk = runtime::get_kernel(fn, launch_config(o));
-    return autotune::Compiled{lk.num_regs, lk.shared_bytes, lk.num_threads};
+    return autotune::compiled_of(lk);
   };
+  int dim_qk = next_pow2_at_least_16(s.head_dim_qk), dim_v = next_pow2_at_least_16(p.dim_v);
+  t.estimate = [=](const autotune::Config &c) { return kernels::attention_estimate(c, dim_qk, dim_v); };
+  t.prior = kernels::flex_prior(opt.arch, dim_qk, dim_v, autotune::pow2_bucket(s.seqlen_k), band_class(opt),
+                                kernels::more_per_sm_candidates());
   // Each candidate's block mask (a mask function without a given block mask), built when timing starts.
   std::map<std::pair<int, int>, BlockMask> masks;
   bool own_masks = !opt.block_mask && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
@@ -126,7 +144,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   autotune::Result r = autotune::tune(t, {});
   {
     std::lock_guard lock(g_mutex);
-    g_fast[key + " " + opt.arch] = r.best;
+    g_fast[fast_key] = r.best;
   }
   return kernels::with_tuned_config(opt, r.best);
 }

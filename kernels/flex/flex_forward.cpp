@@ -14,12 +14,6 @@ namespace tilejit::attention {
 namespace flex {
 namespace {
 
-int next_pow2_at_least_16(int x) {
-  int p = 16;
-  while (p < x) p *= 2;
-  return p;
-}
-
 bool all_zero(const Strides &s) { return s.batch == 0 && s.head == 0 && s.seq == 0 && s.dim == 0; }
 
 }  // namespace

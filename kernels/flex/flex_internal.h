@@ -73,6 +73,13 @@ Tile in_band(const BandTiles &band, const Tile &q_idx, const Tile &kv_idx);
 Tile visible(const Mask &mask, bool has_band, const BandTiles &band, const Tile &b, const Tile &h,
              const Tile &q_idx, const Tile &kv_idx);
 
+/// A head dim as the kernel's tiles pad it: the next power of two ≥ 16.
+inline int next_pow2_at_least_16(int x) {
+  int p = 16;
+  while (p < x) p *= 2;
+  return p;
+}
+
 /// Host-side band parameters: (left, right, bottom_right) with kUnbounded for open sides.
 struct BandArgs {
   int64_t left = kUnbounded, right = kUnbounded, bottom_right = 0;

@@ -5,17 +5,20 @@
 // (tilejit_last_launch_config). Each test uses its own cache directory.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
 
 #include "kernel_checks.h"
+#include "kernels/autotune_prior.h"
 #include "kernels/launch_options.h"
 #include "runtime/runtime.h"
 #include "test_runtime_scoped_env.h"
 #include "tilejit/autotune.h"
 #include "tilejit/c_api.h"
+#include "tilejit/device.h"
 #include "tools/attention_check.h"
 
 using namespace tilejit;
@@ -82,8 +85,24 @@ TEST_CASE("autotuning attention: a winner, restored outputs, correct results, ca
     REQUIRE(r.trials.size() == (kernels::more_per_sm_candidates() ? 63u : 36u));
     CHECK(r.best_ms > 0);
     int ok = 0;
-    for (const auto &t : r.trials) ok += t.status == "ok";
+    size_t compiled = 0;
+    for (const auto &t : r.trials) {
+      ok += t.status == "ok";
+      compiled += t.compile_ms >= 0;
+      if (t.status == "ok") CHECK(t.compiled.spill_stores >= 0);  // the driver's log reported spills
+    }
     CHECK(ok >= 1);
+    // Where a prior exists (the H200), only its configs are compiled: none of d=64's is over its estimate.
+    auto prior = kernels::attention_prior(device_info().arch, s.head_dim, autotune::pow2_bucket(s.seqlen_k),
+                                          kernels::more_per_sm_candidates());
+    if (!prior.empty() && !autotune::full_search({})) CHECK(compiled == prior.size());
+    const autotune::Trial *winner = nullptr;
+    for (const auto &t : r.trials)
+      if (t.config == r.best) winner = &t;
+    REQUIRE(winner);
+    CHECK(winner->finalist);
+    bool winner_in_prior = std::find(prior.begin(), prior.end(), r.best) != prior.end();
+    if (!winner_in_prior && !autotune::full_search({})) CHECK_FALSE(winner->compiled.spills());
     CHECK(fs::exists(r.cache_file));
     int bm = r.best.get("BLOCK_M"), bn = r.best.get("BLOCK_N");
     CHECK((bm == 64 || bm == 128));

@@ -111,7 +111,7 @@ using test_args::float_arg;
 using test_args::int_arg;
 
 runtime::LoadedKernel load(const char *ptx, const char *entry, int threads, int shared_bytes = 0) {
-  std::string cubin = runtime::link_ptx_to_cubin(ptx, entry);
+  std::string cubin = runtime::link_ptx_to_cubin(ptx, entry).cubin;
   return runtime::load_kernel(runtime::KernelArtifact{entry, shared_bytes, threads, cubin});
 }
 
@@ -189,7 +189,7 @@ TEST_CASE("kernels above 48 KiB of dynamic shared memory opt in, up to the devic
   auto got = out.download_as<uint32_t>(threads);
   for (int t = 0; t < threads; ++t) CHECK(got[t] == uint32_t((t + 1) % threads * 3));
 
-  std::string cubin = runtime::link_ptx_to_cubin(kSharedPtx, "shared_roundtrip");
+  std::string cubin = runtime::link_ptx_to_cubin(kSharedPtx, "shared_roundtrip").cubin;
   CHECK_THROWS_WITH(runtime::load_kernel(runtime::KernelArtifact{"shared_roundtrip", limit + 1024, threads, cubin}),
                     Catch::Contains("kernel 'shared_roundtrip' needs " + std::to_string(limit + 1024)) &&
                         Catch::Contains("at most " + std::to_string(limit)));
@@ -209,8 +209,13 @@ TEST_CASE("driver errors name the call, the kernel, the error and the JIT log", 
     CHECK_THAT(msg, Catch::Contains("q32"));
     CHECK(e.code == 218);  // CUDA_ERROR_INVALID_PTX
   }
-  CHECK_THROWS_WITH(runtime::load_kernel(runtime::KernelArtifact{"missing", 0, 128,
-                                                                  runtime::link_ptx_to_cubin(kAxpyPtx, "axpy")}),
+  // The verbose info log is always on: ptxas's report of the kernel, with its (absent) spills.
+  runtime::LinkedCubin linked = runtime::link_ptx_to_cubin(kAxpyPtx, "axpy");
+  INFO("JIT info log: " << linked.info_log);
+  CHECK_THAT(linked.info_log, Catch::Contains("axpy"));
+  CHECK(linked.spills.known());
+  CHECK_FALSE(linked.spills.spills());
+  CHECK_THROWS_WITH(runtime::load_kernel(runtime::KernelArtifact{"missing", 0, 128, linked.cubin}),
                     Catch::StartsWith("cuModuleGetFunction failed for kernel 'missing': CUDA_ERROR_NOT_FOUND"));
   runtime::LoadedKernel k = load(kAxpyPtx, "axpy", 2048);  // more threads per block than CUDA allows
   Buffer b(16, Backend::GPU);
