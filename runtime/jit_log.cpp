@@ -49,6 +49,15 @@ SpillReport parse_spill_report(std::string_view log) {
     else if (std::string e = name_after(line, "Compiling entry function"); !e.empty()) current = e;
     size_t st = line.find(" bytes spill stores");
     size_t ld = line.find(" bytes spill loads");
+    if (size_t lm = line.find(" bytes lmem"); lm != std::string_view::npos && st == std::string_view::npos) {
+      // The driver's own format ("used 12 registers, ..., 0 bytes lmem"): local memory per thread, which for
+      // kernels without local arrays or calls (all of tilejit's) is where spilled registers live.
+      if (std::optional<int> lmem = number_before(line, lm)) {
+        auto [it, fresh] = per_function.try_emplace(current, *lmem, *lmem);
+        if (!fresh) it->second = {std::max(it->second.first, *lmem), std::max(it->second.second, *lmem)};
+      }
+      continue;
+    }
     if (st == std::string_view::npos || ld == std::string_view::npos) continue;
     std::optional<int> stores = number_before(line, st), loads = number_before(line, ld);
     if (!stores || !loads) continue;
