@@ -50,11 +50,16 @@ SpillReport parse_spill_report(std::string_view log) {
     size_t st = line.find(" bytes spill stores");
     size_t ld = line.find(" bytes spill loads");
     if (size_t lm = line.find(" bytes lmem"); lm != std::string_view::npos && st == std::string_view::npos) {
-      // The driver's own format ("used 12 registers, ..., 0 bytes lmem"): local memory per thread, which for
-      // kernels without local arrays or calls (all of tilejit's) is where spilled registers live.
-      if (std::optional<int> lmem = number_before(line, lm)) {
-        auto [it, fresh] = per_function.try_emplace(current, *lmem, *lmem);
-        if (!fresh) it->second = {std::max(it->second.first, *lmem), std::max(it->second.second, *lmem)};
+      // The driver's own format ("used 12 registers, used 0 barriers, 0 stack, ..., 0 bytes lmem"): the stack
+      // frame and local memory per thread, which for kernels without local arrays or calls (all of tilejit's)
+      // hold only spilled registers.
+      size_t sk = line.find(" stack");
+      std::optional<int> lmem = number_before(line, lm);
+      std::optional<int> stack = sk == std::string_view::npos ? std::optional<int>(0) : number_before(line, sk);
+      if (lmem && stack) {
+        int bytes = *lmem + *stack;
+        auto [it, fresh] = per_function.try_emplace(current, bytes, bytes);
+        if (!fresh) it->second = {std::max(it->second.first, bytes), std::max(it->second.second, bytes)};
       }
       continue;
     }

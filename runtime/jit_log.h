@@ -7,8 +7,8 @@
 // 180 bytes spill stores, 204 bytes spill loads"). The CUDA driver's JIT (580) writes its own format instead,
 //   info    : Function properties for 'axpy':
 //   info    : used 12 registers, used 0 barriers, 0 stack, 0 bytes smem, 560 bytes cmem[0], 0 bytes lmem
-// whose local memory per thread (lmem) is read as both the stores and the loads: tilejit's kernels use local
-// memory only for spilled registers. The autotuner drops configs that spill before timing them.
+// whose stack frame plus local memory per thread (stack + lmem) is read as both the stores and the loads:
+// tilejit's kernels use them only for spilled registers. The autotuner drops configs that spill before timing them.
 #pragma once
 #include <string_view>
 
