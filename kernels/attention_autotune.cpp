@@ -52,7 +52,7 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
   Options opt = opt_in;
   if (opt.arch.empty()) opt.arch = runtime::device_arch();
   std::string key = shape_key(s, opt);
-  std::string fast_key = key + " " + opt.arch + (autotune::full_search(settings) ? " full" : "");
+  std::string fast_key = autotune::memo_key(key, opt.arch, settings);
   if (!result && settings.use_cache) {
     std::lock_guard lock(g_mutex);
     if (auto it = g_fast.find(fast_key); it != g_fast.end())

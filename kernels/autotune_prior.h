@@ -22,7 +22,7 @@ namespace tilejit::kernels {
 /// Registers per thread a kernel needs beside its accumulator tiles (at least: pointers, loop counters,
 /// masks' indices, the online softmax's row max and sum). Calibrated with ptxas on the attention kernels: no
 /// config of kernels/attention_fwd.cpp that fits its cap by this bound spills for lack of registers, and
-/// every config it rejects spills (tests/test_autotune_prior.cpp checks both with ptxas).
+/// every config it rejects spills (tests/test_autotune_prior.cpp checks rejected configs with ptxas).
 constexpr int kReservedRegisters = 16;
 
 /// An attention-style forward (attention_fwd, flex): f32 accumulators BLOCK_M×dim_v (output) and

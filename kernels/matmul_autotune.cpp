@@ -44,7 +44,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   if (a.address == 0 || b.address == 0 || c.address == 0) throw TraceError("matmul: a pointer is null");
   std::string arch = runtime::device_arch();
   std::string key = fmt::format("{} M<={} N<={} K<={}", dtype_name(dtype), next_pow2(M), next_pow2(N), next_pow2(K));
-  std::string fast_key = key + " " + arch + (autotune::full_search(settings) ? " full" : "");
+  std::string fast_key = autotune::memo_key(key, arch, settings);
   if (!result && settings.use_cache) {
     std::unique_lock lock(g_mutex);
     if (auto it = g_fast.find(fast_key); it != g_fast.end()) {

@@ -6,8 +6,9 @@
 // takes s·c exactly, every p is right relative to the others whatever R is; R only sets the range of p: the
 // row max's own p is 2^(m·c − R), and m·c − R is the rounding error of the product, up to half an ulp of R:
 // at most 8 while |m·c| < 2^28 (f16, whose P·V operand holds p up to 2^8) and 32 while |m·c| < 2^30 (bf16).
-// Ordinary rows live far inside this ordinary frame. Past it ("soft masks" such as −1e10 or −FLT_MAX, or a
-// huge softmax scale) R would be off by far more, and m·c may overflow: such a row switches to an exact frame,
+// Ordinary rows live far inside this ordinary frame. Past it ("soft masks" such as −1e10 or −FLT_MAX from a
+// user's score_mod) R would be off by far more, and m·c may overflow: with Range::AnyFinite such a row
+// switches to an exact frame,
 // factor E = the power of two at or below c, where R = m·E is exact (the row max's p is exactly 1) and finite
 // whenever m·c is. E ≠ c changes the softmax's temperature, but there it no longer matters: distinct f32
 // scores differ by at least 2^-24 of the larger magnitude, so every score not tied with the max lies at least
@@ -16,9 +17,8 @@
 // key blocks, its max changed by such a gap: the earlier blocks' weight (alpha) is 0 to that accuracy.
 //
 // Rows whose scores are all −inf so far keep m = −inf and contribute p = 0; at the end, l = 0 gives lse −inf.
-// Scores must be finite or −inf; |m·c| above FLT_MAX (a score past FLT_MAX/log2e ≈ 2.36e38 in natural units,
-// which only a raw q·k times a huge scale can reach: a score_mod's output is taken with c = log2e, E = 1)
-// makes R infinite and the row empty.
+// Scores must be finite or −inf. With Range::Bounded (no score_mod, the built-in forms) nothing switches: the
+// row max must stay inside the ordinary frame.
 #pragma once
 #include "tilejit/ops.h"
 #include "tilejit/tile.h"

@@ -440,4 +440,8 @@ std::string format_result(const Tunable &t, const Result &r) {
   return out;
 }
 
+std::string memo_key(const std::string &key, const std::string &arch, const Settings &s) {
+  return key + " " + arch + (full_search(s) ? " full " : " ") + runtime::env_tuning_key();
+}
+
 }  // namespace tilejit::autotune

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/runtime.h"
@@ -17,6 +18,11 @@ namespace tilejit::autotune {
 inline Compiled compiled_of(const runtime::LoadedKernel &k) {
   return Compiled{k.num_regs, k.shared_bytes, k.num_threads, k.spill_stores, k.spill_loads};
 }
+
+/// The key of a kernel's in-process memo of tuned configs: its tuning key, the arch, whether the search is full,
+/// and the registered environment that changes code or candidates (runtime::env_tuning_key), so a winner found
+/// under other settings is never reused.
+std::string memo_key(const std::string &key, const std::string &arch, const Settings &s);
 
 /// Copies `bytes` bytes between device addresses, asynchronously on `stream` (null: default stream).
 /// Throws DriverError naming cuMemcpyDtoDAsync.

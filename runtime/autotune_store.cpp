@@ -55,9 +55,10 @@ std::optional<std::string> json_field(const std::string &json, const std::string
 std::string entry_name(const Tunable &t) {
   std::string candidates;
   for (const Config &c : t.configs) candidates += c.str() + ";";
-  // The environment switches that change generated code change which config wins.
-  return "autotune-" + runtime::hash_key({"tilejit-autotune-v1", TILEJIT_VERSION, t.kernel, t.key, t.arch, candidates,
-                                          runtime::env_code_key()});
+  // A rebuilt library (other codegen, other priors) and the environment switches that change code or the
+  // candidates change which config wins.
+  return "autotune-" + runtime::hash_key({"tilejit-autotune-v1", TILEJIT_VERSION, runtime::build_id(), t.kernel,
+                                          t.key, t.arch, candidates, runtime::env_tuning_key()});
 }
 
 std::string entry_path(const std::string &dir, const std::string &entry) { return dir + "/" + entry + ".json"; }

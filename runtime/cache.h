@@ -21,6 +21,9 @@ std::string cache_dir();
 /// xxh3-128 of the parts, each prefixed by its length (so ("ab","c") and ("a","bc") differ), as
 /// 32 lower-case hex digits.
 std::string hash_key(const std::vector<std::string> &parts);
+/// This build of the library (the loaded binary's size and modification time): part of every cache key, so a
+/// rebuilt library never reuses another build's kernels or tuned winners.
+const std::string &build_id();
 
 /// The payload of <dir>/<key>.<ext>, or nullopt when the file is missing or corrupt (a corrupt file is
 /// deleted). Never throws for I/O problems: they count as a miss.

@@ -50,18 +50,6 @@ std::string specialization(const ir::Function &fn) {
   return s;
 }
 
-// This build of the library: the size and modification time of the loaded binary that holds this code. The
-// version string alone would let a rebuilt library with different codegen (same version) reuse stale PTX.
-const std::string &build_id() {
-  static const std::string id = [] {
-    Dl_info info{};
-    struct stat st {};
-    if (dladdr(reinterpret_cast<const void *>(&build_id), &info) && info.dli_fname && stat(info.dli_fname, &st) == 0)
-      return fmt::format("{}-{}.{}", st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-    return std::string("unknown-build");
-  }();
-  return id;
-}
 
 // Key of the PTX: everything codegen's output depends on.
 std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts) {
@@ -100,6 +88,19 @@ void apply_env(codegen::CodegenOptions &opts) {
 }
 
 }  // namespace
+
+// This build of the library: the size and modification time of the loaded binary that holds this code. The
+// version string alone would let a rebuilt library with different codegen (same version) reuse stale PTX.
+const std::string &build_id() {
+  static const std::string id = [] {
+    Dl_info info{};
+    struct stat st {};
+    if (dladdr(reinterpret_cast<const void *>(&build_id), &info) && info.dli_fname && stat(info.dli_fname, &st) == 0)
+      return fmt::format("{}-{}.{}", st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    return std::string("unknown-build");
+  }();
+  return id;
+}
 
 codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {
   codegen::CodegenOptions opts;

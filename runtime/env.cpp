@@ -8,15 +8,25 @@
 namespace tilejit::runtime {
 namespace {
 
+enum Affects { Nothing, Tuning, Code };
 struct EnvEntry {
   const char *name;
-  bool affects_code;
+  Affects affects;
 };
 constexpr EnvEntry kEnv[] = {
-#define TILEJIT_ENV(id, name, affects_code, doc) {name, affects_code},
+#define TILEJIT_ENV(id, name, affects, doc) {name, affects},
 #include "runtime/env.def"
 #undef TILEJIT_ENV
 };
+
+// The set variables that affect at least `what`, their values normalized ("0", else "1").
+std::string key_of(Affects what) {
+  std::string key;
+  for (const EnvEntry &e : kEnv)
+    if (e.affects >= what)
+      if (std::string v = system_env(e.name); !v.empty()) key += fmt::format("{}={};", e.name, v == "0" ? "0" : "1");
+  return key;
+}
 
 }  // namespace
 
@@ -46,12 +56,7 @@ std::optional<int64_t> env_int(Env var) {
   return v;
 }
 
-std::string env_code_key() {
-  std::string key;
-  for (const EnvEntry &e : kEnv)
-    if (e.affects_code)
-      if (std::string v = system_env(e.name); !v.empty()) key += fmt::format("{}={};", e.name, v);
-  return key;
-}
+std::string env_code_key() { return key_of(Code); }
+std::string env_tuning_key() { return key_of(Tuning); }
 
 }  // namespace tilejit::runtime

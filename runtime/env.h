@@ -12,7 +12,7 @@ namespace tilejit::runtime {
 
 /// One registered variable (runtime/env.def).
 enum class Env {
-#define TILEJIT_ENV(id, name, affects_code, doc) id,
+#define TILEJIT_ENV(id, name, affects, doc) id,
 #include "runtime/env.def"
 #undef TILEJIT_ENV
 };
@@ -26,9 +26,11 @@ bool env_flag(Env var);
 /// The variable as an integer, nullopt when unset or empty; throws Error naming it when it is not an integer
 /// (all of it: "1abc" is rejected).
 std::optional<int64_t> env_int(Env var);
-/// "NAME=value;" for every registered variable that changes generated code and is set: part of the
-/// compile-cache key.
+/// "NAME=value;" for every registered variable that changes generated code and is set (values other than
+/// "0" as 1): part of the compile-cache key.
 std::string env_code_key();
+/// The same for the variables that change generated code or what the autotuner tries: part of its keys.
+std::string env_tuning_key();
 
 /// A variable of the system's, not tilejit's (HOME, XDG_CACHE_HOME): its value, or "" when unset.
 std::string system_env(const char *name);

@@ -53,8 +53,8 @@ inline void check_softcap_bound_edges(Backend be, int block_m, int block_n) {
 /// Scores of huge magnitude, as models write "soft masks" (−1e10, −1e30, −FLT_MAX) and their positive twins,
 /// from a user score_mod: alone in a row (every key the same score: the softmax is uniform), mixed with ordinary
 /// scores, with both signs, with keys masked by a mask function or by −inf from the mod, and changing between key
-/// blocks (keys before or from position 20); and from the built-in ALiBi with huge slopes (alone and then
-/// soft-capped) and a huge softmax scale without a mod. Each against the float64 softmax of the same f32
+/// blocks (keys before or from position 20); and ALiBi with huge slopes written as a score_mod (alone and then
+/// soft-capped). Each against the float64 softmax of the same f32
 /// scores (require_matches: the dtype's output tolerance, lse within 1e-3 relative, empty rows 0 and −inf),
 /// and nothing NaN. Rows 0..2 see no key where a mask function is used.
 inline void check_flex_extreme_scores(Backend be, DType dt, int block_m, int block_n, int seqlen_q, int seqlen_k) {

@@ -155,7 +155,7 @@ runtime::SpillReport attention_spills(const Config &c, int head_dim) {
 
 }  // namespace
 
-TEST_CASE("with ptxas: the attention estimate rejects only configs that spill", "[autotune][ptx]") {
+TEST_CASE("with ptxas: configs the attention estimate rejects do spill", "[autotune][ptx]") {
   // Rejected by the estimate at head dim 128 (accumulators + reserve over the cap): ptxas must spill them, else
   // the estimate would be hiding configs that run. (Whether a prior's configs spill is not checked: the tuner
   // times them either way, since they won with whatever spills they had.)

@@ -39,13 +39,16 @@ std::vector<uint16_t> random_bf16(size_t n, std::mt19937 &rng) {
 TEST_CASE("C ABI: tilejit_last_launch_config reports each call's configuration", "[c_api]") {
   ScopedEnv interpret("TILEJIT_INTERPRET", "1");
   // A fresh thread: nothing launched on it yet.
-  std::thread([] {
-    tilejit_launch_config c = last();
-    CHECK(std::string(c.kernel).empty());
-    CHECK(c.block_m == 0);
-    CHECK(c.num_warps == 0);
-    CHECK(c.autotuned == 0);
-  }).join();
+  // (Catch's assertions stay on the test's thread: the other thread only fills the struct.)
+  tilejit_launch_config fresh;
+  std::memset(&fresh, 0x5a, sizeof(fresh));  // poisoned: every field must be written
+  int fresh_rc = -1;
+  std::thread([&] { fresh_rc = tilejit_last_launch_config(&fresh); }).join();
+  REQUIRE(fresh_rc == TILEJIT_OK);
+  CHECK(std::string(fresh.kernel).empty());
+  CHECK(fresh.block_m == 0);
+  CHECK(fresh.num_warps == 0);
+  CHECK(fresh.autotuned == 0);
 
   const int B = 1, H = 2, S = 40, D = 32;
   std::mt19937 rng(7);
@@ -107,7 +110,12 @@ TEST_CASE("C ABI: tilejit_last_launch_config reports each call's configuration",
   CHECK(c.autotuned == 0);
 
   // Per thread: another thread's calls do not show here, nor ours there.
-  std::thread([] { CHECK(std::string(last().kernel).empty()); }).join();
+  std::string other_thread = "unset";
+  std::thread([&] {
+    tilejit_launch_config o;
+    if (tilejit_last_launch_config(&o) == TILEJIT_OK) other_thread = o.kernel;
+  }).join();
+  CHECK(other_thread.empty());
   CHECK(std::string(last().kernel) == "matmul");
 
   REQUIRE(tilejit_last_launch_config(nullptr) == TILEJIT_ERROR_INVALID_ARGUMENT);

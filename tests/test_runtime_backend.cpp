@@ -134,8 +134,12 @@ TEST_CASE("the compile-cache key carries the registered variables that change ge
     ScopedEnv dbg("TILEJIT_DEBUG", "1");  // changes no code: not in the key
     CHECK(runtime::env_code_key() == "");
   }
-  ScopedEnv on("TILEJIT_DISABLE_WGMMA", "1");
+  ScopedEnv on("TILEJIT_DISABLE_WGMMA", "yes");
+  CHECK(runtime::env_code_key() == "TILEJIT_DISABLE_WGMMA=1;");  // values normalized
+  // A switch that changes only what the autotuner tries enters its keys, not the compile cache's.
+  ScopedEnv fewer("TILEJIT_AUTOTUNE_MORE_PER_SM", "0");
   CHECK(runtime::env_code_key() == "TILEJIT_DISABLE_WGMMA=1;");
+  CHECK(runtime::env_tuning_key() == "TILEJIT_AUTOTUNE_MORE_PER_SM=0;TILEJIT_DISABLE_WGMMA=1;");
   CHECK(std::string(runtime::env_name(runtime::Env::DisableWgmma)) == "TILEJIT_DISABLE_WGMMA");
 }
 

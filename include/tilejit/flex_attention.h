@@ -36,9 +36,10 @@
 // f32 score, however large ("soft masks" such as −1e10, −1e30 or −FLT_MAX, and positive ones), or −inf
 // (masked): each row gets the softmax of its scores as they are; a row whose every score is the same huge
 // value averages its keys' v (kernels/online_softmax.h). Without a score_mod, and with the built-in
-// alibi() and softcap(), the loop keeps FlashAttention-2's softmax with nothing added (their scores are bounded
-// by the inputs): each row's largest scaled score must stay below 2^30/log2(e) ≈ 7.4e8 in magnitude (bf16;
-// 1.9e8 for f16), far beyond any q·k of normalized activations; past it the row's result is undefined. Offsets are 64-bit when some
+// alibi() and softcap(), the loop keeps FlashAttention-2's softmax with nothing added: each row's largest
+// scaled score must stay below 2^30/log2(e) ≈ 7.4e8 in magnitude (bf16; 1.9e8 for f16), far beyond the q·k of
+// normalized activations, ordinary ALiBi slopes and caps; past it the row's result is undefined (write such a
+// mod as a score_mod lambda to get the exact handling). Offsets are 64-bit when some
 // tensor spans more than 2^31 elements. Errors (TraceError): heads_q not a multiple of heads_kv, head dims
 // outside [16, 256], dtype other than bf16/f16, non-contiguous last dimension, null pointers, a softmax_scale
 // that is negative, not finite or above FLT_MAX/log2(e).

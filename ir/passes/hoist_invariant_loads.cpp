@@ -69,7 +69,7 @@ class Hoister {
     };
     for (auto &op : body.ops) {
       bool candidate = op->regions.empty() && op->kind != OpKind::Yield && op->kind != OpKind::Dot &&
-                       !may_trap(*op) && (is_pure(op->kind) || op->kind == OpKind::Load);
+                       !may_trap(*op) && (is_pure(op->kind) || (reads_memory(op->kind) && !writes_memory(op->kind)));
       if (!candidate) continue;
       bool ok = true;
       for (const Value *v : op->operands) ok &= outside_or_invariant(v);

@@ -97,7 +97,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   if (opt.arch.empty()) opt.arch = runtime::device_arch();
   Plan p = plan(s, opt);
   std::string key = shape_key(s, opt, p);
-  std::string fast_key = key + " " + opt.arch + (autotune::full_search({}) ? " full" : "");
+  std::string fast_key = autotune::memo_key(key, opt.arch, {});
   {
     std::lock_guard lock(g_mutex);
     if (auto it = g_fast.find(fast_key); it != g_fast.end()) return kernels::with_tuned_config(opt, it->second);

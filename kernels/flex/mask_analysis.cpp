@@ -77,7 +77,7 @@ MaskAnalysis analyze(const MaskFn &fn, bool varlen) {
   r.reads_h = used(pH);
   bool program_ids = false;
   ir::walk(*f.body, [&](ir::Op &op) {
-    if (op.kind == ir::OpKind::Load || op.kind == ir::OpKind::AtomicAdd) r.reads_memory = true;
+    if (ir::reads_memory(op.kind)) r.reads_memory = true;
     if (op.kind == ir::OpKind::ProgramId || op.kind == ir::OpKind::NumPrograms) program_ids = true;
   });
   // The block-mask kernels' grids differ from the attention kernel's: a program id means something else there.
