@@ -54,21 +54,6 @@ ParamTable list_params() {
   return t;
 }
 
-/// This program's sequence: its lengths and first tokens (varlen: from cu_seqlens).
-struct Sequence {
-  Tile seqlen_q, seqlen_k, q_start, k_start;
-};
-Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &seqlen_k, const Tile &cu_q,
-                  const Tile &cu_k) {
-  if (!varlen) return {seqlen_q, seqlen_k, b * seqlen_q, b * seqlen_k};
-  Sequence s;
-  s.q_start = load(cu_q + b);
-  s.k_start = load(cu_k + b);
-  s.seqlen_q = load(cu_q + b + 1) - s.q_start;
-  s.seqlen_k = load(cu_k + b + 1) - s.k_start;
-  return s;
-}
-
 /// Grid (num_q_blocks · num_k_blocks, heads with lists, batches with lists).
 void trace_tiles(const Mask &mask, std::span<const detail::ArgValue> a) {
   auto P = [](int i) { return detail::param_tile(i); };

@@ -58,6 +58,15 @@ class ModScope {
   ModScope *previous_;
 };
 
+/// A program's sequence: its lengths and first tokens. Dense: the given lengths, b·seqlen; varlen: from
+/// cu_seqlens_q/k[b] and [b + 1]. The attention kernel, the block-mask kernels and the mask analysis all trace
+/// a mask inside the ModScope of this, so that they see the same positions.
+struct Sequence {
+  Tile seqlen_q, seqlen_k, q_start, k_start;
+};
+Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &seqlen_k, const Tile &cu_q,
+                  const Tile &cu_k);
+
 /// The band's runtime parameters inside a kernel: left/right (kUnbounded when open) and the offset
 /// (0 or seqlen_k − seqlen_q).
 struct BandTiles {

@@ -69,15 +69,11 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   const bool softcap_bound = C(kSoftcapBound);
 
   Tile pid_m = program_id(0), h = program_id(1), b = program_id(2);
-  Tile seqlen_q = P(kSeqlenQ), seqlen_k = P(kSeqlenK);
-  Tile q_start = 0, k_start = 0;
-  if (varlen) {
-    q_start = load(P(kCuQ) + b);
-    seqlen_q = load(P(kCuQ) + b + 1) - q_start;
-    k_start = load(P(kCuK) + b);
-    seqlen_k = load(P(kCuK) + b + 1) - k_start;
-  }
-  ModScope scope(seqlen_q, seqlen_k, varlen ? q_start : b * seqlen_q, varlen ? k_start : b * seqlen_k);
+  Sequence sq = sequence(varlen, b, P(kSeqlenQ), P(kSeqlenK), P(kCuQ), P(kCuK));
+  ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
+  // The kernel's own offsets are the packed token's (varlen) or 0 (dense: the batch stride moves b).
+  Tile seqlen_q = sq.seqlen_q, seqlen_k = sq.seqlen_k;
+  Tile q_start = varlen ? sq.q_start : Tile(0), k_start = varlen ? sq.k_start : Tile(0);
   Tile kv_h = h / P(kGroup);
   auto stride = [&](int i) { return large ? P(i) : P(i).to(DType::i32); };
   Tile q_start_w = varlen && large ? q_start.to(DType::i64) : q_start;

@@ -38,15 +38,8 @@ void trace_probe(const MaskFn &fn, std::span<const detail::ArgValue> a,
   auto P = [](int i) { return detail::param_tile(i); };
   const bool varlen = a[pVarlen].i != 0;
   Tile b = P(pB), h = P(pH);
-  Tile seqlen_q = P(pSeqlenQ), seqlen_k = P(pSeqlenK);
-  Tile q_start = b * seqlen_q, k_start = b * seqlen_k;
-  if (varlen) {
-    q_start = load(P(pCuQ) + b);
-    k_start = load(P(pCuK) + b);
-    seqlen_q = load(P(pCuQ) + b + 1) - q_start;
-    seqlen_k = load(P(pCuK) + b + 1) - k_start;
-  }
-  ModScope scope(seqlen_q, seqlen_k, q_start, k_start);
+  Sequence sq = sequence(varlen, b, P(pSeqlenQ), P(pSeqlenK), P(pCuQ), P(pCuK));
+  ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
   Tile r = arange(0, kProbeRows);
   Tile q_idx = (P(pQ0) + r)(_, None), kv_idx = (P(pK0) + r)(None, _);
   Mask mask(fn);

@@ -56,6 +56,17 @@ BandArgs band_args(const std::optional<Band> &band) {
 
 LaunchConfig launch_config(const FlexOptions &opt) { return kernels::launch_config_of(opt); }
 
+Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &seqlen_k, const Tile &cu_q,
+                  const Tile &cu_k) {
+  if (!varlen) return {seqlen_q, seqlen_k, b * seqlen_q, b * seqlen_k};
+  Sequence s;
+  s.q_start = load(cu_q + b);
+  s.seqlen_q = load(cu_q + b + 1) - s.q_start;
+  s.k_start = load(cu_k + b);
+  s.seqlen_k = load(cu_k + b + 1) - s.k_start;
+  return s;
+}
+
 }  // namespace flex
 
 Tile mod_seqlen_q() {
@@ -74,5 +85,6 @@ Tile mod_seqlen_k() {
   if (!flex::g_scope) throw TraceError("mod_seqlen_k: called outside a flex attention mod's trace");
   return flex::g_scope->seqlen_k;
 }
+
 
 }  // namespace tilejit::attention
