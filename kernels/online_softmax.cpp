@@ -8,8 +8,6 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kLn2 = 0.6931471805599453f;
 
-// |m·c| below which a row keeps the ordinary frame: m·c − R ≤ 8 (f16) or ≤ 32 (bf16), see the header.
-float ordinary_bound(DType dt) { return dt == DType::f16 ? 0x1p28f : 0x1p30f; }
 
 // The power of two at or below x > 0 (an f32 scalar, or a literal: then it folds at trace time). Veltkamp's
 // split with 2^23 + 1 rounds y to its leading bit (the power of two nearest to y); that or half of it is at or
@@ -26,6 +24,9 @@ Tile pow2_floor(const Tile &x) {
 }
 
 }  // namespace
+
+// |m·c| below which a row keeps the ordinary frame: m·c − R ≤ 8 (f16) or ≤ 32 (bf16), see the header.
+float OnlineSoftmax::ordinary_bound(DType dt) { return dt == DType::f16 ? 0x1p28f : 0x1p30f; }
 
 OnlineSoftmax::OnlineSoftmax(int rows, const Tile &c, const Tile &natural, DType dt, Range range)
     : c_(c), natural_(natural), exact_frames_(range == Range::AnyFinite) {

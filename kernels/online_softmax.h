@@ -37,6 +37,8 @@ class OnlineSoftmax {
   /// 2^28 (f16) or 2^30 (bf16) log2 units. AnyFinite (a user's score_mod, which may return soft masks such as
   /// −1e30 or −FLT_MAX) adds the exact frame above: a few operations per row and key block.
   enum class Range { Bounded, AnyFinite };
+  /// The ordinary frame's bound on |max·c| in log2 units: 2^28 for f16, 2^30 for bf16 (see above).
+  static float ordinary_bound(DType dt);
   OnlineSoftmax(int rows, const Tile &c, const Tile &natural, DType dt, Range range);
 
   struct Step {

@@ -20,7 +20,9 @@
 #include <fmt/format.h>
 
 #include "ir/ir.h"
+#include "dsl/trace_context.h"
 #include "kernels/flex/flex_internal.h"
+#include "kernels/flex/score_range.h"
 #include "kernels/flex/kernel_lru.h"
 #include "kernels/online_softmax.h"
 #include "tilejit/error.h"
@@ -155,10 +157,22 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   else if (!form && score_mod) natural = Tile(1.f);
   const Tile c = natural * kLog2e;
   std::optional<OnlineSoftmax> online;
-  // A user's score_mod may return any finite value (soft masks of −1e30); q·k and the built-in forms are bounded.
-  if (!softcap_bound)
-    online.emplace(BM, c, natural, dt,
-                   !form && score_mod ? OnlineSoftmax::Range::AnyFinite : OnlineSoftmax::Range::Bounded);
+  // q·k and the built-in forms are bounded. A user's score_mod may return any finite value (soft masks of
+  // −1e30, a value loaded from a table): unless its traced IR shows that its output stays within the bounded
+  // range whenever its input score does (cap·tanh(score/cap), score·0.5, ...), it gets the exact frames.
+  OnlineSoftmax::Range range = OnlineSoftmax::Range::Bounded;
+  if (!form && score_mod && !softcap_bound) {
+    // The mod traced once on a stand-in score that the tracer cannot fold (what only this feeds is removed by
+    // DCE); the input's bound is the bounded frame's, in natural units (c = log2e after a mod).
+    Tile stand_in = (rows(_, None) + offs_n(None, _)).to(DType::f32) * P(kScale);
+    Tile kv_probe = minimum(offs_n, maximum(seqlen_k - 1, 0))(None, _);
+    Tile out = score_mod(stand_in, b, h, q_idx, kv_probe);
+    const double bound = OnlineSoftmax::ordinary_bound(dt) / double(kLog2e);
+    ir::Value *score_v = dsl::TileAccess::value(stand_in), *out_v = out.valid() ? dsl::TileAccess::value(out) : nullptr;
+    Interval r = out_v && score_v ? value_range(out_v, score_v, {-bound, bound}) : Interval{-1, 1};
+    if (!out_v || std::max(std::fabs(r.lo), std::fabs(r.hi)) > bound) range = OnlineSoftmax::Range::AnyFinite;
+  }
+  if (!softcap_bound) online.emplace(BM, c, natural, dt, range);
 
   enum class Masking { Never, Always, When };
   enum class Cols { Always, Never, WithMask };

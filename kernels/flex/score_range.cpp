@@ -1,0 +1,122 @@
+// The range analysis of kernels/flex/score_range.h: interval arithmetic over the tile IR, memoized per value
+// (the IR is a DAG).
+#include "kernels/flex/score_range.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+namespace tilejit::attention::flex {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr Interval kAll{-kInf, kInf};
+
+Interval of_dtype(DType t) {
+  switch (t) {
+    case DType::i1: return {0, 1};
+    case DType::i8: return {-128, 127};
+    case DType::i16: return {-32768, 32767};
+    case DType::i32: return {-2147483648.0, 2147483647.0};
+    default: return kAll;  // i64 and floats: nothing known
+  }
+}
+
+bool is_neg_inf_constant(const ir::Value *v) {
+  while (v->def && (v->def->kind == ir::OpKind::Splat || v->def->kind == ir::OpKind::Broadcast ||
+                    v->def->kind == ir::OpKind::ExpandDims))
+    v = v->def->operand(0);
+  return v->def && v->def->kind == ir::OpKind::Constant && !is_int(v->type.dtype()) &&
+         v->def->attrs.fvalue == -kInf;
+}
+
+// The products' hull; 0·inf counts as unbounded.
+Interval mul(Interval a, Interval b) {
+  double p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
+  for (double x : p)
+    if (std::isnan(x)) return kAll;
+  return {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+}
+
+class Analysis {
+ public:
+  Analysis(const ir::Value *score, Interval range) : score_(score), range_(range) {}
+
+  Interval of(const ir::Value *v) {
+    if (v == score_) return range_;
+    if (auto it = memo_.find(v); it != memo_.end()) return it->second;
+    Interval r = compute(v);
+    if (std::isnan(r.lo) || std::isnan(r.hi)) r = kAll;
+    memo_[v] = r;
+    return r;
+  }
+
+ private:
+  Interval compute(const ir::Value *v) {
+    const ir::Op *op = v->def;
+    const DType dt = v->type.dtype();
+    if (!op) return of_dtype(dt);  // a kernel parameter or a loop-carried value
+    using K = ir::OpKind;
+    auto arg = [&](int i) { return of(op->operand(i)); };
+    switch (op->kind) {
+      case K::Constant:
+        if (is_int(dt)) return {double(op->attrs.ivalue), double(op->attrs.ivalue)};
+        return {op->attrs.fvalue, op->attrs.fvalue};
+      case K::ProgramId:
+      case K::NumPrograms: return {0, 2147483647.0};
+      case K::Arange: return {double(op->attrs.ints.at(0)), double(op->attrs.ints.at(1) - 1)};
+      case K::Splat:
+      case K::Broadcast:
+      case K::ExpandDims:
+      case K::Reshape:
+      case K::Trans: return arg(0);
+      case K::Cast: {
+        Interval a = arg(0);
+        if (dt == DType::f16 && std::max(std::fabs(a.lo), std::fabs(a.hi)) > 65504) return kAll;
+        if (is_int(dt)) return of_dtype(dt);  // truncation and wrap-around: only the dtype's range is known
+        return a;
+      }
+      case K::Add: { Interval a = arg(0), b = arg(1); return {a.lo + b.lo, a.hi + b.hi}; }
+      case K::Sub: { Interval a = arg(0), b = arg(1); return {a.lo - b.hi, a.hi - b.lo}; }
+      case K::Mul: return mul(arg(0), arg(1));
+      case K::Fma: { Interval m = mul(arg(0), arg(1)), c = arg(2); return {m.lo + c.lo, m.hi + c.hi}; }
+      case K::Neg: { Interval a = arg(0); return {-a.hi, -a.lo}; }
+      case K::Abs: {
+        Interval a = arg(0);
+        double lo = a.lo <= 0 && a.hi >= 0 ? 0 : std::min(std::fabs(a.lo), std::fabs(a.hi));
+        return {lo, std::max(std::fabs(a.lo), std::fabs(a.hi))};
+      }
+      case K::Minimum: { Interval a = arg(0), b = arg(1); return {std::min(a.lo, b.lo), std::min(a.hi, b.hi)}; }
+      case K::Maximum: { Interval a = arg(0), b = arg(1); return {std::max(a.lo, b.lo), std::max(a.hi, b.hi)}; }
+      case K::Tanh: return {-1, 1};
+      case K::Sigmoid: return {0, 1};
+      case K::Exp: { Interval a = arg(0); return {std::exp(a.lo), std::exp(a.hi)}; }
+      case K::Exp2: { Interval a = arg(0); return {std::exp2(a.lo), std::exp2(a.hi)}; }
+      case K::Sqrt: { Interval a = arg(0); return a.lo < 0 ? kAll : Interval{std::sqrt(a.lo), std::sqrt(a.hi)}; }
+      case K::Cmp: return {0, 1};
+      case K::Select: {
+        // where(cond, a, b): a masked branch (−inf) adds nothing; the other branch's range stands.
+        const ir::Value *a = op->operand(1), *b = op->operand(2);
+        if (is_neg_inf_constant(a)) return of(b);
+        if (is_neg_inf_constant(b)) return of(a);
+        Interval x = of(a), y = of(b);
+        return {std::min(x.lo, y.lo), std::max(x.hi, y.hi)};
+      }
+      default:
+        return is_int(dt) ? of_dtype(dt) : kAll;  // loads, divisions, logs, reductions, ...
+    }
+  }
+
+  const ir::Value *score_;
+  Interval range_;
+  std::unordered_map<const ir::Value *, Interval> memo_;
+};
+
+}  // namespace
+
+Interval value_range(const ir::Value *out, const ir::Value *score, Interval score_range) {
+  return Analysis(score, score_range).of(out);
+}
+
+}  // namespace tilejit::attention::flex

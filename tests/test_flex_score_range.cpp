@@ -1,0 +1,55 @@
+// The range analysis of a score_mod (kernels/flex/score_range.h) and the softmax frame it chooses: bounded mods
+// run FlashAttention-2's softmax with nothing added, mods that may return soft masks get the exact frames.
+#include <catch2/catch.hpp>
+
+#include <limits>
+#include <regex>
+
+#include "flex_reference.h"
+#include "tilejit/flex_attention.h"
+#include "tilejit/ops.h"
+
+using namespace tilejit;
+using namespace tilejit::testing;
+
+namespace {
+
+// The exact frames test each row's max against the ordinary frame's bound (kernels/online_softmax.cpp): an abs
+// of a row vector of f32 is in the kernel's IR exactly when a row may switch frames.
+bool exact_frames(const attention::ScoreMod &mod) {
+  attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 64, .seqlen_k = 64, .head_dim_qk = 32};
+  attention::FlexOptions o;
+  o.score_mod = mod;
+  return std::regex_search(attention::flex_forward_ir(s, o), std::regex(R"(= abs %\d+ : tensor<\d+xf32>)"));
+}
+
+}  // namespace
+
+TEST_CASE("flex: a score_mod's traced range chooses the softmax's frame", "[flex]") {
+  Buffer table(64 * 4, Backend::Interpreter);
+  auto bias = capture(table, DType::f32);
+  const float cap = 30.f;
+  // Bounded whenever the input score is: the plain softmax.
+  CHECK_FALSE(exact_frames([](Tile s, Tile, Tile, Tile, Tile) { return s * 0.5f; }));
+  CHECK_FALSE(exact_frames([cap](Tile s, Tile, Tile, Tile, Tile) { return cap * tanh(s / cap); }));
+  CHECK_FALSE(exact_frames([](Tile s, Tile, Tile, Tile q, Tile kv) {
+    return where(kv <= q, s, -std::numeric_limits<float>::infinity());
+  }));
+  CHECK_FALSE(exact_frames([](Tile s, Tile, Tile, Tile q, Tile kv) { return 0.5f * tanh(s) - 0.01f * abs(q - kv).to(DType::f32); }));
+  // May leave the bounded range: the exact frames.
+  CHECK(exact_frames([](Tile s, Tile, Tile, Tile, Tile) { return s - 1e10f; }));
+  CHECK(exact_frames([](Tile s, Tile, Tile, Tile q, Tile kv) { return where(kv <= q, s, -1e30f); }));
+  CHECK(exact_frames([](Tile s, Tile, Tile, Tile, Tile) { return s + 1.f; }));  // the input's bound, plus one
+  CHECK(exact_frames([bias](Tile s, Tile, Tile, Tile q, Tile kv) { return s + load(bias() + abs(q - kv)); }));
+  CHECK(exact_frames([](Tile s, Tile, Tile, Tile, Tile) { return s / 0.5f; }));
+}
+
+TEST_CASE("flex: a bounded user soft-cap matches float64 on the plain softmax", "[flex]") {
+  FlexCase c;
+  c.shape = {.batch = 1, .heads_q = 2, .seqlen_q = 70, .seqlen_k = 90, .head_dim_qk = 32};
+  attention::FlexOptions o;
+  o.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return 2.f * tanh(s / 2.f); };
+  RefMods ref;
+  ref.score = [](double s, int, int, int, int) { return 2.0 * std::tanh(s / 2.0); };
+  require_matches(run_flex_case(Backend::Interpreter, c, o, ref), DType::bf16);
+}
