@@ -35,7 +35,10 @@
 // zero-length sequences are no-ops; out-of-range rows/cols are never read. A score_mod may return any finite
 // f32 score, however large ("soft masks" such as −1e10, −1e30 or −FLT_MAX, and positive ones), or −inf
 // (masked): each row gets the softmax of its scores as they are; a row whose every score is the same huge
-// value averages its keys' v (kernels/online_softmax.h). Without a score_mod, and with the built-in
+// value averages its keys' v (kernels/online_softmax.h). The score_mod is traced once more outside the key loop
+// to bound its output by interval arithmetic over its IR (kernels/flex/score_range.h): when the bound holds
+// whenever the input score's does (cap·tanh(score/cap) with a constant cap, score·0.5, where(m, score, −inf)),
+// the mod runs on the plain softmax below, otherwise on the exact one. Without a score_mod, and with the built-in
 // alibi() and softcap(), the loop keeps FlashAttention-2's softmax with nothing added: each row's largest
 // scaled score must stay below 2^30/log2(e) ≈ 7.4e8 in magnitude (bf16; 1.9e8 for f16), far beyond the q·k of
 // normalized activations, ordinary ALiBi slopes and caps; past it the row's result is undefined (write such a
