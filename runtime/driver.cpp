@@ -70,7 +70,7 @@ void init_device(Driver &d) {
   }
   if (ordinal < 0 || ordinal >= count) {
     throw DriverError(fmt::format("TILEJIT_DEVICE={} is out of range: the driver reports {} device(s)",
-                                  ordinal, count));
+                                  env_string(Env::Device), count));
   }
   fail(d.cuDeviceGet(&d.device, ordinal), "cuDeviceGet");
   fail(d.cuDevicePrimaryCtxRetain(&d.context, d.device), "cuDevicePrimaryCtxRetain");

@@ -289,6 +289,12 @@ KernelBase::KernelBase(std::string name, std::vector<ParamDecl> params, std::vec
                             params.size()));
   if (names.empty())
     for (size_t i = 0; i < params.size(); ++i) names.push_back(fmt::format("arg{}", i));
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].empty()) throw Error(fmt::format("Kernel {}: parameter {} has an empty name", name, i));
+    for (size_t j = 0; j < i; ++j)
+      if (names[j] == names[i])
+        throw Error(fmt::format("Kernel {}: parameters {} and {} are both named '{}'", name, j, i, names[i]));
+  }
   for (const std::string &n : options.do_not_specialize) {
     auto it = std::find(names.begin(), names.end(), n);
     if (it == names.end())

@@ -119,6 +119,9 @@ TEST_CASE("Kernel: do_not_specialize keeps a parameter's value out of the key", 
                     Contains("Kernel bad: do_not_specialize names 'm', which is not a parameter"));
   CHECK_THROWS_WITH(Kernel("bad", body, {"x", "out", "n", "BLOCK"}, KernelOptions{.do_not_specialize = {"BLOCK"}}),
                     Contains("'BLOCK', a Constexpr<int> parameter"));
+  // Names must be distinct and non-empty, so that do_not_specialize (and errors) name one parameter.
+  CHECK_THROWS_WITH(Kernel("bad", body, {"x", "x", "n", "BLOCK"}), Contains("parameters 0 and 1 are both named 'x'"));
+  CHECK_THROWS_WITH(Kernel("bad", body, {"x", "out", "", "BLOCK"}), Contains("parameter 2 has an empty name"));
 }
 
 TEST_CASE("Kernel: argument binding errors name the kernel, index and parameter", "[dsl][kernel][errors]") {

@@ -171,3 +171,43 @@ TEST_CASE("codegen simulated on the CPU: the block-mask kernels equal the interp
     for (size_t i = 0; i < expect.size(); ++i) REQUIRE(kv[size_t(row * nkb) + i] == expect[i]);
   }
 }
+
+TEST_CASE("flex: a block mask made from another mask, or an empty one, is rejected", "[flex][block_mask]") {
+  attention::FlexOptions o;
+  o.backend = Backend::Interpreter;
+  o.block_m = o.block_n = 16;
+  FlexCase c = mask_case({.batch = 1, .heads_q = 2, .seqlen_q = 40, .seqlen_k = 40, .head_dim_qk = 16}, DType::bf16,
+                         16, 16);
+  Mask a([](Tile, Tile, Tile q, Tile kv) { return kv <= q; });
+  Mask b([](Tile, Tile, Tile q, Tile kv) { return kv >= q; });
+  attention::BlockMask bm = attention::create_block_mask(a, c.shape, o);
+  o.block_mask = &bm;
+  o.mask = b;
+  REQUIRE_THROWS_WITH(run_flex_case(Backend::Interpreter, c, o, {}), Catch::Contains("another mask function"));
+  o.mask = Mask();
+  REQUIRE_THROWS_WITH(run_flex_case(Backend::Interpreter, c, o, {}), Catch::Contains("this call's mask has none"));
+  o.mask = a;  // the same function (a copy shares it): accepted
+  require_matches(run_flex_case(Backend::Interpreter, c, o, {{}, [](int, int, int q, int kv, int, int) { return kv <= q; }}),
+                  DType::bf16);
+  attention::BlockMask moved = std::move(bm);
+  REQUIRE_THROWS_WITH(run_flex_case(Backend::Interpreter, c, o, {}), Catch::Contains("block_mask is empty"));
+}
+
+TEST_CASE("flex: a mod or mask calling program_id() is rejected on every path", "[flex]") {
+  FlexCase c = mask_case({.batch = 1, .heads_q = 2, .seqlen_q = 40, .seqlen_k = 40, .head_dim_qk = 16}, DType::bf16,
+                         16, 16);
+  attention::FlexOptions o;
+  o.backend = Backend::Interpreter;
+  o.block_m = o.block_n = 16;
+  o.mask = Mask([](Tile, Tile, Tile q, Tile kv) { return (kv <= q) | (program_id(0) > 0); });
+  o.block_mask_mode = attention::BlockMaskMode::Off;
+  REQUIRE_THROWS_WITH(run_flex_case(Backend::Interpreter, c, o, {}),
+                      Catch::Contains("mask function calls program_id()"));
+  o.block_mask_mode = attention::BlockMaskMode::Auto;
+  REQUIRE_THROWS_WITH(run_flex_case(Backend::Interpreter, c, o, {}),
+                      Catch::Contains("mask function calls program_id()"));
+  attention::FlexOptions m;
+  m.backend = Backend::Interpreter;
+  m.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return s + program_id(0).to(DType::f32); };
+  REQUIRE_THROWS_WITH(run_flex_case(Backend::Interpreter, c, m, {}), Catch::Contains("score_mod calls program_id()"));
+}

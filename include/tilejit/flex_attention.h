@@ -187,6 +187,7 @@ struct BlockMask {
   Buffer kv_blocks, counts;
   int batch = 0, heads = 0, num_q_blocks = 0, num_k_blocks = 0, block_m = 0, block_n = 0;
   bool shared_batches = false, shared_heads = false;
+  const void *mask_fn = nullptr;  // the identity of the MaskFn it was made from (flex_forward checks it)
 };
 
 /// With Auto, a mask with a function gets its block mask built on the device (two small DSL kernels), once for

@@ -228,6 +228,7 @@ BlockMask create_block_mask(const Mask &mask, const FlexShape &s, const FlexOpti
   bm.heads = s.heads_q;
   bm.shared_batches = !per_b;
   bm.shared_heads = !per_h;
+  bm.mask_fn = mask.fn.identity();
   bm.block_m = opt.block_m;
   bm.block_n = opt.block_n;
   bm.num_q_blocks = (s.seqlen_q + opt.block_m - 1) / opt.block_m;

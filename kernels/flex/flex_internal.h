@@ -3,6 +3,7 @@
 // user's mods), the mod context (mod_seqlen_q/k), and the visibility test shared by the attention kernel
 // and the block-mask kernel. Not installed.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,12 @@ Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &
 
 /// The band's runtime parameters inside a kernel: left/right (kUnbounded when open) and the offset
 /// (0 or seqlen_k − seqlen_q).
+/// Calls f, which traces a user's score_mod or mask function, and throws TraceError naming `what` when the ops it
+/// added call program_id() or num_programs(): a mod sees its position only through its arguments (b, h,
+/// q_idx, kv_idx), since the kernels that trace it (attention, block masks, the range and mask analyses) run on
+/// different grids.
+Tile traced_user_fn(const char *what, const std::function<Tile()> &f);
+
 struct BandTiles {
   Tile left, right, off;
 };

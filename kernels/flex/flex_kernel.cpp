@@ -166,7 +166,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     // DCE); the input's bound is the bounded frame's, in natural units (c = log2e after a mod).
     Tile stand_in = (rows(_, None) + offs_n(None, _)).to(DType::f32) * P(kScale);
     Tile kv_probe = minimum(offs_n, maximum(seqlen_k - 1, 0))(None, _);
-    Tile out = score_mod(stand_in, b, h, q_idx, kv_probe);
+    Tile out = traced_user_fn("score_mod", [&] { return score_mod(stand_in, b, h, q_idx, kv_probe); });
     const double bound = OnlineSoftmax::ordinary_bound(dt) / double(kLog2e);
     ir::Value *score_v = dsl::TileAccess::value(stand_in), *out_v = out.valid() ? dsl::TileAccess::value(out) : nullptr;
     Interval r = out_v && score_v ? value_range(out_v, score_v, {-bound, bound}) : Interval{-1, 1};
@@ -225,7 +225,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
         s = tanh(s * minimum(P(kScale) / cap, kFltMax));
       }
     } else if (score_mod) {
-      Tile out = score_mod(s * P(kScale), b, h, q_idx, kv_idx);
+      Tile out = traced_user_fn("score_mod", [&] { return score_mod(s * P(kScale), b, h, q_idx, kv_idx); });
       if (!out.valid() || out.shape() != s.shape() || (out.dtype() != DType::f32 && out.dtype() != DType::f16 &&
                                                     out.dtype() != DType::bf16))
         throw TraceError(fmt::format(

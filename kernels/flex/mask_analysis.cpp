@@ -68,15 +68,9 @@ MaskAnalysis analyze(const MaskFn &fn, bool varlen) {
   auto used = [&](int body_arg) { return uses.count(f.param(body_arg)) != 0; };
   r.reads_b = used(pB);
   r.reads_h = used(pH);
-  bool program_ids = false;
   ir::walk(*f.body, [&](ir::Op &op) {
     if (ir::reads_memory(op.kind)) r.reads_memory = true;
-    if (op.kind == ir::OpKind::ProgramId || op.kind == ir::OpKind::NumPrograms) program_ids = true;
   });
-  // The block-mask kernels' grids differ from the attention kernel's: a program id means something else there.
-  if (program_ids)
-    throw TraceError("flex attention: the mask function calls program_id() or num_programs(); a mask sees its "
-                     "position only through its arguments b, h, q_idx and kv_idx");
   // Captures follow the declared parameters, in the order the trace met them.
   for (size_t i = 0; i < traced.size(); ++i)
     if (used(kNumProbeRuntimeParams + int(i))) r.captures.push_back(traced[i]);

@@ -1,6 +1,9 @@
 // The context a mod sees while traced (mod_seqlen_q/k) and the visibility test band ∧ fn.
 #include <fmt/format.h>
 
+#include <unordered_set>
+
+#include "dsl/trace_context.h"
 #include "ir/ir.h"
 #include "kernels/flex/flex_internal.h"
 #include "kernels/launch_options.h"
@@ -26,12 +29,30 @@ Tile in_band(const BandTiles &band, const Tile &q_idx, const Tile &kv_idx) {
   return (kv_idx >= diag - band.left) & (kv_idx <= diag + band.right);
 }
 
+Tile traced_user_fn(const char *what, const std::function<Tile()> &f) {
+  ir::Block *block = dsl::TraceContext::current()->builder.block();
+  std::unordered_set<const ir::Op *> before;
+  for (const auto &op : block->ops) before.insert(op.get());
+  Tile out = f();
+  bool program_ids = false;
+  for (const auto &op : block->ops) {
+    if (before.count(op.get())) continue;
+    auto check = [&](ir::Op &o) { program_ids |= o.kind == ir::OpKind::ProgramId || o.kind == ir::OpKind::NumPrograms; };
+    check(*op);
+    for (auto &region : op->regions) ir::walk(*region, check);
+  }
+  if (program_ids)
+    throw TraceError(fmt::format("flex attention: the {} calls program_id() or num_programs(); a mod sees its "
+                                 "position only through its arguments b, h, q_idx and kv_idx", what));
+  return out;
+}
+
 Tile visible(const Mask &mask, bool has_band, const BandTiles &band, const Tile &b, const Tile &h,
              const Tile &q_idx, const Tile &kv_idx) {
   Tile vis;
   if (has_band) vis = in_band(band, q_idx, kv_idx);
   if (mask.fn) {
-    Tile f = mask.fn(b, h, q_idx, kv_idx);
+    Tile f = traced_user_fn("mask function", [&] { return mask.fn(b, h, q_idx, kv_idx); });
     if (!f.valid() || f.shape().size() > 2)
       throw TraceError(fmt::format("flex attention: the mask function returned {} (it must return an i1 tile "
                                    "broadcastable to [query rows, key columns], e.g. q >= kv)",
