@@ -189,6 +189,9 @@ TEST_CASE("flex: a block mask made from another mask, or an empty one, is reject
   o.mask = a;  // the same function (a copy shares it): accepted
   require_matches(run_flex_case(Backend::Interpreter, c, o, {{}, [](int, int, int q, int kv, int, int) { return kv <= q; }}),
                   DType::bf16);
+  attention::FlexOptions huge = o;
+  huge.block_m = 1 << 20;
+  REQUIRE_THROWS_WITH(attention::create_block_mask(a, c.shape, huge), Catch::Contains("from 16 to 256"));
   attention::BlockMask moved = std::move(bm);
   REQUIRE_THROWS_WITH(run_flex_case(Backend::Interpreter, c, o, {}), Catch::Contains("block_mask is empty"));
 }

@@ -208,9 +208,10 @@ BlockMask create_block_mask(const Mask &mask, const FlexShape &s, const FlexOpti
   bool varlen = opt.cu_seqlens_q.address != 0;
   if (varlen != (opt.cu_seqlens_k.address != 0))
     throw TraceError("create_block_mask: give both cu_seqlens_q and cu_seqlens_k, or neither");
-  if (!kernels::pow2_at_least(opt.block_m, 16) || !kernels::pow2_at_least(opt.block_n, 16))
-    throw TraceError(fmt::format("create_block_mask: block sizes {}x{} must be powers of two ≥ 16", opt.block_m,
-                                 opt.block_n));
+  if (!kernels::pow2_at_least(opt.block_m, 16) || !kernels::pow2_at_least(opt.block_n, 16) || opt.block_m > 256 ||
+      opt.block_n > 256)
+    throw TraceError(fmt::format("create_block_mask: block sizes {}x{} must be powers of two from 16 to 256 (as "
+                                 "flex_forward's)", opt.block_m, opt.block_n));
   if (s.batch < 0 || s.heads_q < 0 || s.seqlen_q < 0 || s.seqlen_k < 0)
     throw TraceError("create_block_mask: sizes must be non-negative");
   if (s.heads_q > 65535 || s.batch > 65535)
