@@ -15,12 +15,6 @@
 namespace tilejit::kernels {
 namespace {
 
-int64_t next_pow2(int64_t x) {
-  int64_t p = 1;
-  while (p < x) p <<= 1;
-  return p;
-}
-
 std::mutex g_mutex;
 std::unordered_map<std::string, autotune::Config> g_fast;  // (key, arch) → winner, skips rebuilding the Tunable
 
@@ -43,7 +37,9 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   if (M <= 0 || N <= 0 || K <= 0) throw TraceError("matmul: M, N, K must be positive");
   if (a.address == 0 || b.address == 0 || c.address == 0) throw TraceError("matmul: a pointer is null");
   std::string arch = runtime::device_arch();
-  std::string key = fmt::format("{} M<={} N<={} K<={}", dtype_name(dtype), next_pow2(M), next_pow2(N), next_pow2(K));
+  const int64_t m_bucket = autotune::pow2_bucket(M), n_bucket = autotune::pow2_bucket(N),
+                k_bucket = autotune::pow2_bucket(K);
+  std::string key = fmt::format("{} M<={} N<={} K<={}", dtype_name(dtype), m_bucket, n_bucket, k_bucket);
   std::string fast_key = autotune::memo_key(key, arch, settings);
   if (!result && settings.use_cache) {
     std::unique_lock lock(g_mutex);
@@ -70,7 +66,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
     return matmul_compile(a, b, c, M, N, K, dtype, launch_config(cf, arch, stream), blocks(cf));
   };
   t.estimate = [&](const autotune::Config &cf) { return matmul_estimate(cf, int(esz)); };
-  t.prior = matmul_prior(arch, dtype, next_pow2(M), next_pow2(N), next_pow2(K));
+  t.prior = matmul_prior(arch, dtype, m_bucket, n_bucket, k_bucket);
   std::vector<std::pair<DevicePtr, DevicePtr>> inputs{{a, b}};
   std::vector<Buffer> copies;
   autotune::DeviceSnapshot output;

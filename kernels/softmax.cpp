@@ -25,15 +25,10 @@ auto &softmax_kernel() {
   return kernel;
 }
 
-int next_pow2(int x) {
-  int p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-
 template <class T>
 void softmax_t(const Buffer &in, Buffer &out, int rows, int cols, const LaunchConfig &cfg) {
-  softmax_kernel<T>().launch(Grid{uint32_t(rows)}, cfg, in, out, cols, cols, std::max(16, next_pow2(cols)));
+  const int block = std::max(16, int(autotune::pow2_bucket(cols)));
+  softmax_kernel<T>().launch(Grid{uint32_t(rows)}, cfg, in, out, cols, cols, block);
 }
 
 void softmax(const Buffer &in, Buffer &out, int rows, int cols, DType dtype, const LaunchConfig &cfg) {
@@ -51,7 +46,7 @@ template <class T>
 std::string softmax_text_t(const BuiltinSpec &spec, Render what) {
   DevicePtr p{};
   auto &k = softmax_kernel<T>();
-  int block = std::max(16, next_pow2(spec.cols));
+  int block = std::max(16, int(autotune::pow2_bucket(spec.cols)));
   if (what == Render::IR) return k.ir(p, p, spec.cols, spec.cols, block);
   return k.ptx(ptx_config(spec), p, p, spec.cols, spec.cols, block).ptx;
 }

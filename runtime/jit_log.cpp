@@ -41,6 +41,11 @@ std::string name_after(std::string_view line, std::string_view marker) {
 SpillReport parse_spill_report(std::string_view log) {
   std::map<std::string, std::pair<int, int>> per_function;  // name → (stores, loads)
   std::string current;  // the function the last "Function properties for" / "entry function" line named
+  // A function reported twice (properties and a warning) counts once, with its larger figures.
+  auto record = [&](const std::string &fn, int stores, int loads) {
+    auto [it, fresh] = per_function.try_emplace(fn, stores, loads);
+    if (!fresh) it->second = {std::max(it->second.first, stores), std::max(it->second.second, loads)};
+  };
   while (!log.empty()) {
     size_t nl = log.find('\n');
     std::string_view line = log.substr(0, nl);
@@ -56,11 +61,7 @@ SpillReport parse_spill_report(std::string_view log) {
       size_t sk = line.find(" stack");
       std::optional<int> lmem = number_before(line, lm);
       std::optional<int> stack = sk == std::string_view::npos ? std::optional<int>(0) : number_before(line, sk);
-      if (lmem && stack) {
-        int bytes = *lmem + *stack;
-        auto [it, fresh] = per_function.try_emplace(current, bytes, bytes);
-        if (!fresh) it->second = {std::max(it->second.first, bytes), std::max(it->second.second, bytes)};
-      }
+      if (lmem && stack) record(current, *lmem + *stack, *lmem + *stack);
       continue;
     }
     if (st == std::string_view::npos || ld == std::string_view::npos) continue;
@@ -68,8 +69,7 @@ SpillReport parse_spill_report(std::string_view log) {
     if (!stores || !loads) continue;
     std::string fn = current;
     if (std::string w = name_after(line, "in function"); !w.empty()) fn = w;
-    auto [it, fresh] = per_function.try_emplace(fn, *stores, *loads);
-    if (!fresh) it->second = {std::max(it->second.first, *stores), std::max(it->second.second, *loads)};
+    record(fn, *stores, *loads);
   }
   if (per_function.empty()) return {};
   SpillReport r{0, 0};

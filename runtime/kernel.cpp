@@ -72,7 +72,6 @@ struct KernelBase::Impl {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<ir::Function>> cache;  // by specialization key
   std::map<std::string, std::vector<bool>> used_params;         // by trace key: runtime params the body uses
-  std::vector<std::shared_ptr<detail::CaptureState>> pending_captures;  // of the latest trace_function
   // Loaded GPU kernels per (traced function, arch, num_warps, num_stages). The runtime's own cache is
   // keyed by a hash of the printed IR; remembering its answer here keeps printing and hashing off the
   // launch path (LoadedKernel references stay valid until exit).
@@ -238,25 +237,23 @@ struct KernelBase::Impl {
       key = specialization_key(b, u->second);
       if (auto it = cache.find(key); it != cache.end()) return *it->second;
     }
-    auto fn = trace_function(b);
+    auto [fn, fn_captures] = trace_function(b);
     std::vector<bool> used(b.infos.size(), false);
     auto uses = ir::use_counts(*fn->body);
     for (size_t r = 0; r < b.infos.size(); ++r) used[r] = uses.count(fn->body->args[r].get()) != 0;
     used_params[b.trace_key] = used;
     key = specialization_key(b, used);
     for (size_t r = 0; r < b.infos.size(); ++r) fn->params[r] = b.infos[r];
-    if (auto it = cache.find(key); it != cache.end()) {  // traced before under facts now known not to matter
-      pending_captures.clear();
-      return *it->second;
-    }
-    const ir::Function *traced = fn.get();
-    if (!pending_captures.empty()) captures[traced] = std::move(pending_captures);
-    pending_captures.clear();
+    // Traced before under facts now known not to matter: the earlier function (and its captures) serves.
+    if (auto it = cache.find(key); it != cache.end()) return *it->second;
+    if (!fn_captures.empty()) captures[fn.get()] = std::move(fn_captures);
     return *cache.emplace(key, std::move(fn)).first->second;
   }
 
-  /// Runs the user's lambda for b's arguments and optimizes the result (under `mu`).
-  std::unique_ptr<ir::Function> trace_function(const Bound &b) {
+  /// Runs the user's lambda for b's arguments and optimizes the result (under `mu`); also returns the captured
+  /// values the trace used, in the order they became parameters.
+  std::pair<std::unique_ptr<ir::Function>, std::vector<std::shared_ptr<detail::CaptureState>>> trace_function(
+      const Bound &b) {
     auto fn = std::make_unique<ir::Function>();
     fn->name = name;
     fn->params = b.infos;
@@ -276,8 +273,7 @@ struct KernelBase::Impl {
       for (auto &c : ctx.captures) used.push_back(c.state);
     }
     ir::optimize(*fn);
-    pending_captures = std::move(used);
-    return fn;
+    return {std::move(fn), std::move(used)};
   }
 };
 

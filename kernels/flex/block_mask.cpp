@@ -116,12 +116,6 @@ void trace_lists(std::span<const detail::ArgValue> a) {
   store(P(lKvCounts) + row, count);
 }
 
-int next_pow2(int x) {
-  int p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-
 }  // namespace
 
 BlockMaskLaunches block_mask_launches(const Mask &mask, const FlexShape &s, const FlexOptions &opt,
@@ -176,7 +170,7 @@ BlockMaskLaunches block_mask_launches(const Mask &mask, const FlexShape &s, cons
   l[lBlockN] = int_arg(opt.block_n);
   // One pass over a row for up to 64 key blocks (seqlen_k 4096 at BLOCK_N 64); the triangular sum is
   // CHUNK² elements, 32 per thread at 64 with 4 warps.
-  l[lChunk] = int_arg(std::clamp(next_pow2(num_k_blocks), 16, 64));
+  l[lChunk] = int_arg(std::clamp(int(autotune::pow2_bucket(num_k_blocks)), 16, 64));
   l[lVarlen] = int_arg(varlen);
   L.tile_grid = Grid{uint32_t(int64_t(num_q_blocks) * num_k_blocks), uint32_t(lists_h), uint32_t(lists_b)};
   L.list_grid = Grid{uint32_t(num_q_blocks), uint32_t(lists_h), uint32_t(lists_b)};

@@ -101,6 +101,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
 
   // Indices handed to the mods: clamped into the sequence so table lookups never leave it.
   Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0))(_, None);
+  auto kv_index = [&](const Tile &cols) { return minimum(cols, maximum(seqlen_k - 1, 0))(None, _); };
   BandTiles band;
   if (has_band) band = {P(kBandLeft), P(kBandRight), P(kBandBottomRight) * (seqlen_k - seqlen_q)};
   const bool any_mask = has_band || bool(mask.fn);
@@ -165,7 +166,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     // The mod traced once on a stand-in score that the tracer cannot fold (what only this feeds is removed by
     // DCE); the input's bound is the bounded frame's, in natural units (c = log2e after a mod).
     Tile stand_in = (rows(_, None) + offs_n(None, _)).to(DType::f32) * P(kScale);
-    Tile kv_probe = minimum(offs_n, maximum(seqlen_k - 1, 0))(None, _);
+    Tile kv_probe = kv_index(offs_n);
     Tile out = traced_user_fn("score_mod", [&] { return score_mod(stand_in, b, h, q_idx, kv_probe); });
     const double bound = OnlineSoftmax::ordinary_bound(dt) / double(kLog2e);
     ir::Value *score_v = dsl::TileAccess::value(stand_in), *out_v = out.valid() ? dsl::TileAccess::value(out) : nullptr;
@@ -203,7 +204,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   auto mods = [&](Tile s, const Keys &ks, Masking masking, const Tile &need_mask, Cols cols_check,
                   Crossing crossing) {
     const Tile &start_n = ks.start;
-    Tile kv_idx = minimum(ks.cols, maximum(seqlen_k - 1, 0))(None, _);
+    Tile kv_idx = kv_index(ks.cols);
     if (form) {
       // The built-in mods in fewer operations per score, s staying a positive multiple of the true score so
       // that the softmax's max and fma take the factor in c. scale > 0 (validated), so max(s)·c = max(s·c).
