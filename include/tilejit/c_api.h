@@ -108,6 +108,45 @@ int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, 
 /* Drops the cached document block masks (waits for the device first). Compiled kernels stay. */
 int tilejit_flex_clear_cache(void);
 
+/* A paged KV cache (tilejit/paged_attention.h): K and V pages [num_pages, page_size, heads_kv, head_dim],
+ * block_table [batch, max_pages_per_seq] i32 (logical page → physical page), seq_lens [batch] i32 (tokens in
+ * each sequence, the new ones included), all device memory. Strides in elements, 0: contiguous. */
+typedef struct tilejit_paged_kv {
+  void *k_pages, *v_pages;
+  const int32_t *block_table, *seq_lens;
+  int dtype;             /* TILEJIT_DTYPE_BF16 or TILEJIT_DTYPE_F16 */
+  int num_pages, page_size, heads_kv, head_dim, max_pages_per_seq;
+  int64_t page_stride, token_stride, head_stride, block_table_stride;
+} tilejit_paged_kv;
+
+/* Writes tokens' K/V, k_new / v_new contiguous [tokens, heads_kv, head_dim], into slot_mapping[t] =
+ * page·page_size + offset (negative: skipped). Asynchronous on `stream`. */
+int tilejit_paged_kv_append(const tilejit_paged_kv *cache, const void *k_new, const void *v_new,
+                            const int32_t *slot_mapping, int tokens, void *stream);
+
+typedef struct tilejit_decode_plan tilejit_decode_plan;
+
+/* Plans a decode step (attention::DecodePlan): batch sequences, heads_q query heads, seqlen_q (1..16) new
+ * tokens each, sequences up to max_seq_len tokens (0: max_pages_per_seq·page_size), the variant's mods
+ * (causal, window, alibi, softcap; doc_ids, block sizes and autotune are not used here), softmax_scale <= 0:
+ * 1/sqrt(head_dim), num_splits 0: automatic; block_n, num_warps, num_stages 0: the library's choice.
+ * Compiles and loads the kernels and allocates the scratch (this call may wait for the device). */
+int tilejit_decode_plan_create(tilejit_decode_plan **plan, const tilejit_paged_kv *cache, int batch, int heads_q,
+                               int seqlen_q, int max_seq_len, const tilejit_flex_variant *variant,
+                               float softmax_scale, int num_splits, int block_n, int num_warps, int num_stages);
+
+/* Runs a planned step: q [batch, seqlen_q, heads_q, head_dim], out [batch, seqlen_q, heads_q, head_dim]
+ * contiguous, lse [batch, seqlen_q, heads_q] f32 or NULL; cache with the plan's layout. Only launches
+ * (no allocation, no synchronization): capturable in a CUDA graph on `stream`. */
+int tilejit_decode_plan_run(const tilejit_decode_plan *plan, const void *q, void *out, float *lse,
+                            const tilejit_paged_kv *cache, void *stream);
+
+/* The plan's split count, keys per block and scratch bytes (any pointer may be NULL). */
+int tilejit_decode_plan_info(const tilejit_decode_plan *plan, int *num_splits, int *block_n, int64_t *scratch_bytes);
+
+/* Frees the plan and its scratch (waits for the device first). NULL is a no-op. */
+int tilejit_decode_plan_destroy(tilejit_decode_plan *plan);
+
 /* c[M,N] = a[M,K]·b[K,N], contiguous row-major, dtype bf16 (0), f16 (1) or f32 (2), f32 accumulation.
  * Uses the autotuner's config for the shape (the first call per shape bucket tunes). With TILEJIT_INTERPRET=1:
  * the CPU interpreter on host pointers, default blocks, no tuning. */

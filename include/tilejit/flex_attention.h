@@ -63,6 +63,8 @@
 
 namespace tilejit::attention {
 
+struct PagedKVCache;  // tilejit/paged_attention.h
+
 using ScoreModFn = std::function<Tile(Tile score, Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
 using MaskModFn = std::function<Tile(Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
 
@@ -230,6 +232,14 @@ struct FlexOptions {
   /// restored, so the call's result is as without tuning); the winner is cached in memory and on disk
   /// beside the compile cache (include/tilejit/autotune.h). Ignored on the interpreter.
   bool autotune = false;
+  /// Chunked prefill: K/V come from this paged cache (tilejit/paged_attention.h) instead of k and v, which
+  /// must be null. The queries are each sequence's last tokens (dense q [batch, heads_q, seqlen_q, d], or
+  /// varlen with cu_seqlens_q); each sequence's key count is the cache's seq_lens[b] (cu_seqlens_k must be
+  /// null), shape.seqlen_k bounds it (it sizes nothing on the device) and shape.heads_kv / head dims must
+  /// match the cache. Mods see positions in the sequence: q_idx = seq_lens[b] − q_len + i, so one causal
+  /// mask serves prefill chunks and decode steps. No block mask is built: a mask function is evaluated on
+  /// every visited key block (a band still skips the blocks outside it).
+  const PagedKVCache *kv_cache = nullptr;
   Backend backend = Backend::Auto;
   Stream *stream = nullptr;
   std::string arch;
