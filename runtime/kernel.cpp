@@ -81,6 +81,28 @@ struct KernelBase::Impl {
   // values are read at every launch.
   std::map<const ir::Function *, std::vector<std::shared_ptr<detail::CaptureState>>> captures;
 
+  /// The loaded GPU kernel of fn for cfg: compiled and loaded on first use, then from `loaded`.
+  const runtime::LoadedKernel &load(const ir::Function &fn, const LaunchConfig &cfg) {
+    LaunchConfig resolved = cfg;
+    if (resolved.arch.empty()) resolved.arch = runtime::device_arch();
+    auto key = std::make_tuple(&fn, resolved.arch, cfg.num_warps, cfg.num_stages, cfg.min_ctas_per_sm);
+    const runtime::LoadedKernel *k = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (uint64_t gen = runtime::loaded_kernels_generation(); gen != loaded_generation) {
+        loaded.clear();
+        loaded_generation = gen;
+      }
+      if (auto it = loaded.find(key); it != loaded.end()) k = it->second;
+    }
+    if (!k) {
+      k = &runtime::get_kernel(fn, resolved);
+      std::lock_guard<std::mutex> lock(mu);
+      loaded[key] = k;
+    }
+    return *k;
+  }
+
   /// Appends the launch arguments of fn's captures (their current values) to `args`. requested: the launch's
   /// backend before resolution (Auto explains itself in the error for a host buffer on a GPU launch).
   void append_capture_args(const ir::Function &fn, Backend requested, Backend backend, std::vector<KernelArg> &args) {
@@ -335,25 +357,15 @@ void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgV
     interp::run(fn, grid, b.runtime);
     return;
   }
-  LaunchConfig resolved = cfg;
-  if (resolved.arch.empty()) resolved.arch = runtime::device_arch();
-  auto key = std::make_tuple(&fn, resolved.arch, cfg.num_warps, cfg.num_stages, cfg.min_ctas_per_sm);
-  const runtime::LoadedKernel *k = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    if (uint64_t gen = runtime::loaded_kernels_generation(); gen != impl_->loaded_generation) {
-      impl_->loaded.clear();
-      impl_->loaded_generation = gen;
-    }
-    if (auto it = impl_->loaded.find(key); it != impl_->loaded.end()) k = it->second;
-  }
-  if (!k) {
-    k = &runtime::get_kernel(fn, resolved);
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->loaded[key] = k;
-  }
-  runtime::launch(*k, grid, fn.params, b.runtime, cfg.stream);
+  runtime::launch(impl_->load(fn, cfg), grid, fn.params, b.runtime, cfg.stream);
 }
+
+void KernelBase::prepare(const LaunchConfig &cfg, std::span<const ArgValue> args) {
+  Bound b = impl_->bind(args);
+  const ir::Function &fn = impl_->get(b);
+  if (resolve_backend(cfg.backend) == Backend::GPU) impl_->load(fn, cfg);
+}
+
 
 const ir::Function &KernelBase::function(std::span<const ArgValue> args) {
   Bound b = impl_->bind(args);

@@ -186,6 +186,10 @@ class KernelBase {
   KernelBase &operator=(const KernelBase &) = delete;
 
   void launch(Grid grid, const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
+  /// Everything launch() does before launching: binds, traces (or finds the cached trace) and, on the GPU,
+  /// compiles and loads the module, so that a later launch with arguments of the same specialization only
+  /// launches (no compilation, no module load: safe inside CUDA graph capture). Throws as launch() does.
+  void prepare(const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
   const ir::Function &function(std::span<const detail::ArgValue> args);
   std::string ir(std::span<const detail::ArgValue> args);
   KernelPtx ptx(const LaunchConfig &cfg, std::span<const detail::ArgValue> args);

@@ -7,6 +7,7 @@
 
 #include "kernels/flex/flex_internal.h"
 #include "kernels/launch_options.h"
+#include "kernels/paged/paged_cache.h"
 #include "runtime/runtime.h"
 #include "tilejit/error.h"
 
@@ -22,7 +23,10 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
   auto fail = [](const std::string &why) { return TraceError("attention::flex_forward: " + why); };
   Plan p;
   p.varlen = opt.cu_seqlens_q.address != 0;
-  if (p.varlen != (opt.cu_seqlens_k.address != 0))
+  p.paged = opt.kv_cache != nullptr;
+  if (p.paged && opt.cu_seqlens_k.address != 0)
+    throw fail("with a paged KV cache the key counts are the cache's seq_lens: cu_seqlens_k must be null");
+  if (!p.paged && p.varlen != (opt.cu_seqlens_k.address != 0))
     throw fail("give both cu_seqlens_q and cu_seqlens_k, or neither");
   if (s.batch < 0 || s.heads_q < 0 || s.heads_kv < 0 || s.seqlen_q < 0 || s.seqlen_k < 0 || s.total_q < 0 ||
       s.total_k < 0)
@@ -76,6 +80,21 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
   p.v = dflt(opt.v_strides, p.heads_kv, s.seqlen_k, Dv);
   p.o = dflt(opt.o_strides, s.heads_q, s.seqlen_q, Dv);
   if (p.varlen) p.q.batch = p.k.batch = p.v.batch = p.o.batch = 0;
+  if (p.paged) {
+    const paged::CacheLayout c = paged::cache_layout(*opt.kv_cache, "attention::flex_forward");
+    if (c.heads_kv != p.heads_kv || c.head_dim != Dq || c.head_dim_v != Dv || opt.kv_cache->dtype != opt.dtype)
+      throw fail(fmt::format("the paged cache holds {} KV heads of dims {}/{} ({}); the call has {} of {}/{} ({})",
+                             c.heads_kv, c.head_dim, c.head_dim_v, dtype_name(opt.kv_cache->dtype), p.heads_kv, Dq,
+                             Dv, dtype_name(opt.dtype)));
+    if (!all_zero(opt.k_strides) || !all_zero(opt.v_strides))
+      throw fail("with a paged KV cache, K/V strides come from the cache (k_strides / v_strides must be zero)");
+    p.page_size = c.page_size;
+    p.bt_stride = c.bt_stride;
+    p.k = Strides{c.page_stride, c.head_stride, c.token_stride, 1};  // (page, head, token) in (batch, head, seq)
+    p.v = Strides{c.v_page_stride, c.v_head_stride, c.v_token_stride, 1};
+    p.last_k = c.last_k;
+    p.last_v = c.last_v;
+  }
 
   p.nqb = (s.seqlen_q + opt.block_m - 1) / opt.block_m;
   p.nkb = (s.seqlen_k + opt.block_n - 1) / opt.block_n;
@@ -92,8 +111,10 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
     return b * st.batch + int64_t(heads - 1) * st.head + (seq - 1) * st.seq + d - 1;
   };
   p.last_q = last(p.q, s.heads_q, rows_q, Dq, "q");
-  p.last_k = last(p.k, p.heads_kv, rows_k, Dq, "k");
-  p.last_v = last(p.v, p.heads_kv, rows_k, Dv, "v");
+  if (!p.paged) {
+    p.last_k = last(p.k, p.heads_kv, rows_k, Dq, "k");
+    p.last_v = last(p.v, p.heads_kv, rows_k, Dv, "v");
+  }
   p.last_o = last(p.o, s.heads_q, rows_q, Dv, "out");
   if (p.varlen) {
     p.lse_b = 0;
@@ -109,6 +130,23 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
   int64_t furthest = std::max({p.last_q, p.last_k, p.last_v, p.last_o, p.last_lse}) + slack;
   p.large = furthest > std::numeric_limits<int32_t>::max();
   return p;
+}
+
+namespace {
+
+}  // namespace
+
+void check_paged_pointers(const PagedKVCache &c, int batch, const char *op) {
+  auto need = [&](DevicePtr d, int64_t count, const char *name) {
+    if (count <= 0) return;
+    if (d.address == 0) throw TraceError(fmt::format("{}: paged KV cache: '{}' is null", op, name));
+    if (d.bytes != 0 && d.bytes < size_t(count) * 4)
+      throw TraceError(fmt::format("{}: paged KV cache: '{}' holds {} bytes; {} i32 entries are needed", op, name,
+                                   d.bytes, count));
+  };
+  int64_t bt_stride = c.block_table_stride == 0 ? c.max_pages_per_seq : c.block_table_stride;
+  need(c.block_table, batch > 0 ? int64_t(batch - 1) * bt_stride + c.max_pages_per_seq : 0, "block_table");
+  need(c.seq_lens, batch, "seq_lens");
 }
 
 namespace {
@@ -134,6 +172,10 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kLse] = ptr_arg(lse);
   a[kCuQ] = ptr_arg(opt.cu_seqlens_q);
   a[kCuK] = ptr_arg(opt.cu_seqlens_k);
+  a[kBlockTable] = ptr_arg(p.paged ? opt.kv_cache->block_table : DevicePtr{});
+  a[kSeqLens] = ptr_arg(p.paged ? opt.kv_cache->seq_lens : DevicePtr{});
+  a[kOPart] = ptr_arg(p.o_part);
+  a[kLsePart] = ptr_arg(p.lse_part);
   a[kKvBlocks] = ptr_arg(bm ? DevicePtr{bm->kv_blocks.address(), bm->kv_blocks.bytes()} : DevicePtr{});
   a[kKvCounts] = ptr_arg(bm ? DevicePtr{bm->counts.address(), bm->counts.bytes()} : DevicePtr{});
   float scale = opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim_qk));
@@ -155,12 +197,18 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   }
   a[kLb] = int_arg(p.lse_b);
   a[kLh] = int_arg(p.lse_h);
+  a[kLs] = int_arg(p.lse_s);
   BandArgs band = band_args(opt.mask.band);
   a[kBandLeft] = int_arg(band.left);
   a[kBandRight] = int_arg(band.right);
-  a[kBandBottomRight] = int_arg(band.bottom_right);
+  // Paged, the kernel's query positions are already the sequence's (a band is anchored on positions).
+  a[kBandBottomRight] = int_arg(p.paged ? 0 : band.bottom_right);
   a[kNumQBlocks] = int_arg(bm ? bm->num_q_blocks : p.nqb);
   a[kNumKBlocks] = int_arg(bm ? bm->num_k_blocks : p.nkb);
+  a[kBtStride] = int_arg(p.bt_stride);
+  a[kNumSplits] = int_arg(p.num_splits);
+  a[kPartStrideO] = int_arg(p.part_stride_o);
+  a[kPartStrideL] = int_arg(p.part_stride_l);
   a[kBlockM] = int_arg(opt.block_m);
   a[kBlockN] = int_arg(opt.block_n);
   a[kDimQK] = int_arg(s.head_dim_qk);
@@ -171,8 +219,26 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kHasBand] = int_arg(opt.mask.band.has_value());
   a[kUseBlockMask] = int_arg(bm != nullptr);
   a[kLarge] = int_arg(p.large);
-  a[kSoftcapBound] = int_arg(softcap_bound(opt));
+  a[kSoftcapBound] = int_arg(softcap_bound(opt) && !p.pack_gqa);
+  a[kPaged] = int_arg(p.paged);
+  a[kPageSize] = int_arg(p.paged ? p.page_size : 0);
+  a[kPackGqa] = int_arg(p.pack_gqa);
+  a[kSplit] = int_arg(p.num_splits > 1);
   return a;
+}
+
+Grid grid(const Plan &p, const FlexShape &s) {
+  return Grid{uint32_t(p.nqb * p.num_splits), uint32_t(p.pack_gqa ? p.heads_kv : s.heads_q), uint32_t(s.batch)};
+}
+
+void pack_gqa(Plan &p, const FlexShape &s, int block_m) {
+  int group = s.heads_q / std::max(p.heads_kv, 1);
+  if (group > block_m)
+    throw TraceError(fmt::format("attention: GQA packing needs BLOCK_M ({}) ≥ the group's query heads ({})", block_m,
+                                 group));
+  p.pack_gqa = true;
+  int tokens = block_m / group;
+  p.nqb = (s.seqlen_q + tokens - 1) / tokens;
 }
 
 /// The flex kernel's arguments for ir() / ptx() dumps and compiles: placeholder addresses, and a placeholder
@@ -182,7 +248,7 @@ std::vector<detail::ArgValue> placeholder_kernel_args(const Plan &p, const FlexS
   BlockMask placeholder;
   placeholder.num_q_blocks = p.nqb;
   placeholder.num_k_blocks = p.nkb;
-  bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);
+  bool use_bm = !p.paged && (opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto));
   return kernel_args(p, s, opt, fake, fake, fake, fake, fake, use_bm ? &placeholder : nullptr);
 }
 
@@ -196,6 +262,14 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
   if (!p.work) return;
   // Everything is checked before tuning too: the tuner copies out/lse aside and times launches on them.
   check_extent(q, p.last_q, 2, "q");
+  if (p.paged) {
+    if (k.address != 0 || v.address != 0)
+      throw TraceError("attention::flex_forward: with FlexOptions::kv_cache, K and V come from the cache: pass null "
+                       "k and v");
+    k = opt.kv_cache->k_pages;
+    v = opt.kv_cache->v_pages;
+    check_paged_pointers(*opt.kv_cache, s.batch, "attention::flex_forward");
+  }
   check_extent(k, p.last_k, 2, "k");
   check_extent(v, p.last_v, 2, "v");
   check_extent(out, p.last_o, 2, "out");
@@ -216,18 +290,20 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
                                  "{}x{} blocks of {}x{}; this call needs batch {}, heads {}, {}x{} blocks of {}x{}",
                                  bm->batch, bm->heads, bm->num_q_blocks, bm->num_k_blocks, bm->block_m,
                                  bm->block_n, s.batch, s.heads_q, p.nqb, p.nkb, opt.block_m, opt.block_n));
-  if (opt.autotune && resolve_backend(opt.backend) == Backend::GPU) {
+  if (opt.autotune && !p.paged && resolve_backend(opt.backend) == Backend::GPU) {
     flex_forward(q, k, v, out, lse, s, tuned_flex_options(q, k, v, out, lse, s, opt));
     return;
   }
   std::shared_ptr<const BlockMask> computed;  // released after the launch: cuMemFree waits for the kernel
-  if (!bm && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
+  if (bm && p.paged)
+    throw TraceError("attention::flex_forward: a block mask cannot be combined with a paged KV cache (the mask "
+                     "function is evaluated on every visited key block instead)");
+  if (!bm && !p.paged && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
     computed = auto_block_mask(opt.mask, s, opt);
     bm = computed.get();
   }
   auto args = kernel_args(p, s, opt, q, k, v, out, lse, bm);
-  Grid grid{uint32_t(p.nqb), uint32_t(s.heads_q), uint32_t(s.batch)};
-  flex_kernel(opt.dtype, opt.score_mod, opt.mask)->launch(grid, launch_config(opt), args);
+  flex_kernel(opt.dtype, opt.score_mod, opt.mask)->launch(grid(p, s), launch_config(opt), args);
 }
 
 void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const FlexShape &s,

@@ -10,6 +10,7 @@
 
 #include "tilejit/flex_attention.h"
 #include "tilejit/kernel.h"
+#include "tilejit/paged_attention.h"
 
 namespace tilejit::attention::flex {
 
@@ -65,8 +66,9 @@ class ModScope {
 struct Sequence {
   Tile seqlen_q, seqlen_k, q_start, k_start;
 };
+/// With `seq_lens` (a paged cache's lengths), seqlen_k = seq_lens[b] and k_start = b·seqlen_k.
 Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &seqlen_k, const Tile &cu_q,
-                  const Tile &cu_k);
+                  const Tile &cu_k, const Tile &seq_lens = Tile());
 
 /// The band's runtime parameters inside a kernel: left/right (kUnbounded when open) and the offset
 /// (0 or seqlen_k − seqlen_q).
@@ -106,13 +108,16 @@ BandArgs band_args(const std::optional<Band> &band);
 LaunchConfig launch_config(const FlexOptions &opt);
 
 /// Parameters of the flex attention kernel, in order (see flex_kernel.cpp for their meaning).
+/// With PAGED, K/V strides are (page, head, token) instead of (batch, head, seq).
 enum FlexParam : int {
-  kQ, kK, kV, kO, kLse, kCuQ, kCuK, kKvBlocks, kKvCounts,
+  kQ, kK, kV, kO, kLse, kCuQ, kCuK, kKvBlocks, kKvCounts, kBlockTable, kSeqLens, kOPart, kLsePart,
   kScale, kBmStrideB, kBmStrideH, kGroup, kSeqlenQ, kSeqlenK,
-  kQb, kQh, kQs, kKb, kKh, kKs, kVb, kVh, kVs, kOb, kOh, kOs, kLb, kLh,
+  kQb, kQh, kQs, kKb, kKh, kKs, kVb, kVh, kVs, kOb, kOh, kOs, kLb, kLh, kLs,
   kBandLeft, kBandRight, kBandBottomRight, kNumQBlocks, kNumKBlocks,
+  kBtStride, kNumSplits, kPartStrideO, kPartStrideL,
   // constexprs
   kBlockM, kBlockN, kDimQK, kDimV, kPadQK, kPadV, kVarlen, kHasBand, kUseBlockMask, kLarge, kSoftcapBound,
+  kPaged, kPageSize, kPackGqa, kSplit,
   kNumFlexParams
 };
 /// How many traced kernels (per kind: attention, block mask) are kept for distinct mod objects; the least
@@ -191,14 +196,34 @@ size_t clear_auto_block_masks();
 struct Plan {
   bool varlen = false;
   int heads_kv = 0, dim_v = 0, nqb = 0, nkb = 0;
-  Strides q, k, v, o;
-  int64_t lse_b = 0, lse_h = 0;
+  Strides q, k, v, o;  // paged: k and v hold (page, head, token) strides in (batch, head, seq)
+  int64_t lse_b = 0, lse_h = 0, lse_s = 1;
   int64_t last_q = 0, last_k = 0, last_v = 0, last_o = 0, last_lse = 0;  // furthest element addressed
   bool large = false;
   bool work = false;
+  // A paged cache (FlexOptions::kv_cache): its page size and block table row stride.
+  bool paged = false;
+  int page_size = 0;
+  int64_t bt_stride = 0;
+  /// GQA packing: one program per KV head holds the group's query heads × BLOCK_M / group tokens as its rows.
+  bool pack_gqa = false;
+  /// KV split: each program covers 1/num_splits of its key blocks and writes f32 partial outputs and lse to
+  /// o_part / lse_part (laid out as out and lse, split s at s·part_stride_o / s·part_stride_l), merged by the
+  /// combine kernel (decode_combine.cpp).
+  int num_splits = 1;
+  DevicePtr o_part, lse_part;
+  int64_t part_stride_o = 0, part_stride_l = 0;
 };
 /// Validates (shape, options) and derives the plan; throws TraceError naming what is wrong.
 Plan plan(const FlexShape &s, const FlexOptions &opt);
+/// Makes the plan's programs GQA-packed (Plan::pack_gqa) with BLOCK_M rows; throws TraceError when the group
+/// does not fit in BLOCK_M.
+void pack_gqa(Plan &p, const FlexShape &s, int block_m);
+/// The launch grid: (query blocks × splits, query heads or, packed, KV heads, batch).
+Grid grid(const Plan &p, const FlexShape &s);
+/// Checks a paged cache's block table and lengths for `batch` sequences: non-null, large enough where sizes
+/// are known (TraceError naming `op`).
+void check_paged_pointers(const PagedKVCache &c, int batch, const char *op);
 /// The flex kernel's argument list for a launch (bm: the block mask it visits, or null).
 std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt, DevicePtr q,
                                           DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,

@@ -10,6 +10,7 @@
 // one; the built-in ALiBi and soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end
 // with l = 0 → output 0 and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32
 // otherwise.
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -39,7 +40,9 @@ ParamTable flex_params(DType dt) {
   ParamTable t;
   for (const char *n : {"Q", "K", "V", "O"}) t.add(n, K::Ptr, dt);
   t.add("LSE", K::Ptr, DType::f32);
-  for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K", "KV_BLOCKS", "KV_COUNTS"}) t.add(n, K::Ptr, DType::i32);
+  for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K", "KV_BLOCKS", "KV_COUNTS", "BLOCK_TABLE", "SEQ_LENS"})
+    t.add(n, K::Ptr, DType::i32);
+  for (const char *n : {"O_PART", "LSE_PART"}) t.add(n, K::Ptr, DType::f32);
   // Lengths and what derives from them (block counts, the logsumexp's strides) change from call to call and
   // gain nothing from divisibility (row masks and scalar offsets), so they are not specialized: any set of
   // lengths compiles at most two kernels per variant (seqlen_k divisible by 16 or not).
@@ -53,12 +56,17 @@ ParamTable flex_params(DType dt) {
   for (const char *n : {"stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb",
                         "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os"})
     t.add(n, K::I64, DType::i64);
-  for (const char *n : {"stride_lb", "stride_lh"}) t.add(n, K::I64, DType::i64, kNoSpec);
+  for (const char *n : {"stride_lb", "stride_lh", "stride_ls"}) t.add(n, K::I64, DType::i64, kNoSpec);
   for (const char *n : {"band_left", "band_right", "band_bottom_right"}) t.add(n, K::I32);
   for (const char *n : {"num_q_blocks", "num_k_blocks"}) t.add(n, K::I32, DType::i32, kNoSpec);
+  t.add("block_table_stride", K::I64, DType::i64);
+  t.add("num_splits", K::I32, DType::i32, kNoSpec);
+  for (const char *n : {"part_stride_o", "part_stride_l"}) t.add(n, K::I64, DType::i64, kNoSpec);
   for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
-  for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE", "SOFTCAP_BOUND"})
+  for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE", "SOFTCAP_BOUND", "PAGED"})
     t.add(n, K::ConstBool, DType::i1);
+  t.add("PAGE_SIZE", K::ConstInt);
+  for (const char *n : {"PACK_GQA", "SPLIT"}) t.add(n, K::ConstBool, DType::i1);
   return t;
 }
 
@@ -69,38 +77,79 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   const int BM = C(kBlockM), BN = C(kBlockN), DQK = C(kDimQK), DV = C(kDimV), PQK = C(kPadQK), PV = C(kPadV);
   const bool varlen = C(kVarlen), has_band = C(kHasBand), use_block_mask = C(kUseBlockMask), large = C(kLarge);
   const bool softcap_bound = C(kSoftcapBound);
+  const bool paged = C(kPaged), pack = C(kPackGqa), split = C(kSplit);
+  const int page_size = C(kPageSize);
 
   Tile pid_m = program_id(0), h = program_id(1), b = program_id(2);
-  Sequence sq = sequence(varlen, b, P(kSeqlenQ), P(kSeqlenK), P(kCuQ), P(kCuK));
+  Tile split_id;  // KV split: program_id(0) = query block · num_splits + split
+  if (split) {
+    split_id = pid_m % P(kNumSplits);
+    pid_m = pid_m / P(kNumSplits);
+  }
+  Sequence sq = sequence(varlen, b, P(kSeqlenQ), P(kSeqlenK), P(kCuQ), P(kCuK), paged ? P(kSeqLens) : Tile());
   ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
-  // The kernel's own offsets are the packed token's (varlen) or 0 (dense: the batch stride moves b).
+  // The kernel's own offsets are the packed token's (varlen) or 0 (dense: the batch stride moves b; paged:
+  // the block table does).
   Tile seqlen_q = sq.seqlen_q, seqlen_k = sq.seqlen_k;
-  Tile q_start = varlen ? sq.q_start : Tile(0), k_start = varlen ? sq.k_start : Tile(0);
-  Tile kv_h = h / P(kGroup);
+  Tile q_start = varlen ? sq.q_start : Tile(0), k_start = varlen && !paged ? sq.k_start : Tile(0);
+  // With GQA packing program_id(1) is the KV head and each row is a (token, query head of its group) pair.
+  Tile kv_h = pack ? h : h / P(kGroup);
   auto stride = [&](int i) { return large ? P(i) : P(i).to(DType::i32); };
+  auto wide = [&](const Tile &t) { return large ? t.to(DType::i64) : t; };
   Tile q_start_w = varlen && large ? q_start.to(DType::i64) : q_start;
   Tile k_start_w = varlen && large ? k_start.to(DType::i64) : k_start;
 
-  Tile m0 = pid_m * BM;
-  Tile rows = m0 + arange(0, BM);
-  Tile row_ok = rows < seqlen_q;
+  // rows: each row's token in the sequence; heads: its query head (a scalar without packing). tok0 / tok_hi:
+  // the block's first and last token (tok_hi may lie past the sequence's end).
+  Tile rows, heads = h, row_ok, tok0, tok_hi;
+  if (pack) {
+    Tile group = P(kGroup), r = arange(0, BM);
+    Tile tokens = Tile(BM) / group;  // per block; BLOCK_M ≥ group (checked on the host)
+    tok0 = pid_m * tokens;
+    tok_hi = tok0 + (tokens - 1);
+    rows = tok0 + r / group;
+    heads = kv_h * group + r % group;
+    row_ok = (rows < seqlen_q) & (r < tokens * group);
+  } else {
+    tok0 = pid_m * BM;
+    tok_hi = tok0 + (BM - 1);
+    rows = tok0 + arange(0, BM);
+    row_ok = rows < seqlen_q;
+  }
   Tile offs_n = arange(0, BN), dq = arange(0, PQK), dv = arange(0, PV);
   Tile q_mask = row_ok(_, None), kq_cols = Tile(), v_cols = Tile();
   if (DQK != PQK) kq_cols = (dq < DQK)(None, _);  // padded head dim: lanes past DIM_QK read 0
   if (DV != PV) v_cols = (dv < DV)(None, _);
   if (kq_cols.valid()) q_mask = q_mask & kq_cols;
 
-  Tile q_rows = (q_start_w + rows) * stride(kQs);
-  Tile q = load(P(kQ) + (b * stride(kQb) + h * stride(kQh)) + q_rows(_, None) + dq(None, _), q_mask, 0.f);
-  Tile k_base = P(kK) + (b * stride(kKb) + kv_h * stride(kKh) + k_start_w * stride(kKs));
-  Tile v_base = P(kV) + (b * stride(kVb) + kv_h * stride(kVh) + k_start_w * stride(kVs));
+  // A row's offset in q / out (its head's term per row with packing, else in the program's base) and lse.
+  auto row_offsets = [&](int sb, int sh, int ss) {
+    Tile base = b * stride(sb), per_row = (q_start_w + rows) * stride(ss);
+    if (pack) per_row = per_row + wide(heads) * stride(sh);
+    else base = base + h * stride(sh);
+    return std::make_pair(base, per_row);
+  };
+  auto [q_base, q_rows] = row_offsets(kQb, kQh, kQs);
+  Tile q = load(P(kQ) + q_base + q_rows(_, None) + dq(None, _), q_mask, 0.f);
+  // Paged: K/V strides are (page, head, token) and each key block's rows come through the block table.
+  Tile k_base = paged ? P(kK) + kv_h * stride(kKh)
+                      : P(kK) + (b * stride(kKb) + kv_h * stride(kKh) + k_start_w * stride(kKs));
+  Tile v_base = paged ? P(kV) + kv_h * stride(kVh)
+                      : P(kV) + (b * stride(kVb) + kv_h * stride(kVh) + k_start_w * stride(kVs));
   Tile sks = stride(kKs), svs = stride(kVs);
+  Tile block_table = paged ? P(kBlockTable) + b * P(kBtStride).to(DType::i32) : Tile();
 
   Tile l_i = zeros({BM}, DType::f32);
   Tile acc = zeros({BM, PV}, DType::f32);
 
-  // Indices handed to the mods: clamped into the sequence so table lookups never leave it.
-  Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0))(_, None);
+  // Positions handed to the mods: clamped into the sequence so table lookups never leave it. Paged, the queries
+  // are the sequence's last tokens: q_idx = seqlen_k − seqlen_q + token.
+  Tile q_shift = paged ? seqlen_k - seqlen_q : Tile();
+  auto position = [&](const Tile &tok) { return paged ? tok + q_shift : tok; };
+  Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0));
+  if (paged) q_idx = maximum(q_idx + q_shift, 0);
+  q_idx = q_idx(_, None);
+  Tile mod_h = pack ? heads(_, None) : h;
   auto kv_index = [&](const Tile &cols) { return minimum(cols, maximum(seqlen_k - 1, 0))(None, _); };
   BandTiles band;
   if (has_band) band = {P(kBandLeft), P(kBandRight), P(kBandBottomRight) * (seqlen_k - seqlen_q)};
@@ -108,7 +157,8 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
 
   // The built-in ALiBi's per-program scalars: the slope of head h and a = slope/scale (s stays in units of
   // the raw q·k, see below), clamped to ±2^100 (below) where slope/scale is huge or overflows (a tiny scale).
-  const BuiltinScoreForm *form = score_mod.builtin();
+  // With GQA packing the head varies by row: the built-in mods then run as their functions.
+  const BuiltinScoreForm *form = pack ? nullptr : score_mod.builtin();
   constexpr float kFltMax = std::numeric_limits<float>::max(), kFltMin = std::numeric_limits<float>::min();
   // |a| ≤ 2^100 keeps the split form below finite: its parts a·C_r (|C_r| < 2^8 within a block) and
   // a·(q_idx − kv_idx − C_r) (< 2^24) stay under 2^124, where a clamp at FLT_MAX could make them +inf and
@@ -122,11 +172,11 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   }
   // Where a key block lies wholly at or below every row's diagonal (kv_idx ≤ q_idx) or wholly at or above it,
   // q_idx − kv_idx has one sign over the block and ALiBi's −a·|q_idx − kv_idx| is linear in the positions.
-  Tile q_last = minimum(m0 + (BM - 1), seqlen_q - 1);  // the largest q_idx of a live program
+  Tile q_first = position(tok0), q_last = position(minimum(tok_hi, seqlen_q - 1));  // a live program's q_idx range
   struct Side {
     Tile below, above;
   };
-  auto diagonal_side = [&](const Tile &start_n) { return Side{start_n + (BN - 1) <= m0, start_n >= q_last}; };
+  auto diagonal_side = [&](const Tile &start_n) { return Side{start_n + (BN - 1) <= q_first, start_n >= q_last}; };
   // The built-in soft-cap: |cap|, clamped to a finite, nonzero value where a 0 or one past FLT_MAX / log2e
   // would make the fold below NaN.
   Tile cap;
@@ -167,7 +217,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     // DCE); the input's bound is the bounded frame's, in natural units (c = log2e after a mod).
     Tile stand_in = (rows(_, None) + offs_n(None, _)).to(DType::f32) * P(kScale);
     Tile kv_probe = kv_index(offs_n);
-    Tile out = traced_user_fn("score_mod", [&] { return score_mod(stand_in, b, h, q_idx, kv_probe); });
+    Tile out = traced_user_fn("score_mod", [&] { return score_mod(stand_in, b, mod_h, q_idx, kv_probe); });
     const double bound = OnlineSoftmax::ordinary_bound(dt) / double(kLog2e);
     ir::Value *score_v = dsl::TileAccess::value(stand_in), *out_v = out.valid() ? dsl::TileAccess::value(out) : nullptr;
     Interval r = out_v && score_v ? value_range(out_v, score_v, {-bound, bound}) : Interval{-1, 1};
@@ -177,26 +227,45 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
 
   enum class Masking { Never, Always, When };
   enum class Cols { Always, Never, WithMask };
-  // The key block at start_n: its positions, whether each is inside the sequence, and the offsets of its rows.
+  // The key block at start_n: its positions, whether each is inside the sequence, and the offsets of its rows
+  // in K and V. Paged, a key's row is its page's (from the block table) plus its slot in the page: one lookup
+  // per block when a page holds whole blocks, one per key otherwise (clamped into the sequence, so that no
+  // block-table entry past its last page is read).
   struct Keys {
-    Tile start, cols, col_ok, cols_w;
+    Tile start, cols, col_ok, k_rows, v_rows;
   };
   auto keys = [&](const Tile &start_n) {
-    Keys ks{start_n, start_n + offs_n, Tile(), Tile()};
+    Keys ks{start_n, start_n + offs_n, Tile(), Tile(), Tile()};
     ks.col_ok = ks.cols < seqlen_k;
-    ks.cols_w = large ? ks.cols.to(DType::i64) : ks.cols;
+    if (paged) {
+      const int shift = std::countr_zero(unsigned(page_size));
+      Tile page, slot;
+      if (page_size >= BN) {
+        page = load(block_table + (start_n >> shift));
+        slot = (start_n & (page_size - 1)) + offs_n;
+      } else {
+        page = load(block_table + (minimum(ks.cols, seqlen_k - 1) >> shift));
+        slot = ks.cols & (page_size - 1);
+      }
+      ks.k_rows = wide(page) * stride(kKb) + wide(slot) * sks;
+      ks.v_rows = wide(page) * stride(kVb) + wide(slot) * svs;
+    } else {
+      Tile cols_w = wide(ks.cols);
+      ks.k_rows = cols_w * sks;
+      ks.v_rows = cols_w * svs;
+    }
     return ks;
   };
   auto qk = [&](const Keys &ks) {
     Tile k_mask = ks.col_ok(_, None);
     if (kq_cols.valid()) k_mask = k_mask & kq_cols;
-    Tile k = load(k_base + (ks.cols_w * sks)(_, None) + dq(None, _), k_mask, 0.f);
+    Tile k = load(k_base + ks.k_rows(_, None) + dq(None, _), k_mask, 0.f);
     return dot(q, trans(k));  // [BM, BN] f32
   };
   auto load_v = [&](const Keys &ks) {
     Tile v_mask = ks.col_ok(_, None);
     if (v_cols.valid()) v_mask = v_mask & v_cols;
-    return load(v_base + (ks.cols_w * svs)(_, None) + dv(None, _), v_mask, 0.f);
+    return load(v_base + ks.v_rows(_, None) + dv(None, _), v_mask, 0.f);
   };
   // The mods and the mask applied to the raw q·k `s` of a block; returns the scores (in units of c).
   // Whether a key block crosses ALiBi's diagonal: tested inside mods, or known (the arms of block's if/else).
@@ -226,7 +295,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
         s = tanh(s * minimum(P(kScale) / cap, kFltMax));
       }
     } else if (score_mod) {
-      Tile out = traced_user_fn("score_mod", [&] { return score_mod(s * P(kScale), b, h, q_idx, kv_idx); });
+      Tile out = traced_user_fn("score_mod", [&] { return score_mod(s * P(kScale), b, mod_h, q_idx, kv_idx); });
       if (!out.valid() || out.shape() != s.shape() || (out.dtype() != DType::f32 && out.dtype() != DType::f16 &&
                                                     out.dtype() != DType::bf16))
         throw TraceError(fmt::format(
@@ -238,7 +307,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     }
     if (cols_check == Cols::Always) s = where(ks.col_ok(None, _), s, neg_inf);
     auto apply = [&] {
-      Tile vis = visible(mask, has_band, band, b, h, q_idx, kv_idx);
+      Tile vis = visible(mask, has_band, band, b, mod_h, q_idx, kv_idx);
       if (cols_check == Cols::WithMask) vis = vis & ks.col_ok(None, _);
       s = where(vis, s, neg_inf);
     };
@@ -287,12 +356,21 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     if (alpha.valid()) l_i = l_i * alpha + sum(p, 1);
   };
 
-  Tile block_live = m0 < seqlen_q;  // programs past the sequence's end visit nothing
+  Tile block_live = tok0 < seqlen_q;  // programs past the sequence's end visit nothing
+  // KV split: this program's share of [lo, hi), in whole steps (key blocks, or list entries).
+  auto my_split = [&](const Tile &lo, const Tile &hi, int step) {
+    if (!split) return std::make_pair(lo, hi);
+    Tile steps = (maximum(hi - lo, 0) + (step - 1)) / step;
+    Tile per = ((steps + P(kNumSplits) - 1) / P(kNumSplits)) * step;
+    Tile s_lo = lo + split_id * per;
+    return std::make_pair(s_lo, minimum(hi, s_lo + per));
+  };
   if (use_block_mask) {
     Tile bh_q = b * P(kBmStrideB) + h * P(kBmStrideH) + pid_m;  // strides 0: lists shared by batches / heads
     Tile count = where(block_live, load(P(kKvCounts) + bh_q), 0);
     Tile list = P(kKvBlocks) + bh_q.to(DType::i64) * P(kNumKBlocks);
-    for_range(0, count, 1, [&](I32 i) {
+    auto [i_lo, i_hi] = my_split(Tile(0), count, 1);
+    for_range(i_lo, i_hi, 1, [&](I32 i) {
       Tile code = load(list + i);
       Tile start_n = (code >> 1) * BN;
       if (!any_mask) {
@@ -304,17 +382,18 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
       block(start_n, Masking::When, ((code & 1) == 0) | (start_n + BN > seqlen_k), Cols::WithMask);
     });
   } else if (has_band) {
-    Tile last_row = minimum(m0 + BM, seqlen_q) - 1;
-    Tile lo = maximum(m0 + band.off - band.left, 0);
-    Tile hi = where(block_live, minimum(seqlen_k, last_row + band.off + band.right + 1), 0);
-    Tile first = (lo / BN) * BN;
-    for_range(first, hi, BN, [&](I32 start_n) {
+    // In positions (paged: the queries' positions in the sequence, with band.off = 0).
+    Tile first_q = position(tok0), last_q = position(minimum(tok_hi + 1, seqlen_q) - 1), hi_q = position(tok_hi);
+    Tile lo = maximum(first_q + band.off - band.left, 0);
+    Tile hi = where(block_live, minimum(seqlen_k, last_q + band.off + band.right + 1), 0);
+    auto [s_lo, s_hi] = my_split((lo / BN) * BN, hi, BN);
+    for_range(s_lo, s_hi, BN, [&](I32 start_n) {
       if (mask.fn) {
         block(start_n, Masking::Always, {}, Cols::WithMask);
       } else {
         // Blocks wholly inside the band for every row of this block, and inside the sequence, need no test.
-        Tile inside = (start_n >= m0 + (BM - 1) + band.off - band.left) &
-                      (start_n + (BN - 1) <= m0 + band.off + band.right) & (start_n + BN <= seqlen_k);
+        Tile inside = (start_n >= hi_q + band.off - band.left) &
+                      (start_n + (BN - 1) <= first_q + band.off + band.right) & (start_n + BN <= seqlen_k);
         block(start_n, Masking::When, !inside, Cols::WithMask);
       }
     });
@@ -323,18 +402,34 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile hi = where(block_live, seqlen_k, 0);
     Tile full_end = (hi / BN) * BN;
     Masking m = any_mask ? Masking::Always : Masking::Never;
-    for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
-    for_range(full_end, hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
+    auto [s_lo, s_hi] = my_split(Tile(0), hi, BN);
+    if (split) {
+      for_range(s_lo, minimum(s_hi, full_end), BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
+      for_range(maximum(s_lo, full_end), s_hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
+    } else {
+      for_range(0, full_end, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Never); });
+      for_range(full_end, hi, BN, [&](I32 start_n) { block(start_n, m, {}, Cols::Always); });
+    }
   }
 
   Tile l_safe = where(l_i == 0.f, 1.f, l_i);
   Tile out = acc * (1.f / l_safe)(_, None);  // one division per row (see attention_fwd.cpp)
   Tile o_mask = row_ok(_, None);
   if (v_cols.valid()) o_mask = o_mask & v_cols;
-  Tile o_rows = (q_start_w + rows) * stride(kOs);
-  store(P(kO) + (b * stride(kOb) + h * stride(kOh)) + o_rows(_, None) + dv(None, _), out.to(dt), o_mask);
+  auto [o_base, o_rows] = row_offsets(kOb, kOh, kOs);
   Tile lse = softcap_bound ? where(l_i == 0.f, neg_inf, (bound_ref + log2(l_safe)) * kLn2) : online->lse(l_i);
-  store(P(kLse) + (b * stride(kLb) + h * stride(kLh) + q_start_w) + rows, lse, row_ok);
+  Tile lse_base = b * stride(kLb), lse_rows = (q_start_w + rows) * stride(kLs);
+  if (pack) lse_rows = lse_rows + wide(heads) * stride(kLh);
+  else lse_base = lse_base + h * stride(kLh);
+  if (split) {
+    // The split's partial result in f32, normalized by its own l (the combine kernel weighs it by its lse).
+    Tile at = wide(split_id);
+    store(P(kOPart) + (at * stride(kPartStrideO) + o_base) + o_rows(_, None) + dv(None, _), out, o_mask);
+    store(P(kLsePart) + (at * stride(kPartStrideL) + lse_base) + lse_rows, lse, row_ok);
+  } else {
+    store(P(kO) + o_base + o_rows(_, None) + dv(None, _), out.to(dt), o_mask);
+    store(P(kLse) + lse_base + lse_rows, lse, row_ok);
+  }
 }
 
 }  // namespace

@@ -78,13 +78,25 @@ BandArgs band_args(const std::optional<Band> &band) {
 LaunchConfig launch_config(const FlexOptions &opt) { return kernels::launch_config_of(opt); }
 
 Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &seqlen_k, const Tile &cu_q,
-                  const Tile &cu_k) {
-  if (!varlen) return {seqlen_q, seqlen_k, b * seqlen_q, b * seqlen_k};
+                  const Tile &cu_k, const Tile &seq_lens) {
   Sequence s;
-  s.q_start = load(cu_q + b);
-  s.seqlen_q = load(cu_q + b + 1) - s.q_start;
-  s.k_start = load(cu_k + b);
-  s.seqlen_k = load(cu_k + b + 1) - s.k_start;
+  if (varlen) {
+    s.q_start = load(cu_q + b);
+    s.seqlen_q = load(cu_q + b + 1) - s.q_start;
+  } else {
+    s.seqlen_q = seqlen_q;
+    s.q_start = b * seqlen_q;
+  }
+  if (seq_lens.valid()) {  // a paged cache: the lengths are the cache's; keys laid out as [batch, seqlen_k]
+    s.seqlen_k = load(seq_lens + b);
+    s.k_start = b * seqlen_k;
+  } else if (varlen) {
+    s.k_start = load(cu_k + b);
+    s.seqlen_k = load(cu_k + b + 1) - s.k_start;
+  } else {
+    s.seqlen_k = seqlen_k;
+    s.k_start = b * seqlen_k;
+  }
   return s;
 }
 

@@ -1,0 +1,215 @@
+// DecodePlan: a decode step over a paged KV cache, as the flex kernel with GQA packing and a KV split, plus the
+// combine kernel. Everything that can fail, allocate or compile happens in the constructor; run() binds the
+// pointers and launches.
+#include <algorithm>
+#include <bit>
+#include <climits>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kernels/flex/flex_internal.h"
+#include "kernels/paged/decode_combine.h"
+#include "kernels/paged/paged_cache.h"
+#include "tilejit/device.h"
+#include "tilejit/error.h"
+#include "tilejit/paged_attention.h"
+
+namespace tilejit::attention {
+
+using namespace flex;
+
+namespace {
+
+constexpr const char *kOp = "attention::DecodePlan";
+
+/// The split count when the caller leaves it to us: enough programs for two waves of the GPU's SMs (or of a
+/// nominal 132 without one, so that the interpreter tests the same splits), each split at least four key
+/// blocks long (a shorter split's partial output costs more to write and combine than it saves).
+int auto_splits(int programs, int max_len, int block_n, int sms) {
+  if (programs <= 0) return 1;
+  int want = (2 * sms + programs - 1) / programs;
+  int blocks = (max_len + block_n - 1) / block_n;
+  return std::clamp(std::min(want, blocks / 4), 1, 128);
+}
+
+bool same_layout(const PagedKVCache &a, const PagedKVCache &b) {
+  return a.dtype == b.dtype && a.num_pages == b.num_pages && a.page_size == b.page_size && a.heads_kv == b.heads_kv &&
+         a.head_dim == b.head_dim && a.head_dim_v == b.head_dim_v && a.max_pages_per_seq == b.max_pages_per_seq &&
+         a.page_stride == b.page_stride && a.token_stride == b.token_stride && a.head_stride == b.head_stride &&
+         a.block_table_stride == b.block_table_stride;
+}
+
+}  // namespace
+
+struct DecodePlan::Impl {
+  DecodeShape shape;
+  PagedKVCache layout;  // the plan's cache layout (pointers as given to the constructor)
+  FlexShape s;
+  FlexOptions o;
+  Plan p;
+  std::shared_ptr<KernelBase> attention, combine;
+  std::vector<detail::ArgValue> args, combine_args;
+  Grid grid, combine_grid;
+  LaunchConfig cfg, combine_cfg;
+  Buffer scratch;      // partial outputs, then partial lse (splits only)
+  Buffer lse_scratch;  // the final lse when run() is given none
+  int64_t rows = 0;    // batch · seqlen_q · heads_q
+};
+
+DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, const DecodeOptions &opt)
+    : impl_(std::make_unique<Impl>()) {
+  Impl &m = *impl_;
+  auto fail = [](const std::string &why) { return TraceError(fmt::format("{}: {}", kOp, why)); };
+  const paged::CacheLayout c = paged::cache_layout(cache, kOp);
+  if (shape.batch < 0 || shape.heads_q < 1 || shape.max_seq_len < 0)
+    throw fail(fmt::format("batch {} must be ≥ 0, heads_q {} ≥ 1 and max_seq_len {} ≥ 0", shape.batch, shape.heads_q,
+                           shape.max_seq_len));
+  if (shape.seqlen_q < 1 || shape.seqlen_q > 16)
+    throw fail(fmt::format("seqlen_q {} must be in 1 … 16 (new tokens per sequence)", shape.seqlen_q));
+  if (shape.heads_q % c.heads_kv != 0)
+    throw fail(fmt::format("heads_q ({}) must be a multiple of the cache's heads_kv ({})", shape.heads_q, c.heads_kv));
+  if (opt.num_splits < 0 || opt.block_n < 0 || opt.num_warps < 0 || opt.num_stages < 0)
+    throw fail(fmt::format("num_splits {}, block_n {}, num_warps {}, num_stages {} must not be negative",
+                           opt.num_splits, opt.block_n, opt.num_warps, opt.num_stages));
+  m.shape = shape;
+  m.layout = cache;
+  const int group = shape.heads_q / c.heads_kv, dq = c.head_dim, dv = c.head_dim_v;
+  const int max_len = shape.max_seq_len > 0 ? shape.max_seq_len : cache.max_pages_per_seq * cache.page_size;
+
+  m.s = FlexShape{shape.batch, shape.heads_q, c.heads_kv, shape.seqlen_q, std::max(max_len, 1), dq, dv};
+  FlexOptions &o = m.o;
+  o.score_mod = opt.score_mod;
+  o.mask = opt.mask;
+  o.softmax_scale = opt.softmax_scale;
+  o.dtype = cache.dtype;
+  o.kv_cache = &m.layout;
+  // q / out [batch, seqlen_q, heads_q, d] in the (batch, head, seq, dim) strides of FlexOptions.
+  const int64_t hq = shape.heads_q;
+  o.q_strides = {shape.seqlen_q * hq * dq, dq, hq * dq, 1};
+  o.o_strides = {shape.seqlen_q * hq * dv, dv, hq * dv, 1};
+  // Rows: the group's query heads × the new tokens, in one tile of at most 64 rows where they fit (more
+  // rows than that only add registers; the K/V reads are what count).
+  o.block_m = std::clamp(int(std::bit_ceil(unsigned(group * shape.seqlen_q))), 16, std::max(64, int(std::bit_ceil(unsigned(group)))));
+  o.block_n = opt.block_n > 0 ? opt.block_n : 64;
+  o.num_warps = opt.num_warps > 0 ? opt.num_warps : 4;
+  o.num_stages = opt.num_stages > 0 ? opt.num_stages : 3;
+  o.backend = opt.backend;
+  o.arch = opt.arch;
+  m.p = plan(m.s, o);
+  pack_gqa(m.p, m.s, o.block_m);
+  m.rows = int64_t(shape.batch) * shape.seqlen_q * hq;
+  // lse [batch, seqlen_q, heads_q].
+  m.p.lse_b = shape.seqlen_q * hq;
+  m.p.lse_h = 1;
+  m.p.lse_s = hq;
+  m.p.last_lse = m.rows - 1;
+
+  const Backend backend = resolve_backend(opt.backend);
+  int sms = backend == Backend::GPU ? device_info().sm_count : 132;
+  int programs = m.p.nqb * c.heads_kv * shape.batch;
+  m.p.num_splits = opt.num_splits > 0 ? opt.num_splits : auto_splits(programs, max_len, o.block_n, sms);
+  if (int64_t(m.p.nqb) * m.p.num_splits > INT32_MAX)
+    throw fail(fmt::format("{} query blocks × {} splits exceed the grid", m.p.nqb, m.p.num_splits));
+  if (m.p.num_splits > 1) {
+    m.p.part_stride_o = m.rows * dv;
+    m.p.part_stride_l = m.rows;
+    size_t o_bytes = size_t(m.p.num_splits) * size_t(m.p.part_stride_o) * 4;
+    size_t l_bytes = size_t(m.p.num_splits) * size_t(m.p.part_stride_l) * 4;
+    if (o_bytes + l_bytes > 0) m.scratch = Buffer(o_bytes + l_bytes, backend);
+    m.p.o_part = DevicePtr{m.scratch.address(), o_bytes};
+    m.p.lse_part = DevicePtr{m.scratch.address() + o_bytes, l_bytes};
+    if (std::max(m.p.num_splits * m.p.part_stride_o, m.p.num_splits * m.p.part_stride_l) + 256 > INT32_MAX)
+      m.p.large = true;
+  }
+  if (m.rows > 0) m.lse_scratch = Buffer(size_t(m.rows) * 4, backend);
+
+  // The kernels, traced, compiled and loaded now for pointers of the given alignment (16 bytes where the cache's
+  // pointers have it; run() binds the real ones).
+  m.attention = flex_kernel(o.dtype, o.score_mod, o.mask);
+  m.cfg = launch_config(o);
+  m.grid = grid(m.p, m.s);
+  const DevicePtr aligned{256, 0};
+  m.args = kernel_args(m.p, m.s, o, aligned, cache.k_pages, cache.v_pages, aligned, aligned, nullptr);
+  if (m.rows > 0) m.attention->prepare(m.cfg, m.args);
+  if (m.p.num_splits > 1) {
+    m.combine = paged::combine_kernel(o.dtype);
+    m.combine_args.resize(paged::kNumCombineParams);
+    m.combine_args[paged::cOPart] = ptr_arg(m.p.o_part);
+    m.combine_args[paged::cLsePart] = ptr_arg(m.p.lse_part);
+    m.combine_args[paged::cO] = ptr_arg(aligned);
+    m.combine_args[paged::cLse] = ptr_arg(aligned);
+    m.combine_args[paged::cNumSplits] = int_arg(m.p.num_splits);
+    m.combine_args[paged::cPartStrideO] = int_arg(m.p.part_stride_o);
+    m.combine_args[paged::cPartStrideL] = int_arg(m.p.part_stride_l);
+    m.combine_args[paged::cRows] = int_arg(m.rows);
+    m.combine_args[paged::cDimV] = int_arg(dv);
+    m.combine_args[paged::cPadV] = int_arg(next_pow2_at_least_16(dv));
+    m.combine_args[paged::cBlockR] = int_arg(paged::kCombineRows);
+    m.combine_args[paged::cLarge] = int_arg(m.p.large);
+    m.combine_grid = Grid{uint32_t((m.rows + paged::kCombineRows - 1) / paged::kCombineRows)};
+    m.combine_cfg.num_warps = 4;
+    m.combine_cfg.backend = opt.backend;
+    m.combine_cfg.arch = opt.arch;
+    if (m.rows > 0) m.combine->prepare(m.combine_cfg, m.combine_args);
+  }
+}
+
+DecodePlan::~DecodePlan() = default;
+DecodePlan::DecodePlan(DecodePlan &&) noexcept = default;
+DecodePlan &DecodePlan::operator=(DecodePlan &&) noexcept = default;
+
+int DecodePlan::num_splits() const { return impl_->p.num_splits; }
+int DecodePlan::block_n() const { return impl_->o.block_n; }
+size_t DecodePlan::scratch_bytes() const { return impl_->scratch.bytes(); }
+
+void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCache &cache, Stream *stream) const {
+  const Impl &m = *impl_;
+  if (!same_layout(cache, m.layout))
+    throw TraceError(fmt::format("{}::run: the cache's layout (page size {}, {} pages, {} KV heads, dims {}/{}, "
+                                 "strides) differs from the plan's (page size {}, {} pages, {} KV heads, dims {}/{})",
+                                 kOp, cache.page_size, cache.num_pages, cache.heads_kv, cache.head_dim,
+                                 cache.head_dim_v, m.layout.page_size, m.layout.num_pages, m.layout.heads_kv,
+                                 m.layout.head_dim, m.layout.head_dim_v));
+  if (m.rows == 0) return;
+  for (auto [ptr, name] : {std::pair{q, "q"}, std::pair{out, "out"}, std::pair{cache.k_pages, "k_pages"},
+                           std::pair{cache.v_pages, "v_pages"}})
+    if (ptr.address == 0) throw TraceError(fmt::format("{}::run: pointer '{}' is null", kOp, name));
+  check_paged_pointers(cache, m.shape.batch, kOp);
+  auto extent = [&](DevicePtr d, int64_t elems, size_t esz, const char *name) {
+    if (d.bytes != 0 && d.bytes < size_t(elems) * esz)
+      throw TraceError(fmt::format("{}::run: '{}' holds {} bytes; [batch {}, seqlen_q {}, heads_q {}] needs {}", kOp,
+                                   name, d.bytes, m.shape.batch, m.shape.seqlen_q, m.shape.heads_q,
+                                   size_t(elems) * esz));
+  };
+  extent(q, m.rows * m.s.head_dim_qk, 2, "q");
+  extent(out, m.rows * m.p.dim_v, 2, "out");
+  if (lse.address) extent(lse, m.rows, 4, "lse");
+  DevicePtr lse_out = lse.address ? lse : DevicePtr{m.lse_scratch.address(), m.lse_scratch.bytes()};
+  std::vector<detail::ArgValue> a = m.args;
+  a[kQ] = ptr_arg(q);
+  a[kK] = ptr_arg(cache.k_pages);
+  a[kV] = ptr_arg(cache.v_pages);
+  a[kO] = ptr_arg(out);
+  a[kLse] = ptr_arg(lse_out);
+  a[kBlockTable] = ptr_arg(cache.block_table);
+  a[kSeqLens] = ptr_arg(cache.seq_lens);
+  LaunchConfig cfg = m.cfg;
+  cfg.stream = stream;
+  m.attention->launch(m.grid, cfg, a);
+  if (m.combine) {
+    std::vector<detail::ArgValue> ca = m.combine_args;
+    ca[paged::cO] = ptr_arg(out);
+    ca[paged::cLse] = ptr_arg(lse_out);
+    LaunchConfig ccfg = m.combine_cfg;
+    ccfg.stream = stream;
+    m.combine->launch(m.combine_grid, ccfg, ca);
+  }
+}
+
+void paged_decode(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCache &cache, const DecodeShape &shape,
+                  const DecodeOptions &opt, Stream *stream) {
+  DecodePlan(shape, cache, opt).run(q, out, lse, cache, stream);
+}
+
+}  // namespace tilejit::attention
