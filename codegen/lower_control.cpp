@@ -62,11 +62,13 @@ void lower_for(Lowering &L, const ir::Op &op) {
     L.barrier();  // earlier readers of the scratch space the stage buffers overlap are done
     L.reserve_smem_total(pipe->end());
     for (const PipelinedLoad &ld : pipe->loads) L.pipelined_loads.insert(ld.load);
+    // Scratch past the stage buffers from here on, the prologue included: a layout conversion while issuing a
+    // stage (a gathered index tile, e.g. a paged cache's page numbers) must not overwrite the copies in flight.
+    L.scratch_offset = pipe->end();
     for (int s = 0; s < pipe->stages - 1; ++s) {
       llvm::Value *iv_s = b.CreateAdd(lb, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(s))));
       issue_stage(L, op, *pipe, iv_s, in_range(iv_s), L.i32(s));
     }
-    L.scratch_offset = pipe->end();
     L.cur_op = saved;
   }
   // Loop-invariant dot operands (attention's q) are staged after the prologue's copies are issued: their

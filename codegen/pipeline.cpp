@@ -23,11 +23,13 @@ bool relowerable(ir::OpKind k) {
          k == K::Reshape || k == K::Trans || ir::is_elementwise(k);
 }
 
-/// An unmasked load of one scalar (e.g. a block-sparse loop's next key-block index, `load(list + i)`): it may
-/// be re-lowered for a later iteration too, guarded by that iteration's validity (issue_stage).
-bool is_scalar_index_load(const ir::Op &op) {
-  return op.kind == ir::OpKind::Load && op.num_operands() == 1 && op.result()->type.is_scalar() &&
-         !op.result()->type.elem.is_ptr;
+/// An unmasked load of integer indices — a block-sparse loop's next key-block index, `load(list + i)`, or a
+/// paged cache's page numbers, `load(block_table + cols / page_size)`: it may be re-lowered for a later
+/// iteration too, guarded by that iteration's validity (issue_stage).
+bool is_index_load(const ir::Op &op) {
+  if (op.kind != ir::OpKind::Load || op.num_operands() != 1 || op.result()->type.elem.is_ptr) return false;
+  DType dt = op.result()->type.dtype();
+  return dt == DType::i32 || dt == DType::i64;
 }
 
 /// The blocked layout the copies are issued in: 8 consecutive elements (one 16-byte chunk) per register
@@ -92,7 +94,7 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
       return L.is_lowered(v);
     }
     if (auto it = in_slice.find(d); it != in_slice.end()) return it->second;
-    if (!relowerable(d->kind) && !is_scalar_index_load(*d)) return in_slice[d] = false;
+    if (!relowerable(d->kind) && !is_index_load(*d)) return in_slice[d] = false;
     in_slice[d] = true;
     for (const ir::Value *o : d->operands)
       if (!collect(o)) return in_slice[d] = false;
@@ -156,7 +158,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   L.bind(body.arg(0), Tile{std::nullopt, {iv}});
   for (const ir::Op *op : p.slice) {
     L.cur_op = op;
-    if (!is_scalar_index_load(*op)) {
+    if (!is_index_load(*op)) {
       L.lower_op(*op);
       continue;
     }
@@ -166,15 +168,28 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
     b.CreateCondBr(valid, then, done);
     b.SetInsertPoint(then);
     L.lower_op(*op);
-    llvm::Value *v = L.get(op->result()).regs[0];
+    Tile loaded = L.get(op->result());
     llvm::BasicBlock *then_end = b.GetInsertBlock();
     b.CreateBr(done);
     b.SetInsertPoint(done);
-    llvm::PHINode *phi = b.CreatePHI(v->getType(), 2);
-    phi->addIncoming(v, then_end);
-    phi->addIncoming(llvm::Constant::getNullValue(v->getType()), from);
-    L.bind(op->result(), Tile{std::nullopt, {phi}});
+    for (llvm::Value *&v : loaded.regs) {
+      llvm::PHINode *phi = b.CreatePHI(v->getType(), 2);
+      phi->addIncoming(v, then_end);
+      phi->addIncoming(llvm::Constant::getNullValue(v->getType()), from);
+      v = phi;
+    }
+    L.bind(op->result(), loaded);
   }
+  // The copies' addresses and masks are computed in the copy layout from the slice: its re-lowerable values
+  // count as rematerializable while the stage is issued, so a pointer tile built from a gathered index tile
+  // (page numbers) is recomputed in the copy layout from the small index tile instead of converted itself (a
+  // [BLOCK_N, d] tile of 64-bit pointers through shared memory, per load and stage).
+  std::vector<const ir::Value *> made_remat;
+  for (const ir::Op *op : p.slice)
+    if (!is_index_load(*op))
+      for (int i = 0; i < op->num_results(); ++i)
+        if (!op->result(i)->type.is_scalar() && L.plan.rematerializable.insert(op->result(i)).second)
+          made_remat.push_back(op->result(i));
   llvm::Function *copy = L.intrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s);
   llvm::Value *stage_off = b.CreateMul(stage, L.i32(p.stage_bytes));
   for (const PipelinedLoad &ld : p.loads) {
@@ -196,6 +211,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
     }
   }
   b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group));
+  for (const ir::Value *v : made_remat) L.plan.rematerializable.erase(v);
   for (const ir::Op *op : p.slice)
     for (int i = 0; i < op->num_results(); ++i) L.forget(op->result(i));
   L.forget(body.arg(0));

@@ -127,6 +127,9 @@ class DecodePlan {
   int num_splits() const;
   int block_n() const;
   size_t scratch_bytes() const;  // the partial outputs' scratch (0 without a split)
+  /// The PTX of the plan's kernels for `arch` (default sm_90a), the attention kernel's module then, with a
+  /// split, the combine kernel's; no GPU needed (plan with Backend::Interpreter on a machine without one).
+  std::string ptx(const std::string &arch = "sm_90a") const;
 
  private:
   struct Impl;

@@ -163,6 +163,15 @@ int DecodePlan::num_splits() const { return impl_->p.num_splits; }
 int DecodePlan::block_n() const { return impl_->o.block_n; }
 size_t DecodePlan::scratch_bytes() const { return impl_->scratch.bytes(); }
 
+std::string DecodePlan::ptx(const std::string &arch) const {
+  const Impl &m = *impl_;
+  LaunchConfig cfg = m.cfg, ccfg = m.combine_cfg;
+  cfg.arch = ccfg.arch = arch;
+  std::string text = m.attention->ptx(cfg, m.args).ptx;
+  if (m.combine) text += m.combine->ptx(ccfg, m.combine_args).ptx;
+  return text;
+}
+
 void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCache &cache, Stream *stream) const {
   const Impl &m = *impl_;
   if (!same_layout(cache, m.layout))
