@@ -22,15 +22,17 @@ using namespace flex;
 namespace {
 
 constexpr const char *kOp = "attention::DecodePlan";
+constexpr int kMaxSplits = 128;  // the combine kernel loads a row's splits at once
 
-/// The split count when the caller leaves it to us: enough programs for two waves of the GPU's SMs (or of a
-/// nominal 132 without one, so that the interpreter tests the same splits), each split at least four key
-/// blocks long (a shorter split's partial output costs more to write and combine than it saves).
+/// The split count when the caller leaves it to us: as many as fit in one wave of two programs per SM (the
+/// GPU's SMs, or a nominal 132 without one, so that the interpreter tests the same splits) — a partial second
+/// wave would leave most SMs idle while it runs —, each split at least four key blocks long (a shorter split's
+/// partial output costs more to write and combine than it saves).
 int auto_splits(int programs, int max_len, int block_n, int sms) {
   if (programs <= 0) return 1;
-  int want = (2 * sms + programs - 1) / programs;
+  int want = 2 * sms / programs;
   int blocks = (max_len + block_n - 1) / block_n;
-  return std::clamp(std::min(want, blocks / 4), 1, 128);
+  return std::clamp(std::min(want, blocks / 4), 1, kMaxSplits);
 }
 
 bool same_layout(const PagedKVCache &a, const PagedKVCache &b) {
@@ -69,6 +71,8 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
     throw fail(fmt::format("seqlen_q {} must be in 1 … 16 (new tokens per sequence)", shape.seqlen_q));
   if (shape.heads_q % c.heads_kv != 0)
     throw fail(fmt::format("heads_q ({}) must be a multiple of the cache's heads_kv ({})", shape.heads_q, c.heads_kv));
+  if (opt.num_splits > kMaxSplits)
+    throw fail(fmt::format("num_splits {} is above the largest supported, {}", opt.num_splits, kMaxSplits));
   if (opt.num_splits < 0 || opt.block_n < 0 || opt.num_warps < 0 || opt.num_stages < 0)
     throw fail(fmt::format("num_splits {}, block_n {}, num_warps {}, num_stages {} must not be negative",
                            opt.num_splits, opt.block_n, opt.num_warps, opt.num_stages));
@@ -142,13 +146,14 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
     m.combine_args[paged::cNumSplits] = int_arg(m.p.num_splits);
     m.combine_args[paged::cPartStrideO] = int_arg(m.p.part_stride_o);
     m.combine_args[paged::cPartStrideL] = int_arg(m.p.part_stride_l);
-    m.combine_args[paged::cRows] = int_arg(m.rows);
     m.combine_args[paged::cDimV] = int_arg(dv);
     m.combine_args[paged::cPadV] = int_arg(next_pow2_at_least_16(dv));
-    m.combine_args[paged::cBlockR] = int_arg(paged::kCombineRows);
+    m.combine_args[paged::cSplitsPad] = int_arg(int(std::bit_ceil(unsigned(m.p.num_splits))));
     m.combine_args[paged::cLarge] = int_arg(m.p.large);
-    m.combine_grid = Grid{uint32_t((m.rows + paged::kCombineRows - 1) / paged::kCombineRows)};
-    m.combine_cfg.num_warps = 4;
+    if (m.rows > INT32_MAX) throw fail(fmt::format("{} rows exceed the combine kernel's grid", m.rows));
+    m.combine_grid = Grid{uint32_t(m.rows)};
+    // One row's splits × head dim in f32: about 16 values per thread.
+    m.combine_cfg.num_warps = std::clamp(int(std::bit_ceil(unsigned(m.p.num_splits))) * dv / 512, 4, 16);
     m.combine_cfg.backend = opt.backend;
     m.combine_cfg.arch = opt.arch;
     if (m.rows > 0) m.combine->prepare(m.combine_cfg, m.combine_args);
