@@ -16,9 +16,13 @@ using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
 using CUevent = struct CUevent_st *;
 using CUlinkState = struct CUlinkState_st *;
+using CUgraph = struct CUgraph_st *;
+using CUgraphNode = struct CUgraphNode_st *;
+using CUgraphExec = struct CUgraphExec_st *;
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901;
 
 enum CUdevice_attribute : int {
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8,
@@ -46,7 +50,17 @@ enum CUjit_option : int {
 
 enum CUjitInputType : int { CU_JIT_INPUT_PTX = 1 };
 
+enum CUstreamCaptureMode : int {
+  CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+  CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+  CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+};
+
+enum CUgraphNodeType : int { CU_GRAPH_NODE_TYPE_KERNEL = 0 };
+
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+// The legacy default stream's explicit handle (a null handle means it too).
+inline const CUstream CU_STREAM_LEGACY = reinterpret_cast<CUstream>(0x1);
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
 
 }  // namespace tilejit::runtime::cu

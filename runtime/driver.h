@@ -25,6 +25,11 @@ struct Driver {
   using CUfunction_attribute = cu::CUfunction_attribute;
   using CUjit_option = cu::CUjit_option;
   using CUjitInputType = cu::CUjitInputType;
+  using CUgraph = cu::CUgraph;
+  using CUgraphNode = cu::CUgraphNode;
+  using CUgraphExec = cu::CUgraphExec;
+  using CUstreamCaptureMode = cu::CUstreamCaptureMode;
+  using CUgraphNodeType = cu::CUgraphNodeType;
 #include "runtime/cuda_api.def"
 #undef CUDA_FN
   cu::CUdevice device = 0;

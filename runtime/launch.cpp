@@ -80,8 +80,14 @@ void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &
     pack(params[i], args[i], k.name, slots[i]);
     pointers[i] = &slots[i];
   }
-  Driver &d = driver();
   auto s = stream ? static_cast<cu::CUstream>(stream->handle()) : nullptr;
+  if (void *capturing = capturing_stream(); capturing && capturing != s) {
+    std::string where = s ? fmt::format("stream {}", fmt::ptr(s)) : "the default stream";
+    throw Error(fmt::format("launch of kernel '{}' on {} while this thread captures a CudaGraph on stream {}: the "
+                            "launch would run now and be missing from the graph; pass the captured Stream as "
+                            "LaunchConfig::stream", k.name, where, fmt::ptr(capturing)));
+  }
+  Driver &d = driver();
   check(d.cuLaunchKernel(static_cast<cu::CUfunction>(k.function), grid.x, grid.y, grid.z, unsigned(k.num_threads),
                          1, 1, unsigned(k.shared_bytes), s, pointers.data(), nullptr),
         "cuLaunchKernel", k.name,

@@ -55,7 +55,12 @@ void forget_loaded_kernels();
 /// drop their memo when it changes.
 uint64_t loaded_kernels_generation();
 
-/// Launches on `stream` (null: default stream). `args` must match fn's params in order and kind.
+/// The stream a CudaGraph (tilejit/graph.h) is capturing on the calling thread, or null when none is. A launch
+/// on any other stream meanwhile would run at once and be missing from the graph, so launch() rejects it.
+void *capturing_stream();
+
+/// Launches on `stream` (null: default stream). `args` must match fn's params in order and kind. Throws Error
+/// when the calling thread is capturing a CudaGraph on a different stream (capturing_stream()).
 void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &params,
             const std::vector<KernelArg> &args, Stream *stream);
 

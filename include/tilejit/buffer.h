@@ -43,10 +43,16 @@ class Buffer {
   uint64_t address() const { return addr_; }   // device address, or host address in the interpreter
   size_t bytes() const { return bytes_; }
   bool on_gpu() const { return on_gpu_; }
-  /// Copies host data in/out (synchronous). Throws Error when the range exceeds the buffer.
+  /// Copies host data in/out (synchronous). upload returns once the device memory holds the data, so work
+  /// launched afterwards on any stream (a created Stream, a CudaGraph replay) reads it. download waits for work
+  /// on the default stream but not for work queued on a created Stream: synchronize that Stream first.
+  /// Throws Error when the range exceeds the buffer, DriverError naming the driver call when a copy fails or
+  /// when the calling thread is capturing a CudaGraph (a synchronous copy cannot be captured; fill_bytes and
+  /// allocating a GPU Buffer likewise).
   void upload(const void *src, size_t bytes, size_t offset = 0);
   void download(void *dst, size_t bytes, size_t offset = 0) const;
-  /// Fills every byte with `value` (used to poison outputs in tests).
+  /// Fills every byte with `value` (used to poison outputs in tests); returns once the memory is filled, like
+  /// upload.
   void fill_bytes(uint8_t value);
 
   template <class T> void upload(std::span<const T> v) { upload(v.data(), v.size_bytes()); }

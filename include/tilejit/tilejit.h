@@ -9,6 +9,7 @@
 #include "tilejit/export.h"
 #include "tilejit/flex_attention.h"
 #include "tilejit/flex_variants.h"
+#include "tilejit/graph.h"
 #include "tilejit/kernel.h"
 #include "tilejit/kernels.h"
 #include "tilejit/launch.h"
