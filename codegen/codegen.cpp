@@ -183,6 +183,8 @@ void Lowering::set(const ir::Value *v, Tile t) {
 }
 
 Tile Lowering::get_in(const ir::Value *v, const Layout &l) {
+  // Not lowered where it is defined (a pipeline stage's deferred gather, pipeline.cpp): computed here in l.
+  if (!values_.count(v) && plan.rematerializable.count(v)) return rematerialize(v, l, 0);
   const Tile &t = get(v);
   if (t.is_scalar()) return splat_tile(l, t.regs[0]);
   if (*t.layout == l) return t;
@@ -204,6 +206,7 @@ Tile Lowering::rematerialize(const ir::Value *v, const Layout &l, int depth) {
   else if (def->kind == K::Splat || def->kind == K::ExpandDims || def->kind == K::Broadcast)
     t = lower_shape_op(*this, *def, &l);
   else if (ir::is_elementwise(def->kind)) t = lower_elementwise(*this, *def, &l);
+  else if (auto g = guarded_loads.find(v); g != guarded_loads.end()) t = lower_load(*this, *def, &l, g->second);
   else t = convert(get(v), v->type.elem, l);
   cur_op = saved;
   return t;

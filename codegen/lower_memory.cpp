@@ -135,7 +135,7 @@ std::vector<llvm::Value *> load_group(Lowering &L, llvm::Value *p, ElemType et, 
 
 }  // namespace
 
-Tile lower_load(Lowering &L, const ir::Op &op) {
+Tile lower_load(Lowering &L, const ir::Op &op, const Layout *in, llvm::Value *guard) {
   auto &b = L.b;
   const ir::Value *res = op.result(), *ptr = op.operand(0);
   const ir::Value *mask = op.num_operands() > 1 ? op.operand(1) : nullptr;
@@ -148,9 +148,11 @@ Tile lower_load(Lowering &L, const ir::Op &op) {
     if (mask) x = b.CreateSelect(cond, x, other ? L.get(other).regs[0] : llvm::Constant::getNullValue(rt));
     return Tile{std::nullopt, {x}};
   }
-  const Layout &l = L.layout_of(res);
+  const Layout &l = in ? *in : L.layout_of(res);
   Tile p = L.get_in(ptr, l);
   Tile m = mask ? L.get_in(mask, l) : splat_tile(l, b.getTrue());
+  if (guard)
+    for (auto &r : m.regs) r = b.CreateAnd(r, guard);  // uniform: the vector width stays the mask's
   Tile o = other ? L.get_in(other, l) : splat_tile(l, llvm::Constant::getNullValue(rt));
   int64_t esize = int64_t(L.mod.getDataLayout().getTypeAllocSize(L.mem_type(et)));
   int64_t v = vector_width(L, l, ptr, mask, esize);
@@ -167,7 +169,7 @@ Tile lower_load(Lowering &L, const ir::Op &op) {
     auto vals = load_group(L, p.regs[size_t(r)], et, width, m.regs[size_t(r)], {});
     for (int64_t e = 0; e < width; ++e) {
       size_t re = size_t(r + e);
-      out.regs[re] = mask ? b.CreateSelect(m.regs[re], vals[size_t(e)], o.regs[re]) : vals[size_t(e)];
+      out.regs[re] = mask || guard ? b.CreateSelect(m.regs[re], vals[size_t(e)], o.regs[re]) : vals[size_t(e)];
     }
   }
   return out;

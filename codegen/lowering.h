@@ -57,6 +57,9 @@ class Lowering {
   llvm::IRBuilder<> b;
   llvm::Function *kernel = nullptr;
   LayoutPlan plan;
+  /// Loads that rematerialize() re-issues in the layout asked for, each under its guard (i1), instead of
+  /// converting their result: a pipeline stage's gathered index tiles (pipeline.cpp).
+  std::unordered_map<const ir::Value *, llvm::Value *> guarded_loads;
   AxisInfoMap axis;
   const ir::Op *cur_op = nullptr;  // the op being lowered (error messages)
   /// sm_90a and opts.wgmma: qualifying dots use wgmma; the dynamic shared buffer is then 1024-byte aligned
@@ -246,7 +249,9 @@ Tile splat_tile(const Layout &l, llvm::Value *v);
 // lower_convert.cpp: shape manipulation.
 Tile lower_shape_op(Lowering &L, const ir::Op &op, const Layout *forced = nullptr);  // Splat, Broadcast, ExpandDims, Trans, Reshape
 // lower_memory.cpp
-Tile lower_load(Lowering &L, const ir::Op &op);
+/// `in`: the layout to load in (default: the result's planned one); `guard`: an i1 that must also hold for any
+/// element to be read (elements not read are 0), e.g. a pipeline stage's validity.
+Tile lower_load(Lowering &L, const ir::Op &op, const Layout *in = nullptr, llvm::Value *guard = nullptr);
 void lower_store(Lowering &L, const ir::Op &op);
 Tile lower_atomic_add(Lowering &L, const ir::Op &op);
 // lower_reduce.cpp

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/mma.h"
 
@@ -156,8 +157,24 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   const ir::Block &body = *for_op.region(0);
   const ir::Op *saved = L.cur_op;
   L.bind(body.arg(0), Tile{std::nullopt, {iv}});
+  // A gathered index tile (a paged cache's page numbers) and what is computed from it are not lowered here:
+  // the copies' addresses rematerialize them in the copy layout, the load re-issued there under the stage's
+  // validity, which costs a second L1-hit gather instead of a conversion through shared memory (two barriers)
+  // per load. Only where every such op can be rematerialized.
+  std::unordered_set<const ir::Op *> deferred;
+  for (const ir::Op *op : p.slice) {
+    bool from_gather = is_index_load(*op) && !op->result()->type.is_scalar();
+    for (const ir::Value *o : op->operands) from_gather = from_gather || (o->def && deferred.count(o->def));
+    if (from_gather) deferred.insert(op);
+  }
+  for (const ir::Op *op : deferred)
+    if (!is_index_load(*op) && !(relowerable(op->kind) && op->kind != ir::OpKind::Reshape && op->kind != ir::OpKind::Trans))
+      deferred.clear();
+  for (const ir::Op *op : deferred)
+    if (is_index_load(*op)) L.guarded_loads[op->result()] = valid;
   for (const ir::Op *op : p.slice) {
     L.cur_op = op;
+    if (deferred.count(op)) continue;
     if (!is_index_load(*op)) {
       L.lower_op(*op);
       continue;
@@ -186,7 +203,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   // [BLOCK_N, d] tile of 64-bit pointers through shared memory, per load and stage).
   std::vector<const ir::Value *> made_remat;
   for (const ir::Op *op : p.slice)
-    if (!is_index_load(*op))
+    if (!is_index_load(*op) || deferred.count(op))
       for (int i = 0; i < op->num_results(); ++i)
         if (!op->result(i)->type.is_scalar() && L.plan.rematerializable.insert(op->result(i)).second)
           made_remat.push_back(op->result(i));
@@ -212,8 +229,10 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   }
   b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group));
   for (const ir::Value *v : made_remat) L.plan.rematerializable.erase(v);
+  L.guarded_loads.clear();
   for (const ir::Op *op : p.slice)
-    for (int i = 0; i < op->num_results(); ++i) L.forget(op->result(i));
+    if (!deferred.count(op))
+      for (int i = 0; i < op->num_results(); ++i) L.forget(op->result(i));
   L.forget(body.arg(0));
   L.cur_op = saved;
 }
