@@ -238,7 +238,8 @@ struct FlexOptions {
   /// null), shape.seqlen_k bounds it (it sizes nothing on the device) and shape.heads_kv / head dims must
   /// match the cache. Mods see positions in the sequence: q_idx = seq_lens[b] − q_len + i, so one causal
   /// mask serves prefill chunks and decode steps. No block mask is built: a mask function is evaluated on
-  /// every visited key block (a band still skips the blocks outside it).
+  /// every visited key block (a band still skips the blocks outside it); `autotune` is not applied. One call
+  /// may mix sequences prefilling a chunk with sequences decoding one token (varlen queries).
   const PagedKVCache *kv_cache = nullptr;
   Backend backend = Backend::Auto;
   Stream *stream = nullptr;
