@@ -1,0 +1,258 @@
+// paged_kv_append on the interpreter: every token's K/V lands in its slot and nothing else changes (the pages
+// start as fresh random values, and every element is compared bit for bit), skipped slots write nothing,
+// strided inputs and caches, and the cache validation shared with the decode ops (kernels/paged/paged_cache.h).
+// Also checks the test model itself (tools/paged_check.h): its shuffled tables and gather.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "paged_reference.h"
+#include "tilejit/error.h"
+
+using namespace tilejit;
+using namespace tilejit::testing;
+
+namespace {
+
+constexpr Backend kBe = Backend::Interpreter;
+
+/// A cache whose pages hold fresh random values (not the model's), and the model the appends must produce.
+struct AppendFixture {
+  DeviceCache d;
+  std::vector<uint16_t> before_k, before_v;  // the pages' contents before any append
+};
+
+AppendFixture garbage_cache(const HostCacheSpec &spec) {
+  AppendFixture f;
+  f.d = make_device_cache(kBe, spec);
+  std::vector<float> junk;
+  tools::random_half(f.d.host.k_bits.size(), spec.dtype, rng(), junk, f.before_k);
+  tools::random_half(f.d.host.v_bits.size(), spec.dtype, rng(), junk, f.before_v);
+  f.d.k.upload(f.before_k);
+  f.d.v.upload(f.before_v);
+  return f;
+}
+
+/// Appends `a` (contiguous k_new / v_new) to the fixture's cache.
+void append(AppendFixture &f, const tools::AppendBatch &a, attention::AppendOptions opt = {}) {
+  Buffer k = upload_bits(a.k_bits, kBe), v = upload_bits(a.v_bits, kBe), slots = upload_i32(a.slots, kBe);
+  opt.backend = kBe;
+  attention::paged_kv_append(f.d.cache, device_ptr(k), device_ptr(v), device_ptr(slots), a.tokens, opt);
+}
+
+/// Every element of the pages: the model's value at the slots of tokens 0 … upto[b] − 1 of each sequence
+/// (upto empty: all), the contents before the appends everywhere else.
+void require_pages(const AppendFixture &f, const std::vector<int> &upto = {}) {
+  const tools::HostPagedCache &h = f.d.host;
+  std::vector<uint16_t> want_k = f.before_k, want_v = f.before_v;
+  for (int b = 0; b < h.batch; ++b)
+    for (int j = 0; j < (upto.empty() ? h.seq_lens[size_t(b)] : upto[size_t(b)]); ++j)
+      for (int hh = 0; hh < h.heads_kv; ++hh) {
+        int64_t ko = h.k_offset(h.slot(b, j), hh), vo = h.v_offset(h.slot(b, j), hh);
+        std::copy_n(&h.k_bits[size_t(ko)], h.head_dim, &want_k[size_t(ko)]);
+        std::copy_n(&h.v_bits[size_t(vo)], h.head_dim_v, &want_v[size_t(vo)]);
+      }
+  auto got_k = f.d.k.download_as<uint16_t>(want_k.size()), got_v = f.d.v.download_as<uint16_t>(want_v.size());
+  size_t bad_k = 0, bad_v = 0, first_bad = SIZE_MAX;
+  for (size_t i = 0; i < want_k.size(); ++i)
+    if (got_k[i] != want_k[i]) bad_k++, first_bad = std::min(first_bad, i);
+  for (size_t i = 0; i < want_v.size(); ++i) bad_v += got_v[i] != want_v[i];
+  INFO("K elements differing " << bad_k << " (first at " << first_bad << "), V elements differing " << bad_v);
+  REQUIRE(bad_k == 0);
+  REQUIRE(bad_v == 0);
+}
+
+HostCacheSpec spec_of(std::vector<int> lens, int page_size, int heads_kv, int d, int dv, PagedStrides st,
+                      DType dt = DType::bf16) {
+  HostCacheSpec s;
+  s.seq_lens = std::move(lens);
+  s.page_size = page_size;
+  s.heads_kv = heads_kv;
+  s.head_dim = d;
+  s.head_dim_v = dv;
+  s.strides = st;
+  s.dtype = dt;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("paged test model: shuffled pages, some unused, gather through the table", "[paged][cpu]") {
+  for (int P : {1, 16, 64}) {
+    HostCacheSpec s = spec_of({0, 1, P - 1, P, P + 1, 200}, P, 2, 16, 32, PagedStrides::Padded);
+    s.spare_pages = 5;
+    tools::HostPagedCache h = tools::make_host_cache(s, rng());
+    INFO("page size " << P);
+    std::set<int> used;
+    int needed = 0;
+    for (int b = 0; b < h.batch; ++b) {
+      int pages = (h.seq_lens[size_t(b)] + P - 1) / P;
+      needed += pages;
+      for (int p = 0; p < h.max_pages_per_seq; ++p) {
+        int page = h.block_table[size_t(b * h.block_table_stride + p)];
+        if (p < pages) {
+          REQUIRE((page >= 0 && page < h.num_pages));
+          REQUIRE(used.insert(page).second);  // no page shared
+        } else {
+          REQUIRE((page < 0 || page >= h.num_pages));  // past the sequence: unusable
+        }
+      }
+    }
+    REQUIRE(int(used.size()) == needed);
+    REQUIRE(h.num_pages == needed + 5);
+    // Not the identity placement: sequence 5's 200 tokens span several pages, in shuffled order.
+    std::vector<int> pages5;
+    for (int p = 0; p < (200 + P - 1) / P; ++p) pages5.push_back(h.block_table[size_t(5 * h.block_table_stride + p)]);
+    if (pages5.size() > 3) REQUIRE_FALSE(std::is_sorted(pages5.begin(), pages5.end()));
+    // gather_k reads slot(b, j)'s element for each head.
+    std::vector<float> k = h.gather_k(5), v = h.gather_v(5);
+    for (int j : {0, P - 1, P, 199})
+      for (int hh = 0; hh < 2; ++hh) {
+        if (j < 0) continue;
+        int page = h.block_table[size_t(5 * h.block_table_stride + j / P)];
+        int64_t off = page * h.page_stride + (j % P) * h.token_stride + hh * h.head_stride;
+        REQUIRE(k[(size_t(j) * 2 + hh) * 16] == h.k[size_t(off)]);
+        REQUIRE(v[(size_t(j) * 2 + hh) * 32 + 31] == h.v[size_t(off) + 31]);
+      }
+    // Random values everywhere (never a zero-filled page).
+    REQUIRE(std::count(h.k.begin(), h.k.end(), 0.f) < int64_t(h.k.size() / 100 + 1));
+  }
+}
+
+TEST_CASE("paged_kv_append: values land in their slots, skipped and other slots untouched", "[paged][cpu]") {
+  for (int P : {1, 16, 64})
+    for (PagedStrides st : {PagedStrides::Contiguous, PagedStrides::Padded, PagedStrides::HeadsMajor}) {
+      INFO("page size " << P << ", strides " << int(st));
+      // heads_kv 3 (not a power of two: masked head lanes), head dims 32 / 16 (K and V differ).
+      AppendFixture f = garbage_cache(spec_of({0, 1, P - 1, P, P + 1, 70}, P, 3, 32, 16, st));
+      append(f, tools::append_batch(f.d.host, {}, {}, 7, rng()));
+      require_pages(f);
+    }
+}
+
+TEST_CASE("paged_kv_append: f16, head dims not powers of two, one head", "[paged][cpu]") {
+  AppendFixture f = garbage_cache(spec_of({5, 33, 0}, 16, 1, 48, 80, PagedStrides::Contiguous, DType::f16));
+  append(f, tools::append_batch(f.d.host, {}, {}, 2, rng()));
+  require_pages(f);
+  // Many heads: several programs per token.
+  AppendFixture g = garbage_cache(spec_of({9, 17}, 8, 40, 256, 256, PagedStrides::Padded));
+  append(g, tools::append_batch(g.d.host, {}, {}, 1, rng()));
+  require_pages(g);
+}
+
+TEST_CASE("paged_kv_append: a prompt then decode steps, one token per sequence each", "[paged][cpu]") {
+  AppendFixture f = garbage_cache(spec_of({20, 3, 17, 1}, 16, 2, 32, 32, PagedStrides::Contiguous));
+  // The prompt: all but the last 3 tokens of each sequence.
+  std::vector<int> upto;
+  for (int n : f.d.host.seq_lens) upto.push_back(std::max(0, n - 3));
+  append(f, tools::append_batch(f.d.host, {}, upto, 0, rng()));
+  require_pages(f, upto);
+  // Then one token per sequence per step, with a padded slot each step.
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int> from = upto;
+    for (size_t b = 0; b < upto.size(); ++b) upto[b] = std::min(upto[b] + 1, f.d.host.seq_lens[b]);
+    append(f, tools::append_batch(f.d.host, from, upto, 1, rng()));
+    require_pages(f, upto);
+  }
+  require_pages(f);
+}
+
+TEST_CASE("paged_kv_append: strided k_new / v_new", "[paged][cpu]") {
+  AppendFixture f = garbage_cache(spec_of({30, 7}, 16, 2, 32, 32, PagedStrides::Padded));
+  tools::AppendBatch a = tools::append_batch(f.d.host, {}, {}, 4, rng());
+  // Rows of 2 heads at head stride 40 and token stride 2·40 + 24, gaps filled with values that must not move.
+  const int H = 2, D = 32;
+  const int64_t hs = 40, ts = H * hs + 24;
+  std::vector<float> junk;
+  std::vector<uint16_t> k, v;
+  tools::random_half(size_t(a.tokens) * ts, DType::bf16, rng(), junk, k);
+  tools::random_half(size_t(a.tokens) * ts, DType::bf16, rng(), junk, v);
+  for (int t = 0; t < a.tokens; ++t)
+    for (int h = 0; h < H; ++h) {
+      std::copy_n(&a.k_bits[size_t((t * H + h) * D)], D, &k[size_t(t * ts + h * hs)]);
+      std::copy_n(&a.v_bits[size_t((t * H + h) * D)], D, &v[size_t(t * ts + h * hs)]);
+    }
+  Buffer kb = upload_bits(k, kBe), vb = upload_bits(v, kBe), slots = upload_i32(a.slots, kBe);
+  attention::paged_kv_append(f.d.cache, device_ptr(kb), device_ptr(vb), device_ptr(slots), a.tokens,
+                             {.token_stride = ts, .head_stride = hs, .backend = kBe});
+  require_pages(f);
+}
+
+TEST_CASE("paged_kv_append: zero tokens and all-skipped tokens change nothing", "[paged][cpu]") {
+  AppendFixture f = garbage_cache(spec_of({10, 40}, 16, 2, 32, 32, PagedStrides::Contiguous));
+  tools::AppendBatch a = tools::append_batch(f.d.host, {}, {}, 0, rng());
+  Buffer k = upload_bits(a.k_bits, kBe), v = upload_bits(a.v_bits, kBe);
+  std::vector<int32_t> skip(size_t(a.tokens), -1);
+  Buffer slots = upload_i32(skip, kBe);
+  attention::paged_kv_append(f.d.cache, device_ptr(k), device_ptr(v), device_ptr(slots), 0, {.backend = kBe});
+  require_pages(f, {0, 0});
+  attention::paged_kv_append(f.d.cache, device_ptr(k), device_ptr(v), device_ptr(slots), a.tokens, {.backend = kBe});
+  require_pages(f, {0, 0});
+}
+
+TEST_CASE("paged_kv_append: a slot past the pages is an out-of-bounds access on the interpreter", "[paged][cpu]") {
+  AppendFixture f = garbage_cache(spec_of({10}, 16, 1, 16, 16, PagedStrides::Contiguous));
+  std::vector<uint16_t> bits(16, 0x3f80);
+  Buffer k = upload_bits(bits, kBe), v = upload_bits(bits, kBe);
+  Buffer slots = upload_i32({f.d.host.num_pages * 16}, kBe);
+  REQUIRE_THROWS_AS(attention::paged_kv_append(f.d.cache, device_ptr(k), device_ptr(v), device_ptr(slots), 1,
+                                               {.backend = kBe}),
+                    InterpError);
+}
+
+TEST_CASE("paged cache validation: each bad field named with its value", "[paged][cpu]") {
+  AppendFixture f = garbage_cache(spec_of({10, 20}, 16, 2, 32, 32, PagedStrides::Contiguous));
+  tools::AppendBatch a = tools::append_batch(f.d.host, {}, {}, 0, rng());
+  Buffer k = upload_bits(a.k_bits, kBe), v = upload_bits(a.v_bits, kBe), slots = upload_i32(a.slots, kBe);
+  auto run = [&](const attention::PagedKVCache &c, int tokens = -2, DevicePtr kp = {}, attention::AppendOptions o = {}) {
+    o.backend = kBe;
+    attention::paged_kv_append(c, kp.address ? kp : device_ptr(k), device_ptr(v), device_ptr(slots),
+                               tokens == -2 ? a.tokens : tokens, o);
+  };
+  auto bad = [&](auto edit, const std::string &what) {
+    attention::PagedKVCache c = f.d.cache;
+    edit(c);
+    require_trace_error([&] { run(c); }, {"attention::paged_kv_append: ", what});
+  };
+  for (int p : {3, 0, 512, -16, 24})
+    bad([p](auto &c) { c.page_size = p; }, fmt::format("page_size {}", p));
+  for (int d : {8, 300, 0}) bad([d](auto &c) { c.head_dim = d; }, fmt::format("head_dim {}", d));
+  bad([](auto &c) { c.head_dim_v = 12; }, "head_dim_v 12");
+  bad([](auto &c) { c.dtype = DType::f32; }, "dtype f32");
+  bad([](auto &c) { c.heads_kv = 0; }, "heads_kv 0");
+  bad([](auto &c) { c.num_pages = -1; }, "num_pages -1");
+  bad([](auto &c) { c.max_pages_per_seq = -2; }, "max_pages_per_seq -2");
+  bad([](auto &c) { c.page_stride = -5; }, "page_stride -5");
+  bad([](auto &c) { c.token_stride = -1; }, "token_stride -1");
+  bad([](auto &c) { c.head_stride = -3; }, "head_stride -3");
+  bad([](auto &c) { c.block_table_stride = -4; }, "block_table_stride -4");
+  bad([](auto &c) { c.block_table_stride = 1; }, "block_table_stride 1");
+  bad([](auto &c) { c.k_pages = {}; }, "k_pages is null");
+  bad([](auto &c) { c.v_pages = {}; }, "v_pages is null");
+  // Overlapping layouts: two heads in 16 elements of 32 values each; a page shorter than its tokens.
+  bad([](auto &c) { c.token_stride = 48; }, "token_stride 48");
+  bad([](auto &c) { c.head_stride = 16; }, "head_stride 16");
+  bad([](auto &c) { c.page_stride = 64 * 15; }, "page_stride 960");
+  // Pages smaller than the layout addresses.
+  bad([](auto &c) { c.k_pages.bytes = 100; }, "k_pages holds 100 bytes");
+  bad([](auto &c) { c.num_pages += 1; }, "k_pages holds");
+  bad([](auto &c) { c.v_pages.bytes -= 2; }, "v_pages holds");
+  // The inputs.
+  require_trace_error([&] { run(f.d.cache, -1); }, {"tokens -1"});
+  require_trace_error([&] {
+    attention::paged_kv_append(f.d.cache, DevicePtr{}, device_ptr(v), device_ptr(slots), 1, {.backend = kBe});
+  }, {"'k_new' is null"});
+  require_trace_error([&] {
+    attention::paged_kv_append(f.d.cache, device_ptr(k), device_ptr(v), DevicePtr{}, 1, {.backend = kBe});
+  }, {"'slot_mapping' is null"});
+  require_trace_error([&] { run(f.d.cache, -2, {}, {.token_stride = -1}); }, {"token_stride -1"});
+  require_trace_error([&] { run(f.d.cache, a.tokens + 1); }, {"'k_new' holds", "tokens"});
+  // Nothing was written by the rejected calls.
+  require_pages(f, {0, 0});
+  // A cache that passes: the same call appends.
+  run(f.d.cache);
+  require_pages(f);
+}
