@@ -11,6 +11,8 @@
 
 #include "paged_reference.h"
 #include "tilejit/error.h"
+#include "tilejit/flex_variants.h"
+#include "tilejit/ops.h"
 
 using namespace tilejit;
 using namespace tilejit::testing;
@@ -255,4 +257,58 @@ TEST_CASE("paged cache validation: each bad field named with its value", "[paged
   // A cache that passes: the same call appends.
   run(f.d.cache);
   require_pages(f);
+}
+
+// The reference itself, against the flex kernel (checked against its own float64 reference elsewhere) on each
+// sequence's K/V gathered into a dense tensor: flex numbers queries from 0, so its mods add the position
+// offset L − seqlen_q (mod_seqlen_k() − mod_seqlen_q()) that the paged reference applies.
+TEST_CASE("paged reference: equals flex_forward on the gathered K/V at shifted positions", "[paged][cpu]") {
+  const int Hq = 4, Hkv = 2, D = 32, DV = 16, sq = 3;
+  DeviceCache d = make_device_cache(kBe, spec_of({3, 16, 17, 90}, 16, Hkv, D, DV, PagedStrides::HeadsMajor));
+  tools::QueryLayout l = tools::decode_layout(d.host.batch, sq, Hq, D, DV);
+  std::vector<float> q = random_values(l.q_elements, DType::bf16);
+  const double scale = 1.0 / std::sqrt(double(D));
+  RefMods ref{[](double s, int, int, int qp, int kv) { return s - 0.05 * std::abs(qp - kv); },
+              [](int, int h, int qp, int kv, int, int) { return kv <= qp && (kv + h) % 3 != 0; }};
+  tools::PagedRef want = tools::paged_reference(d.host, q, l, Hq, scale, ref);
+  attention::FlexOptions opt;
+  opt.score_mod = [](Tile s, Tile, Tile, Tile qi, Tile kv) {
+    Tile pos = qi + (attention::mod_seqlen_k() - attention::mod_seqlen_q());
+    return s - 0.05f * tilejit::abs(pos - kv).to(DType::f32);
+  };
+  opt.mask = attention::and_masks(attention::causal(attention::Align::BottomRight),
+                                  attention::Mask([](Tile, Tile h, Tile, Tile kv) { return (kv + h) % 3 != 0; }));
+  opt.backend = kBe;
+  opt.block_m = opt.block_n = 16;
+  for (int b = 0; b < d.host.batch; ++b) {
+    const int L = d.host.seq_lens[size_t(b)];
+    INFO("sequence " << b << " of length " << L);
+    // flex's dense layouts: q [1, Hq, sq, D], k / v [1, Hkv, L, D(V)], out [1, Hq, sq, DV].
+    std::vector<float> qd(size_t(Hq) * sq * D), kd(size_t(Hkv) * L * D), vd(size_t(Hkv) * L * DV);
+    std::vector<float> gk = d.host.gather_k(b), gv = d.host.gather_v(b);
+    for (int h = 0; h < Hq; ++h)
+      for (int i = 0; i < sq; ++i)
+        std::copy_n(&q[size_t(l.q_base(b, h) + i * l.q_row_stride)], D, &qd[(size_t(h) * sq + i) * D]);
+    for (int h = 0; h < Hkv; ++h)
+      for (int j = 0; j < L; ++j) {
+        std::copy_n(&gk[(size_t(j) * Hkv + h) * D], D, &kd[(size_t(h) * L + j) * D]);
+        std::copy_n(&gv[(size_t(j) * Hkv + h) * DV], DV, &vd[(size_t(h) * L + j) * DV]);
+      }
+    Buffer bq = upload_as(qd, DType::bf16, kBe), bk = upload_as(kd, DType::bf16, kBe), bv = upload_as(vd, DType::bf16, kBe);
+    Buffer out(size_t(Hq) * sq * DV * 2, kBe), lse(size_t(Hq) * sq * 4, kBe);
+    out.fill_bytes(0xff);
+    lse.fill_bytes(0xff);
+    attention::FlexShape s{.batch = 1, .heads_q = Hq, .heads_kv = Hkv, .seqlen_q = sq, .seqlen_k = L,
+                           .head_dim_qk = D, .head_dim_v = DV};
+    attention::flex_forward(bq, bk, bv, out, lse, s, opt);
+    FlexResult r;
+    r.out = download_as_float(out, size_t(Hq) * sq * DV, DType::bf16);
+    r.lse = lse.download_as<float>(size_t(Hq) * sq);
+    for (int h = 0; h < Hq; ++h)
+      for (int i = 0; i < sq; ++i) {
+        r.ref_lse.push_back(want.lse[size_t(l.lse_base(b, h) + i * l.lse_row_stride)]);
+        for (int e = 0; e < DV; ++e) r.ref_out.push_back(want.out[size_t(l.out_base(b, h) + i * l.out_row_stride + e)]);
+      }
+    require_matches(r, DType::bf16);
+  }
 }
