@@ -13,6 +13,7 @@
 #include "flex_reference.h"
 #include "kernel_test_util.h"
 #include "tilejit/error.h"
+#include "tilejit/numerics.h"
 #include "tilejit/paged_attention.h"
 #include "tools/paged_check.h"
 
@@ -65,6 +66,21 @@ inline attention::PagedKVCache describe(const tools::HostPagedCache &h, const Bu
   return c;
 }
 
+/// A model spec: lengths, page size, KV heads, head dims, strides, dtype.
+inline HostCacheSpec paged_spec(std::vector<int> lens, int page_size, int heads_kv, int head_dim,
+                                PagedStrides strides = PagedStrides::Contiguous, int head_dim_v = 0,
+                                DType dt = DType::bf16) {
+  HostCacheSpec s;
+  s.seq_lens = std::move(lens);
+  s.page_size = page_size;
+  s.heads_kv = heads_kv;
+  s.head_dim = head_dim;
+  s.head_dim_v = head_dim_v;
+  s.strides = strides;
+  s.dtype = dt;
+  return s;
+}
+
 /// The model's cache uploaded to `be`, pages included.
 inline DeviceCache make_device_cache(Backend be, const HostCacheSpec &spec) {
   DeviceCache d;
@@ -85,6 +101,56 @@ inline void redraw_device_cache(DeviceCache &d, const std::vector<int> &seq_lens
   d.v.upload(d.host.v_bits);
   d.table.upload(d.host.block_table);
   d.lens.upload(d.host.seq_lens);
+}
+
+// ---- paged_kv_append ----
+
+/// A cache whose pages hold fresh random values (not the model's), and the model the appends must produce.
+struct AppendFixture {
+  Backend be = Backend::Interpreter;
+  DeviceCache d;
+  std::vector<uint16_t> before_k, before_v;  // the pages' contents before any append
+};
+
+inline AppendFixture garbage_cache(Backend be, const HostCacheSpec &spec) {
+  AppendFixture f;
+  f.be = be;
+  f.d = make_device_cache(be, spec);
+  std::vector<float> junk;
+  tools::random_half(f.d.host.k_bits.size(), spec.dtype, rng(), junk, f.before_k);
+  tools::random_half(f.d.host.v_bits.size(), spec.dtype, rng(), junk, f.before_v);
+  f.d.k.upload(f.before_k);
+  f.d.v.upload(f.before_v);
+  return f;
+}
+
+/// Appends `a` (contiguous k_new / v_new) to the fixture's cache.
+inline void append_tokens(AppendFixture &f, const tools::AppendBatch &a, attention::AppendOptions opt = {}) {
+  Buffer k = upload_bits(a.k_bits, f.be), v = upload_bits(a.v_bits, f.be), slots = upload_i32(a.slots, f.be);
+  opt.backend = f.be;
+  attention::paged_kv_append(f.d.cache, device_ptr(k), device_ptr(v), device_ptr(slots), a.tokens, opt);
+}
+
+/// Every element of the pages: the model's value at the slots of tokens 0 … upto[b] − 1 of each sequence
+/// (upto empty: all), the contents before the appends everywhere else.
+inline void require_pages(const AppendFixture &f, const std::vector<int> &upto = {}) {
+  const tools::HostPagedCache &h = f.d.host;
+  std::vector<uint16_t> want_k = f.before_k, want_v = f.before_v;
+  for (int b = 0; b < h.batch; ++b)
+    for (int j = 0; j < (upto.empty() ? h.seq_lens[size_t(b)] : upto[size_t(b)]); ++j)
+      for (int hh = 0; hh < h.heads_kv; ++hh) {
+        int64_t ko = h.k_offset(h.slot(b, j), hh), vo = h.v_offset(h.slot(b, j), hh);
+        std::copy_n(&h.k_bits[size_t(ko)], h.head_dim, &want_k[size_t(ko)]);
+        std::copy_n(&h.v_bits[size_t(vo)], h.head_dim_v, &want_v[size_t(vo)]);
+      }
+  auto got_k = f.d.k.download_as<uint16_t>(want_k.size()), got_v = f.d.v.download_as<uint16_t>(want_v.size());
+  size_t bad_k = 0, bad_v = 0, first_bad = SIZE_MAX;
+  for (size_t i = 0; i < want_k.size(); ++i)
+    if (got_k[i] != want_k[i]) bad_k++, first_bad = std::min(first_bad, i);
+  for (size_t i = 0; i < want_v.size(); ++i) bad_v += got_v[i] != want_v[i];
+  INFO("K elements differing " << bad_k << " (first at " << first_bad << "), V elements differing " << bad_v);
+  REQUIRE(bad_k == 0);
+  REQUIRE(bad_v == 0);
 }
 
 /// Rows that see no key must be exactly 0 in the output (and −inf in the lse, which require_matches checks).
@@ -109,6 +175,13 @@ inline void require_paged_matches(const FlexResult &r, DType dt, const tools::Qu
   require_empty_rows_zero(r, l, heads_q, dv);
 }
 
+/// bf16 / f16 bits of values exact in the dtype.
+inline std::vector<uint16_t> to_bits(const std::vector<float> &v, DType dt) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = dt == DType::bf16 ? float_to_bf16(v[i]) : float_to_f16(v[i]);
+  return bits;
+}
+
 /// Random queries in `l`'s layout (exact dtype values) and their upload.
 struct Queries {
   std::vector<float> values;
@@ -117,8 +190,7 @@ struct Queries {
 inline Queries random_queries(const tools::QueryLayout &l, DType dt, Backend be) {
   Queries q;
   q.values = random_values(l.q_elements, dt);
-  q.buffer = upload_as(q.values, dt, be);
-  if (l.q_elements == 0) q.buffer = Buffer(2, be);
+  q.buffer = upload_bits(to_bits(q.values, dt), be);
   return q;
 }
 

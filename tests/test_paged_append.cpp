@@ -21,70 +21,11 @@ namespace {
 
 constexpr Backend kBe = Backend::Interpreter;
 
-/// A cache whose pages hold fresh random values (not the model's), and the model the appends must produce.
-struct AppendFixture {
-  DeviceCache d;
-  std::vector<uint16_t> before_k, before_v;  // the pages' contents before any append
-};
-
-AppendFixture garbage_cache(const HostCacheSpec &spec) {
-  AppendFixture f;
-  f.d = make_device_cache(kBe, spec);
-  std::vector<float> junk;
-  tools::random_half(f.d.host.k_bits.size(), spec.dtype, rng(), junk, f.before_k);
-  tools::random_half(f.d.host.v_bits.size(), spec.dtype, rng(), junk, f.before_v);
-  f.d.k.upload(f.before_k);
-  f.d.v.upload(f.before_v);
-  return f;
-}
-
-/// Appends `a` (contiguous k_new / v_new) to the fixture's cache.
-void append(AppendFixture &f, const tools::AppendBatch &a, attention::AppendOptions opt = {}) {
-  Buffer k = upload_bits(a.k_bits, kBe), v = upload_bits(a.v_bits, kBe), slots = upload_i32(a.slots, kBe);
-  opt.backend = kBe;
-  attention::paged_kv_append(f.d.cache, device_ptr(k), device_ptr(v), device_ptr(slots), a.tokens, opt);
-}
-
-/// Every element of the pages: the model's value at the slots of tokens 0 … upto[b] − 1 of each sequence
-/// (upto empty: all), the contents before the appends everywhere else.
-void require_pages(const AppendFixture &f, const std::vector<int> &upto = {}) {
-  const tools::HostPagedCache &h = f.d.host;
-  std::vector<uint16_t> want_k = f.before_k, want_v = f.before_v;
-  for (int b = 0; b < h.batch; ++b)
-    for (int j = 0; j < (upto.empty() ? h.seq_lens[size_t(b)] : upto[size_t(b)]); ++j)
-      for (int hh = 0; hh < h.heads_kv; ++hh) {
-        int64_t ko = h.k_offset(h.slot(b, j), hh), vo = h.v_offset(h.slot(b, j), hh);
-        std::copy_n(&h.k_bits[size_t(ko)], h.head_dim, &want_k[size_t(ko)]);
-        std::copy_n(&h.v_bits[size_t(vo)], h.head_dim_v, &want_v[size_t(vo)]);
-      }
-  auto got_k = f.d.k.download_as<uint16_t>(want_k.size()), got_v = f.d.v.download_as<uint16_t>(want_v.size());
-  size_t bad_k = 0, bad_v = 0, first_bad = SIZE_MAX;
-  for (size_t i = 0; i < want_k.size(); ++i)
-    if (got_k[i] != want_k[i]) bad_k++, first_bad = std::min(first_bad, i);
-  for (size_t i = 0; i < want_v.size(); ++i) bad_v += got_v[i] != want_v[i];
-  INFO("K elements differing " << bad_k << " (first at " << first_bad << "), V elements differing " << bad_v);
-  REQUIRE(bad_k == 0);
-  REQUIRE(bad_v == 0);
-}
-
-HostCacheSpec spec_of(std::vector<int> lens, int page_size, int heads_kv, int d, int dv, PagedStrides st,
-                      DType dt = DType::bf16) {
-  HostCacheSpec s;
-  s.seq_lens = std::move(lens);
-  s.page_size = page_size;
-  s.heads_kv = heads_kv;
-  s.head_dim = d;
-  s.head_dim_v = dv;
-  s.strides = st;
-  s.dtype = dt;
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("paged test model: shuffled pages, some unused, gather through the table", "[paged][cpu]") {
   for (int P : {1, 16, 64}) {
-    HostCacheSpec s = spec_of({0, 1, P - 1, P, P + 1, 200}, P, 2, 16, 32, PagedStrides::Padded);
+    HostCacheSpec s = paged_spec({0, 1, P - 1, P, P + 1, 200}, P, 2, 16, PagedStrides::Padded, 32);
     s.spare_pages = 5;
     // A fixed seed: the shuffle of a few pages may come out sorted by chance, which this test must not see.
     std::mt19937_64 seeded(12345 + P);
@@ -133,41 +74,41 @@ TEST_CASE("paged_kv_append: values land in their slots, skipped and other slots 
     for (PagedStrides st : {PagedStrides::Contiguous, PagedStrides::Padded, PagedStrides::HeadsMajor}) {
       INFO("page size " << P << ", strides " << int(st));
       // heads_kv 3 (not a power of two: masked head lanes), head dims 32 / 16 (K and V differ).
-      AppendFixture f = garbage_cache(spec_of({0, 1, P - 1, P, P + 1, 70}, P, 3, 32, 16, st));
-      append(f, tools::append_batch(f.d.host, {}, {}, 7, rng()));
+      AppendFixture f = garbage_cache(kBe, paged_spec({0, 1, P - 1, P, P + 1, 70}, P, 3, 32, st, 16));
+      append_tokens(f, tools::append_batch(f.d.host, {}, {}, 7, rng()));
       require_pages(f);
     }
 }
 
 TEST_CASE("paged_kv_append: f16, head dims not powers of two, one head", "[paged][cpu]") {
-  AppendFixture f = garbage_cache(spec_of({5, 33, 0}, 16, 1, 48, 80, PagedStrides::Contiguous, DType::f16));
-  append(f, tools::append_batch(f.d.host, {}, {}, 2, rng()));
+  AppendFixture f = garbage_cache(kBe, paged_spec({5, 33, 0}, 16, 1, 48, PagedStrides::Contiguous, 80, DType::f16));
+  append_tokens(f, tools::append_batch(f.d.host, {}, {}, 2, rng()));
   require_pages(f);
   // Many heads: several programs per token.
-  AppendFixture g = garbage_cache(spec_of({9, 17}, 8, 40, 256, 256, PagedStrides::Padded));
-  append(g, tools::append_batch(g.d.host, {}, {}, 1, rng()));
+  AppendFixture g = garbage_cache(kBe, paged_spec({9, 17}, 8, 40, 256, PagedStrides::Padded, 256));
+  append_tokens(g, tools::append_batch(g.d.host, {}, {}, 1, rng()));
   require_pages(g);
 }
 
 TEST_CASE("paged_kv_append: a prompt then decode steps, one token per sequence each", "[paged][cpu]") {
-  AppendFixture f = garbage_cache(spec_of({20, 3, 17, 1}, 16, 2, 32, 32, PagedStrides::Contiguous));
+  AppendFixture f = garbage_cache(kBe, paged_spec({20, 3, 17, 1}, 16, 2, 32, PagedStrides::Contiguous, 32));
   // The prompt: all but the last 3 tokens of each sequence.
   std::vector<int> upto;
   for (int n : f.d.host.seq_lens) upto.push_back(std::max(0, n - 3));
-  append(f, tools::append_batch(f.d.host, {}, upto, 0, rng()));
+  append_tokens(f, tools::append_batch(f.d.host, {}, upto, 0, rng()));
   require_pages(f, upto);
   // Then one token per sequence per step, with a padded slot each step.
   for (int step = 0; step < 3; ++step) {
     std::vector<int> from = upto;
     for (size_t b = 0; b < upto.size(); ++b) upto[b] = std::min(upto[b] + 1, f.d.host.seq_lens[b]);
-    append(f, tools::append_batch(f.d.host, from, upto, 1, rng()));
+    append_tokens(f, tools::append_batch(f.d.host, from, upto, 1, rng()));
     require_pages(f, upto);
   }
   require_pages(f);
 }
 
 TEST_CASE("paged_kv_append: strided k_new / v_new", "[paged][cpu]") {
-  AppendFixture f = garbage_cache(spec_of({30, 7}, 16, 2, 32, 32, PagedStrides::Padded));
+  AppendFixture f = garbage_cache(kBe, paged_spec({30, 7}, 16, 2, 32, PagedStrides::Padded, 32));
   tools::AppendBatch a = tools::append_batch(f.d.host, {}, {}, 4, rng());
   // Rows of 2 heads at head stride 40 and token stride 2·40 + 24, gaps filled with values that must not move.
   const int H = 2, D = 32;
@@ -188,7 +129,7 @@ TEST_CASE("paged_kv_append: strided k_new / v_new", "[paged][cpu]") {
 }
 
 TEST_CASE("paged_kv_append: zero tokens and all-skipped tokens change nothing", "[paged][cpu]") {
-  AppendFixture f = garbage_cache(spec_of({10, 40}, 16, 2, 32, 32, PagedStrides::Contiguous));
+  AppendFixture f = garbage_cache(kBe, paged_spec({10, 40}, 16, 2, 32, PagedStrides::Contiguous, 32));
   tools::AppendBatch a = tools::append_batch(f.d.host, {}, {}, 0, rng());
   Buffer k = upload_bits(a.k_bits, kBe), v = upload_bits(a.v_bits, kBe);
   std::vector<int32_t> skip(size_t(a.tokens), -1);
@@ -200,7 +141,7 @@ TEST_CASE("paged_kv_append: zero tokens and all-skipped tokens change nothing", 
 }
 
 TEST_CASE("paged_kv_append: a slot past the pages is an out-of-bounds access on the interpreter", "[paged][cpu]") {
-  AppendFixture f = garbage_cache(spec_of({10}, 16, 1, 16, 16, PagedStrides::Contiguous));
+  AppendFixture f = garbage_cache(kBe, paged_spec({10}, 16, 1, 16, PagedStrides::Contiguous, 16));
   std::vector<uint16_t> bits(16, 0x3f80);
   Buffer k = upload_bits(bits, kBe), v = upload_bits(bits, kBe);
   Buffer slots = upload_i32({f.d.host.num_pages * 16}, kBe);
@@ -210,7 +151,7 @@ TEST_CASE("paged_kv_append: a slot past the pages is an out-of-bounds access on 
 }
 
 TEST_CASE("paged cache validation: each bad field named with its value", "[paged][cpu]") {
-  AppendFixture f = garbage_cache(spec_of({10, 20}, 16, 2, 32, 32, PagedStrides::Contiguous));
+  AppendFixture f = garbage_cache(kBe, paged_spec({10, 20}, 16, 2, 32, PagedStrides::Contiguous, 32));
   tools::AppendBatch a = tools::append_batch(f.d.host, {}, {}, 0, rng());
   Buffer k = upload_bits(a.k_bits, kBe), v = upload_bits(a.v_bits, kBe), slots = upload_i32(a.slots, kBe);
   auto run = [&](const attention::PagedKVCache &c, int tokens = -2, DevicePtr kp = {}, attention::AppendOptions o = {}) {
@@ -268,7 +209,7 @@ TEST_CASE("paged cache validation: each bad field named with its value", "[paged
 // offset L − seqlen_q (mod_seqlen_k() − mod_seqlen_q()) that the paged reference applies.
 TEST_CASE("paged reference: equals flex_forward on the gathered K/V at shifted positions", "[paged][cpu]") {
   const int Hq = 4, Hkv = 2, D = 32, DV = 16, sq = 3;
-  DeviceCache d = make_device_cache(kBe, spec_of({3, 16, 17, 90}, 16, Hkv, D, DV, PagedStrides::HeadsMajor));
+  DeviceCache d = make_device_cache(kBe, paged_spec({3, 16, 17, 90}, 16, Hkv, D, PagedStrides::HeadsMajor, DV));
   tools::QueryLayout l = tools::decode_layout(d.host.batch, sq, Hq, D, DV);
   std::vector<float> q = random_values(l.q_elements, DType::bf16);
   const double scale = 1.0 / std::sqrt(double(D));
