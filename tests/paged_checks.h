@@ -295,7 +295,7 @@ inline void check_decode_errors(Backend be) {
   other.num_pages *= 2;
   other.max_pages_per_seq *= 2;
   require_trace_error([&] { plan.run(device_ptr(run.q.buffer), device_ptr(run.out), device_ptr(run.lse), other); },
-                      {"page_size"});
+                      {"layout", "page size 8"});
 }
 
 /// Chunked prefill through flex_forward with FlexOptions::kv_cache: varlen chunks (q_lens[b] ≤ seq_lens[b],
@@ -341,10 +341,10 @@ inline void check_paged_prefill_errors(Backend be) {
   require_trace_error([&] { run(DevicePtr{}, DevicePtr{}, s, with_cu); }, {"cu_seqlens_k"});
   attention::FlexShape wrong = s;
   wrong.heads_kv = 4;
-  require_trace_error([&] { run(DevicePtr{}, DevicePtr{}, wrong, o); }, {"heads_kv"});
+  require_trace_error([&] { run(DevicePtr{}, DevicePtr{}, wrong, o); }, {"paged cache holds 2 KV heads"});
   wrong = s;
   wrong.head_dim_qk = 64;
-  require_trace_error([&] { run(DevicePtr{}, DevicePtr{}, wrong, o); }, {"head_dim"});
+  require_trace_error([&] { run(DevicePtr{}, DevicePtr{}, wrong, o); }, {"paged cache holds", "32/32"});
 }
 
 }  // namespace tilejit::testing

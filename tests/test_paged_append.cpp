@@ -180,9 +180,18 @@ TEST_CASE("paged cache validation: each bad field named with its value", "[paged
   bad([](auto &c) { c.k_pages = {}; }, "k_pages is null");
   bad([](auto &c) { c.v_pages = {}; }, "v_pages is null");
   // Overlapping layouts: two heads in 16 elements of 32 values each; a page shorter than its tokens.
-  bad([](auto &c) { c.token_stride = 48; }, "token_stride 48");
-  bad([](auto &c) { c.head_stride = 16; }, "head_stride 16");
-  bad([](auto &c) { c.page_stride = 64 * 15; }, "page_stride 960");
+  // (The contiguous strides here: page 1024, token 64, head 32.)
+  auto strides = [](int64_t page, int64_t token, int64_t head) {
+    return [=](attention::PagedKVCache &c) {
+      c.page_stride = page;
+      c.token_stride = token;
+      c.head_stride = head;
+    };
+  };
+  bad(strides(1024, 48, 32), "token_stride 48 makes K overlap");
+  bad(strides(1024, 64, 16), "head_stride 16 makes K overlap");
+  bad(strides(960, 64, 32), "page_stride 960 makes K overlap");
+  bad(strides(0, 48, 0), "give all three strides");
   // Pages smaller than the layout addresses.
   bad([](auto &c) { c.k_pages.bytes = 100; }, "k_pages holds 100 bytes");
   bad([](auto &c) { c.num_pages += 1; }, "k_pages holds");
