@@ -116,9 +116,8 @@ inline AppendFixture garbage_cache(Backend be, const HostCacheSpec &spec) {
   AppendFixture f;
   f.be = be;
   f.d = make_device_cache(be, spec);
-  std::vector<float> junk;
-  tools::random_half(f.d.host.k_bits.size(), spec.dtype, rng(), junk, f.before_k);
-  tools::random_half(f.d.host.v_bits.size(), spec.dtype, rng(), junk, f.before_v);
+  f.before_k = tools::random_bits(f.d.host.k_bits.size(), spec.dtype, rng());
+  f.before_v = tools::random_bits(f.d.host.v_bits.size(), spec.dtype, rng());
   f.d.k.upload(f.before_k);
   f.d.v.upload(f.before_v);
   return f;

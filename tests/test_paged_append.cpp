@@ -61,11 +61,12 @@ TEST_CASE("paged test model: shuffled pages, some unused, gather through the tab
         if (j < 0) continue;
         int page = h.block_table[size_t(5 * h.block_table_stride + j / P)];
         int64_t off = page * h.page_stride + (j % P) * h.token_stride + hh * h.head_stride;
-        REQUIRE(k[(size_t(j) * 2 + hh) * 16] == h.k[size_t(off)]);
-        REQUIRE(v[(size_t(j) * 2 + hh) * 32 + 31] == h.v[size_t(off) + 31]);
+        REQUIRE(k[(size_t(j) * 2 + hh) * 16] == h.value(h.k_bits[size_t(off)]));
+        REQUIRE(v[(size_t(j) * 2 + hh) * 32 + 31] == h.value(h.v_bits[size_t(off) + 31]));
       }
     // Random values everywhere (never a zero-filled page).
-    REQUIRE(std::count(h.k.begin(), h.k.end(), 0.f) < int64_t(h.k.size() / 100 + 1));
+    REQUIRE(std::count_if(h.k_bits.begin(), h.k_bits.end(), [&](uint16_t x) { return h.value(x) == 0.f; }) <
+            int64_t(h.k_bits.size() / 100 + 1));
   }
 }
 
@@ -113,10 +114,8 @@ TEST_CASE("paged_kv_append: strided k_new / v_new", "[paged][cpu]") {
   // Rows of 2 heads at head stride 40 and token stride 2·40 + 24, gaps filled with values that must not move.
   const int H = 2, D = 32;
   const int64_t hs = 40, ts = H * hs + 24;
-  std::vector<float> junk;
-  std::vector<uint16_t> k, v;
-  tools::random_half(size_t(a.tokens) * ts, DType::bf16, rng(), junk, k);
-  tools::random_half(size_t(a.tokens) * ts, DType::bf16, rng(), junk, v);
+  std::vector<uint16_t> k = tools::random_bits(size_t(a.tokens) * ts, DType::bf16, rng()),
+                        v = tools::random_bits(size_t(a.tokens) * ts, DType::bf16, rng());
   for (int t = 0; t < a.tokens; ++t)
     for (int h = 0; h < H; ++h) {
       std::copy_n(&a.k_bits[size_t((t * H + h) * D)], D, &k[size_t(t * ts + h * hs)]);

@@ -11,15 +11,11 @@
 
 namespace tilejit::tools {
 
-void random_half(size_t n, DType dt, std::mt19937_64 &rng, std::vector<float> &vals, std::vector<uint16_t> &bits) {
+std::vector<uint16_t> random_bits(size_t n, DType dt, std::mt19937_64 &rng) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  vals.resize(n);
-  bits.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    float x = dist(rng);
-    bits[i] = dt == DType::bf16 ? float_to_bf16(x) : float_to_f16(x);
-    vals[i] = dt == DType::bf16 ? bf16_to_float(bits[i]) : f16_to_float(bits[i]);
-  }
+  std::vector<uint16_t> bits(n);
+  for (auto &x : bits) x = dt == DType::bf16 ? float_to_bf16(dist(rng)) : float_to_f16(dist(rng));
+  return bits;
 }
 
 HostPagedCache make_host_cache(const HostCacheSpec &spec, std::mt19937_64 &rng) {
@@ -99,16 +95,23 @@ void redraw(HostPagedCache &c, const std::vector<int> &seq_lens, std::mt19937_64
     if (c.num_pages == 0) return 0;
     return size_t((c.num_pages - 1) * page + (P - 1) * token + (H - 1) * head + d);
   };
-  random_half(extent(c.k_page, c.k_token, c.k_head, c.head_dim), c.dtype, rng, c.k, c.k_bits);
-  random_half(extent(c.v_page, c.v_token, c.v_head, c.head_dim_v), c.dtype, rng, c.v, c.v_bits);
+  c.k_bits = random_bits(extent(c.k_page, c.k_token, c.k_head, c.head_dim), c.dtype, rng);
+  c.v_bits = random_bits(extent(c.v_page, c.v_token, c.v_head, c.head_dim_v), c.dtype, rng);
+}
+
+float HostPagedCache::value(uint16_t bits) const {
+  return dtype == DType::bf16 ? bf16_to_float(bits) : f16_to_float(bits);
 }
 
 std::vector<float> HostPagedCache::gather_k(int b) const {
   const int L = seq_lens[size_t(b)];
   std::vector<float> out(size_t(L) * heads_kv * head_dim);
   for (int j = 0; j < L; ++j)
-    for (int h = 0; h < heads_kv; ++h)
-      std::copy_n(&k[size_t(k_offset(slot(b, j), h))], head_dim, &out[(size_t(j) * heads_kv + h) * head_dim]);
+    for (int h = 0; h < heads_kv; ++h) {
+      const uint16_t *from = &k_bits[size_t(k_offset(slot(b, j), h))];
+      float *to = &out[(size_t(j) * heads_kv + h) * head_dim];
+      for (int e = 0; e < head_dim; ++e) to[e] = value(from[e]);
+    }
   return out;
 }
 
@@ -116,8 +119,11 @@ std::vector<float> HostPagedCache::gather_v(int b) const {
   const int L = seq_lens[size_t(b)];
   std::vector<float> out(size_t(L) * heads_kv * head_dim_v);
   for (int j = 0; j < L; ++j)
-    for (int h = 0; h < heads_kv; ++h)
-      std::copy_n(&v[size_t(v_offset(slot(b, j), h))], head_dim_v, &out[(size_t(j) * heads_kv + h) * head_dim_v]);
+    for (int h = 0; h < heads_kv; ++h) {
+      const uint16_t *from = &v_bits[size_t(v_offset(slot(b, j), h))];
+      float *to = &out[(size_t(j) * heads_kv + h) * head_dim_v];
+      for (int e = 0; e < head_dim_v; ++e) to[e] = value(from[e]);
+    }
   return out;
 }
 
@@ -138,15 +144,12 @@ AppendBatch append_batch(const HostPagedCache &c, const std::vector<int> &first,
   a.k_bits.resize(size_t(a.tokens) * H * D);
   a.v_bits.resize(size_t(a.tokens) * H * DV);
   a.slots.resize(size_t(a.tokens));
-  std::vector<float> junk;
-  std::vector<uint16_t> junk_k, junk_v;
-  random_half(a.k_bits.size(), c.dtype, rng, junk, junk_k);
-  random_half(a.v_bits.size(), c.dtype, rng, junk, junk_v);
   for (size_t t = 0; t < order.size(); ++t) {
     if (order[t].b < 0) {
       a.slots[t] = -1 - int32_t(t % 3);  // any negative slot skips
-      std::copy_n(&junk_k[t * H * D], H * D, &a.k_bits[t * H * D]);
-      std::copy_n(&junk_v[t * H * DV], H * DV, &a.v_bits[t * H * DV]);
+      std::vector<uint16_t> k = random_bits(size_t(H) * D, c.dtype, rng), v = random_bits(size_t(H) * DV, c.dtype, rng);
+      std::copy(k.begin(), k.end(), &a.k_bits[t * H * D]);
+      std::copy(v.begin(), v.end(), &a.v_bits[t * H * DV]);
       continue;
     }
     int32_t s = c.slot(order[t].b, order[t].j);

@@ -36,8 +36,10 @@ struct HostPagedCache {
   int64_t page_stride = 0, token_stride = 0, head_stride = 0, block_table_stride = 0;
   int64_t k_page = 0, k_token = 0, k_head = 0, v_page = 0, v_token = 0, v_head = 0;
   std::vector<int32_t> seq_lens, block_table;
-  std::vector<float> k, v;               // the page memory's values (exact in dtype)
-  std::vector<uint16_t> k_bits, v_bits;  // the same as dtype bits
+  std::vector<uint16_t> k_bits, v_bits;  // the page memory, dtype bits
+
+  /// The value of a dtype element.
+  float value(uint16_t bits) const;
 
   /// Physical page of sequence b's key j.
   int page_of(int b, int j) const { return block_table[size_t(b * block_table_stride + j / page_size)]; }
@@ -51,8 +53,8 @@ struct HostPagedCache {
   std::vector<float> gather_v(int b) const;
 };
 
-/// Values uniform in [−1, 1) rounded to dt (bf16 or f16): the floats and their bits.
-void random_half(size_t n, DType dt, std::mt19937_64 &rng, std::vector<float> &vals, std::vector<uint16_t> &bits);
+/// n values uniform in [−1, 1) rounded to dt (bf16 or f16), as dtype bits.
+std::vector<uint16_t> random_bits(size_t n, DType dt, std::mt19937_64 &rng);
 
 /// Builds the model: pages for every sequence at shuffled physical pages plus spec.spare_pages unused ones,
 /// every element random.
