@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "kernels/paged/append.h"
 #include "paged_reference.h"
+#include "test_codegen_util.h"
 #include "tilejit/error.h"
 #include "tilejit/flex_variants.h"
 #include "tilejit/ops.h"
@@ -263,5 +265,24 @@ TEST_CASE("paged reference: equals flex_forward on the gathered K/V at shifted p
         for (int e = 0; e < DV; ++e) r.ref_out.push_back(want.out[size_t(l.out_base(b, h) + i * l.out_row_stride + e)]);
       }
     require_matches(r, DType::bf16);
+  }
+}
+
+TEST_CASE("paged_kv_append's kernel compiles to PTX that ptxas accepts, with vector accesses", "[paged][ptx]") {
+  AppendFixture f = garbage_cache(kBe, paged_spec({100, 7}, 16, 8, 128, PagedStrides::Contiguous));
+  for (const char *arch : {"sm_80", "sm_90a"}) {
+    INFO(arch);
+    std::string ptx = attention::paged::append_ptx(f.d.cache, arch);
+    REQUIRE(ptx.find(".entry paged_kv_append") != std::string::npos);
+    // Each thread moves several contiguous elements of a head row per access (the head dim contiguous, the
+    // strides divisible by 16), not one element at a time.
+    REQUIRE(codegen::testing::count_lines(ptx, [](const std::string &l) { return l.find("ld.global.v") != std::string::npos; }) > 0);
+    REQUIRE(codegen::testing::count_lines(ptx, [](const std::string &l) { return l.find("st.global.v") != std::string::npos; }) > 0);
+    REQUIRE(ptx.find("st.global.u16") == std::string::npos);
+    REQUIRE(ptx.find("st.global.b16") == std::string::npos);
+    auto file = codegen::testing::dump_ptx(ptx, std::string("paged_kv_append_") + arch);
+    auto [rc, log] = codegen::testing::run_ptxas(file, arch);
+    INFO("ptxas: " << log);
+    REQUIRE(rc == 0);
   }
 }

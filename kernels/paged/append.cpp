@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/paged/append.h"
 #include "kernels/paged/paged_cache.h"
 #include "tilejit/autotune.h"
 #include "tilejit/error.h"
@@ -60,58 +61,98 @@ auto &append_kernel() {
 
 int pad16(int d) { return std::max(16, int(autotune::pow2_bucket(d))); }
 
-}  // namespace
+/// A launch's sizes, strides and configuration, checked.
+struct Launch {
+  paged::CacheLayout l;
+  int64_t k_token = 0, k_head = 0, v_token = 0, v_head = 0;  // k_new / v_new
+  int pad_d = 0, pad_dv = 0, block_h = 0;
+  uint32_t head_groups = 0;
+  int num_warps = 0;
+};
 
-void paged_kv_append(const PagedKVCache &cache, DevicePtr k_new, DevicePtr v_new, DevicePtr slot_mapping, int tokens,
-                     const AppendOptions &opt) {
-  const paged::CacheLayout l = paged::cache_layout(cache, kOp);
-  const int esz = dtype_bytes(cache.dtype);
-  for (auto [name, p, last] : {std::tuple{"k_pages", cache.k_pages, l.last_k}, std::tuple{"v_pages", cache.v_pages, l.last_v}})
-    if (p.bytes != 0 && __int128(p.bytes) < __int128(last + 1) * esz)
-      throw TraceError(fmt::format("{}: paged KV cache: {} holds {} bytes, the layout addresses {}", kOp, name, p.bytes,
-                                   (last + 1) * esz));
-  if (tokens < 0) throw TraceError(fmt::format("{}: tokens {} must not be negative", kOp, tokens));
+Launch plan_launch(const PagedKVCache &cache, const AppendOptions &opt) {
+  Launch x;
+  x.l = paged::cache_layout(cache, kOp);
   if (opt.token_stride < 0 || opt.head_stride < 0)
     throw TraceError(fmt::format("{}: AppendOptions::token_stride {} and head_stride {} must not be negative (0: "
                                  "contiguous)",
                                  kOp, opt.token_stride, opt.head_stride));
-  const int D = l.head_dim, DV = l.head_dim_v, H = cache.heads_kv;
-  // As the cache's: a zero stride is the contiguous one of each tensor's own head dim.
-  const int64_t k_head = opt.head_stride ? opt.head_stride : D, v_head = opt.head_stride ? opt.head_stride : DV;
-  const int64_t k_token = opt.token_stride ? opt.token_stride : int64_t(H) * D;
-  const int64_t v_token = opt.token_stride ? opt.token_stride : int64_t(H) * DV;
-  auto check = [&](DevicePtr p, const char *name, int64_t token_stride, int64_t head_stride, int d, int esz) {
+  const int D = x.l.head_dim, DV = x.l.head_dim_v, H = cache.heads_kv;
+  // As the cache's: zero strides are the contiguous ones of each tensor's own head dim.
+  x.k_head = opt.head_stride ? opt.head_stride : D;
+  x.v_head = opt.head_stride ? opt.head_stride : DV;
+  x.k_token = opt.token_stride ? opt.token_stride : int64_t(H) * D;
+  x.v_token = opt.token_stride ? opt.token_stride : int64_t(H) * DV;
+  x.pad_d = pad16(D);
+  x.pad_dv = pad16(DV);
+  // About 4096 elements per tensor per program (32 per thread with 4 warps), whole heads.
+  x.block_h = std::clamp(4096 / std::max(x.pad_d, x.pad_dv), 1, int(autotune::pow2_bucket(H)));
+  x.head_groups = uint32_t((H + x.block_h - 1) / x.block_h);
+  if (x.head_groups > 65535)
+    throw TraceError(fmt::format("{}: paged KV cache: heads_kv {} needs {} programs per token, above the grid's 65535",
+                                 kOp, H, x.head_groups));
+  x.num_warps = std::clamp(x.block_h * std::max(x.pad_d, x.pad_dv) / 1024, 1, 4);
+  return x;
+}
+
+/// Calls f(kernel, args...) with the kernel of the cache's dtype and the launch arguments.
+template <class F>
+auto with_kernel(const PagedKVCache &cache, const Launch &x, DevicePtr k_new, DevicePtr v_new, DevicePtr slots, F f) {
+  const paged::CacheLayout &l = x.l;
+  auto call = [&](const auto &kernel) {
+    return f(kernel, k_new, v_new, slots, cache.k_pages, cache.v_pages, cache.heads_kv, x.k_token, x.k_head,
+             x.v_token, x.v_head, l.page_stride, l.token_stride, l.head_stride, l.v_page_stride, l.v_token_stride,
+             l.v_head_stride, cache.page_size, l.head_dim, l.head_dim_v, x.pad_d, x.pad_dv, x.block_h);
+  };
+  return cache.dtype == DType::bf16 ? call(append_kernel<bf16>()) : call(append_kernel<f16>());
+}
+
+}  // namespace
+
+void paged_kv_append(const PagedKVCache &cache, DevicePtr k_new, DevicePtr v_new, DevicePtr slot_mapping, int tokens,
+                     const AppendOptions &opt) {
+  const Launch x = plan_launch(cache, opt);
+  const paged::CacheLayout &l = x.l;
+  const int esz = dtype_bytes(cache.dtype), H = cache.heads_kv;
+  for (auto [name, p, last] : {std::tuple{"k_pages", cache.k_pages, l.last_k}, std::tuple{"v_pages", cache.v_pages,
+                                                                                          l.last_v}})
+    if (p.bytes != 0 && __int128(p.bytes) < __int128(last + 1) * esz)
+      throw TraceError(fmt::format("{}: paged KV cache: {} holds {} bytes, the layout addresses {}", kOp, name, p.bytes,
+                                   (last + 1) * esz));
+  if (tokens < 0) throw TraceError(fmt::format("{}: tokens {} must not be negative", kOp, tokens));
+  auto check = [&](DevicePtr p, const char *name, int64_t token_stride, int64_t head_stride, int d, int size) {
     if (p.address == 0) throw TraceError(fmt::format("{}: pointer '{}' is null", kOp, name));
     if (tokens == 0 || p.bytes == 0) return;
-    __int128 need = (__int128(tokens - 1) * token_stride + __int128(H - 1) * head_stride + d) * esz;
+    __int128 need = (__int128(tokens - 1) * token_stride + __int128(H - 1) * head_stride + d) * size;
     if (__int128(p.bytes) < need)
       throw TraceError(fmt::format("{}: '{}' holds {} bytes, {} tokens of its shape and strides address {}", kOp,
                                    name, p.bytes, tokens, int64_t(need)));
   };
-  check(k_new, "k_new", k_token, k_head, D, esz);
-  check(v_new, "v_new", v_token, v_head, DV, esz);
+  check(k_new, "k_new", x.k_token, x.k_head, l.head_dim, esz);
+  check(v_new, "v_new", x.v_token, x.v_head, l.head_dim_v, esz);
   check(slot_mapping, "slot_mapping", 1, 0, 1, 4);
   if (tokens == 0) return;
-
-  const int pad_d = pad16(D), pad_dv = pad16(DV);
-  // About 4096 elements per tensor per program (32 per thread with 4 warps), whole heads.
-  const int block_h = std::clamp(4096 / std::max(pad_d, pad_dv), 1, int(autotune::pow2_bucket(H)));
-  const uint32_t head_groups = uint32_t((H + block_h - 1) / block_h);
-  if (head_groups > 65535)
-    throw TraceError(fmt::format("{}: PagedKVCache::heads_kv {} needs {} programs per token, above the grid's "
-                                 "65535", kOp, H, head_groups));
   LaunchConfig cfg;
-  cfg.num_warps = std::clamp(block_h * std::max(pad_d, pad_dv) / 1024, 1, 4);
+  cfg.num_warps = x.num_warps;
   cfg.backend = opt.backend;
   cfg.stream = opt.stream;
-  Grid grid{uint32_t(tokens), head_groups};
-  auto launch = [&](const auto &kernel) {
-    kernel.launch(grid, cfg, k_new, v_new, slot_mapping, cache.k_pages, cache.v_pages, H, k_token, k_head, v_token,
-                  v_head, l.page_stride, l.token_stride, l.head_stride, l.v_page_stride, l.v_token_stride,
-                  l.v_head_stride, cache.page_size, D, DV, pad_d, pad_dv, block_h);
-  };
-  if (cache.dtype == DType::bf16) launch(append_kernel<bf16>());
-  else launch(append_kernel<f16>());
+  with_kernel(cache, x, k_new, v_new, slot_mapping, [&](const auto &kernel, const auto &...args) {
+    kernel.launch(Grid{uint32_t(tokens), x.head_groups}, cfg, args...);
+  });
 }
 
+namespace paged {
+
+std::string append_ptx(const PagedKVCache &cache, const std::string &arch) {
+  const Launch x = plan_launch(cache, {});
+  LaunchConfig cfg;
+  cfg.num_warps = x.num_warps;
+  cfg.arch = arch;
+  const DevicePtr aligned{256, 0};
+  return with_kernel(cache, x, aligned, aligned, aligned, [&](const auto &kernel, const auto &...args) {
+    return kernel.ptx(cfg, args...).ptx;
+  });
+}
+
+}  // namespace paged
 }  // namespace tilejit::attention
