@@ -119,15 +119,20 @@ inline void check_decode_mods(Backend be, int head_dim, int long_len, int block_
     cases.push_back({"alibi", attention::alibi(slopes_cap), {}, {alibi_ref, {}}});
     cases.push_back({"alibi, causal", attention::alibi(slopes_cap), attention::causal_top_left(), {alibi_ref, causal}});
     cases.push_back({"softcap 2", attention::softcap(float(cap)), {}, {softcap_ref, {}}, 1.f});
-    cases.push_back({"alibi then softcap 2, causal", attention::compose(attention::alibi(slopes_cap), attention::softcap(float(cap))),
-                     attention::causal_top_left(),
-                     {[=](double s, int b, int h, int q, int kv) { return softcap_ref(alibi_ref(s, b, h, q, kv), b, h, q, kv); },
-                      causal},
-                     1.f});
+    cases.push_back(
+        {"alibi then softcap 2, causal",
+         attention::compose(attention::alibi(slopes_cap), attention::softcap(float(cap))),
+         attention::causal_top_left(),
+         {[=](double s, int b, int h, int q, int kv) { return softcap_ref(alibi_ref(s, b, h, q, kv), b, h, q, kv); },
+          causal},
+         1.f});
     cases.push_back({"sliding window 40 back", {}, attention::sliding_window(40, 0), ref_band_positions(40, 0)});
     cases.push_back({"sliding window 8 each side", {}, attention::sliding_window(8, 8), ref_band_positions(8, 8)});
-    cases.push_back({"window 20 back, softcap 2 (Gemma 2)", attention::softcap(float(cap)), attention::sliding_window(19, 0),
-                     {softcap_ref, ref_band_positions(19, 0).visible}, 1.f});
+    cases.push_back({"window 20 back, softcap 2 (Gemma 2)",
+                     attention::softcap(float(cap)),
+                     attention::sliding_window(19, 0),
+                     {softcap_ref, ref_band_positions(19, 0).visible},
+                     1.f});
     std::vector<int32_t> L = d.host.seq_lens;  // the user score_mod reads mod_seqlen_k(), each sequence's L
     cases.push_back({"user score_mod", attention::ScoreMod([](Tile s, Tile b, Tile h, Tile q, Tile kv) {
                        Tile from_end = (attention::mod_seqlen_k() - kv).to(DType::f32);
@@ -138,16 +143,16 @@ inline void check_decode_mods(Backend be, int head_dim, int long_len, int block_
                         return s * 0.75 - 0.01 * double(L[size_t(b)] - kv) + ((q + kv + h + b) % 3 == 0 ? 0.5 : 0.0);
                       },
                       {}}});
-    cases.push_back({"user mask", {}, attention::Mask([](Tile b, Tile h, Tile q, Tile kv) {
+    cases.push_back({"user mask",
+                     {},
+                     attention::Mask([](Tile b, Tile h, Tile q, Tile kv) {
                        return (kv <= q) & ((kv + b) % 4 != h % 4) & (q - kv < attention::mod_seqlen_q() * 30);
                      }),
                      {{}, [](int b, int h, int q, int kv, int sq_, int) {
                         return kv <= q && (kv + b) % 4 != h % 4 && q - kv < sq_ * 30;
                       }}});
-    cases.push_back({"user mask and window 64", {}, attention::and_masks(attention::sliding_window(64, 0),
-                                                                          attention::Mask([](Tile, Tile h, Tile, Tile kv) {
-                                                                            return (kv % 7) != h;
-                                                                          })),
+    attention::Mask not_h = attention::Mask([](Tile, Tile h, Tile, Tile kv) { return (kv % 7) != h; });
+    cases.push_back({"user mask and window 64", {}, attention::and_masks(attention::sliding_window(64, 0), not_h),
                      {{}, [](int, int h, int q, int kv, int, int) { return kv <= q && kv >= q - 64 && kv % 7 != h; }}});
     for (const Case &c : cases) {
       INFO(c.name << ", seqlen_q " << sq);
@@ -231,7 +236,8 @@ inline void check_decode_plan_reuse(Backend be, int head_dim, int long_len, int 
     REQUIRE(plan.block_n() >= 16);
     if (splits == 1) REQUIRE((plan.num_splits() == 1 && plan.scratch_bytes() == 0));
     DecodeRun run = prepare_decode(be, d, 8, 2);
-    for (const std::vector<int> &lens : std::vector<std::vector<int>>{{2, 40, 33, long_len}, {16, 0, long_len / 2, 3}}) {
+    const std::vector<std::vector<int>> draws{{2, 40, 33, long_len}, {16, 0, long_len / 2, 3}};
+    for (const std::vector<int> &lens : draws) {
       redraw_device_cache(d, lens);
       run.q.values = random_values(run.layout.q_elements, d.host.dtype);
       run.q.buffer.upload(to_bits(run.q.values, d.host.dtype));
@@ -282,7 +288,8 @@ inline void check_decode_errors(Backend be) {
     require_trace_error([&] { plan_with(good, cache_edit([hd](auto &c) { c.head_dim = hd; }), o); },
                         {fmt::format("head_dim {}", hd)});
   require_trace_error([&] { plan_with(good, cache_edit([](auto &c) { c.dtype = DType::f32; }), o); }, {"f32"});
-  require_trace_error([&] { plan_with(good, cache_edit([](auto &c) { c.page_stride = -5; }), o); }, {"page_stride", "-5"});
+  require_trace_error([&] { plan_with(good, cache_edit([](auto &c) { c.page_stride = -5; }), o); },
+                      {"page_stride", "-5"});
   require_trace_error([&] { plan_with(good, cache_edit([](auto &c) { c.num_pages = -1; }), o); }, {"num_pages", "-1"});
   DecodeOptions neg = o;
   neg.num_splits = -1;
@@ -314,7 +321,9 @@ inline void check_paged_prefill(Backend be, int head_dim, int long_len) {
     }
   DeviceCache d = make_device_cache(be, paged_spec({8, 20, long_len}, 16, 1, head_dim, PagedStrides::Padded));
   attention::FlexOptions o;
-  o.score_mod = [](Tile s, Tile, Tile, Tile q, Tile kv) { return 3.f * tanh(s / 3.f) - 0.02f * (q - kv).to(DType::f32); };
+  o.score_mod = [](Tile s, Tile, Tile, Tile q, Tile kv) {
+    return 3.f * tanh(s / 3.f) - 0.02f * (q - kv).to(DType::f32);
+  };
   o.mask = attention::Mask([](Tile, Tile h, Tile q, Tile kv) { return (kv <= q) & ((q + kv + h) % 5 != 0); });
   o.softmax_scale = 1.f;
   RefMods ref{[](double s, int, int, int q, int kv) { return 3.0 * std::tanh(s / 3.0) - 0.02 * (q - kv); },

@@ -155,7 +155,8 @@ TEST_CASE("paged cache validation: each bad field named with its value", "[paged
   AppendFixture f = garbage_cache(kBe, paged_spec({10, 20}, 16, 2, 32, PagedStrides::Contiguous, 32));
   tools::AppendBatch a = tools::append_batch(f.d.host, {}, {}, 0, rng());
   Buffer k = upload_bits(a.k_bits, kBe), v = upload_bits(a.v_bits, kBe), slots = upload_i32(a.slots, kBe);
-  auto run = [&](const attention::PagedKVCache &c, int tokens = -2, DevicePtr kp = {}, attention::AppendOptions o = {}) {
+  auto run = [&](const attention::PagedKVCache &c, int tokens = -2, DevicePtr kp = {},
+                 attention::AppendOptions o = {}) {
     o.backend = kBe;
     attention::paged_kv_append(c, kp.address ? kp : device_ptr(k), device_ptr(v), device_ptr(slots),
                                tokens == -2 ? a.tokens : tokens, o);
@@ -249,7 +250,8 @@ TEST_CASE("paged reference: equals flex_forward on the gathered K/V at shifted p
         std::copy_n(&gk[(size_t(j) * Hkv + h) * D], D, &kd[(size_t(h) * L + j) * D]);
         std::copy_n(&gv[(size_t(j) * Hkv + h) * DV], DV, &vd[(size_t(h) * L + j) * DV]);
       }
-    Buffer bq = upload_as(qd, DType::bf16, kBe), bk = upload_as(kd, DType::bf16, kBe), bv = upload_as(vd, DType::bf16, kBe);
+    Buffer bq = upload_as(qd, DType::bf16, kBe), bk = upload_as(kd, DType::bf16, kBe);
+    Buffer bv = upload_as(vd, DType::bf16, kBe);
     Buffer out(size_t(Hq) * sq * DV * 2, kBe), lse(size_t(Hq) * sq * 4, kBe);
     out.fill_bytes(0xff);
     lse.fill_bytes(0xff);
@@ -276,8 +278,12 @@ TEST_CASE("paged_kv_append's kernel compiles to PTX that ptxas accepts, with vec
     REQUIRE(ptx.find(".entry paged_kv_append") != std::string::npos);
     // Each thread moves several contiguous elements of a head row per access (the head dim contiguous, the
     // strides divisible by 16), not one element at a time.
-    REQUIRE(codegen::testing::count_lines(ptx, [](const std::string &l) { return l.find("ld.global.v") != std::string::npos; }) > 0);
-    REQUIRE(codegen::testing::count_lines(ptx, [](const std::string &l) { return l.find("st.global.v") != std::string::npos; }) > 0);
+    auto lines_with = [&](const char *what) {
+      auto has = [&](const std::string &l) { return l.find(what) != std::string::npos; };
+      return codegen::testing::count_lines(ptx, has);
+    };
+    REQUIRE(lines_with("ld.global.v") > 0);
+    REQUIRE(lines_with("st.global.v") > 0);
     REQUIRE(ptx.find("st.global.u16") == std::string::npos);
     REQUIRE(ptx.find("st.global.b16") == std::string::npos);
     auto file = codegen::testing::dump_ptx(ptx, std::string("paged_kv_append_") + arch);

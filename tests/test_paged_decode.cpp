@@ -13,7 +13,8 @@ namespace {
 constexpr Backend kBe = Backend::Interpreter;
 }
 
-TEST_CASE("paged decode: context lengths 0, 1, P-1, P, P+1, 1000 in one batch, shuffled pages", "[paged][decode][cpu]") {
+TEST_CASE("paged decode: context lengths 0, 1, P-1, P, P+1, 1000 in one batch, shuffled pages",
+          "[paged][decode][cpu]") {
   for (int P : {1, 16, 64}) check_decode_context_edges(kBe, P, PagedStrides::Contiguous, 32, 0, 1000);
   check_decode_context_edges(kBe, 16, PagedStrides::Padded, 32, 16, 1000);
   check_decode_context_edges(kBe, 64, PagedStrides::HeadsMajor, 16, 32, 300);
@@ -47,7 +48,8 @@ TEST_CASE("paged decode: every split count gives the same result; empty splits",
   check_decode_split_counts(kBe, 32, 1000, 16);
 }
 
-TEST_CASE("paged decode: a plan runs again on new contents at the same addresses; lse optional", "[paged][decode][cpu]") {
+TEST_CASE("paged decode: a plan runs again on new contents at the same addresses; lse optional",
+          "[paged][decode][cpu]") {
   check_decode_plan_reuse(kBe, 32, 300);
 }
 

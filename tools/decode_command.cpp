@@ -93,7 +93,8 @@ CLI::App *add_decode_command(CLI::App &app) {
   c->add_option("--num-stages", a.num_stages, "num_stages (0: the library's choice)");
   c->add_option("--iters", a.iters, "timed steps (GPU)")->check(CLI::Range(1, 1000000));
   c->add_flag("--check", a.check, "compare sampled (sequence, head) pairs against a float64 reference");
-  c->add_option("--check-pairs", a.check_pairs, "(sequence, head) pairs checked (0: all)")->check(CLI::Range(0, 1 << 30));
+  c->add_option("--check-pairs", a.check_pairs, "(sequence, head) pairs checked (0: all)")
+      ->check(CLI::Range(0, 1 << 30));
   c->add_option("--seed", a.seed, "random seed (0: a random one, printed)");
   add_mod_flags(c, a.mods);
   g_cmd = c;

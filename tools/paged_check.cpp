@@ -226,10 +226,11 @@ PagedRef paged_reference(const HostPagedCache &c, const std::vector<float> &q, c
     for (int h = 0; h < heads_q; ++h) {
       if (select && !select(b, h)) continue;
       const int kh = h / group;
-      r.empty_rows += reference_head(mods, b, h, sq, L, L - sq, D, DV, scale, {q.data() + l.q_base(b, h), l.q_row_stride},
-                                     {L ? k.data() + size_t(kh) * D : nullptr, int64_t(H) * D},
-                                     {L ? v.data() + size_t(kh) * DV : nullptr, int64_t(H) * DV}, r.out.data() + l.out_base(b, h),
-                                     l.out_row_stride, r.lse.data() + l.lse_base(b, h), l.lse_row_stride);
+      r.empty_rows +=
+          reference_head(mods, b, h, sq, L, L - sq, D, DV, scale, {q.data() + l.q_base(b, h), l.q_row_stride},
+                         {L ? k.data() + size_t(kh) * D : nullptr, int64_t(H) * D},
+                         {L ? v.data() + size_t(kh) * DV : nullptr, int64_t(H) * DV}, r.out.data() + l.out_base(b, h),
+                         l.out_row_stride, r.lse.data() + l.lse_base(b, h), l.lse_row_stride);
       r.rows += sq;
     }
   }

@@ -53,8 +53,9 @@ CacheLayout cache_layout(const PagedKVCache &c, const char *op) {
   if (c.num_pages < 0) throw fail(fmt::format("num_pages {} must not be negative", c.num_pages));
   if (c.max_pages_per_seq < 0)
     throw fail(fmt::format("max_pages_per_seq {} must not be negative", c.max_pages_per_seq));
-  for (auto [name, v] : {std::pair{"page_stride", c.page_stride}, std::pair{"token_stride", c.token_stride},
-                         std::pair{"head_stride", c.head_stride}, std::pair{"block_table_stride", c.block_table_stride}})
+  for (auto [name, v] :
+       {std::pair{"page_stride", c.page_stride}, std::pair{"token_stride", c.token_stride},
+        std::pair{"head_stride", c.head_stride}, std::pair{"block_table_stride", c.block_table_stride}})
     if (v < 0) throw fail(fmt::format("{} {} must not be negative (0: contiguous)", name, v));
   bool contiguous = c.page_stride == 0 && c.token_stride == 0 && c.head_stride == 0;
   if (!contiguous && (c.page_stride == 0 || c.token_stride == 0 || c.head_stride == 0))
