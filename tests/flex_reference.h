@@ -12,14 +12,12 @@
 #include "tilejit/flex_attention.h"
 #include "tilejit/error.h"
 #include "tilejit/flex_variants.h"
+#include "tools/attention_check.h"
 
 namespace tilejit::testing {
 
-/// Host versions of the mods. seqlen_q/seqlen_k are the sequence's lengths (for bottom-right bands).
-struct RefMods {
-  std::function<double(double s, int b, int h, int q, int kv)> score;                  // empty: identity
-  std::function<bool(int b, int h, int q, int kv, int seqlen_q, int seqlen_k)> visible;  // empty: all
-};
+/// Host versions of the mods (shared with the CLI's checks, tools/attention_check.h).
+using RefMods = tools::RefMods;
 
 inline bool ref_band(const attention::Band &band, int q, int kv, int sq, int sk) {
   int64_t diag = q + (band.align == attention::Align::BottomRight ? sk - sq : 0);
@@ -111,33 +109,16 @@ inline FlexResult run_flex_case(Backend be, const FlexCase &c, attention::FlexOp
   double scale = c.softmax_scale > 0 ? c.softmax_scale : 1.0 / std::sqrt(double(Dq));
   for (int b = 0; b < B; ++b) {
     int sq = varlen ? c.seqlens_q[b] : s.seqlen_q, sk = varlen ? c.seqlens_k[b] : s.seqlen_k;
+    if (sq == 0) continue;
+    // Row strides: dense [B, H, S, D] rows are D apart, varlen [total, H, D] rows H·D.
     for (int h = 0; h < Hq; ++h) {
       int kh = h / (Hq / Hkv);
-      std::vector<double> p(size_t(std::max(sk, 1)));
-      for (int i = 0; i < sq; ++i) {
-        double mx = -INFINITY;
-        for (int j = 0; j < sk; ++j) {
-          double dot = 0;
-          for (int d = 0; d < Dq; ++d) dot += double(q[q_index(b, h, i, d)]) * k[k_index(b, kh, j, d, Dq)];
-          double sc = dot * scale;
-          if (ref.score) sc = ref.score(sc, b, h, i, j);
-          if (ref.visible && !ref.visible(b, h, i, j, sq, sk)) sc = -INFINITY;
-          p[size_t(j)] = sc;
-          mx = std::max(mx, sc);
-        }
-        if (mx == -INFINITY) {
-          ++r.empty_rows;
-          continue;  // out 0, lse −inf
-        }
-        double sum = 0;
-        for (int j = 0; j < sk; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
-        for (int d = 0; d < Dv; ++d) {
-          double o = 0;
-          for (int j = 0; j < sk; ++j) o += p[size_t(j)] * v[k_index(b, kh, j, d, Dv)];
-          r.ref_out[o_index(b, h, i, d)] = o / sum;
-        }
-        r.ref_lse[l_index(b, h, i)] = mx + std::log(sum);
-      }
+      tools::RefRows qr{q.data() + q_index(b, h, 0, 0), varlen ? int64_t(Hq) * Dq : Dq};
+      tools::RefRows kr{k.data() + k_index(b, kh, 0, 0, Dq), varlen ? int64_t(Hkv) * Dq : Dq};
+      tools::RefRows vr{v.data() + k_index(b, kh, 0, 0, Dv), varlen ? int64_t(Hkv) * Dv : Dv};
+      r.empty_rows += tools::reference_head(ref, b, h, sq, sk, 0, Dq, Dv, scale, qr, kr, vr,
+                                            r.ref_out.data() + o_index(b, h, 0, 0), varlen ? int64_t(Hq) * Dv : Dv,
+                                            r.ref_lse.data() + l_index(b, h, 0), 1);
     }
   }
   return r;

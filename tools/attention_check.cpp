@@ -1,5 +1,6 @@
 #include "tools/attention_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -35,6 +36,45 @@ RowRef reference_row(const std::vector<float> &q, const std::vector<float> &k, c
   for (auto &o : r.out) o /= sum;
   r.lse = mx + std::log(sum);
   return r;
+}
+
+int reference_head(const RefMods &mods, int b, int h, int sq, int sk, int q_pos0, int dq, int dv, double scale,
+                   RefRows q, RefRows k, RefRows v, double *out, int64_t out_stride, double *lse, int64_t lse_stride) {
+  int empty = 0;
+  std::vector<double> p(size_t(std::max(sk, 1)));
+  for (int i = 0; i < sq; ++i) {
+    const int pos = q_pos0 + i;
+    const float *qr = q.data + i * q.row_stride;
+    double *o = out + i * out_stride;
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int j = 0; j < sk; ++j) {
+      const float *kr = k.data + j * k.row_stride;
+      double dot = 0;
+      for (int d = 0; d < dq; ++d) dot += double(qr[d]) * kr[d];
+      double sc = dot * scale;
+      if (mods.score) sc = mods.score(sc, b, h, pos, j);
+      if (mods.visible && !mods.visible(b, h, pos, j, sq, sk)) sc = -std::numeric_limits<double>::infinity();
+      p[size_t(j)] = sc;
+      mx = std::max(mx, sc);
+    }
+    if (mx == -std::numeric_limits<double>::infinity()) {
+      ++empty;
+      for (int d = 0; d < dv; ++d) o[d] = 0.0;
+      lse[i * lse_stride] = mx;
+      continue;
+    }
+    double sum = 0;
+    for (int j = 0; j < sk; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+    for (int d = 0; d < dv; ++d) o[d] = 0.0;
+    for (int j = 0; j < sk; ++j) {
+      if (p[size_t(j)] == 0.0) continue;
+      const float *vr = v.data + j * v.row_stride;
+      for (int d = 0; d < dv; ++d) o[d] += p[size_t(j)] * vr[d];
+    }
+    for (int d = 0; d < dv; ++d) o[d] /= sum;
+    lse[i * lse_stride] = mx + std::log(sum);
+  }
+  return empty;
 }
 
 }  // namespace tilejit::tools

@@ -1,6 +1,8 @@
-// Float64 reference attention for sampled query rows, used by `tilejit attention --check` and the tests.
+// Float64 reference attention, used by the CLI's checks and the tests: sampled rows of plain attention, and
+// one (sequence, head) of any variant with its mods given as host functions.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace tilejit::tools {
@@ -15,5 +17,26 @@ struct RowRef {
 RowRef reference_row(const std::vector<float> &q, const std::vector<float> &k, const std::vector<float> &v,
                      int heads, int seqlen_q, int seqlen_k, int head_dim, double scale, bool causal, int b,
                      int h, int i);
+
+/// Host versions of a variant's mods. q and kv are the positions the mods see (with a paged cache the queries
+/// are a sequence's last tokens: q = seqlen_k − seqlen_q + i); seqlen_q / seqlen_k are the sequence's query and
+/// key counts.
+struct RefMods {
+  std::function<double(double s, int b, int h, int q, int kv)> score;                  // empty: identity
+  std::function<bool(int b, int h, int q, int kv, int seqlen_q, int seqlen_k)> visible;  // empty: all
+};
+
+/// A [rows, head dim] matrix inside a float array: element (r, d) at data[r·row_stride + d].
+struct RefRows {
+  const float *data;
+  int64_t row_stride;
+};
+
+/// Float64 attention of one (sequence b, query head h): sq query rows against sk keys, query row i at
+/// position q_pos0 + i; scores q·k·scale, then mods.score, then −inf where mods.visible is false. Writes
+/// out[i·out_stride + d] for d < dv and lse[i·lse_stride] (natural log); a row that sees no key gets 0 and −inf.
+/// Returns the number of such rows.
+int reference_head(const RefMods &mods, int b, int h, int sq, int sk, int q_pos0, int dq, int dv, double scale,
+                   RefRows q, RefRows k, RefRows v, double *out, int64_t out_stride, double *lse, int64_t lse_stride);
 
 }  // namespace tilejit::tools

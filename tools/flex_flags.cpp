@@ -57,7 +57,7 @@ std::vector<int> parse_lengths(const std::string &text) {
 
 }  // namespace
 
-void add_flex_flags(CLI::App *att, FlexFlags &f) {
+void add_mod_flags(CLI::App *att, FlexFlags &f) {
   const auto sides = CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max());
   att->add_option("--window-left", f.window_left, "sliding window: keys up to this many before the query (-1: "
                                                   "unbounded; with --causal or --window-right 0 a causal window, "
@@ -67,14 +67,18 @@ void add_flex_flags(CLI::App *att, FlexFlags &f) {
       ->check(sides);
   att->add_flag("--alibi", f.alibi, "ALiBi bias with the paper's slopes");
   att->add_option("--softcap", f.softcap, "tanh soft-capping of the scores (e.g. 50; 0: off)")->check(kFiniteNonNegative);
+  att->add_flag("--band-as-mask", f.band_as_mask,
+                "apply the causal / window band as a mask function, as a user's lambda would, instead of bounding the "
+                "key loop in closed form");
+}
+
+void add_flex_flags(CLI::App *att, FlexFlags &f) {
+  add_mod_flags(att, f);
   att->add_option("--gqa-kv-heads", f.gqa_kv_heads, "key/value heads (grouped-query attention)")
       ->check(CLI::Range(0, 65535));
   att->add_option("--varlen", f.varlen, "variable-length batch: comma-separated sequence lengths (for `attention`, "
                                         "replaces --batch, --seqlen-q and --seqlen-k)");
   att->add_flag("--bottom-right", f.bottom_right, "align causal / window masks bottom-right");
-  att->add_flag("--band-as-mask", f.band_as_mask,
-                "apply the causal / window band as a mask function, as a user's lambda would (its block mask built "
-                "automatically), instead of bounding the key loop in closed form");
 }
 
 bool flex_requested(const FlexFlags &f) {
@@ -84,15 +88,62 @@ bool flex_requested(const FlexFlags &f) {
 
 namespace {
 
+}  // namespace
+
+FlagMods flag_mods(const FlexFlags &f, bool causal, int heads_q, Backend be, const char *who) {
+  using namespace attention;
+  FlagMods m;
+  // The same variant builder as the C ABI (kernels/flex/variants_builtin.h).
+  flex::BuiltinSettings settings{.causal = causal,
+                                 .align = f.bottom_right ? Align::BottomRight : Align::TopLeft,
+                                 .window_left = f.window_left,
+                                 .window_right = f.window_right,
+                                 .alibi = f.alibi,
+                                 .softcap = f.softcap > 0};
+  std::optional<Band> built_band = flex::builtin_band(settings);
+  if (f.band_as_mask && !built_band) throw Error("--band-as-mask needs --causal or a window");
+  m.has_band = built_band.has_value();
+  m.band = built_band.value_or(Band{});
+  m.variant = flex::make_builtin_variant(settings, who);
+  m.slopes_host = alibi_slopes(heads_q);
+  m.slopes = Buffer(std::max<size_t>(m.slopes_host.size(), 1) * 4, be);
+  if (!m.slopes_host.empty()) m.slopes.upload(m.slopes_host);
+  if (f.alibi) m.variant.slopes.set(m.slopes);
+  if (f.softcap > 0) m.variant.cap.set(double(f.softcap));
+  m.mask = m.variant.mask;
+  if (f.band_as_mask) m.mask = Mask(band_function(m.band));  // one object: later calls reuse its block mask
+  m.score_mod = m.variant.score_mod;
+  return m;
+}
+
+RefMods flag_ref_mods(const FlexFlags &f, const FlagMods &m, bool bottom_right) {
+  RefMods r;
+  if (f.alibi || f.softcap > 0) {
+    std::vector<float> slopes = f.alibi ? m.slopes_host : std::vector<float>{};
+    const double cap = f.softcap;
+    r.score = [slopes, cap](double s, int, int h, int q, int kv) {
+      if (!slopes.empty()) s -= slopes[size_t(h)] * std::abs(q - kv);
+      return cap > 0 ? cap * std::tanh(s / cap) : s;
+    };
+  }
+  if (m.has_band) {
+    const attention::Band band = m.band;
+    r.visible = [band, bottom_right](int, int, int q, int kv, int sq, int sk) {
+      int64_t diag = q + (bottom_right ? sk - sq : 0);
+      return !(band.left >= 0 && kv < diag - band.left) && !(band.right >= 0 && kv > diag + band.right);
+    };
+  }
+  return r;
+}
+
+namespace {
+
 /// The shape, options and variant of a flex run, shared by run_flex and the ir/ptx dumps.
 struct FlexSetup {
   attention::FlexShape s;
   attention::FlexOptions opt;
   std::vector<int> lens, cu{0};
-  attention::flex::BuiltinVariant variant;
-  Buffer slopes;  // the variant's ALiBi slopes (captured)
-  bool has_band = false;
-  attention::Band band;
+  FlagMods mods;
   int Hkv = 0;
   DType dt = DType::bf16;
 };
@@ -122,27 +173,12 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   opt.autotune = a.autotune;
   opt.backend = be;
   opt.arch = a.arch;
-  // The same variant builder as the C ABI (kernels/flex/variants_builtin.h).
-  flex::BuiltinSettings settings{.causal = a.causal,
-                                 .align = f.bottom_right ? Align::BottomRight : Align::TopLeft,
-                                 .window_left = f.window_left,
-                                 .window_right = f.window_right,
-                                 .alibi = f.alibi,
-                                 .softcap = f.softcap > 0};
-  std::optional<Band> built_band = flex::builtin_band(settings);
-  if (f.bottom_right && !built_band) throw Error("--bottom-right needs --causal or a window");
-  if (f.band_as_mask && !built_band) throw Error("--band-as-mask needs --causal or a window");
-  x.has_band = built_band.has_value();
-  x.band = built_band.value_or(Band{});
-  x.variant = flex::make_builtin_variant(settings, "tilejit attention");
-  std::vector<float> slopes = alibi_slopes(x.s.heads_q);
-  x.slopes = Buffer(std::max<size_t>(slopes.size(), 1) * 4, be);
-  if (!slopes.empty()) x.slopes.upload(slopes);
-  if (f.alibi) x.variant.slopes.set(x.slopes);
-  if (f.softcap > 0) x.variant.cap.set(double(f.softcap));
-  opt.mask = x.variant.mask;
-  if (f.band_as_mask) opt.mask = Mask(band_function(x.band));  // one object: later calls reuse its block mask
-  opt.score_mod = x.variant.score_mod;
+  if (f.bottom_right && !flex::builtin_band({.causal = a.causal, .window_left = f.window_left,
+                                              .window_right = f.window_right}))
+    throw Error("--bottom-right needs --causal or a window");
+  x.mods = flag_mods(f, a.causal, x.s.heads_q, be, "tilejit attention");
+  opt.mask = x.mods.mask;
+  opt.score_mod = x.mods.score_mod;
   return x;
 }
 
@@ -165,8 +201,8 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
   const std::vector<int> &lens = x.lens, &cu = x.cu;
   const DType dt = x.dt;
   const int Hkv = x.Hkv;
-  const bool has_band = x.has_band;
-  const Band band = x.band;
+  const bool has_band = x.mods.has_band;
+  const Band band = x.mods.band;
   const std::vector<float> slopes = alibi_slopes(s.heads_q);  // the reference's copy
 
   bool varlen = !lens.empty();

@@ -3,6 +3,11 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "kernels/flex/variants_builtin.h"
+#include "tilejit/buffer.h"
+#include "tools/attention_check.h"
 
 namespace CLI { class App; }
 
@@ -29,7 +34,27 @@ struct FlexRunArgs {
   int check_rows;  // rows sampled by --check, spread over up to 8 (sequence, head) pairs
 };
 
+/// The variant flags every attention command takes: --window-left/right, --alibi, --softcap, --band-as-mask.
+void add_mod_flags(CLI::App *cmd, FlexFlags &f);
+/// add_mod_flags and the flex-only ones: --gqa-kv-heads, --varlen, --bottom-right.
 void add_flex_flags(CLI::App *attention, FlexFlags &f);
+
+/// The mods the flags ask for, built as the C ABI builds them (kernels/flex/variants_builtin.h), with their
+/// captures set: the paper's ALiBi slopes for heads_q heads uploaded to `slopes` on `be`, the cap.
+struct FlagMods {
+  attention::flex::BuiltinVariant variant;
+  std::vector<float> slopes_host;
+  Buffer slopes;
+  attention::Mask mask;          // the variant's, or its band as a mask function with --band-as-mask
+  attention::ScoreMod score_mod;
+  bool has_band = false;
+  attention::Band band;
+};
+/// Throws Error for --band-as-mask without a band, TraceError (starting with `who`) for bad window sides.
+FlagMods flag_mods(const FlexFlags &f, bool causal, int heads_q, Backend be, const char *who);
+/// The same mods on the host for the float64 references; the band offset seqlen_k − seqlen_q when
+/// bottom_right (queries numbered from 0), none when the queries' numbers are their positions.
+RefMods flag_ref_mods(const FlexFlags &f, const FlagMods &m, bool bottom_right);
 bool flex_requested(const FlexFlags &f);
 /// Runs, times and (with check) verifies sampled rows against float64; returns the exit code.
 int run_flex(const FlexFlags &f, const FlexRunArgs &a);

@@ -16,6 +16,7 @@
 #include "tilejit/kernels.h"
 #include "tilejit/numerics.h"
 #include "tools/attention_check.h"
+#include "tools/decode_command.h"
 #include "tools/flex_flags.h"
 #include "tools/tune_command.h"
 
@@ -227,6 +228,7 @@ int main(int argc, char **argv) {
   tools::add_flex_flags(ptx, code_flex);
 
   auto *tune = tools::add_tune_command(app);
+  auto *decode = tools::add_decode_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
     if (att->parsed() && parse_backend(a.backend) != Backend::GPU) {
@@ -253,6 +255,7 @@ int main(int argc, char **argv) {
                                     a.autotune, a.check_rows});
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
+    if (decode->parsed()) return tools::run_decode_command();
     // As for `attention`: variant flags, and head dims the plain kernel rejects, dump the flex kernel.
     if ((ir->parsed() || ptx->parsed()) &&
         (tools::flex_requested(code_flex) || (kname == "attention" && !plain_head_dim(spec.head_dim)))) {

@@ -1,12 +1,43 @@
 #include "kernels/paged/paged_cache.h"
 
+#include <algorithm>
+#include <array>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "tilejit/error.h"
 
 namespace tilejit::attention::paged {
+namespace {
+
+struct Dim {
+  int64_t extent, stride;
+  const char *name;
+};
+
+struct Overlap {
+  Dim dim;
+  __int128 reach;  // the largest offset the dims inside it reach
+};
+
+/// The first dim (by increasing stride) whose stride does not clear everything inside it: with the dims
+/// sorted by stride, dim i overlaps when stride_i ≤ Σ_{j<i} stride_j·(extent_j − 1) (its index 1 would land
+/// on an address an inner index already reaches). Dims of extent 1 take no part.
+std::optional<Overlap> overlapping(std::array<Dim, 4> dims) {
+  std::stable_sort(dims.begin(), dims.end(), [](const Dim &a, const Dim &b) { return a.stride < b.stride; });
+  __int128 reach = 0;
+  for (const Dim &d : dims) {
+    if (d.extent <= 1) continue;
+    if (__int128(d.stride) <= reach) return Overlap{d, reach};
+    reach += __int128(d.stride) * (d.extent - 1);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 CacheLayout cache_layout(const PagedKVCache &c, const char *op) {
   auto fail = [&](const std::string &why) { return TraceError(fmt::format("{}: paged KV cache: {}", op, why)); };
@@ -14,41 +45,56 @@ CacheLayout cache_layout(const PagedKVCache &c, const char *op) {
     throw fail(fmt::format("dtype {} is not supported (bf16 or f16)", dtype_name(c.dtype)));
   if (c.page_size < 1 || c.page_size > 256 || (c.page_size & (c.page_size - 1)))
     throw fail(fmt::format("page_size {} must be a power of two from 1 to 256", c.page_size));
+  if (c.head_dim < 16 || c.head_dim > 256)
+    throw fail(fmt::format("head_dim {} is not supported (16 to 256)", c.head_dim));
+  if (c.head_dim_v != 0 && (c.head_dim_v < 16 || c.head_dim_v > 256))
+    throw fail(fmt::format("head_dim_v {} is not supported (16 to 256, or 0: head_dim)", c.head_dim_v));
+  if (c.heads_kv < 1) throw fail(fmt::format("heads_kv {} must be at least 1", c.heads_kv));
+  if (c.num_pages < 0) throw fail(fmt::format("num_pages {} must not be negative", c.num_pages));
+  if (c.max_pages_per_seq < 0)
+    throw fail(fmt::format("max_pages_per_seq {} must not be negative", c.max_pages_per_seq));
+  for (auto [name, v] :
+       {std::pair{"page_stride", c.page_stride}, std::pair{"token_stride", c.token_stride},
+        std::pair{"head_stride", c.head_stride}, std::pair{"block_table_stride", c.block_table_stride}})
+    if (v < 0) throw fail(fmt::format("{} {} must not be negative (0: contiguous)", name, v));
+  bool contiguous = c.page_stride == 0 && c.token_stride == 0 && c.head_stride == 0;
+  if (!contiguous && (c.page_stride == 0 || c.token_stride == 0 || c.head_stride == 0))
+    throw fail(fmt::format("give all three strides (page_stride {}, token_stride {}, head_stride {}) or none",
+                           c.page_stride, c.token_stride, c.head_stride));
+  if (c.block_table_stride != 0 && c.block_table_stride < c.max_pages_per_seq)
+    throw fail(fmt::format("block_table_stride {} is below max_pages_per_seq {} (rows would overlap)",
+                           c.block_table_stride, c.max_pages_per_seq));
   CacheLayout l;
   l.page_size = c.page_size;
   l.heads_kv = c.heads_kv;
   l.head_dim = c.head_dim;
   l.head_dim_v = c.head_dim_v == 0 ? c.head_dim : c.head_dim_v;
-  for (int d : {l.head_dim, l.head_dim_v})
-    if (d < 16 || d > 256) throw fail(fmt::format("head dim {} is not supported (16 to 256)", d));
-  if (c.num_pages < 0 || c.heads_kv < 1 || c.max_pages_per_seq < 0)
-    throw fail(fmt::format("num_pages {} and max_pages_per_seq {} must be ≥ 0 and heads_kv {} ≥ 1", c.num_pages,
-                           c.max_pages_per_seq, c.heads_kv));
-  if (c.page_stride < 0 || c.token_stride < 0 || c.head_stride < 0 || c.block_table_stride < 0)
-    throw fail(fmt::format("strides (page {}, token {}, head {}, block table {}) must not be negative", c.page_stride,
-                           c.token_stride, c.head_stride, c.block_table_stride));
-  bool contiguous = c.page_stride == 0 && c.token_stride == 0 && c.head_stride == 0;
-  if (!contiguous && (c.page_stride == 0 || c.token_stride == 0 || c.head_stride == 0))
-    throw fail(fmt::format("give all three strides (page {}, token {}, head {}) or none", c.page_stride,
-                           c.token_stride, c.head_stride));
-  auto fill = [&](int d, int64_t &page, int64_t &token, int64_t &head) {
+  auto fill = [&](int d, int64_t &page, int64_t &token, int64_t &head, int64_t &last, const char *tensor) {
     head = contiguous ? d : c.head_stride;
     token = contiguous ? int64_t(c.heads_kv) * d : c.token_stride;
     page = contiguous ? int64_t(c.page_size) * token : c.page_stride;
+    // The head dim first: a stride equal to its 1 is the one reported.
+    std::array<Dim, 4> dims{Dim{d, 1, "head_dim"}, Dim{c.heads_kv, head, "head_stride"},
+                            Dim{c.page_size, token, "token_stride"}, Dim{c.num_pages, page, "page_stride"}};
+    if (std::optional<Overlap> o = overlapping(dims))
+      throw fail(fmt::format("{} {} makes {} overlap: the dims inside it reach {} elements (page_stride {}, "
+                             "token_stride {}, head_stride {}, {} values per head; num_pages {}, page_size {}, "
+                             "heads_kv {})",
+                             o->dim.name, o->dim.stride, tensor, int64_t(o->reach) + 1, page, token, head, d,
+                             c.num_pages, c.page_size, c.heads_kv));
+    if (c.num_pages == 0) return;
+    __int128 end = __int128(c.num_pages - 1) * page + __int128(c.page_size - 1) * token +
+                   __int128(c.heads_kv - 1) * head + d;
+    if (end > (__int128(1) << 62))
+      throw fail(fmt::format("page_stride {}: the {} pages would span more than 2^62 elements", page, tensor));
+    last = int64_t(end) - 1;
   };
-  fill(l.head_dim, l.page_stride, l.token_stride, l.head_stride);
-  fill(l.head_dim_v, l.v_page_stride, l.v_token_stride, l.v_head_stride);
+  fill(l.head_dim, l.page_stride, l.token_stride, l.head_stride, l.last_k, "K");
+  fill(l.head_dim_v, l.v_page_stride, l.v_token_stride, l.v_head_stride, l.last_v, "V");
   l.bt_stride = c.block_table_stride == 0 ? c.max_pages_per_seq : c.block_table_stride;
-  if (c.num_pages > 0) {
-    if (c.k_pages.address == 0 || c.v_pages.address == 0)
-      throw fail("k_pages and v_pages must not be null");
-    auto last = [&](int d) {
-      return int64_t(c.num_pages - 1) * l.page_stride + int64_t(c.heads_kv - 1) * l.head_stride +
-             int64_t(c.page_size - 1) * l.token_stride + d - 1;
-    };
-    l.last_k = last(l.head_dim);
-    l.last_v = last(l.head_dim_v);
-  }
+  if (c.num_pages > 0)
+    for (auto [name, p] : {std::pair{"k_pages", c.k_pages}, std::pair{"v_pages", c.v_pages}})
+      if (p.address == 0) throw fail(fmt::format("{} is null", name));
   l.large = std::max(l.last_k, l.last_v) + 256 > std::numeric_limits<int32_t>::max();
   return l;
 }

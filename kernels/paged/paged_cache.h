@@ -1,5 +1,5 @@
 // A paged KV cache's layout, validated once for every kernel that reads or writes it (append, decode, the flex
-// forward's chunked prefill). Not installed.
+// forward's chunked prefill), so that one cache is accepted or rejected the same way everywhere. Not installed.
 #pragma once
 #include <cstdint>
 
@@ -17,9 +17,14 @@ struct CacheLayout {
   bool large = false;                // some element offset needs 64 bits
 };
 
-/// Validates `c` for operation `op` (named in errors) and fills in the defaults. Throws TraceError naming the
-/// field and value: dtype other than bf16/f16; page size not a power of two in 1 … 256; head dims outside
-/// [16, 256]; negative counts or strides; null pointers (pages, block table, lengths) when num_pages > 0.
+/// Validates `c` for operation `op` and fills in the defaults: strides all zero are the contiguous layout of
+/// each tensor's own head dim (token = heads_kv·head_dim(_v), head = head_dim(_v), page = page_size·token);
+/// otherwise all three are given and shared by K and V. Throws TraceError "<op>: paged KV cache: <field>
+/// <value> ..." for: dtype other than bf16/f16; page_size not a power of two in 1 … 256; head_dim or head_dim_v
+/// (when not 0) outside [16, 256]; heads_kv < 1; num_pages or max_pages_per_seq < 0; a negative stride; some
+/// but not all of the three page strides given; a block_table_stride below max_pages_per_seq (rows would
+/// overlap); strides under which two elements of K or of V share an address (a head, token or page reaching
+/// into the next); pages spanning more than 2^62 elements; null k_pages / v_pages when num_pages > 0.
 CacheLayout cache_layout(const PagedKVCache &c, const char *op);
 
 }  // namespace tilejit::attention::paged

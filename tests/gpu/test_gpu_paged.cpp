@@ -1,0 +1,53 @@
+// Paged decode, chunked prefill and paged_kv_append on the GPU (ctest label `gpu`): the interpreter tests'
+// checks (tests/paged_checks.h) at serving shapes — head dim 128, contexts up to 32768, the library's block
+// size as well as explicit ones — and the append kernel writing a cache that decode then reads.
+#include "paged_checks.h"
+
+using namespace tilejit;
+using namespace tilejit::testing;
+
+namespace {
+constexpr Backend kBe = Backend::GPU;
+}
+
+TEST_CASE("paged decode on the GPU: context lengths at page edges and long ones", "[gpu][paged]") {
+  for (int P : {1, 16, 64}) check_decode_context_edges(kBe, P, PagedStrides::Contiguous, 128, 0, 32768, 32, 8, 0);
+  check_decode_context_edges(kBe, 16, PagedStrides::Padded, 128, 0, 5000, 32, 8, 0);
+  check_decode_context_edges(kBe, 16, PagedStrides::HeadsMajor, 64, 128, 3000, 8, 2, 0);
+  check_decode_context_edges(kBe, 256, PagedStrides::Contiguous, 256, 0, 2000, 8, 1, 0);
+  check_decode_context_edges(kBe, 16, PagedStrides::Contiguous, 96, 0, 1000, 8, 2, 32);
+}
+
+TEST_CASE("paged decode on the GPU: GQA groups, seqlen_q, mods", "[gpu][paged]") {
+  check_decode_gqa(kBe, 32, 32, 128, {4097, 0, 130, 16, 1}, 0);
+  check_decode_gqa(kBe, 32, 8, 128, {4097, 0, 130, 16, 1}, 0);
+  check_decode_gqa(kBe, 64, 8, 128, {8000, 33}, 0);
+  check_decode_gqa(kBe, 16, 1, 128, {3000, 1, 64}, 0);
+  for (int sq : {1, 2, 4, 16}) check_decode_seqlen_q(kBe, sq, 16, 128, 5000, 0);
+  check_decode_mods(kBe, 128, 3000, 0);
+  check_decode_mods(kBe, 64, 1000, 64);
+}
+
+TEST_CASE("paged decode on the GPU: every split count, empty splits, plan reuse, errors", "[gpu][paged]") {
+  check_decode_split_counts(kBe, 128, 20000, 64);
+  check_decode_split_counts(kBe, 64, 3000, 16);
+  check_decode_plan_reuse(kBe, 128, 10000, 0);
+  check_decode_errors(kBe);
+  for (int P : {3, 0, 512}) check_decode_rejects_page_size(kBe, P);
+}
+
+TEST_CASE("chunked prefill on the GPU", "[gpu][paged]") {
+  check_paged_prefill(kBe, 128, 3000);
+  check_paged_prefill_errors(kBe);
+}
+
+TEST_CASE("paged_kv_append on the GPU writes what decode reads", "[gpu][paged]") {
+  // Pages start as random values unrelated to the model; appending every token (with skipped padding tokens)
+  // must write exactly the model's values into the slots and nothing elsewhere.
+  AppendFixture f = garbage_cache(kBe, paged_spec({0, 1, 15, 16, 17, 3000}, 16, 8, 128, PagedStrides::Padded));
+  append_tokens(f, tools::append_batch(f.d.host, {}, {}, 9, rng()));
+  require_pages(f);
+  DecodeOptions o;
+  o.mask = attention::causal_top_left();
+  check_decode(kBe, f.d, 32, 1, o, ref_causal());
+}
