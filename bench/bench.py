@@ -1546,13 +1546,16 @@ def interleaved_times(fns: dict, rounds: int, warmup_ms: int = 2, rep_ms: int = 
     return {n: statistics.median(t) for n, t in times.items() if t and n not in errors}, errors
 
 
+def decode_shape_name(b: int, context: int) -> str:
+    return f"b{b} ctx{context // 1024}k" if context >= 1024 and context % 1024 == 0 else f"b{b} ctx{context}"
+
+
 class DecodeCell:
     """One (batch, context, new tokens): every implementation's call, check, time and bandwidth."""
 
     def __init__(self, b: int, context: int, sq: int):
         self.b, self.context, self.sq = b, context, sq
-        self.name = f"b{b} ctx{context // 1024 if context >= 1024 else context}{'k' if context >= 1024 else ''} " \
-                    f"q{sq}"
+        self.name = f"{decode_shape_name(b, context)} q{sq}"
         self.ms: dict[str, float] = {}
         self.err: dict[str, float] = {}
         self.errors: dict[str, str] = {}
@@ -1716,19 +1719,19 @@ def run_decode(ctx: Context):
     params = UserModsParams(alibi_slopes=slopes.data_ptr(), window=DECODE_WINDOW - 1)
     cells, skipped, failures = [], [], []
     for b, context in shapes:
-        todo = [f"b{b} ctx{context} q{sq}" for sq in DECODE_NEW_TOKENS]
+        todo = [f"{decode_shape_name(b, context)} q{sq}" for sq in DECODE_NEW_TOKENS]
         if ctx.out_of_time(reserve_s=20):
             skipped += todo
             continue
         try:
             dc = DecodeCache(ctx.tj, b, context, DECODE_PAGE_SIZES)
         except Exception as ex:  # noqa: BLE001
-            ctx.log(f"b{b} ctx{context}: building the caches failed: {short_error(ex)}")
-            failures.append(f"b{b} ctx{context}: building the caches: {short_error(ex)}")
+            ctx.log(f"{decode_shape_name(b, context)}: building the caches failed: {short_error(ex)}")
+            failures.append(f"{decode_shape_name(b, context)}: building the caches: {short_error(ex)}")
             continue
         for sq in DECODE_NEW_TOKENS:
             if ctx.out_of_time(reserve_s=20):
-                skipped.append(f"b{b} ctx{context} q{sq}")
+                skipped.append(f"{decode_shape_name(b, context)} q{sq}")
                 continue
             cells.append(decode_cell(ctx, dc, sq, peers, skip, slopes, params, failures))
         del dc
@@ -1865,9 +1868,8 @@ def decode_report(ctx: Context, cells: list, skipped: list, failures: list, peer
         here_cells = [c for c in cells if c.sq == sq]
         series = {row: [c.tbs(row) if c.ok(row) else None for c in here_cells]
                   for row in [f"tilejit p{p}" for p in pages] + [f"tilejit p{p} graph" for p in pages] + list(here)}
-        panels.append((f"{sq} new token{'s' if sq > 1 else ''}", [f"b{c.b} ctx{c.context // 1024}k" if
-                                                                  c.context >= 1024 else f"b{c.b} ctx{c.context}"
-                                                                  for c in here_cells], series))
+        panels.append((f"{sq} new token{'s' if sq > 1 else ''}",
+                       [decode_shape_name(c.b, c.context) for c in here_cells], series))
     note = plot_bar_panels(rep.path("png"), panels, f"Decode, GQA {DECODE_HEADS_Q}/{DECODE_HEADS_KV} "
                            f"d{DECODE_DIM} bf16: achieved bandwidth (visible K+V, q, out)", "TB/s")
     if note:
