@@ -10,7 +10,7 @@ describes the columns; bench/device.sh runs suites on the GPU machine.
 
 A suite is a function registered with @suite(name, summary); it gets a Context (arguments, the loaded
 library, time budget) and returns nothing: it writes its report with the shared helpers below (timing,
-checks, tables, plots). New suites (e.g. decode, backward) are added the same way.
+checks, tables, plots). New suites (e.g. backward) are added the same way.
 """
 from __future__ import annotations
 
@@ -82,6 +82,15 @@ class FlexVariant(ctypes.Structure):
                 ("autotune", ctypes.c_int)]
 
 
+class PagedKV(ctypes.Structure):
+    """tilejit_paged_kv (same field order and types)."""
+    _fields_ = [("k_pages", ctypes.c_void_p), ("v_pages", ctypes.c_void_p), ("block_table", ctypes.c_void_p),
+                ("seq_lens", ctypes.c_void_p), ("dtype", ctypes.c_int), ("num_pages", ctypes.c_int),
+                ("page_size", ctypes.c_int), ("heads_kv", ctypes.c_int), ("head_dim", ctypes.c_int),
+                ("max_pages_per_seq", ctypes.c_int), ("page_stride", ctypes.c_int64), ("token_stride", ctypes.c_int64),
+                ("head_stride", ctypes.c_int64), ("block_table_stride", ctypes.c_int64)]
+
+
 def _strides(t):
     return (ctypes.c_int64 * 4)(*t.stride())
 
@@ -125,6 +134,15 @@ class Tilejit:
         self.has_launch_config = hasattr(lib, "tilejit_last_launch_config")
         if self.has_launch_config:
             lib.tilejit_last_launch_config.argtypes = [ctypes.POINTER(LaunchConfig)]
+        self.has_decode = hasattr(lib, "tilejit_decode_plan_create")
+        if self.has_decode:
+            kvp = ctypes.POINTER(PagedKV)
+            lib.tilejit_paged_kv_append.argtypes = [kvp, vp, vp, vp, ci, vp]
+            lib.tilejit_decode_plan_create.argtypes = ([ctypes.POINTER(vp), kvp] + [ci] * 4 +
+                                                       [ctypes.POINTER(FlexVariant), cf] + [ci] * 4)
+            lib.tilejit_decode_plan_run.argtypes = [vp, vp, vp, vp, kvp, vp]
+            lib.tilejit_decode_plan_info.argtypes = [vp, ctypes.POINTER(ci), ctypes.POINTER(ci), i64p]
+            lib.tilejit_decode_plan_destroy.argtypes = [vp]
 
     def check(self, rc: int, what: str):
         if rc != 0:
@@ -156,6 +174,37 @@ class Tilejit:
             q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr() if lse is not None else None,
             0, b, hq, k.shape[1], sq, k.shape[2], d, _strides(q), _strides(k), _strides(v), _strides(out), 0.0,
             ctypes.byref(variant), _stream()), "tilejit_flex_attention_forward")
+
+    def paged_kv_append(self, kv: PagedKV, k_new, v_new, slots):
+        """k_new, v_new: contiguous [tokens, heads_kv, head_dim]; slots: i32 [tokens]."""
+        self.check(self.lib.tilejit_paged_kv_append(ctypes.byref(kv), k_new.data_ptr(), v_new.data_ptr(),
+                                                    slots.data_ptr(), slots.numel(), _stream()),
+                   "tilejit_paged_kv_append")
+
+    def decode_plan(self, kv: PagedKV, batch: int, heads_q: int, seqlen_q: int, max_seq_len: int,
+                    variant: Optional[FlexVariant] = None, num_splits: int = 0) -> ctypes.c_void_p:
+        """A tilejit_decode_plan (free it with decode_destroy)."""
+        plan = ctypes.c_void_p()
+        self.check(self.lib.tilejit_decode_plan_create(
+            ctypes.byref(plan), ctypes.byref(kv), batch, heads_q, seqlen_q, max_seq_len,
+            ctypes.byref(variant) if variant is not None else None, 0.0, num_splits, 0, 0, 0),
+            "tilejit_decode_plan_create")
+        return plan
+
+    def decode_run(self, plan, q, out, lse, kv: PagedKV):
+        """q, out: [batch, seqlen_q, heads_q, head_dim] bf16; lse [batch, seqlen_q, heads_q] f32 or None."""
+        self.check(self.lib.tilejit_decode_plan_run(plan, q.data_ptr(), out.data_ptr(),
+                                                    lse.data_ptr() if lse is not None else None, ctypes.byref(kv),
+                                                    _stream()), "tilejit_decode_plan_run")
+
+    def decode_info(self, plan) -> dict:
+        splits, block_n, scratch = ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
+        self.check(self.lib.tilejit_decode_plan_info(plan, ctypes.byref(splits), ctypes.byref(block_n),
+                                                     ctypes.byref(scratch)), "tilejit_decode_plan_info")
+        return dict(num_splits=splits.value, block_n=block_n.value, scratch_bytes=scratch.value)
+
+    def decode_destroy(self, plan):
+        self.check(self.lib.tilejit_decode_plan_destroy(plan), "tilejit_decode_plan_destroy")
 
     def clear_flex_cache(self):
         self.check(self.lib.tilejit_flex_clear_cache(), "tilejit_flex_clear_cache")
@@ -211,6 +260,12 @@ class UserMods:
                                                    [vp, ctypes.POINTER(ctypes.c_int)])
         lib.user_mods_drop_block_masks.argtypes = []
         lib.user_mods_last_error.restype = ctypes.c_char_p
+        self.has_decode = hasattr(lib, "user_mods_decode_plan_create")
+        if self.has_decode:
+            kvp = ctypes.POINTER(PagedKV)
+            lib.user_mods_decode_plan_create.argtypes = [ctypes.c_char_p, pp, kvp] + [ci] * 5 + [ctypes.POINTER(vp)]
+            lib.user_mods_decode_plan_run.argtypes = [vp, vp, vp, vp, kvp, vp]
+            lib.user_mods_decode_plan_destroy.argtypes = [vp]
 
     def _check(self, rc, what):
         if rc != 0:
@@ -234,6 +289,25 @@ class UserMods:
 
     def drop_block_masks(self):
         self._check(self.lib.user_mods_drop_block_masks(), "user_mods_drop_block_masks")
+
+    def decode_plan(self, mod: str, params: UserModsParams, kv: PagedKV, batch: int, heads_q: int, seqlen_q: int,
+                    max_seq_len: int, causal: bool) -> ctypes.c_void_p:
+        """A user_mods_decode_plan (free it with decode_destroy); params and kv must outlive it."""
+        if not self.has_decode:
+            raise Unavailable(f"{self.path} has no decode entry (user_mods_decode_plan_create)")
+        plan = ctypes.c_void_p()
+        self._check(self.lib.user_mods_decode_plan_create(mod.encode(), ctypes.byref(params), ctypes.byref(kv), batch,
+                                                          heads_q, seqlen_q, max_seq_len, int(causal),
+                                                          ctypes.byref(plan)), f"user_mods_decode_plan_create({mod})")
+        return plan
+
+    def decode_run(self, plan, q, out, lse, kv: PagedKV):
+        self._check(self.lib.user_mods_decode_plan_run(plan, q.data_ptr(), out.data_ptr(),
+                                                       lse.data_ptr() if lse is not None else None, ctypes.byref(kv),
+                                                       _stream()), "user_mods_decode_plan_run")
+
+    def decode_destroy(self, plan):
+        self._check(self.lib.user_mods_decode_plan_destroy(plan), "user_mods_decode_plan_destroy")
 
 
 # ============================================================================================ context
@@ -577,32 +651,49 @@ def _plot_lines(path, panels, title, ylabel, xlabel):
 def plot_bars(path: str, categories: list[str], series: dict, title: str, ylabel: str,
               log: bool = False) -> Optional[str]:
     """Grouped bars: one group per category, one bar per series ({label: [value or None per category]})."""
+    return plot_bar_panels(path, [("", categories, series)], title, ylabel, log)
+
+
+def plot_bar_panels(path: str, panels: list, title: str, ylabel: str, log: bool = False) -> Optional[str]:
+    """Grouped bars in panels stacked vertically, one per (panel title, categories, series) as in plot_bars."""
     try:
-        return _plot_bars(path, categories, series, title, ylabel, log)
+        return _plot_bar_panels(path, panels, title, ylabel, log)
     except Exception as ex:  # noqa: BLE001
         return f"no plot: {short_error(ex)}"
 
 
-def _plot_bars(path, categories, series, title, ylabel, log):
+def _plot_bar_panels(path, panels, title, ylabel, log):
     plt, why = _pyplot()
     if plt is None:
         return why
-    if not categories or not any(v is not None for vals in series.values() for v in vals):
+    panels = [p for p in panels if p[1] and any(v is not None for vals in p[2].values() for v in vals)]
+    if not panels:
         return "no plot: no data"
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(categories) * max(1, len(series)) + 2), 4.2))
-    width = 0.8 / max(1, len(series))
-    for i, (label, values) in enumerate(series.items()):
-        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(categories))]
-        ax.bar([x for x, v in zip(xs, values) if v is not None], [v for v in values if v is not None], width,
-               label=label)
-    ax.set_xticks(range(len(categories)))
-    ax.set_xticklabels(categories, rotation=20, ha="right", fontsize=8)
-    if log:
-        ax.set_yscale("log")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    # A series without values is left out of its panel; a label keeps its colour across panels.
+    panels = [(name, cats, {k: v for k, v in series.items() if any(x is not None for x in v)})
+              for name, cats, series in panels]
+    colours = {}
+    for _, _, series in panels:
+        for label in series:
+            colours.setdefault(label, f"C{len(colours) % 10}")
+    width_in = max(6.0, max(0.45 * len(cats) * max(1, len(series)) + 2 for _, cats, series in panels))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width_in, 4.2 * len(panels)), squeeze=False)
+    for ax, (name, categories, series) in zip(axes.flat, panels):
+        width = 0.8 / max(1, len(series))
+        for i, (label, values) in enumerate(series.items()):
+            xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(categories))]
+            ax.bar([x for x, v in zip(xs, values) if v is not None], [v for v in values if v is not None], width,
+                   label=label, color=colours[label])
+        ax.set_xticks(range(len(categories)))
+        ax.set_xticklabels(categories, rotation=20, ha="right", fontsize=8)
+        if log:
+            ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.set_title(name or title, fontsize=10 if name else None)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    if len(panels) > 1 or panels[0][0]:
+        fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -1256,6 +1347,536 @@ def run_matmul(ctx: Context):
     rep.write()
 
 
+# ============================================================================================ decode
+
+
+DECODE_HEADS_Q, DECODE_HEADS_KV, DECODE_DIM = 32, 8, 128
+DECODE_SHAPES = [(1, 8192), (1, 131072), (8, 8192), (8, 32768), (64, 1024), (64, 8192), (128, 8192), (256, 2048)]
+DECODE_PAGE_SIZES = [16, 64]
+DECODE_NEW_TOKENS = [1, 4]
+DECODE_CONTIGUOUS_PAGE = 256  # the contiguous row: the cache as one tensor, block table the identity, pages of 256
+DECODE_WINDOW = 4096          # the sliding-window rows: each query sees its last 4096 keys (itself included)
+DECODE_MODS_PAGE = 16         # the mods rows' page size
+DECODE_PEERS = ("cuDNN", "FA2", "Flex")
+DECODE_PARTS = DECODE_PEERS + ("graph", "contiguous", "mods")  # what --decode-skip can leave out
+
+
+def decode_new_tokens() -> int:
+    """Tokens appended per sequence through tilejit_paged_kv_append when the cache is built (the most any cell
+    treats as new)."""
+    return max(DECODE_NEW_TOKENS)
+
+
+class DecodeCache:
+    """One (batch, context)'s K/V: token-major [B, L, Hkv, D] (also the contiguous row's pages), the peers'
+    dense copies [B, Hkv, L, D], and a paged cache per page size with a shuffled block table."""
+
+    def __init__(self, tj: Tilejit, batch: int, context: int, page_sizes: list[int]):
+        import torch
+        self.b, self.l, self.hkv, self.d = batch, context, DECODE_HEADS_KV, DECODE_DIM
+        torch.manual_seed(0)
+        self.k = torch.randn(batch, context, self.hkv, self.d, device=DEVICE, dtype=torch.bfloat16)
+        self.v = torch.randn(batch, context, self.hkv, self.d, device=DEVICE, dtype=torch.bfloat16)
+        self.k_dense = self.k.transpose(1, 2).contiguous()
+        self.v_dense = self.v.transpose(1, 2).contiguous()
+        self.lens = torch.full((batch,), context, device=DEVICE, dtype=torch.int32)
+        self.paged = {ps: self._paged(tj, ps) for ps in page_sizes}
+        cp = min(DECODE_CONTIGUOUS_PAGE, context)
+        n = batch * (context // cp)
+        self.contiguous = self._struct(self.k.view(n, cp, self.hkv, self.d), self.v.view(n, cp, self.hkv, self.d),
+                                       torch.arange(n, device=DEVICE, dtype=torch.int32).view(batch, -1), cp)
+
+    def _struct(self, kp, vp, table, page_size: int) -> dict:
+        kv = PagedKV(k_pages=kp.data_ptr(), v_pages=vp.data_ptr(), block_table=table.data_ptr(),
+                     seq_lens=self.lens.data_ptr(), dtype=0, num_pages=kp.shape[0], page_size=page_size,
+                     heads_kv=self.hkv, head_dim=self.d, max_pages_per_seq=table.shape[1])
+        return dict(kv=kv, k=kp, v=vp, table=table, page_size=page_size)  # the tensors live as long as kv
+
+    def _paged(self, tj: Tilejit, ps: int) -> dict:
+        """Pages in a shuffled order (two spare pages no sequence owns), NaN wherever no token was written; the
+        last decode_new_tokens() tokens of each sequence are written by tilejit_paged_kv_append."""
+        import torch
+        if self.l % ps:
+            raise ValueError(f"context {self.l} is not a multiple of the page size {ps}")
+        per_seq = self.l // ps
+        num_pages = self.b * per_seq + 2
+        gen = torch.Generator().manual_seed(ps)
+        phys = torch.randperm(num_pages, generator=gen)[: self.b * per_seq].to(DEVICE)
+        table = phys.view(self.b, per_seq).to(torch.int32).contiguous()
+        kp = torch.full((num_pages, ps, self.hkv, self.d), float("nan"), device=DEVICE, dtype=torch.bfloat16)
+        vp = torch.full_like(kp, float("nan"))
+        kp[phys] = self.k.view(self.b * per_seq, ps, self.hkv, self.d)
+        vp[phys] = self.v.view(self.b * per_seq, ps, self.hkv, self.d)
+        new = decode_new_tokens()
+        t = torch.arange(self.l - new, self.l, device=DEVICE)
+        slots = (table[:, t // ps].long() * ps + t % ps).reshape(-1)  # [B·new], sequence-major
+        kp.view(-1, self.hkv, self.d)[slots] = float("nan")
+        vp.view(-1, self.hkv, self.d)[slots] = float("nan")
+        cache = self._struct(kp, vp, table, ps)
+        tj.paged_kv_append(cache["kv"], self.k[:, -new:].reshape(-1, self.hkv, self.d),
+                           self.v[:, -new:].reshape(-1, self.hkv, self.d), slots.to(torch.int32))
+        sync()
+        return cache
+
+
+def decode_visible(context: int, sq: int, mod: str) -> int:
+    """Keys of one sequence that some new token sees (what a kernel must read at least once)."""
+    return min(context, DECODE_WINDOW + sq - 1) if mod == "window" else context
+
+
+def decode_bytes(b: int, context: int, sq: int, mod: str) -> float:
+    """K and V bytes of the visible keys, plus q and out (bf16)."""
+    kv = 2.0 * b * DECODE_HEADS_KV * decode_visible(context, sq, mod) * DECODE_DIM * 2
+    return kv + 2.0 * b * sq * DECODE_HEADS_Q * DECODE_DIM * 2
+
+
+def decode_reference(q, k_dense, v_dense, sq: int, mod: str, slopes):
+    """fp32 decode: q [B, Hq, sq, D], dense k/v [B, Hkv, L, D]; query i at position L − sq + i, causal among the
+    new tokens; mod 'none', 'alibi' (slopes per query head) or 'window' (the last DECODE_WINDOW keys).
+    [B, Hq, sq, D], computed for a few sequences at a time."""
+    import torch
+    b_all, hq, _, d = q.shape
+    hkv, L = k_dense.shape[1], k_dense.shape[2]
+    g = hq // hkv
+    pos = (L - sq + torch.arange(sq, device=q.device)).repeat(g)[:, None]         # row g·sq + i
+    head = (torch.arange(hkv, device=q.device)[:, None] * g +
+            torch.arange(g * sq, device=q.device)[None, :] // sq)                   # [Hkv, G·sq]
+    j = torch.arange(L, device=q.device)[None, :]
+    visible = j <= pos
+    if mod == "window":
+        visible = visible & (j > pos - DECODE_WINDOW)
+    out = torch.empty(b_all, hq, sq, d, device=q.device, dtype=torch.float32)
+    step = max(1, (1 << 18) // L)
+    for b0 in range(0, b_all, step):
+        b1 = min(b_all, b0 + step)
+        qf = q[b0:b1].float().reshape(b1 - b0, hkv, g * sq, d)
+        s = qf @ k_dense[b0:b1].float().transpose(-1, -2) / math.sqrt(d)                 # [b, Hkv, G·sq, L]
+        if mod == "alibi":
+            s = s - slopes[head][..., None] * (pos - j).abs().float()
+        s = s.masked_fill(~visible, float("-inf"))
+        o = torch.softmax(s, dim=-1) @ v_dense[b0:b1].float()
+        out[b0:b1] = o.reshape(b1 - b0, hq, sq, d)
+    return out
+
+
+def decode_peers(skip: set):
+    """{name: fn(q [B, Hq, sq, D], k, v [B, Hkv, L, D]) -> out} on the dense cache, causal bottom-right among
+    the new tokens, and {name: why unavailable}."""
+    import torch
+    import torch.nn.functional as F
+    peers, missing = {}, {}
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as ex:
+        return {}, {p: short_error(ex) for p in DECODE_PEERS if p not in skip}
+    masks = {}
+
+    def bottom_right(sq, L, device):
+        if (sq, L) not in masks:
+            i = torch.arange(sq, device=device)[:, None]
+            masks[(sq, L)] = torch.arange(L, device=device)[None, :] <= i + (L - sq)
+        return masks[(sq, L)]
+
+    if "cuDNN" not in skip:
+        if DEVICE != "cuda":
+            missing["cuDNN"] = "no GPU"
+        elif not hasattr(SDPBackend, "CUDNN_ATTENTION"):
+            missing["cuDNN"] = f"this torch ({torch.__version__}) has no SDPA cuDNN backend"
+        else:
+            def cudnn(q, k, v):
+                sq, L = q.shape[2], k.shape[2]
+                mask = None if sq == 1 else bottom_right(sq, L, q.device)
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+            peers["cuDNN"] = cudnn
+    if "FA2" not in skip:
+        try:
+            from torch.backends.cuda import SDPAParams, can_use_flash_attention
+            from torch.nn.attention.bias import causal_lower_right
+
+            def fa2(q, k, v):
+                sq, L = q.shape[2], k.shape[2]
+                if sq == 1:
+                    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                # SDPA's is_causal is top-left (and refused by the flash backend when sq ≠ L): the lower-right
+                # CausalBias runs the flash kernel with its causal mask aligned bottom-right, never falling back
+                # to another kernel here (checked first).
+                if not can_use_flash_attention(SDPAParams(q, k, v, None, 0.0, False, True)):
+                    raise Unavailable("the flash kernel refuses these inputs")
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(sq, L),
+                                                          enable_gqa=True)
+            peers["FA2"] = fa2
+        except ImportError as ex:
+            missing["FA2"] = short_error(ex)
+    if "Flex" not in skip:
+        try:
+            flex, create_block_mask = compiled_flex()
+
+            def run_flex(q, k, v):
+                sq, L = q.shape[2], k.shape[2]
+                if sq == 1:
+                    return flex(q, k, v, enable_gqa=True)
+                if ("flex", sq, L) not in masks:
+                    off = L - sq
+                    masks[("flex", sq, L)] = create_block_mask(lambda b, h, qi, ki: ki <= qi + off, None, None, sq,
+                                                               L, device=q.device)
+                return flex(q, k, v, block_mask=masks[("flex", sq, L)], enable_gqa=True)
+            peers["Flex"] = run_flex
+        except Exception as ex:  # noqa: BLE001
+            missing["Flex"] = short_error(ex)
+    return peers, missing
+
+
+def interleaved_times(fns: dict, rounds: int, warmup_ms: int = 2, rep_ms: int = 10):
+    """Median time (ms) of each fn over `rounds` rounds, every fn timed once per round back to back, the order
+    reversed every other round (the GPU's clock drifts: implementations compared inside one cell are timed
+    within a second of each other). Returns ({name: ms}, {name: error} for those that raised, then left out)."""
+    names = list(fns)
+    times, errors = {n: [] for n in names}, {}
+    for r in range(rounds):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            if n in errors:
+                continue
+            try:
+                times[n].append(bench_ms(fns[n], warmup_ms, rep_ms))
+            except Exception as ex:  # noqa: BLE001
+                errors[n] = f"timing: {short_error(ex)}"
+    return {n: statistics.median(t) for n, t in times.items() if t and n not in errors}, errors
+
+
+def decode_shape_name(b: int, context: int) -> str:
+    return f"b{b} ctx{context // 1024}k" if context >= 1024 and context % 1024 == 0 else f"b{b} ctx{context}"
+
+
+class DecodeCell:
+    """One (batch, context, new tokens): every implementation's call, check, time and bandwidth."""
+
+    def __init__(self, b: int, context: int, sq: int):
+        self.b, self.context, self.sq = b, context, sq
+        self.name = f"{decode_shape_name(b, context)} q{sq}"
+        self.ms: dict[str, float] = {}
+        self.err: dict[str, float] = {}
+        self.errors: dict[str, str] = {}
+        self.info: dict[str, dict] = {}       # tilejit plans: splits, block_n, plan seconds
+        self.mod: dict[str, str] = {}         # row -> mod ('none', 'alibi', 'window')
+
+    def tbs(self, row: str) -> Optional[float]:
+        ms = self.ms.get(row)
+        return decode_bytes(self.b, self.context, self.sq, self.mod.get(row, "none")) / (ms * 1e-3) / 1e12 \
+            if ms else None
+
+    def ok(self, row: str) -> bool:
+        return row in self.ms and self.err.get(row, math.inf) <= BOUND
+
+
+def decode_cell(ctx: Context, dc: DecodeCache, sq: int, peers: dict, skip: set, slopes, params,
+                failures: list) -> DecodeCell:
+    """Plans, checks and times every row of one cell; destroys its plans and graphs before returning. A tilejit
+    row that fails its check or raises (other than Unavailable) is added to `failures`."""
+    import torch
+    started = time.monotonic()
+    tj, cell = ctx.tj, DecodeCell(dc.b, dc.l, sq)
+    b, L, hq, d = dc.b, dc.l, DECODE_HEADS_Q, DECODE_DIM
+    torch.manual_seed(sq)
+    q = torch.randn(b, sq, hq, d, device=DEVICE, dtype=torch.bfloat16)   # tilejit's layout [B, sq, Hq, D]
+    q_peer = q.transpose(1, 2).contiguous()                                # the peers' [B, Hq, sq, D]
+    out = torch.empty_like(q)
+    refs = {}
+    calls, plans, user_plans, graphs = {}, [], [], []
+
+    def ref(mod):
+        if mod not in refs:
+            refs[mod] = decode_reference(q_peer, dc.k_dense, dc.v_dense, sq, mod, slopes)
+        return refs[mod]
+
+    def check(row, mod, produce):
+        """produce() runs the row once and returns its output as [B, Hq, sq, D]."""
+        cell.mod[row] = mod
+        got = produce()
+        sync()
+        cell.err[row] = rel_err(got, ref(mod))
+        if cell.err[row] > BOUND:
+            failures.append(f"{cell.name} {row}: relative error {cell.err[row]:.2e} > {BOUND:g}")
+            ctx.log(f"CHECK FAILED: {cell.name} {row}: relative error {cell.err[row]:.2e}")
+
+    def failed(row, ex, ours=True):
+        """Records an exception of a row; one of tilejit's (not Unavailable) fails the suite."""
+        if isinstance(ex, Unavailable):
+            cell.errors[row] = f"n/a — {ex}"
+            return
+        cell.errors[row] = short_error(ex)
+        if ours:
+            failures.append(f"{cell.name} {row}: {cell.errors[row]}")
+
+    def poisoned(call):
+        """call() on a NaN-filled out, which is returned as [B, Hq, sq, D]."""
+        def run():
+            out.fill_(float("nan"))
+            call()
+            return out.transpose(1, 2)
+        return run
+
+    def tilejit_row(row, cache, mod="none"):
+        variant = FlexVariant()
+        tj.lib.tilejit_flex_variant_init(ctypes.byref(variant))
+        variant.causal = int(sq > 1 or mod == "window")
+        if mod == "window":
+            variant.window_left = DECODE_WINDOW - 1
+        variant.alibi = int(mod == "alibi")
+        t0 = time.perf_counter()
+        plan = tj.decode_plan(cache["kv"], b, hq, sq, L, variant)
+        plans.append(plan)
+        cell.info[row] = dict(tj.decode_info(plan), plan_s=time.perf_counter() - t0)
+        call = lambda: tj.decode_run(plan, q, out, None, cache["kv"])  # noqa: E731
+        check(row, mod, poisoned(call))
+        calls[row] = call
+        return call
+
+    rows = [(f"tilejit p{ps}", dc.paged[ps]) for ps in sorted(dc.paged)]
+    if "contiguous" not in skip:
+        rows.append(("tilejit contiguous", dc.contiguous))
+    for row, cache in rows:
+        try:
+            call = tilejit_row(row, cache)
+            if "graph" in skip or row == "tilejit contiguous":
+                continue
+            grow = row + " graph"
+            try:
+                if DEVICE != "cuda":
+                    raise Unavailable("no GPU")
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    call()
+                graphs.append(g)
+                check(grow, "none", poisoned(g.replay))
+                calls[grow] = g.replay
+            except Exception as ex:  # noqa: BLE001
+                failed(grow, ex)
+        except Exception as ex:  # noqa: BLE001
+            failed(row, ex)
+    if "mods" not in skip and DECODE_MODS_PAGE in dc.paged:
+        cache = dc.paged[DECODE_MODS_PAGE]
+        for mod in ("alibi", "window"):
+            for kind, name in (("built-in", f"builtin:{mod}"), ("user lambda", mod)):
+                row = f"{mod} {kind}"
+                try:
+                    um = ctx.user_mods()
+                    t0 = time.perf_counter()
+                    plan = um.decode_plan(name, params, cache["kv"], b, hq, sq, L, causal=sq > 1)
+                    user_plans.append(plan)
+                    cell.info[row] = dict(plan_s=time.perf_counter() - t0)
+                    call = lambda plan=plan: um.decode_run(plan, q, out, None, cache["kv"])  # noqa: E731
+                    check(row, mod, poisoned(call))
+                    calls[row] = call
+                except Exception as ex:  # noqa: BLE001
+                    failed(row, ex)
+    for name, peer in peers.items():
+        try:
+            fn = lambda peer=peer: peer(q_peer, dc.k_dense, dc.v_dense)  # noqa: E731
+            check(name, "none", fn)  # the checked call is also its first (compile) call
+            calls[name] = fn
+        except Exception as ex:  # noqa: BLE001
+            failed(name, ex, ours=False)
+    cell.ms, timing_errors = interleaved_times(calls, ctx.args.decode_rounds)
+    for row, e in timing_errors.items():
+        cell.errors[row] = e
+        if row not in peers:
+            failures.append(f"{cell.name} {row}: {e}")
+    sync()
+    del graphs[:]
+    for plan in plans:
+        tj.decode_destroy(plan)
+    for plan in user_plans:
+        ctx.user_mods().decode_destroy(plan)
+    cells = ", ".join(f"{r} {cell.ms[r] * 1e3:.1f} us" for r in cell.ms)
+    ctx.log(f"{cell.name} ({time.monotonic() - started:.1f} s): {cells}")
+    for row, e in cell.errors.items():
+        ctx.log(f"    {row}: {e}")
+    return cell
+
+
+def best_peer(cell: DecodeCell) -> Optional[str]:
+    """The fastest peer that passed its check."""
+    ok = [p for p in DECODE_PEERS if cell.ok(p)]
+    return min(ok, key=lambda p: cell.ms[p]) if ok else None
+
+
+@suite("decode", "decode over a paged KV cache: tilejit's planned decode (direct and CUDA graph, pages of 16/64, a "
+       "contiguous cache, ALiBi and window 4096 as built-in and user lambda) beside SDPA cuDNN, SDPA FA2 and "
+       "FlexAttention on a dense cache; GQA 32/8, d128, bf16, 1 and 4 new tokens")
+def run_decode(ctx: Context):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    args = ctx.args
+    skip = set(args.decode_skip)
+    shapes = args.decode_shapes or DECODE_SHAPES
+    if not ctx.tj.has_decode:
+        raise RuntimeError(f"{ctx.tj.path} has no decode C ABI (tilejit_decode_plan_create)")
+    peers, missing = decode_peers(skip)
+    slopes = torch.tensor(alibi_slopes(DECODE_HEADS_Q), device=DEVICE, dtype=torch.float32)
+    params = UserModsParams(alibi_slopes=slopes.data_ptr(), window=DECODE_WINDOW - 1)
+    cells, skipped, failures = [], [], []
+    for b, context in shapes:
+        todo = [f"{decode_shape_name(b, context)} q{sq}" for sq in DECODE_NEW_TOKENS]
+        if ctx.out_of_time(reserve_s=20):
+            skipped += todo
+            continue
+        try:
+            dc = DecodeCache(ctx.tj, b, context, DECODE_PAGE_SIZES)
+        except Exception as ex:  # noqa: BLE001
+            ctx.log(f"{decode_shape_name(b, context)}: building the caches failed: {short_error(ex)}")
+            failures.append(f"{decode_shape_name(b, context)}: building the caches: {short_error(ex)}")
+            continue
+        for sq in DECODE_NEW_TOKENS:
+            if ctx.out_of_time(reserve_s=20):
+                skipped.append(f"{decode_shape_name(b, context)} q{sq}")
+                continue
+            cells.append(decode_cell(ctx, dc, sq, peers, skip, slopes, params, failures))
+        del dc
+        empty_cache()
+    decode_report(ctx, cells, skipped, failures, peers, missing, skip)
+    if failures:
+        raise RuntimeError("decode: tilejit rows failed (a check against fp32 or an error):\n  " +
+                           "\n  ".join(failures))
+
+
+def decode_report(ctx: Context, cells: list, skipped: list, failures: list, peers: dict, missing: dict, skip: set):
+    args = ctx.args
+    rep = Report(ctx, "Decode over a paged KV cache")
+    pages = sorted(DECODE_PAGE_SIZES)
+    here = [p for p in DECODE_PEERS if p in peers or p in missing]
+
+    def us(cell, row):
+        if row in cell.ms:
+            return f"{cell.ms[row] * 1e3:.1f}" + ("" if cell.ok(row) else " (check FAILED)")
+        return "err" if row in cell.errors and not cell.errors[row].startswith("n/a") else "n/a"
+
+    def tb(cell, row):
+        v = cell.tbs(row)
+        return f"{v:.2f}" if v is not None else "-"
+
+    def ratio(cell, a, b, unit="x"):  # b's time over a's: above 1, a is faster
+        return f"{cell.ms[b] / cell.ms[a]:.2f}{unit}" if a in cell.ms and b in cell.ms else "-"
+
+    def shape_cells(c):
+        return [c.b, f"{c.context // 1024}k" if c.context >= 1024 else c.context, c.sq]
+
+    headers = (["batch", "context", "new tokens"] + [f"tilejit p{p} µs" for p in pages] +
+               [f"tilejit p{p} TB/s" for p in pages] + [f"{p} TB/s" for p in here] + ["best peer"] +
+               [f"tilejit p{p}/best" for p in pages])
+    table = []
+    for c in cells:
+        best = best_peer(c)
+        table.append(shape_cells(c) + [us(c, f"tilejit p{p}") for p in pages] +
+                     [tb(c, f"tilejit p{p}") for p in pages] +
+                     [tb(c, p) if c.ok(p) else us(c, p) for p in here] + [best or "-"] +
+                     [ratio(c, f"tilejit p{p}", best) if best else "-" for p in pages])
+    rep.section(f"tilejit vs peers: GQA {DECODE_HEADS_Q}/{DECODE_HEADS_KV} heads, d{DECODE_DIM}, bf16, every "
+                "sequence `context` tokens long (the new ones included); TB/s = (K+V bytes of the visible keys + "
+                "q + out) / time", *md_table(headers, table))
+
+    headers = (["batch", "context", "new tokens", "contiguous µs"] +
+               [f"p{p}/contiguous" for p in pages] +
+               [f"p{p} graph µs" for p in pages] + [f"p{p} direct/graph" for p in pages] +
+               [f"p{p} splits, block_n, plan s" for p in pages])
+    table = []
+    for c in cells:
+        table.append(shape_cells(c) + [us(c, "tilejit contiguous")] +
+                     [ratio(c, "tilejit contiguous", f"tilejit p{p}", "") for p in pages] +
+                     [us(c, f"tilejit p{p} graph") for p in pages] +
+                     [ratio(c, f"tilejit p{p} graph", f"tilejit p{p}", "") for p in pages] +
+                     [(lambda i: f"{i['num_splits']}, {i['block_n']}, {i['plan_s']:.2f}" if i else "-")(
+                         c.info.get(f"tilejit p{p}")) for p in pages])
+    rep.section("The cost of paging (time over the contiguous cache's) and of launching (direct call over CUDA "
+                "graph replay)", *md_table(headers, table))
+
+    mp = f"tilejit p{DECODE_MODS_PAGE}"
+    headers = ["batch", "context", "new tokens", "no mod µs"]
+    for mod in ("alibi", "window"):
+        headers += [f"{mod} built-in µs", f"{mod} lambda µs", f"{mod} lambda/built-in", f"{mod} built-in vs no mod",
+                    f"{mod} built-in TB/s"]
+    table = []
+    for c in cells:
+        cells_row = shape_cells(c) + [us(c, mp)]
+        for mod in ("alibi", "window"):
+            bi, ul = f"{mod} built-in", f"{mod} user lambda"
+            cells_row += [us(c, bi), us(c, ul), ratio(c, bi, ul, ""),
+                          ratio(c, mp, bi, ""), tb(c, bi)]
+        table.append(cells_row)
+    rep.section(f"Mods at pages of {DECODE_MODS_PAGE}: ALiBi and a sliding window of {DECODE_WINDOW} keys, "
+                "tilejit's built-in beside the same math as a user's C++ lambda", *md_table(headers, table))
+
+    rows = sorted({r for c in cells for r in list(c.err) + list(c.errors)},
+                  key=lambda r: (not r.startswith("tilejit"), r))
+    checks = [[c.name] + [verdict(c.err[r]) if r in c.err else
+                          ("n/a" if c.errors.get(r, "n/a").startswith("n/a") else "err") for r in rows]
+              for c in cells]
+    rep.section("Checks: relative Frobenius error against fp32 (every sequence, every head)",
+                *md_table(["cell"] + rows, checks, right=set()))
+
+    notes = common_method_notes() + [
+        f"- Shapes: {DECODE_HEADS_Q} query heads over {DECODE_HEADS_KV} KV heads (GQA), head_dim {DECODE_DIM}, bf16, "
+        "softmax scale 1/sqrt(d). Every sequence holds `context` tokens, the new ones included: new token i of "
+        "`new tokens` sits at position context − new + i and sees the keys up to itself (causal among the new "
+        "tokens, bottom-right).",
+        f"- tilejit: tilejit_decode_plan_create once per row (compiling; 'plan s' is that call, kernels cached "
+        "across rows and runs), then tilejit_decode_plan_run is timed: q [B, new, Hq, D], out likewise, lse not "
+        "written. Paged rows pN: pages of N tokens [num_pages, N, Hkv, D], the block table a random permutation of "
+        "the physical pages (plus two pages no sequence owns), every unwritten slot NaN, and each sequence's last "
+        f"{decode_new_tokens()} tokens written by tilejit_paged_kv_append (so the check covers the append too). "
+        f"contiguous: the cache as one tensor [B, context, Hkv, D], block table the identity, pages of "
+        f"{DECODE_CONTIGUOUS_PAGE} tokens (256 is the largest the API takes; the context when shorter): "
+        "pN/contiguous is the cost of paging.",
+        "- graph: the same run captured once with torch.cuda.CUDAGraph (the ctypes call on torch's capture stream) "
+        "and replayed; direct/graph = direct time over replay time (above 1: launch overhead the graph removes).",
+        "- Peers, on the dense cache [B, Hkv, context, D] holding the same K/V, q [B, Hq, new, D], GQA without "
+        "copying K/V (enable_gqa=True): cuDNN = SDPA under sdpa_kernel(CUDNN_ATTENTION), no mask for one new token, "
+        "an explicit boolean bottom-right causal attn_mask [new, context] for several; FA2 = SDPA under "
+        "sdpa_kernel(FLASH_ATTENTION), no mask for one new token, attn_mask=causal_lower_right(new, context) for "
+        "several (SDPA's is_causal is top-left; the lower-right CausalBias runs the flash kernel with a "
+        "bottom-right causal mask; it is checked to be usable first, so it never silently falls back); Flex = "
+        "torch.compile(flex_attention, dynamic=False) with enable_gqa, no block mask for one new token, a "
+        "create_block_mask of the bottom-right causal mask (built once per shape, outside the timing) for several. "
+        "'best peer' is the fastest peer whose check passed; tilejit pN/best = best peer's time over tilejit's.",
+        f"- Mods (pages of {DECODE_MODS_PAGE}, through examples/user_mods: user_mods_decode_plan_create/run): "
+        f"ALiBi = score − slope[h]·|i − j| with the ALiBi paper's slopes for {DECODE_HEADS_Q} heads; window = keys "
+        f"i − {DECODE_WINDOW - 1} ≤ j ≤ i ({DECODE_WINDOW} keys). 'built-in' uses tilejit's alibi() / "
+        "sliding_window() (a band: only the pages inside the window are read), 'user lambda' the same math written "
+        "as a C++ lambda over tiles (the window as a mask function). built-in vs no mod = the built-in's time "
+        "over the no-mod row's (same page size). TB/s of the window rows count only the keys inside the window "
+        f"(min(context, {DECODE_WINDOW} + new − 1) per sequence).",
+        f"- Timing: every implementation of a cell is timed back to back in {args.decode_rounds} rounds (the order "
+        "reversed every other round), each measurement triton.testing.do_bench over about 10 ms after 2 ms of "
+        "warm-up with L2 flushed between calls (else CUDA events), median over the rounds.",
+        "- A tilejit row whose check exceeds the bound, or that raises, fails the suite (the report is still "
+        "written first).",
+    ]
+    notes += [f"- {p}: n/a — {why}" for p, why in missing.items()]
+    if skip:
+        notes.append(f"- left out (--decode-skip): {', '.join(sorted(skip))}")
+    rep.section("Method", *notes)
+    errors = grouped_errors([(c.name, r, e) for c in cells for r, e in c.errors.items()
+                             if not e.startswith("n/a")])
+    if errors or skipped or failures:
+        rep.section("Errors, failed checks and skipped cells", *errors, *[f"- CHECK FAILED: {f}" for f in failures],
+                    *([f"- not run (time budget --budget-s {args.budget_s:g} s spent): {', '.join(skipped)}"]
+                      if skipped else []))
+    panels = []
+    for sq in DECODE_NEW_TOKENS:
+        here_cells = [c for c in cells if c.sq == sq]
+        series = {row: [c.tbs(row) if c.ok(row) else None for c in here_cells]
+                  for row in [f"tilejit p{p}" for p in pages] + [f"tilejit p{p} graph" for p in pages] + list(here)}
+        panels.append((f"{sq} new token{'s' if sq > 1 else ''}",
+                       [decode_shape_name(c.b, c.context) for c in here_cells], series))
+    note = plot_bar_panels(rep.path("png"), panels, f"Decode, GQA {DECODE_HEADS_Q}/{DECODE_HEADS_KV} "
+                           f"d{DECODE_DIM} bf16: achieved bandwidth (visible K+V, q, out)", "TB/s")
+    if note:
+        rep.add(f"({note})")
+    rep.write()
+
+
 # ============================================================================================ compile
 
 
@@ -1467,6 +2088,11 @@ def parse_args(argv=None):
     ap.add_argument("--check-heads", type=int, default=2, help="mods: heads of batch 0 checked against fp32")
     ap.add_argument("--matmul-sizes", type=lambda s: [tuple(int(v) for v in x.split("x")) for x in s.split(",") if x],
                     default=None, help="matmul: MxNxK,... (default 2048³, 4096³, 8192³, 16384x4096x4096)")
+    ap.add_argument("--decode-shapes", type=lambda s: [tuple(int(v) for v in x.split("x")) for x in s.split(",") if x],
+                    default=None, help="decode: BATCHxCONTEXT,... instead of the suite's eight")
+    ap.add_argument("--decode-skip", type=lambda s: [x for x in s.split(",") if x], default=[],
+                    help=f"decode: parts to leave out, comma-separated ({', '.join(DECODE_PARTS)})")
+    ap.add_argument("--decode-rounds", type=int, default=2, help="decode: back-to-back rounds per cell (default 2)")
     ap.add_argument("--smoke", action="store_true", help="check the driver itself without a GPU: tiny shapes, "
                     "CPU tensors, tilejit on its interpreter (TILEJIT_INTERPRET=1), results in a temporary folder "
                     "unless --results is given; the numbers mean nothing")
@@ -1481,6 +2107,9 @@ def parse_args(argv=None):
         ap.error(f"unknown suite(s) {unknown}; choose from {list(SUITES)}")
     if not args.suites and not args.compile_child:
         ap.error("name at least one suite (--list shows them)")
+    bad = [x for x in args.decode_skip if x not in DECODE_PARTS]
+    if bad:
+        ap.error(f"--decode-skip: unknown part(s) {bad}; choose from {list(DECODE_PARTS)}")
     return args
 
 
@@ -1488,6 +2117,7 @@ def use_smoke_shapes():
     """--smoke: every suite's shapes shrunk so the CPU interpreter runs them in seconds."""
     global DEVICE, PROTOCOL_SEQLENS, PROTOCOL_TOKENS, PROTOCOL_HIDDEN, MODS_HEADS, MODS_DIM, MODS_TOKENS
     global MODS_SEQLENS, WINDOW, MAX_DISTANCE, WINDOW_SEQLEN, MATMUL_SIZES, COMPILE_SHAPE
+    global DECODE_HEADS_Q, DECODE_HEADS_KV, DECODE_DIM, DECODE_SHAPES, DECODE_CONTIGUOUS_PAGE, DECODE_WINDOW
     DEVICE = "cpu"
     os.environ["TILEJIT_INTERPRET"] = "1"
     PROTOCOL_SEQLENS, PROTOCOL_TOKENS, PROTOCOL_HIDDEN = [64, 128], 256, 128
@@ -1495,6 +2125,8 @@ def use_smoke_shapes():
     WINDOW, MAX_DISTANCE, WINDOW_SEQLEN = 16, 8, 128
     MATMUL_SIZES = [(64, 48, 80)]
     COMPILE_SHAPE = dict(batch=1, heads=2, seqlen=64, head_dim=32)
+    DECODE_HEADS_Q, DECODE_HEADS_KV, DECODE_DIM = 4, 2, 32
+    DECODE_SHAPES, DECODE_CONTIGUOUS_PAGE, DECODE_WINDOW = [(2, 128), (1, 192)], 64, 40
     for spec in COMPILE_KERNELS:
         if spec["op"] == "matmul":
             spec["size"], spec["name"] = 64, "matmul 64³"

@@ -1,7 +1,6 @@
 // The C ABI's flex attention entry (include/tilejit/c_api.h): built-in variants from a plain struct, on raw
-// pointers. What makes repeated calls cheap lives here: one BuiltinVariant (mods + captures) per
-// combination of mods, so the traced kernels are found again by mod identity; ALiBi slopes uploaded once
-// per head count; document block masks cached per (pointer, shape, band, blocks).
+// pointers. What makes repeated calls cheap: the variants and ALiBi slopes of the shared registry
+// (c_api_builtin.h), and here the document block masks cached per (pointer, shape, band, blocks).
 #include <cmath>
 #include <deque>
 #include <map>
@@ -11,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/c_api_builtin.h"
 #include "kernels/c_api_flex_internal.h"
 #include "kernels/c_api_guard.h"
 #include "kernels/flex/flex_internal.h"
@@ -24,7 +24,9 @@
 #include "tilejit/flex_variants.h"
 
 using namespace tilejit;
+using tilejit::c_api_detail::pointer_arg;
 using tilejit::c_api_detail::strides_of;
+using tilejit::c_api_detail::wait_for_device;
 using attention::flex::BuiltinSettings;
 using attention::flex::BuiltinVariant;
 
@@ -44,12 +46,9 @@ struct BlockMaskKey {
   auto operator<=>(const BlockMaskKey &) const = default;
 };
 
-/// Everything the entry keeps between calls; guarded by `mu` (captures are not thread-safe, so a call
-/// holds it from setting them until its launch has read them).
+/// What this entry keeps between calls beside the registry's variants; guarded by the registry's mutex
+/// (captures are not thread-safe, so a call holds it from setting them until its launch has read them).
 struct FlexState {
-  std::mutex mu;
-  std::map<BuiltinSettings, BuiltinVariant> variants;          // keyed by alibi/softcap/documents only
-  std::map<std::pair<Backend, int>, Buffer> slopes;             // (backend, heads_q) → f32 slopes
   std::map<BlockMaskKey, attention::BlockMask> block_masks;
   std::deque<BlockMaskKey> block_mask_order;                    // oldest first
   std::map<Backend, Buffer> scratch_lse;                        // for callers who pass lse = NULL
@@ -59,49 +58,6 @@ struct FlexState {
 FlexState &state() {
   static FlexState s;
   return s;
-}
-
-/// Before freeing memory a queued kernel may still use.
-void wait_for_device(Backend be) {
-  if (be == Backend::GPU) runtime::check(runtime::driver().cuCtxSynchronize(), "cuCtxSynchronize");
-}
-
-DevicePtr ptr_of(const void *p, const char *name) {
-  if (!p) throw TraceError(fmt::format("pointer '{}' is null", name));
-  return DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(p)), 0};
-}
-
-BuiltinSettings settings_of(const tilejit_flex_variant &v) {
-  if (!(std::isfinite(v.softcap) && v.softcap >= 0))
-    throw TraceError(fmt::format("softcap {} must be a finite value ≥ 0 (0: off)", v.softcap));
-  BuiltinSettings s{.causal = v.causal != 0,
-                    .align = v.bottom_right ? attention::Align::BottomRight : attention::Align::TopLeft,
-                    .window_left = v.window_left,
-                    .window_right = v.window_right,
-                    .alibi = v.alibi != 0,
-                    .softcap = v.softcap > 0,
-                    .documents = v.doc_ids != nullptr};
-  attention::flex::check_builtin_settings(s, "window");
-  return s;
-}
-
-/// The cached mods for this combination. The band is not part of the key: it is set per call (its sides
-/// are kernel arguments), so only ALiBi / soft-cap / documents pick a traced kernel.
-BuiltinVariant &variant_for(FlexState &st, const BuiltinSettings &s) {
-  BuiltinSettings key{.alibi = s.alibi, .softcap = s.softcap, .documents = s.documents};
-  auto it = st.variants.find(key);
-  if (it == st.variants.end()) it = st.variants.emplace(key, attention::flex::make_builtin_variant(key, kEntry)).first;
-  return it->second;
-}
-
-const Buffer &slopes_for(FlexState &st, Backend be, int heads) {
-  auto key = std::make_pair(be, heads);
-  auto it = st.slopes.find(key);
-  if (it != st.slopes.end()) return it->second;
-  std::vector<float> host = attention::alibi_slopes(heads);
-  Buffer b(host.size() * 4, be);
-  b.upload(host);
-  return st.slopes.emplace(key, std::move(b)).first->second;
 }
 
 DevicePtr scratch_lse(FlexState &st, Backend be, size_t bytes) {
@@ -144,7 +100,7 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   opt.k_strides = strides_of(k_strides, "k_strides");
   opt.v_strides = strides_of(v_strides, "v_strides");
   opt.o_strides = strides_of(o_strides, "o_strides");
-  DevicePtr pq = ptr_of(q, "q"), pk = ptr_of(k, "k"), pv = ptr_of(v, "v"), po = ptr_of(out, "out");
+  DevicePtr pq = pointer_arg(q, "q"), pk = pointer_arg(k, "k"), pv = pointer_arg(v, "v"), po = pointer_arg(out, "out");
   if (batch < 0 || heads_q < 0 || heads_kv < 0 || seqlen_q < 0 || seqlen_k < 0)
     throw TraceError(fmt::format("sizes must be non-negative (batch {}, heads_q {}, heads_kv {}, seqlen_q {}, "
                                  "seqlen_k {})", batch, heads_q, heads_kv, seqlen_q, seqlen_k));
@@ -159,7 +115,7 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   if (vs.num_warps) opt.num_warps = vs.num_warps;
   if (vs.num_stages) opt.num_stages = vs.num_stages;
   opt.softmax_scale = softmax_scale < 0 ? 0.f : softmax_scale;  // <= 0: the default; NaN/inf are rejected
-  BuiltinSettings settings = settings_of(vs);
+  BuiltinSettings settings = c_api_detail::builtin_settings(vs);
   if (settings.documents && seqlen_q != seqlen_k)
     throw TraceError(fmt::format("doc_ids (document masking) needs seqlen_q == seqlen_k (got {} and {})", seqlen_q,
                                  seqlen_k));
@@ -175,9 +131,10 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   const Backend be = resolve_backend(Backend::Auto);
   opt.backend = be;
 
+  c_api_detail::BuiltinRegistry &reg = c_api_detail::builtin_registry();
   FlexState &st = state();
-  std::lock_guard lock(st.mu);
-  BuiltinVariant &variant = variant_for(st, settings);
+  std::lock_guard lock(reg.mu);
+  BuiltinVariant &variant = c_api_detail::builtin_variant(reg, settings);
   opt.score_mod = variant.score_mod;
   opt.mask = variant.mask;
   opt.mask.band = attention::flex::builtin_band(settings);  // per call: its sides are kernel arguments
@@ -193,7 +150,7 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   }
   DevicePtr plse = lse ? DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(lse)), 0}
                        : scratch_lse(st, be, size_t(batch) * heads_q * seqlen_q * 4);
-  if (settings.alibi) variant.slopes.set(slopes_for(st, be, heads_q));
+  if (settings.alibi) variant.slopes.set(c_api_detail::builtin_slopes(reg, be, heads_q));
   if (settings.softcap) variant.cap.set(double(vs.softcap));
   attention::BlockMask fresh_mask;  // freed after the launch: cuMemFree waits for the kernels using it
   if (settings.documents)
@@ -225,14 +182,15 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
 namespace tilejit::c_api_detail {
 
 FlexCacheStats flex_cache_stats() {
+  BuiltinRegistry &reg = builtin_registry();
   FlexState &st = state();
-  std::lock_guard lock(st.mu);
+  std::lock_guard lock(reg.mu);
   FlexCacheStats s;
-  s.variants = st.variants.size();
-  s.slope_buffers = st.slopes.size();
+  s.variants = reg.variants.size();
+  s.slope_buffers = reg.slopes.size();
   s.block_masks = st.block_masks.size();
   s.block_mask_builds = st.block_mask_builds;
-  for (auto &[key, v] : st.variants)
+  for (auto &[key, v] : reg.variants)
     for (DType dt : {DType::bf16, DType::f16})
       s.traced_specializations += attention::flex::flex_kernel(dt, v.score_mod, v.mask)->num_specializations();
   return s;
@@ -263,7 +221,7 @@ int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, 
 int tilejit_flex_clear_cache(void) {
   return c_api_detail::guarded("tilejit_flex_clear_cache", [] {
     FlexState &st = state();
-    std::lock_guard lock(st.mu);
+    std::lock_guard lock(c_api_detail::builtin_registry().mu);
     if (st.block_masks.empty()) return;
     for (auto &[key, bm] : st.block_masks) wait_for_device(key.backend);
     st.block_masks.clear();

@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "runtime/driver.h"
 #include "tilejit/attention.h"
+#include "tilejit/buffer.h"
 #include "tilejit/c_api.h"
 #include "tilejit/error.h"
 
@@ -58,6 +60,18 @@ inline DType attention_dtype(int dtype) {
 inline attention::Strides strides_of(const int64_t *s, const char *name) {
   if (!s) throw TraceError(fmt::format("{} is null (4 strides in elements are needed: batch, head, seq, dim)", name));
   return {s[0], s[1], s[2], s[3]};
+}
+
+/// A caller's pointer; `bytes` (0: unknown) bounds the interpreter's accesses. Throws TraceError naming
+/// `name` when it is null.
+inline DevicePtr pointer_arg(const void *p, const char *name, size_t bytes = 0) {
+  if (!p) throw TraceError(fmt::format("pointer '{}' is null", name));
+  return DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(p)), bytes};
+}
+
+/// Before freeing memory a queued kernel may still use (the interpreter runs synchronously).
+inline void wait_for_device(Backend be) {
+  if (be == Backend::GPU) runtime::check(runtime::driver().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 }  // namespace tilejit::c_api_detail

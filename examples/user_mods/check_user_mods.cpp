@@ -2,7 +2,9 @@
 // same math (through this library, and through tilejit's own C ABI where it has the variant), and the masks
 // with a block mask built beforehand, all against a float64 reference on fresh random inputs, with outputs
 // poisoned before every run. Tolerances: bf16 output, relative Frobenius error ≤ 1e-2 against float64 and
-// between the lambda and the built-in; lse (f32) within 1e-3·max(1, |lse|) per row. Also the errors.
+// between the lambda and the built-in; lse (f32) within 1e-3·max(1, |lse|) per row. Then the decode plans
+// (user_mods_decode_plan_*, and tilejit's C ABI decode plan with the built-in variant) over a paged cache
+// with shuffled pages, the same way. Also the errors.
 // Exits non-zero on any failure.
 #include <algorithm>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -164,6 +167,210 @@ Inputs make_inputs() {
   return in;
 }
 
+// ---- decode over a paged cache ----
+
+constexpr int kDecHq = 4, kDecHkv = 2, kDecPage = 16;
+const std::vector<int> kDecLens{37, 70};  // tokens per sequence, the new ones included
+
+/// A paged cache holding random K/V for kDecLens: pages in a shuffled order, every slot no sequence owns NaN.
+struct PagedInputs {
+  std::vector<uint16_t> k, v;                 // pages [num_pages, page, heads_kv, D] bf16 bits
+  std::vector<int32_t> table, lens;           // block table [batch, max_pages], lengths
+  std::vector<std::vector<double>> kf, vf;    // per sequence [token, heads_kv, D]
+  tilejit_paged_kv kv{};
+
+  PagedInputs(std::mt19937 &rng) {
+    std::normal_distribution<float> normal(0.f, 1.f);
+    const int batch = int(kDecLens.size()), row = kDecHkv * D;
+    int max_pages = 0, used = 0;
+    for (int L : kDecLens) {
+      max_pages = std::max(max_pages, (L + kDecPage - 1) / kDecPage);
+      used += (L + kDecPage - 1) / kDecPage;
+    }
+    const int num_pages = used + 2;
+    std::vector<int32_t> order(static_cast<size_t>(num_pages));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    table.assign(size_t(batch) * max_pages, 0);
+    k.assign(size_t(num_pages) * kDecPage * row, 0xffff);  // NaN
+    v = k;
+    for (int b = 0, next = 0; b < batch; ++b) {
+      lens.push_back(kDecLens[size_t(b)]);
+      kf.emplace_back();
+      vf.emplace_back();
+      for (int t = 0; t < kDecLens[size_t(b)]; ++t) {
+        if (t % kDecPage == 0) table[size_t(b) * max_pages + t / kDecPage] = order[size_t(next++)];
+        const size_t at = (size_t(table[size_t(b) * max_pages + t / kDecPage]) * kDecPage + t % kDecPage) * row;
+        for (int i = 0; i < row; ++i) {
+          k[at + i] = tilejit::float_to_bf16(2.f * normal(rng));
+          v[at + i] = tilejit::float_to_bf16(2.f * normal(rng));
+          kf.back().push_back(tilejit::bf16_to_float(k[at + i]));
+          vf.back().push_back(tilejit::bf16_to_float(v[at + i]));
+        }
+      }
+    }
+    kv.k_pages = k.data();
+    kv.v_pages = v.data();
+    kv.block_table = table.data();
+    kv.seq_lens = lens.data();
+    kv.dtype = TILEJIT_DTYPE_BF16;
+    kv.num_pages = num_pages;
+    kv.page_size = kDecPage;
+    kv.heads_kv = kDecHkv;
+    kv.head_dim = D;
+    kv.max_pages_per_seq = max_pages;
+  }
+};
+
+/// float64 decode: q [batch, sq, Hq, D]; query i of sequence b at position len − sq + i; `visible` (q, kv) on
+/// positions, and causal among the new tokens when `causal`.
+Result decode_reference(const PagedInputs &in, const std::vector<double> &q, int sq, const RefMod &mod, bool causal) {
+  const int batch = int(kDecLens.size());
+  Result r{std::vector<double>(q.size(), 0.0), std::vector<double>(size_t(batch) * sq * kDecHq, 0.0)};
+  const double scale = 1.0 / std::sqrt(double(D));
+  for (int b = 0; b < batch; ++b) {
+    const int L = kDecLens[size_t(b)];
+    for (int i = 0; i < sq; ++i)
+      for (int h = 0; h < kDecHq; ++h) {
+        const int pos = L - sq + i, kh = h / (kDecHq / kDecHkv);
+        const size_t row = (size_t(b) * sq + i) * kDecHq + h;
+        std::vector<double> s(static_cast<size_t>(L), -std::numeric_limits<double>::infinity());
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int j = 0; j < L; ++j) {
+          if ((causal && j > pos) || (mod.visible && !mod.visible(b, pos, j))) continue;
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += q[row * D + d] * in.kf[size_t(b)][(size_t(j) * kDecHkv + kh) * D + d];
+          s[size_t(j)] = mod.score ? mod.score(dot * scale, b, h, pos, j) : dot * scale;
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        double sum = 0;
+        for (double &x : s) sum += (x = std::exp(x - mx));
+        for (int d = 0; d < D; ++d) {
+          double o = 0;
+          for (int j = 0; j < L; ++j) o += s[size_t(j)] * in.vf[size_t(b)][(size_t(j) * kDecHkv + kh) * D + d];
+          r.out[row * D + d] = o / sum;
+        }
+        r.lse[row] = mx + std::log(sum);
+      }
+  }
+  return r;
+}
+
+/// Runs `call(out, lse)` on poisoned outputs of `rows` query rows (decode) and returns them as doubles.
+Result run_rows(size_t rows, const std::function<int(uint16_t *, float *)> &call, const std::string &what,
+                const char *(*error)()) {
+  std::vector<uint16_t> out(rows * D, 0xffff);
+  std::vector<float> lse(rows, std::numeric_limits<float>::quiet_NaN());
+  Result r;
+  if (call(out.data(), lse.data()) != 0) {
+    expect(false, what + ": " + error());
+    return r;
+  }
+  for (uint16_t x : out) r.out.push_back(tilejit::bf16_to_float(x));
+  for (float x : lse) r.lse.push_back(x);
+  return r;
+}
+
+int example_decode(const PagedInputs &in, const user_mods_params &p, const std::string &mod, int sq, bool causal,
+                   const std::vector<uint16_t> &q, uint16_t *out, float *lse) {
+  user_mods_decode_plan *plan = nullptr;
+  if (user_mods_decode_plan_create(mod.c_str(), &p, &in.kv, int(kDecLens.size()), kDecHq, sq, 0, causal, &plan))
+    return 1;
+  int rc = user_mods_decode_plan_run(plan, q.data(), out, lse, &in.kv, nullptr);
+  return user_mods_decode_plan_destroy(plan) || rc;
+}
+
+int c_abi_decode(const PagedInputs &in, const std::function<void(tilejit_flex_variant &)> &set, int sq,
+                 const std::vector<uint16_t> &q, uint16_t *out, float *lse) {
+  tilejit_flex_variant var;
+  tilejit_flex_variant_init(&var);
+  set(var);
+  tilejit_decode_plan *plan = nullptr;
+  if (tilejit_decode_plan_create(&plan, &in.kv, int(kDecLens.size()), kDecHq, sq, 0, &var, 0.f, 0, 0, 0, 0))
+    return 1;
+  int rc = tilejit_decode_plan_run(plan, q.data(), out, lse, &in.kv, nullptr);
+  return tilejit_decode_plan_destroy(plan) || rc;
+}
+
+/// Every decode mod (none, alibi, softcap, window) as the user lambda, the built-in and tilejit's C ABI plan,
+/// with one new token and with three (causal among them).
+void check_decode(const user_mods_params &base) {
+  std::mt19937 rng(20240612);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const PagedInputs in(rng);
+  const std::vector<float> slopes = tilejit::attention::alibi_slopes(kDecHq);
+  user_mods_params p = base;
+  p.alibi_slopes = slopes.data();
+  struct DecodeMod {
+    std::string name;
+    RefMod ref;  // visible(b, q, kv) on positions
+    std::function<void(tilejit_flex_variant &)> c_abi;
+  };
+  const std::vector<DecodeMod> mods{
+      {"none", {}, [](tilejit_flex_variant &) {}},
+      {"alibi",
+       {[&](double s, int, int h, int q, int kv) { return s - double(slopes[size_t(h)]) * std::abs(q - kv); }, {}},
+       [](tilejit_flex_variant &v) { v.alibi = 1; }},
+      {"softcap",
+       {[&](double s, int, int, int, int) { return p.softcap * std::tanh(s / p.softcap); }, {}},
+       [&](tilejit_flex_variant &v) { v.softcap = p.softcap; }},
+      {"window",
+       {{}, [&](int, int q, int kv) { return kv <= q && q - kv <= p.window; }},
+       [&](tilejit_flex_variant &v) { v.window_left = p.window; }},
+  };
+  for (int sq : {1, 3}) {
+    const bool causal = sq > 1;
+    const size_t rows = kDecLens.size() * size_t(sq) * kDecHq;
+    std::vector<uint16_t> q;
+    std::vector<double> qf;
+    for (size_t i = 0; i < rows * D; ++i) {
+      q.push_back(tilejit::float_to_bf16(2.f * normal(rng)));
+      qf.push_back(tilejit::bf16_to_float(q.back()));
+    }
+    for (const DecodeMod &m : mods) {
+      const std::string tag = "decode " + m.name + ", " + std::to_string(sq) + " new token(s)";
+      std::printf("%s\n", tag.c_str());
+      Result ref = decode_reference(in, qf, sq, m.ref, causal);
+      Result lambda = run_rows(
+          rows, [&](uint16_t *o, float *l) { return example_decode(in, p, m.name, sq, causal, q, o, l); },
+          tag + " lambda", user_mods_last_error);
+      compare(lambda, ref, m.name + " (user lambda) vs float64");
+      if (m.name != "none") {
+        Result built = run_rows(
+            rows,
+            [&](uint16_t *o, float *l) { return example_decode(in, p, "builtin:" + m.name, sq, causal, q, o, l); },
+            tag + " built-in", user_mods_last_error);
+        compare(built, ref, "builtin:" + m.name + " vs float64");
+        if (!lambda.out.empty() && !built.out.empty()) {
+          double diff = rel_frobenius(lambda.out, built.out);
+          std::printf("  %-44s rel. difference %.2e\n", "lambda vs built-in", diff);
+          expect(diff <= kOutTol, tag + ": lambda vs built-in differ by " + std::to_string(diff));
+        }
+      }
+      // The C ABI's window is a band with its own causal side; the new tokens are causal among themselves.
+      auto variant = [&](tilejit_flex_variant &v) {
+        m.c_abi(v);
+        v.causal = causal || v.window_left >= 0;
+      };
+      compare(run_rows(rows, [&](uint16_t *o, float *l) { return c_abi_decode(in, variant, sq, q, o, l); },
+                       tag + " C ABI", tilejit_last_error),
+              ref, "tilejit C ABI decode plan (" + m.name + ") vs float64");
+    }
+  }
+  // Errors: a clear message, no crash.
+  user_mods_decode_plan *plan = nullptr;
+  int rc = user_mods_decode_plan_create("document", &p, &in.kv, 2, kDecHq, 1, 0, 0, &plan);
+  std::string msg = user_mods_last_error();
+  expect(rc != 0 && plan == nullptr && msg.find("'document' has no decode form") != std::string::npos,
+         "decode with a mod without a decode form (got '" + msg + "')");
+  tilejit_paged_kv f16 = in.kv;
+  f16.dtype = TILEJIT_DTYPE_F16;
+  rc = user_mods_decode_plan_create("alibi", &p, &f16, 2, kDecHq, 1, 0, 0, &plan);
+  msg = user_mods_last_error();
+  expect(rc != 0 && msg.find("is not bf16") != std::string::npos, "decode on an f16 cache (got '" + msg + "')");
+  expect(user_mods_decode_plan_destroy(nullptr) == 0, "destroying a null plan");
+}
+
 }  // namespace
 
 int main() {
@@ -268,6 +475,8 @@ int main() {
   fails_with(example_forward(in, "window", out.data(), lse.data(), handle + 1), "unknown",
              "an unknown block-mask handle");
   user_mods_drop_block_masks();
+
+  check_decode(p);
 
   if (g_failures) {
     std::printf("%d check(s) FAILED\n", g_failures);

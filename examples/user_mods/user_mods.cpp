@@ -19,6 +19,7 @@
 #include "tilejit/flex_attention.h"
 #include "tilejit/flex_variants.h"
 #include "tilejit/ops.h"
+#include "tilejit/paged_attention.h"
 
 using namespace tilejit;
 namespace att = tilejit::attention;
@@ -145,29 +146,63 @@ DevicePtr ptr(const void *p, size_t bytes, const char *what) {
   return DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(p)), bytes};
 }
 
-/// Sets the mod's captures from params (checked) and returns the options for this call.
-att::FlexOptions options_for(Mod &m, const user_mods_params &p, const att::FlexShape &s, Backend be) {
-  att::FlexOptions opt;
-  opt.dtype = DType::bf16;
-  opt.backend = be;
-  opt.score_mod = m.score_mod;
-  opt.mask = m.mask;
-  const size_t tokens = size_t(s.batch) * s.seqlen_q;
-  if (m.slopes.shared_state()) m.slopes.set(ptr(p.alibi_slopes, size_t(s.heads_q) * 4, "alibi_slopes"));
+/// Sets the mod's captures from params (checked) for `heads` query heads and `tokens` tokens (per-token
+/// tables). Captures are shared by every call and plan of the mod, so each launch sets them first.
+void set_captures(Mod &m, const user_mods_params &p, int heads, size_t tokens) {
+  if (m.slopes.shared_state()) m.slopes.set(ptr(p.alibi_slopes, size_t(heads) * 4, "alibi_slopes"));
   if (m.cap.shared_state()) {
     if (!(p.softcap > 0)) throw std::invalid_argument("softcap: the cap " + std::to_string(p.softcap) + " must be > 0");
     m.cap.set(double(p.softcap));
   }
   if (m.window_band || m.window.shared_state()) {
     if (p.window < 0) throw std::invalid_argument("window: " + std::to_string(p.window) + " must be >= 0");
-    if (m.window_band) opt.mask = att::sliding_window(p.window, 0);
     if (m.window.shared_state()) m.window.set_int(p.window);
   }
   if (m.doc_ids.shared_state()) m.doc_ids.set(ptr(p.doc_ids, tokens * 4, "doc_ids"));
   if (m.prefix.shared_state()) m.prefix.set_int(p.prefix_len);
   if (m.table.shared_state())
-    m.table.set(ptr(p.bias_table, size_t(s.heads_q) * (2 * size_t(p.max_distance) + 1) * 4, "bias_table"));
+    m.table.set(ptr(p.bias_table, size_t(heads) * (2 * size_t(p.max_distance) + 1) * 4, "bias_table"));
+}
+
+/// The mod's mask for these params: builtin:window is a band made from params.window (call after set_captures,
+/// which checks it).
+att::Mask mask_for(const Mod &m, const user_mods_params &p) {
+  return m.window_band ? att::sliding_window(p.window, 0) : m.mask;
+}
+
+/// Sets the mod's captures from params (checked) and returns the options for this call.
+att::FlexOptions options_for(Mod &m, const user_mods_params &p, const att::FlexShape &s, Backend be) {
+  att::FlexOptions opt;
+  opt.dtype = DType::bf16;
+  opt.backend = be;
+  set_captures(m, p, s.heads_q, size_t(s.batch) * s.seqlen_q);
+  opt.score_mod = m.score_mod;
+  opt.mask = mask_for(m, p);
   return opt;
+}
+
+/// The paged cache as tilejit takes it (bf16 only, like every tensor of this library).
+att::PagedKVCache paged_cache(const tilejit_paged_kv *c) {
+  if (!c) throw std::invalid_argument("cache must not be null");
+  if (c->dtype != TILEJIT_DTYPE_BF16)
+    throw std::invalid_argument("cache dtype " + std::to_string(c->dtype) + " is not bf16 (" +
+                                std::to_string(TILEJIT_DTYPE_BF16) + ")");
+  att::PagedKVCache p;
+  p.k_pages = ptr(c->k_pages, 0, "k_pages");
+  p.v_pages = ptr(c->v_pages, 0, "v_pages");
+  p.block_table = ptr(c->block_table, 0, "block_table");
+  p.seq_lens = ptr(c->seq_lens, 0, "seq_lens");
+  p.dtype = DType::bf16;
+  p.num_pages = c->num_pages;
+  p.page_size = c->page_size;
+  p.heads_kv = c->heads_kv;
+  p.head_dim = c->head_dim;
+  p.max_pages_per_seq = c->max_pages_per_seq;
+  p.page_stride = c->page_stride;
+  p.token_stride = c->token_stride;
+  p.head_stride = c->head_stride;
+  p.block_table_stride = c->block_table_stride;
+  return p;
 }
 
 att::FlexShape shape_of(int batch, int heads, int seqlen, int head_dim) {
@@ -192,6 +227,17 @@ int guarded(F &&f) {
 }
 
 }  // namespace
+
+/// A decode plan: the mod (kept in state().mods, never erased), the params its captures are set from before
+/// each run, and tilejit's plan.
+struct user_mods_decode_plan {
+  Mod *mod = nullptr;
+  user_mods_params params{};
+  int heads_q = 0;
+  Backend backend = Backend::GPU;
+  void *last_stream = nullptr;  // where the last run was queued (destroy waits for it)
+  std::optional<att::DecodePlan> plan;
+};
 
 extern "C" {
 
@@ -265,6 +311,64 @@ int user_mods_drop_block_masks(void) {
     if (resolve_backend(Backend::Auto) == Backend::GPU)
       for (auto &[handle, pre] : masks) Stream(Stream::Borrow{}, pre.stream).synchronize();  // kernels reading them
     masks.clear();
+  });
+}
+
+int user_mods_decode_plan_create(const char *mod, const user_mods_params *params, const tilejit_paged_kv *cache,
+                                 int batch, int heads_q, int seqlen_q, int max_seq_len, int causal,
+                                 user_mods_decode_plan **plan) {
+  return guarded([&] {
+    if (!mod || !params || !plan) throw std::invalid_argument("mod, params and plan must not be null");
+    *plan = nullptr;
+    const std::string name = mod;
+    auto p = std::make_unique<user_mods_decode_plan>();
+    p->params = *params;
+    p->heads_q = heads_q;
+    p->backend = resolve_backend(Backend::Auto);
+    static Mod none;  // no score_mod, no mask
+    if (name == "none") {
+      p->mod = &none;
+    } else {
+      const std::string base = name.rfind("builtin:", 0) == 0 ? name.substr(8) : name;
+      if (base != "alibi" && base != "softcap" && base != "window")
+        throw std::invalid_argument("mod '" + name + "' has no decode form here (none, alibi, softcap, window, or "
+                                    "builtin:<name> of the last three)");
+      p->mod = &mod_for(name, *params);
+    }
+    att::PagedKVCache c = paged_cache(cache);
+    set_captures(*p->mod, p->params, heads_q, 0);
+    att::DecodeOptions opt;
+    opt.score_mod = p->mod->score_mod;
+    opt.mask = mask_for(*p->mod, p->params);
+    if (causal && !opt.mask.band && !opt.mask.fn) opt.mask = att::causal(att::Align::BottomRight);
+    opt.backend = p->backend;
+    p->plan.emplace(att::DecodeShape{.batch = batch, .heads_q = heads_q, .seqlen_q = seqlen_q,
+                                     .max_seq_len = max_seq_len},
+                    c, opt);
+    *plan = p.release();
+  });
+}
+
+int user_mods_decode_plan_run(user_mods_decode_plan *plan, const void *q, void *out, float *lse,
+                              const tilejit_paged_kv *cache, void *stream) {
+  return guarded([&] {
+    if (!plan) throw std::invalid_argument("plan must not be null");
+    att::PagedKVCache c = paged_cache(cache);
+    std::optional<Stream> borrowed;
+    if (plan->backend == Backend::GPU) borrowed.emplace(Stream::Borrow{}, stream);
+    plan->last_stream = stream;
+    set_captures(*plan->mod, plan->params, plan->heads_q, 0);
+    plan->plan->run(ptr(q, 0, "q"), ptr(out, 0, "out"),
+                    lse ? DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(lse)), 0} : DevicePtr{}, c,
+                    borrowed ? &*borrowed : nullptr);
+  });
+}
+
+int user_mods_decode_plan_destroy(user_mods_decode_plan *plan) {
+  return guarded([&] {
+    if (!plan) return;
+    if (plan->backend == Backend::GPU) Stream(Stream::Borrow{}, plan->last_stream).synchronize();  // its scratch
+    delete plan;
   });
 }
 

@@ -1,10 +1,10 @@
 /* A user's attention variants written as C++ lambdas with tilejit's public API (flex_attention.h,
  * flex_variants.h, capture.h), next to tilejit's built-in variants of the same math, behind a small C ABI
  * so that Python (ctypes on PyTorch tensors) can call them: what an application embedding tilejit looks
- * like. bench/bench.py's `mods` suite times these against FlexAttention; check_user_mods.cpp checks them
+ * like. bench/bench.py's `mods` and `decode` suites time these against FlexAttention; check_user_mods.cpp checks them
  * against float64 on the CPU interpreter.
  *
- * Tensors: q, k, v, out contiguous [batch, heads, seqlen, head_dim] bf16 (self-attention: one seqlen);
+ * Tensors (forward): q, k, v, out contiguous [batch, heads, seqlen, head_dim] bf16 (self-attention: one seqlen);
  * lse contiguous [batch, heads, seqlen] f32 (natural-log logsumexp). Pointers are device memory of the
  * current CUDA device; with TILEJIT_INTERPRET=1 every kernel runs on the CPU interpreter and every pointer
  * is host memory. Calls run asynchronously on `stream` (a CUstream; NULL: the default stream), except when
@@ -16,6 +16,8 @@
 #define TILEJIT_EXAMPLE_USER_MODS_H
 
 #include <stdint.h>
+
+#include "tilejit/c_api.h" /* tilejit_paged_kv */
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,6 +60,31 @@ int user_mods_build_block_mask(const char *mod, const user_mods_params *params, 
 /* Frees every block mask built by user_mods_build_block_mask (their handles become invalid). Waits for the
  * streams they were built on; forward calls that used them on other streams must have finished. */
 int user_mods_drop_block_masks(void);
+
+/* Decode over a paged KV cache (tilejit/paged_attention.h): a plan for `batch` sequences of `seqlen_q` (1..16) new
+ * tokens each, `heads_q` query heads, sequences of up to `max_seq_len` tokens (0: the cache's capacity), with
+ * the mod named `mod`: "none", or "alibi", "softcap", "window" for the user-written lambda and
+ * "builtin:alibi", "builtin:softcap", "builtin:window" for tilejit's built-in of the same math. Mods see
+ * positions in the sequence (the query of new token i at seq_lens[b] − seqlen_q + i). causal nonzero: the new
+ * tokens see each other causally (a band added to none / alibi / softcap; the window is causal by its
+ * definition). The cache (bf16; see tilejit_paged_kv in tilejit/c_api.h) gives the layout; its pointers and
+ * the values of params are read again by every run, so they must stay valid while the plan is used.
+ * Compiles the kernels (this call may wait for the device) and stores the plan in *plan. Errors: an unknown
+ * mod or one without a decode form (document, prefix_lm, relbias), a field the mod needs missing or out of
+ * range, a cache dtype other than bf16, and tilejit's own errors (attention::DecodePlan). */
+typedef struct user_mods_decode_plan user_mods_decode_plan;
+int user_mods_decode_plan_create(const char *mod, const user_mods_params *params, const tilejit_paged_kv *cache,
+                                 int batch, int heads_q, int seqlen_q, int max_seq_len, int causal,
+                                 user_mods_decode_plan **plan);
+
+/* Runs a plan: q [batch, seqlen_q, heads_q, head_dim] bf16, out likewise, lse [batch, seqlen_q, heads_q] f32 or
+ * NULL; cache with the plan's layout (new contents and pointers are fine). Only launches, on `stream`: it can
+ * be captured in a CUDA graph. */
+int user_mods_decode_plan_run(user_mods_decode_plan *plan, const void *q, void *out, float *lse,
+                              const tilejit_paged_kv *cache, void *stream);
+
+/* Frees a plan (waits for the device first). NULL is a no-op. */
+int user_mods_decode_plan_destroy(user_mods_decode_plan *plan);
 
 /* Why the last failed call on this thread failed ("" if it succeeded). */
 const char *user_mods_last_error(void);
