@@ -1,7 +1,10 @@
 // Paged decode, chunked prefill and paged_kv_append on the GPU (ctest label `gpu`): the interpreter tests'
 // checks (tests/paged_checks.h) at serving shapes — head dim 128, contexts up to 32768, the library's block
 // size as well as explicit ones — and the append kernel writing a cache that decode then reads.
+#include <cmath>
+
 #include "paged_checks.h"
+#include "tilejit/graph.h"
 
 using namespace tilejit;
 using namespace tilejit::testing;
@@ -50,4 +53,40 @@ TEST_CASE("paged_kv_append on the GPU writes what decode reads", "[gpu][paged]")
   DecodeOptions o;
   o.mask = attention::causal_top_left();
   check_decode(kBe, f.d, 32, 1, o, ref_causal());
+}
+
+TEST_CASE("a decode step captured in a CUDA graph replays with new lengths, block tables and queries",
+          "[gpu][paged][graph]") {
+  // The cache's buffers keep their addresses; each draw rewrites their contents (the lengths change, the
+  // pages are reshuffled, fresh values everywhere) and the queries, then replays the graph captured once.
+  DeviceCache d = make_device_cache(kBe, paged_spec({9000, 40, 1, 17}, 16, 8, 128));
+  for (int splits : {1, 0, 7}) {
+    INFO("num_splits " << splits << " (0: automatic)");
+    DecodeOptions o = decode_options(0, splits);
+    o.mask = attention::causal_top_left();
+    o.score_mod = attention::softcap(30.f);
+    o.backend = kBe;
+    attention::DecodePlan plan({.batch = 4, .heads_q = 32, .seqlen_q = 2, .max_seq_len = 9000}, d.cache, o);
+    DecodeRun run = prepare_decode(kBe, d, 32, 2);
+    Stream s;
+    auto step = [&] { plan.run(device_ptr(run.q.buffer), device_ptr(run.out), device_ptr(run.lse), d.cache, &s); };
+    step();  // warm: nothing left to compile or load
+    s.synchronize();
+    CudaGraph graph(s, step);
+    REQUIRE(graph.num_kernels() == (plan.num_splits() > 1 ? 2 : 1));
+    RefMods ref = ref_causal();
+    ref.score = [](double x, int, int, int, int) { return 30.0 * std::tanh(x / 30.0); };
+    for (const std::vector<int> &lens : std::vector<std::vector<int>>{{2, 40, 33, 9000}, {8999, 2, 4500, 3}, {17, 16, 15, 2}}) {
+      INFO("lengths " << lens[0] << ", " << lens[1] << ", " << lens[2] << ", " << lens[3]);
+      s.synchronize();  // the previous replay is done reading before the contents change
+      redraw_device_cache(d, lens);
+      run.q.values = random_values(run.layout.q_elements, d.host.dtype);
+      run.q.buffer.upload(to_bits(run.q.values, d.host.dtype));
+      run.out.fill_bytes(0xff);
+      run.lse.fill_bytes(0xff);
+      graph.replay(s);
+      s.synchronize();
+      require_paged_matches(decode_result(run, d, 32, 0.f, ref), d.host.dtype, run.layout, 32, 128);
+    }
+  }
 }
