@@ -27,7 +27,7 @@ TEST_CASE("paged decode: page sizes 3, 0, 512 rejected with the value in the mes
 }
 
 TEST_CASE("paged decode: GQA 1, 4, 8 and MQA", "[paged][decode][cpu]") {
-  check_decode_gqa(kBe, 4, 4, 32, {37, 0, 130, 16});  // 1
+  check_decode_gqa(kBe, 4, 4, 32, {37, 0, 130, 16, 1});  // 1 (a sequence shorter than its queries)
   check_decode_gqa(kBe, 8, 2, 32, {37, 0, 130, 16});  // 4
   check_decode_gqa(kBe, 16, 2, 16, {37, 200, 5});     // 8
   check_decode_gqa(kBe, 4, 1, 32, {37, 0, 130, 16});  // MQA

@@ -10,7 +10,8 @@
 // of a page, a token and a head configurable), a block table [batch, max_pages_per_seq] i32 mapping each
 // sequence's logical page p (tokens p·page_size … p·page_size + page_size − 1) to a physical page, and the
 // sequences' lengths [batch] i32 — the number of tokens in the cache, the new ones included (append first,
-// then attend). All three live in device memory and are read only by the kernels, so a captured graph
+// then attend; a sequence shorter than seqlen_q puts its first queries before position 0, where they see no
+// key). All three live in device memory and are read only by the kernels, so a captured graph
 // replays with new contents at the same addresses. Entries of the block table past a sequence's last page
 // are never read. The lengths and block table are NOT checked on the device (as in vLLM / FlashInfer):
 // a length above max_pages_per_seq·page_size, or a page index outside [0, num_pages), reads outside the

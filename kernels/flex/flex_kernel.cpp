@@ -412,6 +412,13 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     }
   }
 
+  if (paged) {
+    // A sequence shorter than its queries (its length must count them) puts the first ones before position
+    // 0: they precede every key and see none (their mods were given position 0 to keep lookups in range).
+    Tile before_start = (rows + q_shift) < 0;
+    l_i = where(before_start, 0.f, l_i);
+    acc = where(before_start(_, None), 0.f, acc);
+  }
   Tile l_safe = where(l_i == 0.f, 1.f, l_i);
   Tile out = acc * (1.f / l_safe)(_, None);  // one division per row (see attention_fwd.cpp)
   Tile o_mask = row_ok(_, None);
