@@ -1356,6 +1356,8 @@ DECODE_PAGE_SIZES = [16, 64]
 DECODE_NEW_TOKENS = [1, 4]
 DECODE_CONTIGUOUS_PAGE = 256  # the contiguous row: the cache as one tensor, block table the identity, pages of 256
 DECODE_WINDOW = 4096          # the sliding-window rows: each query sees its last 4096 keys (itself included)
+DECODE_MODS = ("alibi", "softcap", "window")
+DECODE_SOFTCAP = 50.0         # the soft-cap rows: cap·tanh(score / cap), Gemma 2's attention cap
 DECODE_MODS_PAGE = 16         # the mods rows' page size
 DECODE_PEERS = ("cuDNN", "FA2", "Flex")
 DECODE_PARTS = DECODE_PEERS + ("graph", "contiguous", "mods")  # what --decode-skip can leave out
@@ -1453,6 +1455,8 @@ def decode_reference(q, k_dense, v_dense, sq: int, mod: str, slopes):
         s = qf @ k_dense[b0:b1].float().transpose(-1, -2) / math.sqrt(d)                 # [b, Hkv, G·sq, L]
         if mod == "alibi":
             s = s - slopes[head][..., None] * (pos - j).abs().float()
+        if mod == "softcap":
+            s = DECODE_SOFTCAP * torch.tanh(s / DECODE_SOFTCAP)
         s = s.masked_fill(~visible, float("-inf"))
         o = torch.softmax(s, dim=-1) @ v_dense[b0:b1].float()
         out[b0:b1] = o.reshape(b1 - b0, hq, sq, d)
@@ -1658,7 +1662,7 @@ def decode_cell(ctx: Context, dc: DecodeCache, sq: int, peers: dict, skip: set, 
             failed(row, ex)
     if "mods" not in skip and DECODE_MODS_PAGE in dc.paged:
         cache = dc.paged[DECODE_MODS_PAGE]
-        for mod in ("alibi", "window"):
+        for mod in DECODE_MODS:
             for kind, name in (("built-in", f"builtin:{mod}"), ("user lambda", mod)):
                 row = f"{mod} {kind}"
                 try:
@@ -1716,7 +1720,7 @@ def run_decode(ctx: Context):
         raise RuntimeError(f"{ctx.tj.path} has no decode C ABI (tilejit_decode_plan_create)")
     peers, missing = decode_peers(skip)
     slopes = torch.tensor(alibi_slopes(DECODE_HEADS_Q), device=DEVICE, dtype=torch.float32)
-    params = UserModsParams(alibi_slopes=slopes.data_ptr(), window=DECODE_WINDOW - 1)
+    params = UserModsParams(alibi_slopes=slopes.data_ptr(), window=DECODE_WINDOW - 1, softcap=DECODE_SOFTCAP)
     cells, skipped, failures = [], [], []
     for b, context in shapes:
         todo = [f"{decode_shape_name(b, context)} q{sq}" for sq in DECODE_NEW_TOKENS]
@@ -1794,18 +1798,19 @@ def decode_report(ctx: Context, cells: list, skipped: list, failures: list, peer
 
     mp = f"tilejit p{DECODE_MODS_PAGE}"
     headers = ["batch", "context", "new tokens", "no mod µs"]
-    for mod in ("alibi", "window"):
+    for mod in DECODE_MODS:
         headers += [f"{mod} built-in µs", f"{mod} lambda µs", f"{mod} lambda/built-in", f"{mod} built-in vs no mod",
                     f"{mod} built-in TB/s"]
     table = []
     for c in cells:
         cells_row = shape_cells(c) + [us(c, mp)]
-        for mod in ("alibi", "window"):
+        for mod in DECODE_MODS:
             bi, ul = f"{mod} built-in", f"{mod} user lambda"
             cells_row += [us(c, bi), us(c, ul), ratio(c, bi, ul, ""),
                           ratio(c, mp, bi, ""), tb(c, bi)]
         table.append(cells_row)
-    rep.section(f"Mods at pages of {DECODE_MODS_PAGE}: ALiBi and a sliding window of {DECODE_WINDOW} keys, "
+    rep.section(f"Mods at pages of {DECODE_MODS_PAGE}: ALiBi, soft-cap {DECODE_SOFTCAP:g} and a sliding window of "
+                f"{DECODE_WINDOW} keys, "
                 "tilejit's built-in beside the same math as a user's C++ lambda", *md_table(headers, table))
 
     rows = sorted({r for c in cells for r in list(c.err) + list(c.errors)},
@@ -1841,9 +1846,11 @@ def decode_report(ctx: Context, cells: list, skipped: list, failures: list, peer
         "create_block_mask of the bottom-right causal mask (built once per shape, outside the timing) for several. "
         "'best peer' is the fastest peer whose check passed; tilejit pN/best = best peer's time over tilejit's.",
         f"- Mods (pages of {DECODE_MODS_PAGE}, through examples/user_mods: user_mods_decode_plan_create/run): "
-        f"ALiBi = score − slope[h]·|i − j| with the ALiBi paper's slopes for {DECODE_HEADS_Q} heads; window = keys "
+        f"ALiBi = score − slope[h]·|i − j| with the ALiBi paper's slopes for {DECODE_HEADS_Q} heads; soft-cap = "
+        f"{DECODE_SOFTCAP:g}·tanh(score / {DECODE_SOFTCAP:g}); window = keys "
         f"i − {DECODE_WINDOW - 1} ≤ j ≤ i ({DECODE_WINDOW} keys). 'built-in' uses tilejit's alibi() / "
-        "sliding_window() (a band: only the pages inside the window are read), 'user lambda' the same math written "
+        "softcap() / sliding_window() (a band: only the pages inside the window are read), 'user lambda' the "
+        "same math written "
         "as a C++ lambda over tiles (the window as a mask function). built-in vs no mod = the built-in's time "
         "over the no-mod row's (same page size). TB/s of the window rows count only the keys inside the window "
         f"(min(context, {DECODE_WINDOW} + new − 1) per sequence).",
