@@ -108,7 +108,8 @@ int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, 
 /* Drops the cached document block masks (waits for the device first). Compiled kernels stay. */
 int tilejit_flex_clear_cache(void);
 
-/* A paged KV cache (tilejit/paged_attention.h): K and V pages [num_pages, page_size, heads_kv, head_dim],
+/* A paged KV cache (tilejit/paged_attention.h): K and V pages [num_pages, page_size, heads_kv, head_dim] (one head
+ * dim for both here),
  * block_table [batch, max_pages_per_seq] i32 (logical page → physical page), seq_lens [batch] i32 (tokens in
  * each sequence, the new ones included), all device memory. Strides in elements, 0: contiguous. */
 typedef struct tilejit_paged_kv {
@@ -128,8 +129,8 @@ typedef struct tilejit_decode_plan tilejit_decode_plan;
 
 /* Plans a decode step (attention::DecodePlan): batch sequences, heads_q query heads, seqlen_q (1..16) new
  * tokens each, sequences up to max_seq_len tokens (0: max_pages_per_seq·page_size), the variant's mods
- * (causal, window, alibi, softcap; doc_ids, block sizes and autotune are not used here), softmax_scale <= 0:
- * 1/sqrt(head_dim), num_splits 0: automatic; block_n, num_warps, num_stages 0: the library's choice.
+ * (causal, window, alibi, softcap; doc_ids must be NULL; block sizes and autotune are not used here),
+ * softmax_scale <= 0: 1/sqrt(head_dim), num_splits 0: automatic; block_n, num_warps, num_stages 0: the library's choice.
  * Compiles and loads the kernels and allocates the scratch (this call may wait for the device). */
 int tilejit_decode_plan_create(tilejit_decode_plan **plan, const tilejit_paged_kv *cache, int batch, int heads_q,
                                int seqlen_q, int max_seq_len, const tilejit_flex_variant *variant,

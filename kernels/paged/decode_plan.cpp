@@ -5,6 +5,7 @@
 #include <bit>
 #include <climits>
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -65,8 +66,8 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   auto fail = [](const std::string &why) { return TraceError(fmt::format("{}: {}", kOp, why)); };
   const paged::CacheLayout c = paged::cache_layout(cache, kOp);
   if (shape.batch < 0 || shape.heads_q < 1 || shape.max_seq_len < 0)
-    throw fail(fmt::format("batch {} must be ≥ 0, heads_q {} ≥ 1 and max_seq_len {} ≥ 0", shape.batch, shape.heads_q,
-                           shape.max_seq_len));
+    throw fail(fmt::format("batch {} must be ≥ 0, heads_q {} ≥ 1 and max_seq_len {} ≥ 0", shape.batch,
+                           shape.heads_q, shape.max_seq_len));
   if (shape.seqlen_q < 1 || shape.seqlen_q > 16)
     throw fail(fmt::format("seqlen_q {} must be in 1 … 16 (new tokens per sequence)", shape.seqlen_q));
   if (shape.heads_q % c.heads_kv != 0)
@@ -94,7 +95,8 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   o.o_strides = {shape.seqlen_q * hq * dv, dv, hq * dv, 1};
   // Rows: the group's query heads × the new tokens, in one tile of at most 64 rows where they fit (more
   // rows than that only add registers; the K/V reads are what count).
-  o.block_m = std::clamp(int(std::bit_ceil(unsigned(group * shape.seqlen_q))), 16, std::max(64, int(std::bit_ceil(unsigned(group)))));
+  const int rows_wanted = int(std::bit_ceil(unsigned(group * shape.seqlen_q)));
+  o.block_m = std::clamp(rows_wanted, 16, std::max(64, int(std::bit_ceil(unsigned(group)))));
   o.block_n = opt.block_n > 0 ? opt.block_n : 64;
   o.num_warps = opt.num_warps > 0 ? opt.num_warps : 4;
   o.num_stages = opt.num_stages > 0 ? opt.num_stages : 3;
@@ -196,6 +198,12 @@ void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCac
                                    name, d.bytes, m.shape.batch, m.shape.seqlen_q, m.shape.heads_q,
                                    size_t(elems) * esz));
   };
+  const paged::CacheLayout c = paged::cache_layout(cache, kOp);
+  for (auto [d, last, name] :
+       {std::tuple{cache.k_pages, c.last_k, "k_pages"}, std::tuple{cache.v_pages, c.last_v, "v_pages"}})
+    if (d.bytes != 0 && last >= 0 && d.bytes < size_t(last + 1) * 2)
+      throw TraceError(fmt::format("{}::run: '{}' holds {} bytes; {} pages of the cache's layout address {}", kOp, name,
+                                   d.bytes, cache.num_pages, size_t(last + 1) * 2));
   extent(q, m.rows * m.s.head_dim_qk, 2, "q");
   extent(out, m.rows * m.p.dim_v, 2, "out");
   if (lse.address) extent(lse, m.rows, 4, "lse");
