@@ -167,9 +167,11 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
     for (const ir::Value *o : op->operands) from_gather = from_gather || (o->def && deferred.count(o->def));
     if (from_gather) deferred.insert(op);
   }
-  for (const ir::Op *op : deferred)
-    if (!is_index_load(*op) && !(relowerable(op->kind) && op->kind != ir::OpKind::Reshape && op->kind != ir::OpKind::Trans))
-      deferred.clear();
+  auto rematerializable = [](const ir::Op *op) {
+    return is_index_load(*op) ||
+           (relowerable(op->kind) && op->kind != ir::OpKind::Reshape && op->kind != ir::OpKind::Trans);
+  };
+  if (!std::all_of(deferred.begin(), deferred.end(), rematerializable)) deferred.clear();
   for (const ir::Op *op : deferred)
     if (is_index_load(*op)) L.guarded_loads[op->result()] = valid;
   for (const ir::Op *op : p.slice) {

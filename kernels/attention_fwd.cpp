@@ -22,12 +22,13 @@
 #include "tilejit/error.h"
 #include "tilejit/kernel.h"
 #include "tilejit/ops.h"
+#include "kernels/log2_units.h"
 
 namespace tilejit::attention {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+using kernels::kLog2e;
+using kernels::kLn2;
 
 template <class T>
 auto &attention_kernel() {
@@ -121,7 +122,7 @@ void check_shape(const Shape &s, const Options &opt) {
   if (!std::isfinite(opt.softmax_scale * kLog2e))
     throw TraceError(fmt::format("attention::forward: softmax_scale {:g} is too large: scale·log2(e) overflows f32 "
                                  "(at most {:g})", opt.softmax_scale,
-                                 std::numeric_limits<float>::max() / 1.4426950408889634));
+                                 std::numeric_limits<float>::max() / double(kLog2e)));
   if (opt.block_m > 256 || opt.block_n > 256)
     throw TraceError(fmt::format("attention::forward: BLOCK_M {} / BLOCK_N {} too large (at most 256)", opt.block_m,
                                  opt.block_n));

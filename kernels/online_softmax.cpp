@@ -1,4 +1,5 @@
 #include "kernels/online_softmax.h"
+#include "kernels/log2_units.h"
 
 #include <limits>
 
@@ -6,7 +7,7 @@ namespace tilejit::attention {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr float kLn2 = 0.6931471805599453f;
+using kernels::kLn2;
 
 
 // The power of two at or below x > 0 (an f32 scalar, or a literal: then it folds at trace time). Veltkamp's

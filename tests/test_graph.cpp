@@ -43,6 +43,7 @@ TEST_CASE("without a GPU, constructing a CudaGraph throws DriverError and runs n
   CHECK_FALSE(ran);
   try {
     CudaGraph g(stream, [] {});
+    FAIL("a CudaGraph was made without a GPU");
   } catch (const DriverError &e) {  // the driver's load failure is kept as the cause
     CHECK_FALSE(e.cause.empty());
     CHECK_THAT(std::string(e.what()), Catch::Contains(e.cause));

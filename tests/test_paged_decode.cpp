@@ -72,3 +72,11 @@ TEST_CASE("chunked prefill: k, v or cu_seqlens_k beside kv_cache, or a shape unl
           "[paged][prefill][cpu]") {
   check_paged_prefill_errors(kBe);
 }
+
+TEST_CASE("paged decode: a sequence shorter than its queries, without a mask", "[paged][decode][cpu]") {
+  // Queries at positions below 0 precede every key: with or without a mask they see none (output 0, lse −inf);
+  // the others see the whole sequence.
+  DeviceCache d = make_device_cache(kBe, paged_spec({1, 3, 40, 0}, 16, 2, 32));
+  FlexResult r = check_decode(kBe, d, 8, 4, decode_options(16), {});
+  REQUIRE(r.empty_rows == 8 * (3 + 1 + 4));  // lengths 1 and 3 put 3 and 1 queries before position 0
+}

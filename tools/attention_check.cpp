@@ -47,6 +47,12 @@ int reference_head(const RefMods &mods, int b, int h, int sq, int sk, int q_pos0
     const float *qr = q.data + i * q.row_stride;
     double *o = out + i * out_stride;
     double mx = -std::numeric_limits<double>::infinity();
+    if (pos < 0) {  // a query before the sequence's first position (a paged sequence shorter than its queries)
+      ++empty;
+      for (int d = 0; d < dv; ++d) o[d] = 0.0;
+      lse[i * lse_stride] = mx;
+      continue;
+    }
     for (int j = 0; j < sk; ++j) {
       const float *kr = k.data + j * k.row_stride;
       double dot = 0;

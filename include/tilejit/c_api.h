@@ -108,10 +108,10 @@ int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, 
 /* Drops the cached document block masks (waits for the device first). Compiled kernels stay. */
 int tilejit_flex_clear_cache(void);
 
-/* A paged KV cache (tilejit/paged_attention.h): K and V pages [num_pages, page_size, heads_kv, head_dim] (one head
- * dim for both here),
- * block_table [batch, max_pages_per_seq] i32 (logical page → physical page), seq_lens [batch] i32 (tokens in
- * each sequence, the new ones included), all device memory. Strides in elements, 0: contiguous. */
+/* A paged KV cache (tilejit/paged_attention.h; here K and V share one head dim): K and V pages
+ * [num_pages, page_size, heads_kv, head_dim], block_table [batch, max_pages_per_seq] i32 (logical page →
+ * physical page), seq_lens [batch] i32 (tokens in each sequence, the new ones included), all device memory.
+ * Strides in elements, 0: contiguous. */
 typedef struct tilejit_paged_kv {
   void *k_pages, *v_pages;
   const int32_t *block_table, *seq_lens;

@@ -26,7 +26,8 @@ class CudaGraph {
   CudaGraph(const CudaGraph &) = delete;
   CudaGraph &operator=(const CudaGraph &) = delete;
 
-  /// Launches the captured work on `stream` (asynchronous; cuGraphLaunch).
+  /// Launches the captured work on `stream` (asynchronous; cuGraphLaunch), which may be another stream than
+  /// the captured one. Throws DriverError naming the driver's error when the launch fails.
   void replay(Stream &stream) const;
   /// Kernel launches captured.
   int num_kernels() const;

@@ -74,8 +74,9 @@ struct AppendOptions {
 
 /// Writes the K/V of `tokens` new tokens, k_new [tokens, heads_kv, head_dim] and v_new [tokens, heads_kv,
 /// head_dim_v] (cache.dtype), into their slots: slot_mapping i32 [tokens], slot = physical page · page_size +
-/// offset in the page (vLLM's slot mapping); a negative slot skips its token (padding). One DSL kernel, no
-/// host synchronization; the block table and lengths are not touched (the caller sets them). Throws
+/// offset in the page (vLLM's slot mapping); a negative slot skips its token (padding); slots are not checked
+/// on the device (one at or past num_pages · page_size writes outside the pages; the interpreter reports it).
+/// One DSL kernel, no host synchronization; the block table and lengths are not touched (the caller sets them). Throws
 /// TraceError for a cache that fails validation (see DecodePlan), null pointers, tokens < 0.
 void paged_kv_append(const PagedKVCache &cache, DevicePtr k_new, DevicePtr v_new, DevicePtr slot_mapping,
                      int tokens, const AppendOptions &opt = {});
@@ -110,22 +111,27 @@ struct DecodeOptions {
 class DecodePlan {
  public:
   /// `cache` gives the layout (sizes, strides, dtype); its pointers only give the alignments the kernels are
-  /// specialized for (each later run must pass pointers with at least those: 16-byte aligned buffers always
-  /// do). Throws TraceError naming the field and value: heads_q not a multiple of heads_kv, seqlen_q outside
+  /// specialized for, and q, out and lse are assumed 16-byte aligned (run() rejects pointers of another
+  /// alignment, which would need other kernels: 16-byte aligned buffers always match). Throws TraceError naming the field and value: heads_q not a multiple of heads_kv, seqlen_q outside
   /// 1 … 16, a page size that is not a power of two in 1 … 256, head dims outside [16, 256], dtype not
   /// bf16/f16, batch < 0, negative strides or counts, num_splits < 0, and the mods' own errors.
   DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, const DecodeOptions &opt);
   ~DecodePlan();
-  DecodePlan(DecodePlan &&) noexcept;
+  DecodePlan(DecodePlan &&) noexcept;  // a moved-from plan may only be destroyed or assigned to
   DecodePlan &operator=(DecodePlan &&) noexcept;
 
   /// out = attention of q over the cache. q [batch, seqlen_q, heads_q, head_dim], out [batch, seqlen_q,
   /// heads_q, head_dim_v] (cache.dtype, contiguous); lse [batch, seqlen_q, heads_q] f32 natural-log
-  /// logsumexp, or a null pointer. `cache` must have the plan's layout (checked on the host: sizes and
-  /// strides; TraceError otherwise). Launches on `stream` (null: the default stream) and returns.
+  /// logsumexp, or a null pointer. Launches on `stream` (null: the default stream) and returns. The plan's
+  /// scratch is shared by its runs: order them (one stream, or one graph replay at a time). Throws TraceError
+  /// for a cache of another layout than the plan's (sizes, strides), null q / out / pages / block table /
+  /// lengths, buffers whose byte counts (where known) are too small, and a pointer whose 16-byte alignment
+  /// differs from the plan's.
   void run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCache &cache, Stream *stream = nullptr) const;
 
+  /// KV splits per sequence (1: none, no combine kernel).
   int num_splits() const;
+  /// Keys per block of the attention kernel.
   int block_n() const;
   size_t scratch_bytes() const;  // the partial outputs' scratch (0 without a split)
   /// The PTX of the plan's kernels for `arch` (default sm_90a), the attention kernel's module then, with a

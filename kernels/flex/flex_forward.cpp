@@ -10,6 +10,7 @@
 #include "kernels/paged/paged_cache.h"
 #include "runtime/runtime.h"
 #include "tilejit/error.h"
+#include "kernels/log2_units.h"
 
 namespace tilejit::attention {
 namespace flex {
@@ -19,8 +20,8 @@ bool all_zero(const Strides &s) { return s.batch == 0 && s.head == 0 && s.seq ==
 
 }  // namespace
 
-Plan plan(const FlexShape &s, const FlexOptions &opt) {
-  auto fail = [](const std::string &why) { return TraceError("attention::flex_forward: " + why); };
+Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op) {
+  auto fail = [op](const std::string &why) { return TraceError(fmt::format("{}: {}", op, why)); };
   Plan p;
   p.varlen = opt.cu_seqlens_q.address != 0;
   p.paged = opt.kv_cache != nullptr;
@@ -51,9 +52,9 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
     throw fail(fmt::format("softmax_scale {} must be finite and positive (0 selects 1/sqrt(head_dim))",
                            opt.softmax_scale));
   // The kernel takes scores to log2 units with the factor scale·log2(e) (f32), which must be finite.
-  if (!std::isfinite(opt.softmax_scale * 1.4426950408889634f))
+  if (!std::isfinite(opt.softmax_scale * kernels::kLog2e))
     throw fail(fmt::format("softmax_scale {:g} is too large: scale·log2(e) overflows f32 (at most {:g})",
-                           opt.softmax_scale, std::numeric_limits<float>::max() / 1.4426950408889634));
+                           opt.softmax_scale, std::numeric_limits<float>::max() / double(kernels::kLog2e)));
   // The built-in ALiBi adds slope/scale·|q − kv| to the raw scores: below 2^-50 that product can overflow where
   // the bias in natural units, slope·|q − kv|, is moderate (keys would silently drop out). With scale ≥ 2^-50
   // an overflow needs |slope| > 2^40, where exp of the bias is 0 anyway.
@@ -81,7 +82,7 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
   p.o = dflt(opt.o_strides, s.heads_q, s.seqlen_q, Dv);
   if (p.varlen) p.q.batch = p.k.batch = p.v.batch = p.o.batch = 0;
   if (p.paged) {
-    const paged::CacheLayout c = paged::cache_layout(*opt.kv_cache, "attention::flex_forward");
+    const paged::CacheLayout c = paged::cache_layout(*opt.kv_cache, op);
     if (c.heads_kv != p.heads_kv || c.head_dim != Dq || c.head_dim_v != Dv || opt.kv_cache->dtype != opt.dtype)
       throw fail(fmt::format("the paged cache holds {} KV heads of dims {}/{} ({}); the call has {} of {}/{} ({})",
                              c.heads_kv, c.head_dim, c.head_dim_v, dtype_name(opt.kv_cache->dtype), p.heads_kv, Dq,
@@ -130,23 +131,6 @@ Plan plan(const FlexShape &s, const FlexOptions &opt) {
   int64_t furthest = std::max({p.last_q, p.last_k, p.last_v, p.last_o, p.last_lse}) + slack;
   p.large = furthest > std::numeric_limits<int32_t>::max();
   return p;
-}
-
-namespace {
-
-}  // namespace
-
-void check_paged_pointers(const PagedKVCache &c, int batch, const char *op) {
-  auto need = [&](DevicePtr d, int64_t count, const char *name) {
-    if (count <= 0) return;
-    if (d.address == 0) throw TraceError(fmt::format("{}: paged KV cache: '{}' is null", op, name));
-    if (d.bytes != 0 && d.bytes < size_t(count) * 4)
-      throw TraceError(fmt::format("{}: paged KV cache: '{}' holds {} bytes; {} i32 entries are needed", op, name,
-                                   d.bytes, count));
-  };
-  int64_t bt_stride = c.block_table_stride == 0 ? c.max_pages_per_seq : c.block_table_stride;
-  need(c.block_table, batch > 0 ? int64_t(batch - 1) * bt_stride + c.max_pages_per_seq : 0, "block_table");
-  need(c.seq_lens, batch, "seq_lens");
 }
 
 namespace {
@@ -231,10 +215,10 @@ Grid grid(const Plan &p, const FlexShape &s) {
   return Grid{uint32_t(p.nqb * p.num_splits), uint32_t(p.pack_gqa ? p.heads_kv : s.heads_q), uint32_t(s.batch)};
 }
 
-void pack_gqa(Plan &p, const FlexShape &s, int block_m) {
+void pack_gqa(Plan &p, const FlexShape &s, int block_m, const char *op) {
   int group = s.heads_q / std::max(p.heads_kv, 1);
   if (group > block_m)
-    throw TraceError(fmt::format("attention: GQA packing needs BLOCK_M ({}) ≥ the group's query heads ({})", block_m,
+    throw TraceError(fmt::format("{}: GQA packing needs BLOCK_M ({}) ≥ the group's query heads ({})", op, block_m,
                                  group));
   p.pack_gqa = true;
   int tokens = block_m / group;
@@ -268,10 +252,12 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
                        "k and v");
     k = opt.kv_cache->k_pages;
     v = opt.kv_cache->v_pages;
-    check_paged_pointers(*opt.kv_cache, s.batch, "attention::flex_forward");
+    const char *op = "attention::flex_forward";
+    paged::check_cache_buffers(*opt.kv_cache, paged::cache_layout(*opt.kv_cache, op), s.batch, op);
+  } else {
+    check_extent(k, p.last_k, 2, "k");
+    check_extent(v, p.last_v, 2, "v");
   }
-  check_extent(k, p.last_k, 2, "k");
-  check_extent(v, p.last_v, 2, "v");
   check_extent(out, p.last_o, 2, "out");
   check_extent(lse, p.last_lse, 4, "lse");
   const BlockMask *bm = opt.block_mask;

@@ -214,16 +214,14 @@ struct Plan {
   DevicePtr o_part, lse_part;
   int64_t part_stride_o = 0, part_stride_l = 0;
 };
-/// Validates (shape, options) and derives the plan; throws TraceError naming what is wrong.
-Plan plan(const FlexShape &s, const FlexOptions &opt);
+/// Validates (shape, options) and derives the plan; throws TraceError naming `op` and what is wrong.
+Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op = "attention::flex_forward");
 /// Makes the plan's programs GQA-packed (Plan::pack_gqa) with BLOCK_M rows; throws TraceError when the group
 /// does not fit in BLOCK_M.
-void pack_gqa(Plan &p, const FlexShape &s, int block_m);
+void pack_gqa(Plan &p, const FlexShape &s, int block_m, const char *op);
 /// The launch grid: (query blocks × splits, query heads or, packed, KV heads, batch).
 Grid grid(const Plan &p, const FlexShape &s);
-/// Checks a paged cache's block table and lengths for `batch` sequences: non-null, large enough where sizes
-/// are known (TraceError naming `op`).
-void check_paged_pointers(const PagedKVCache &c, int batch, const char *op);
+
 /// The flex kernel's argument list for a launch (bm: the block mask it visits, or null).
 std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt, DevicePtr q,
                                           DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,

@@ -28,12 +28,13 @@
 #include "kernels/online_softmax.h"
 #include "tilejit/error.h"
 #include "tilejit/ops.h"
+#include "kernels/log2_units.h"
 
 namespace tilejit::attention::flex {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+using kernels::kLog2e;
+using kernels::kLn2;
 
 ParamTable flex_params(DType dt) {
   using K = detail::ParamKind;

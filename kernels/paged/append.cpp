@@ -114,11 +114,7 @@ void paged_kv_append(const PagedKVCache &cache, DevicePtr k_new, DevicePtr v_new
   const Launch x = plan_launch(cache, opt);
   const paged::CacheLayout &l = x.l;
   const int esz = dtype_bytes(cache.dtype), H = cache.heads_kv;
-  for (auto [name, p, last] : {std::tuple{"k_pages", cache.k_pages, l.last_k}, std::tuple{"v_pages", cache.v_pages,
-                                                                                          l.last_v}})
-    if (p.bytes != 0 && __int128(p.bytes) < __int128(last + 1) * esz)
-      throw TraceError(fmt::format("{}: paged KV cache: {} holds {} bytes, the layout addresses {}", kOp, name, p.bytes,
-                                   (last + 1) * esz));
+  paged::check_cache_buffers(cache, l, -1, kOp);
   if (tokens < 0) throw TraceError(fmt::format("{}: tokens {} must not be negative", kOp, tokens));
   auto check = [&](DevicePtr p, const char *name, int64_t token_stride, int64_t head_stride, int d, int size) {
     if (p.address == 0) throw TraceError(fmt::format("{}: pointer '{}' is null", kOp, name));

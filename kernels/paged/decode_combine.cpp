@@ -6,12 +6,13 @@
 
 #include "kernels/flex/flex_internal.h"
 #include "tilejit/ops.h"
+#include "kernels/log2_units.h"
 
 namespace tilejit::attention::paged {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+using kernels::kLog2e;
+using kernels::kLn2;
 
 void trace_combine(DType dt, std::span<const detail::ArgValue> a) {
   auto P = [](int i) { return detail::param_tile(i); };

@@ -32,8 +32,8 @@ constexpr int kMaxSplits = 128;  // the combine kernel loads a row's splits at o
 int auto_splits(int programs, int max_len, int block_n, int sms) {
   if (programs <= 0) return 1;
   int want = 2 * sms / programs;
-  int blocks = (max_len + block_n - 1) / block_n;
-  return std::clamp(std::min(want, blocks / 4), 1, kMaxSplits);
+  int64_t blocks = (int64_t(max_len) + block_n - 1) / block_n;
+  return int(std::clamp<int64_t>(std::min<int64_t>(want, blocks / 4), 1, kMaxSplits));
 }
 
 bool same_layout(const PagedKVCache &a, const PagedKVCache &b) {
@@ -80,7 +80,11 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   m.shape = shape;
   m.layout = cache;
   const int group = shape.heads_q / c.heads_kv, dq = c.head_dim, dv = c.head_dim_v;
-  const int max_len = shape.max_seq_len > 0 ? shape.max_seq_len : cache.max_pages_per_seq * cache.page_size;
+  const int64_t cache_tokens = int64_t(cache.max_pages_per_seq) * cache.page_size;
+  if (shape.max_seq_len == 0 && cache_tokens > INT32_MAX)
+    throw fail(fmt::format("max_pages_per_seq {} × page_size {} exceeds 2^31 − 1 tokens per sequence",
+                           cache.max_pages_per_seq, cache.page_size));
+  const int max_len = shape.max_seq_len > 0 ? shape.max_seq_len : int(cache_tokens);
 
   m.s = FlexShape{shape.batch, shape.heads_q, c.heads_kv, shape.seqlen_q, std::max(max_len, 1), dq, dv};
   FlexOptions &o = m.o;
@@ -102,8 +106,8 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   o.num_stages = opt.num_stages > 0 ? opt.num_stages : 3;
   o.backend = opt.backend;
   o.arch = opt.arch;
-  m.p = plan(m.s, o);
-  pack_gqa(m.p, m.s, o.block_m);
+  m.p = plan(m.s, o, kOp);
+  pack_gqa(m.p, m.s, o.block_m, kOp);
   m.rows = int64_t(shape.batch) * shape.seqlen_q * hq;
   // lse [batch, seqlen_q, heads_q].
   m.p.lse_b = shape.seqlen_q * hq;
@@ -188,22 +192,15 @@ void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCac
                                  cache.head_dim_v, m.layout.page_size, m.layout.num_pages, m.layout.heads_kv,
                                  m.layout.head_dim, m.layout.head_dim_v));
   if (m.rows == 0) return;
-  for (auto [ptr, name] : {std::pair{q, "q"}, std::pair{out, "out"}, std::pair{cache.k_pages, "k_pages"},
-                           std::pair{cache.v_pages, "v_pages"}})
+  for (auto [ptr, name] : {std::pair{q, "q"}, std::pair{out, "out"}})
     if (ptr.address == 0) throw TraceError(fmt::format("{}::run: pointer '{}' is null", kOp, name));
-  check_paged_pointers(cache, m.shape.batch, kOp);
+  paged::check_cache_buffers(cache, paged::cache_layout(cache, kOp), m.shape.batch, kOp);
   auto extent = [&](DevicePtr d, int64_t elems, size_t esz, const char *name) {
     if (d.bytes != 0 && d.bytes < size_t(elems) * esz)
       throw TraceError(fmt::format("{}::run: '{}' holds {} bytes; [batch {}, seqlen_q {}, heads_q {}] needs {}", kOp,
                                    name, d.bytes, m.shape.batch, m.shape.seqlen_q, m.shape.heads_q,
                                    size_t(elems) * esz));
   };
-  const paged::CacheLayout c = paged::cache_layout(cache, kOp);
-  for (auto [d, last, name] :
-       {std::tuple{cache.k_pages, c.last_k, "k_pages"}, std::tuple{cache.v_pages, c.last_v, "v_pages"}})
-    if (d.bytes != 0 && last >= 0 && d.bytes < size_t(last + 1) * 2)
-      throw TraceError(fmt::format("{}::run: '{}' holds {} bytes; {} pages of the cache's layout address {}", kOp, name,
-                                   d.bytes, cache.num_pages, size_t(last + 1) * 2));
   extent(q, m.rows * m.s.head_dim_qk, 2, "q");
   extent(out, m.rows * m.p.dim_v, 2, "out");
   if (lse.address) extent(lse, m.rows, 4, "lse");
@@ -216,6 +213,17 @@ void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCac
   a[kLse] = ptr_arg(lse_out);
   a[kBlockTable] = ptr_arg(cache.block_table);
   a[kSeqLens] = ptr_arg(cache.seq_lens);
+  // The kernels were compiled for the plan's pointer alignments (16 bytes or not: part of their
+  // specialization); another alignment here would trace and compile a new kernel inside run().
+  for (int i : {kQ, kK, kV, kO, kLse, kBlockTable, kSeqLens}) {
+    bool planned = m.args[size_t(i)].address % 16 == 0, now = a[size_t(i)].address % 16 == 0;
+    if (planned != now)
+      throw TraceError(fmt::format("{}::run: pointer '{}' (0x{:x}) is {}16-byte aligned, the plan's was {}: the "
+                                   "planned kernels assume the plan's alignment (16-byte aligned buffers always "
+                                   "match a plan made with them)",
+                                   kOp, m.attention->param_name(i), a[size_t(i)].address, now ? "" : "not ",
+                                   planned ? "aligned" : "not"));
+  }
   LaunchConfig cfg = m.cfg;
   cfg.stream = stream;
   m.attention->launch(m.grid, cfg, a);

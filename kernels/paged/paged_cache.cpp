@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <climits>
+#include <tuple>
 #include <optional>
 #include <string>
 
@@ -97,6 +99,32 @@ CacheLayout cache_layout(const PagedKVCache &c, const char *op) {
       if (p.address == 0) throw fail(fmt::format("{} is null", name));
   l.large = std::max(l.last_k, l.last_v) + 256 > std::numeric_limits<int32_t>::max();
   return l;
+}
+
+void check_cache_buffers(const PagedKVCache &c, const CacheLayout &l, int batch, const char *op) {
+  const int esz = dtype_bytes(c.dtype);
+  for (auto [name, p, last] : {std::tuple{"k_pages", c.k_pages, l.last_k}, std::tuple{"v_pages", c.v_pages, l.last_v}}) {
+    if (last < 0) continue;
+    if (p.address == 0) throw TraceError(fmt::format("{}: paged KV cache: '{}' is null", op, name));
+    if (p.bytes != 0 && __int128(p.bytes) < __int128(last + 1) * esz)
+      throw TraceError(fmt::format("{}: paged KV cache: {} holds {} bytes, the layout addresses {}", op, name,
+                                   p.bytes, (last + 1) * esz));
+  }
+  if (batch <= 0) return;
+  const int64_t table = int64_t(batch - 1) * l.bt_stride + c.max_pages_per_seq;
+  if (table > INT32_MAX)
+    throw TraceError(fmt::format("{}: paged KV cache: a block table of {} rows of stride {} ({} entries) exceeds 2^31 "
+                                 "− 1 entries",
+                                 op, batch, l.bt_stride, table));
+  auto need = [&](DevicePtr d, int64_t count, const char *name) {
+    if (count <= 0) return;
+    if (d.address == 0) throw TraceError(fmt::format("{}: paged KV cache: '{}' is null", op, name));
+    if (d.bytes != 0 && d.bytes < size_t(count) * 4)
+      throw TraceError(fmt::format("{}: paged KV cache: '{}' holds {} bytes; {} i32 entries are needed", op, name,
+                                   d.bytes, count));
+  };
+  need(c.block_table, table, "block_table");
+  need(c.seq_lens, batch, "seq_lens");
 }
 
 }  // namespace tilejit::attention::paged

@@ -27,4 +27,10 @@ struct CacheLayout {
 /// into the next); pages spanning more than 2^62 elements; null k_pages / v_pages when num_pages > 0.
 CacheLayout cache_layout(const PagedKVCache &c, const char *op);
 
+/// Checks the buffers behind a cache of layout `l` for an operation on `batch` sequences (batch < 0: one that
+/// reads no block table or lengths, e.g. an append): the pages non-null and, where their byte counts are
+/// known, large enough for the layout; the block table and lengths non-null and large enough for `batch`
+/// rows, and the block table's offsets within 32 bits (the kernels index it in i32). TraceError naming `op`.
+void check_cache_buffers(const PagedKVCache &c, const CacheLayout &l, int batch, const char *op);
+
 }  // namespace tilejit::attention::paged
