@@ -49,25 +49,37 @@ std::shared_ptr<CaptureState> make(CaptureState::Kind kind, DType dt) {
 void require_kind(const CaptureState &s, bool ok, const char *what) {
   if (!ok) throw Error(fmt::format("Captured::set: {} given to a capture of another kind", what));
 }
+/// The state behind c, which a default-constructed Captured does not have.
+CaptureState &state_of(const std::shared_ptr<CaptureState> &c, const char *what) {
+  if (!c)
+    throw Error(fmt::format("Captured::set: {} given to an empty Captured (default-constructed or moved from); "
+                            "make one with capture(value) first",
+                            what));
+  return *c;
+}
 }  // namespace
 
 void Captured::set(const Buffer &b) {
+  state_of(state_, "a buffer");
   require_kind(*state_, state_->kind == CaptureState::Kind::Ptr, "a buffer");
   state_->address = b.address();
   state_->bytes = b.bytes();
   state_->on_gpu = b.on_gpu() ? 1 : 0;
 }
 void Captured::set(DevicePtr p) {
+  state_of(state_, "a pointer");
   require_kind(*state_, state_->kind == CaptureState::Kind::Ptr, "a pointer");
   state_->address = p.address;
   state_->bytes = p.bytes;
   state_->on_gpu = -1;
 }
 void Captured::set(double value) {
+  state_of(state_, "a floating-point value");
   require_kind(*state_, state_->kind == CaptureState::Kind::F32, "a floating-point value");
   state_->f = value;
 }
 void Captured::set_int(int64_t value) {
+  state_of(state_, "an integer");
   require_kind(*state_, state_->kind == CaptureState::Kind::I32 || state_->kind == CaptureState::Kind::I64,
                "an integer");
   state_->i = value;

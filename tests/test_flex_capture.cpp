@@ -45,6 +45,10 @@ TEST_CASE("capture: used outside a trace, or from the wrong backend, is an error
   auto c = capture(1.f);
   REQUIRE_THROWS_AS(c.tile(), TraceError);
   REQUIRE_THROWS_AS(c.set(Buffer()), Error);
+  Captured empty;  // default-constructed: no value to replace
+  REQUIRE_THROWS_WITH(empty.set(50.0), Catch::Contains("empty Captured") && Catch::Contains("capture(value)"));
+  REQUIRE_THROWS_WITH(empty.set_int(3), Catch::Contains("empty Captured"));
+  REQUIRE_THROWS_WITH(empty.set(DevicePtr{}), Catch::Contains("empty Captured"));
 }
 
 TEST_CASE("flex: lambdas that trace to the same IR share one kernel; capture values don't retrace", "[flex]") {

@@ -52,7 +52,8 @@ class Captured {
   Tile operator()(std::source_location loc = std::source_location::current()) const { return tile(loc); }
   operator Tile() const { return tile(); }
 
-  /// Replace the value seen by later launches (the kind must stay the same: pointer or scalar type).
+  /// Replace the value seen by later launches (the kind must stay the same: pointer or scalar type). Throws
+  /// Error for another kind, or for an empty Captured (default-constructed: make one with capture()).
   void set(const Buffer &b);
   void set(DevicePtr p);
   void set(double value);     // F32 captures (rounded to f32 at launch)
