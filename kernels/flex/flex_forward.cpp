@@ -82,15 +82,13 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op) {
   p.o = dflt(opt.o_strides, s.heads_q, s.seqlen_q, Dv);
   if (p.varlen) p.q.batch = p.k.batch = p.v.batch = p.o.batch = 0;
   if (p.paged) {
-    const paged::CacheLayout c = paged::cache_layout(*opt.kv_cache, op);
+    const paged::CacheLayout &c = p.cache = paged::cache_layout(*opt.kv_cache, op);
     if (c.heads_kv != p.heads_kv || c.head_dim != Dq || c.head_dim_v != Dv || opt.kv_cache->dtype != opt.dtype)
       throw fail(fmt::format("the paged cache holds {} KV heads of dims {}/{} ({}); the call has {} of {}/{} ({})",
                              c.heads_kv, c.head_dim, c.head_dim_v, dtype_name(opt.kv_cache->dtype), p.heads_kv, Dq,
                              Dv, dtype_name(opt.dtype)));
     if (!all_zero(opt.k_strides) || !all_zero(opt.v_strides))
       throw fail("with a paged KV cache, K/V strides come from the cache (k_strides / v_strides must be zero)");
-    p.page_size = c.page_size;
-    p.bt_stride = c.bt_stride;
     p.k = Strides{c.page_stride, c.head_stride, c.token_stride, 1};  // (page, head, token) in (batch, head, seq)
     p.v = Strides{c.v_page_stride, c.v_head_stride, c.v_token_stride, 1};
     p.last_k = c.last_k;
@@ -189,7 +187,7 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kBandBottomRight] = int_arg(p.paged ? 0 : band.bottom_right);
   a[kNumQBlocks] = int_arg(bm ? bm->num_q_blocks : p.nqb);
   a[kNumKBlocks] = int_arg(bm ? bm->num_k_blocks : p.nkb);
-  a[kBtStride] = int_arg(p.bt_stride);
+  a[kBtStride] = int_arg(p.cache.bt_stride);
   a[kNumSplits] = int_arg(p.num_splits);
   a[kPartStrideO] = int_arg(p.part_stride_o);
   a[kPartStrideL] = int_arg(p.part_stride_l);
@@ -205,7 +203,7 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kLarge] = int_arg(p.large);
   a[kSoftcapBound] = int_arg(softcap_bound(opt) && !p.pack_gqa);
   a[kPaged] = int_arg(p.paged);
-  a[kPageSize] = int_arg(p.paged ? p.page_size : 0);
+  a[kPageSize] = int_arg(p.paged ? p.cache.page_size : 0);
   a[kPackGqa] = int_arg(p.pack_gqa);
   a[kSplit] = int_arg(p.num_splits > 1);
   return a;
@@ -252,8 +250,7 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
                        "k and v");
     k = opt.kv_cache->k_pages;
     v = opt.kv_cache->v_pages;
-    const char *op = "attention::flex_forward";
-    paged::check_cache_buffers(*opt.kv_cache, paged::cache_layout(*opt.kv_cache, op), s.batch, op);
+    paged::check_cache_buffers(*opt.kv_cache, p.cache, s.batch, "attention::flex_forward");
   } else {
     check_extent(k, p.last_k, 2, "k");
     check_extent(v, p.last_v, 2, "v");

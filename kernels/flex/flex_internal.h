@@ -10,6 +10,7 @@
 
 #include "tilejit/flex_attention.h"
 #include "tilejit/kernel.h"
+#include "kernels/paged/paged_cache.h"
 #include "tilejit/paged_attention.h"
 
 namespace tilejit::attention::flex {
@@ -201,10 +202,10 @@ struct Plan {
   int64_t last_q = 0, last_k = 0, last_v = 0, last_o = 0, last_lse = 0;  // furthest element addressed
   bool large = false;
   bool work = false;
-  // A paged cache (FlexOptions::kv_cache): its page size and block table row stride.
+  // A paged cache (FlexOptions::kv_cache) and its validated layout (computed once here: the launches and the
+  // checks of its buffers read it).
   bool paged = false;
-  int page_size = 0;
-  int64_t bt_stride = 0;
+  paged::CacheLayout cache;
   /// GQA packing: one program per KV head holds the group's query heads × BLOCK_M / group tokens as its rows.
   bool pack_gqa = false;
   /// KV split: each program covers 1/num_splits of its key blocks and writes f32 partial outputs and lse to

@@ -194,7 +194,7 @@ void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCac
   if (m.rows == 0) return;
   for (auto [ptr, name] : {std::pair{q, "q"}, std::pair{out, "out"}})
     if (ptr.address == 0) throw TraceError(fmt::format("{}::run: pointer '{}' is null", kOp, name));
-  paged::check_cache_buffers(cache, paged::cache_layout(cache, kOp), m.shape.batch, kOp);
+  paged::check_cache_buffers(cache, m.p.cache, m.shape.batch, kOp);  // same_layout: the plan's layout
   auto extent = [&](DevicePtr d, int64_t elems, size_t esz, const char *name) {
     if (d.bytes != 0 && d.bytes < size_t(elems) * esz)
       throw TraceError(fmt::format("{}::run: '{}' holds {} bytes; [batch {}, seqlen_q {}, heads_q {}] needs {}", kOp,
