@@ -16,6 +16,7 @@
 
 #include "kernels/c_api_builtin.h"
 #include "kernels/c_api_guard.h"
+#include "kernels/paged/paged_cache.h"
 #include "tilejit/buffer.h"
 #include "tilejit/c_api.h"
 #include "tilejit/error.h"
@@ -37,9 +38,6 @@ struct tilejit_decode_plan {
 
 namespace {
 
-/// Elements spanned by `count` items at `stride`, each `extent` long (0 when count is 0).
-int64_t span(int64_t count, int64_t stride, int64_t extent) { return count > 0 ? (count - 1) * stride + extent : 0; }
-
 /// The cache as the library takes it. Sizes and strides are checked by the library (DecodePlan /
 /// paged_kv_append); here only the pointers (non-null) and the dtype. `batch` (−1: unknown, e.g. for an
 /// append) sizes the block table and lengths, so that the interpreter bounds every access to them.
@@ -56,25 +54,23 @@ attention::PagedKVCache cache_of(const tilejit_paged_kv *c, int batch) {
   p.token_stride = c->token_stride;
   p.head_stride = c->head_stride;
   p.block_table_stride = c->block_table_stride;
-  // Byte extents for the interpreter's bounds checks (0: unknown, unchecked); the strides' own validation is
-  // the library's, so nonsense values just leave the extent unknown.
-  size_t page_bytes = 0, table_bytes = 0, lens_bytes = 0;
-  if (p.num_pages > 0 && p.page_size > 0 && p.heads_kv > 0 && p.head_dim > 0 && p.page_stride >= 0 &&
-      p.token_stride >= 0 && p.head_stride >= 0) {
-    const int64_t hs = p.head_stride ? p.head_stride : p.head_dim;
-    const int64_t ts = p.token_stride ? p.token_stride : int64_t(p.heads_kv) * p.head_dim;
-    const int64_t ps = p.page_stride ? p.page_stride : int64_t(p.page_size) * ts;
-    page_bytes = size_t(span(p.num_pages, ps, span(p.page_size, ts, span(p.heads_kv, hs, p.head_dim)))) * 2;
+  p.k_pages = pointer_arg(c->k_pages, "k_pages", 0);
+  p.v_pages = pointer_arg(c->v_pages, "v_pages", 0);
+  p.block_table = pointer_arg(c->block_table, "block_table", 0);
+  p.seq_lens = pointer_arg(c->seq_lens, "seq_lens", 0);
+  // Byte extents for the interpreter's bounds checks, from the library's own reading of the layout; a layout it
+  // rejects leaves them unknown (0, unchecked), and the library call that follows reports what is wrong.
+  try {
+    const attention::paged::CacheLayout l = attention::paged::cache_layout(p, "tilejit_paged_kv");
+    const size_t esz = size_t(dtype_bytes(p.dtype));
+    p.k_pages.bytes = size_t(l.last_k + 1) * esz;
+    p.v_pages.bytes = size_t(l.last_v + 1) * esz;
+    if (batch > 0 && p.max_pages_per_seq > 0) {
+      p.block_table.bytes = size_t(int64_t(batch - 1) * l.bt_stride + p.max_pages_per_seq) * 4;
+      p.seq_lens.bytes = size_t(batch) * 4;
+    }
+  } catch (const TraceError &) {
   }
-  if (batch > 0 && p.max_pages_per_seq > 0 && p.block_table_stride >= 0) {
-    const int64_t bs = p.block_table_stride ? p.block_table_stride : p.max_pages_per_seq;
-    table_bytes = size_t(span(batch, bs, p.max_pages_per_seq)) * 4;
-    lens_bytes = size_t(batch) * 4;
-  }
-  p.k_pages = pointer_arg(c->k_pages, "k_pages", page_bytes);
-  p.v_pages = pointer_arg(c->v_pages, "v_pages", page_bytes);
-  p.block_table = pointer_arg(c->block_table, "block_table", table_bytes);
-  p.seq_lens = pointer_arg(c->seq_lens, "seq_lens", lens_bytes);
   return p;
 }
 
