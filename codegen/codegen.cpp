@@ -24,7 +24,8 @@ namespace tilejit::codegen {
 
 Lowering::Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLVMContext &ctx,
                    llvm::Module &mod)
-    : fn(fn), opts(opts), ctx(ctx), mod(mod), b(ctx), use_wgmma(opts.wgmma && opts.arch == "sm_90a") {
+    : fn(fn), opts(opts), ctx(ctx), mod(mod), b(ctx),
+      use_wgmma(opts.wgmma && opts.arch == "sm_90a" && kernel_may_use_wgmma(fn, opts.num_warps)) {
   if (opts.num_warps < 1 || opts.num_warps > 32 || !is_pow2(opts.num_warps))
     throw CompileError(fmt::format("codegen: num_warps must be a power of two in [1, 32], got {} (kernel '{}')",
                                    opts.num_warps, fn.name));

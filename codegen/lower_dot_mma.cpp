@@ -201,14 +201,8 @@ llvm::Value *pipelined(Lowering &L, const ir::Value *v) {
   return it == L.smem_operands.end() ? nullptr : it->second;
 }
 
-/// The dot's shape fits wgmma: warps tile M only, whole warpgroups, and B in 128-byte-swizzled panels (K-major
-/// B: K a multiple of 64 and N ≤ 256; N-major B: N a multiple of 64).
-bool wgmma_shape_ok(int wm, int wn, int64_t K, int64_t N, bool b_nk, int num_warps) {
-  if (wn != 1 || num_warps % 4 != 0 || wm != num_warps) return false;
-  return b_nk ? K % 64 == 0 && N % 8 == 0 && N <= 256 : N % 64 == 0 && K % 16 == 0;
-}
 bool wgmma_shape_ok(const Geometry &g, bool b_nk, int num_warps) {
-  return wgmma_shape_ok(g.wm, g.wn, g.K, g.N, b_nk, num_warps);
+  return codegen::wgmma_shape_ok(g.wm, g.wn, g.K, g.N, b_nk, num_warps);
 }
 
 /// acc (MMA layout registers) += a · b on wgmma. Each warpgroup issues, per k16 tile and m16 tile of its warps,

@@ -29,6 +29,23 @@ bool dot_uses_mma(const ir::Op &dot, int num_warps) {
   return mma_layout(r.shape, num_warps).has_value();
 }
 
+bool wgmma_shape_ok(int wm, int wn, int64_t K, int64_t N, bool b_nk, int num_warps) {
+  if (wn != 1 || num_warps % 4 != 0 || wm != num_warps) return false;
+  return b_nk ? K % 64 == 0 && N % 8 == 0 && N <= 256 : N % 64 == 0 && K % 16 == 0;
+}
+
+bool kernel_may_use_wgmma(const ir::Function &fn, int num_warps) {
+  bool any = false;
+  ir::walk(const_cast<ir::Block &>(*fn.body), [&](ir::Op &op) {
+    if (any || !dot_uses_mma(op, num_warps)) return;
+    auto l = mma_layout(op.result()->type.shape, num_warps);
+    int wm = l->parent.warps_per_cta[0], wn = l->parent.warps_per_cta[1];
+    int64_t K = op.operand(0)->type.shape[1], N = op.result()->type.shape[1];
+    any = wgmma_shape_ok(wm, wn, K, N, true, num_warps) || wgmma_shape_ok(wm, wn, K, N, false, num_warps);
+  });
+  return any;
+}
+
 int64_t swizzle_phase(int64_t row, int64_t cols) {
   int64_t chunks = cols / 8;
   int64_t rows_per_line = std::max<int64_t>(1, 8 / chunks);  // rows sharing one 128-byte line

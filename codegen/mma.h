@@ -28,6 +28,16 @@ TILEJIT_EXPORT std::optional<Layout> mma_layout(const std::vector<int64_t> &shap
 /// multiple of 16, and an MMA layout exists for its [M, N] result. Other dots keep the f32 FMA path.
 TILEJIT_EXPORT bool dot_uses_mma(const ir::Op &dot, int num_warps);
 
+/// The dot's shape fits wgmma: warps tile M only (wm × wn warps of the MMA layout, wn = 1), whole warpgroups,
+/// and B in 128-byte-swizzled panels (K-major B, b_nk: K a multiple of 64 and N ≤ 256; N-major B: N a multiple
+/// of 64). PTX ISA 8.5, §9.7.15 (wgmma.mma_async).
+TILEJIT_EXPORT bool wgmma_shape_ok(int wm, int wn, int64_t K, int64_t N, bool b_nk, int num_warps);
+
+/// True when some dot of the kernel may be issued as wgmma (sm_90a): a dot_uses_mma dot whose shape fits
+/// wgmma with either orientation of B. Only such kernels pay for what wgmma needs around every barrier (the
+/// async-proxy fence) and in their shared memory (1024-byte aligned buffers); the others lower as on sm_80.
+TILEJIT_EXPORT bool kernel_may_use_wgmma(const ir::Function &fn, int num_warps);
+
 /// Element offset of (row, col) in a [rows, cols] tile of 16-bit elements staged in shared memory with its
 /// 16-byte chunks XOR-swizzled by row, so that the 8 row addresses of one ldmatrix 8x8 matrix (8 consecutive
 /// rows starting at a multiple of 8, one chunk) fall in 8 distinct bank groups. cols must be a power of two
