@@ -2,6 +2,7 @@
 // emit PTX. Also the core of the Lowering state (values, conversions, thread geometry, shared memory).
 #include "codegen/codegen.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -207,7 +208,15 @@ Tile Lowering::rematerialize(const ir::Value *v, const Layout &l, int depth) {
   else if (def->kind == K::Splat || def->kind == K::ExpandDims || def->kind == K::Broadcast)
     t = lower_shape_op(*this, *def, &l);
   else if (ir::is_elementwise(def->kind)) t = lower_elementwise(*this, *def, &l);
-  else if (auto g = guarded_loads.find(v); g != guarded_loads.end()) t = lower_load(*this, *def, &l, g->second);
+  else if (auto g = guarded_loads.find(v); g != guarded_loads.end()) {
+    auto same = [&](const auto &e) { return e.first.first == v && e.first.second == l; };
+    if (auto it = std::find_if(guarded_loaded.begin(), guarded_loaded.end(), same); it != guarded_loaded.end()) {
+      t = it->second;
+    } else {
+      t = lower_load(*this, *def, &l, g->second);
+      guarded_loaded.push_back({{v, l}, t});
+    }
+  }
   else t = convert(get(v), v->type.elem, l);
   cur_op = saved;
   return t;

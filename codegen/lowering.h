@@ -60,6 +60,9 @@ class Lowering {
   /// Loads that rematerialize() re-issues in the layout asked for, each under its guard (i1), instead of
   /// converting their result: a pipeline stage's gathered index tiles (pipeline.cpp).
   std::unordered_map<const ir::Value *, llvm::Value *> guarded_loads;
+  /// What those loads gave, per layout, while their stage is issued: the copies of several loads sharing one
+  /// index tile (K and V through one block table) gather it once.
+  std::vector<std::pair<std::pair<const ir::Value *, Layout>, Tile>> guarded_loaded;
   AxisInfoMap axis;
   const ir::Op *cur_op = nullptr;  // the op being lowered (error messages)
   /// sm_90a and opts.wgmma: qualifying dots use wgmma; the dynamic shared buffer is then 1024-byte aligned
