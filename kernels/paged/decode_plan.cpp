@@ -101,17 +101,9 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   // rows than that only add registers; the K/V reads are what count).
   const int rows_wanted = int(std::bit_ceil(unsigned(group * shape.seqlen_q)));
   o.block_m = std::clamp(rows_wanted, 16, std::max(64, int(std::bit_ceil(unsigned(group)))));
-  const Backend backend = resolve_backend(opt.backend);
-  const int sms = backend == Backend::GPU ? device_info().sm_count : 132;
-  // Where the sequences alone fill the GPU (no split) and a block has 16 rows, one warp per program with 16-key
-  // blocks: a program's online softmax then needs no barrier, and more programs per SM keep more copies in
-  // flight. Otherwise (splits) 4 warps with 64-key blocks: fewer, longer programs to combine.
-  const int64_t est_programs = int64_t(shape.batch) * c.heads_kv * ((group * shape.seqlen_q + o.block_m - 1) / o.block_m);
-  const bool one_warp = o.block_m == 16 && dq <= 128 && dv <= 128 && opt.num_splits <= 1 &&
-                        auto_splits(int(std::min<int64_t>(est_programs, INT32_MAX)), max_len, 64, sms) == 1;
-  o.block_n = opt.block_n > 0 ? opt.block_n : one_warp ? 16 : 64;
-  o.num_warps = opt.num_warps > 0 ? opt.num_warps : one_warp ? 1 : 4;
-  o.num_stages = opt.num_stages > 0 ? opt.num_stages : one_warp ? 4 : 3;
+  o.block_n = opt.block_n > 0 ? opt.block_n : 64;
+  o.num_warps = opt.num_warps > 0 ? opt.num_warps : 4;
+  o.num_stages = opt.num_stages > 0 ? opt.num_stages : 3;
   o.backend = opt.backend;
   o.arch = opt.arch;
   m.p = plan(m.s, o, kOp);
@@ -123,8 +115,10 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   m.p.lse_s = hq;
   m.p.last_lse = m.rows - 1;
 
+  const Backend backend = resolve_backend(opt.backend);
+  int sms = backend == Backend::GPU ? device_info().sm_count : 132;
   int programs = m.p.nqb * c.heads_kv * shape.batch;
-  m.p.num_splits = opt.num_splits > 0 ? opt.num_splits : one_warp ? 1 : auto_splits(programs, max_len, o.block_n, sms);
+  m.p.num_splits = opt.num_splits > 0 ? opt.num_splits : auto_splits(programs, max_len, o.block_n, sms);
   if (int64_t(m.p.nqb) * m.p.num_splits > INT32_MAX)
     throw fail(fmt::format("{} query blocks × {} splits exceed the grid", m.p.nqb, m.p.num_splits));
   if (m.p.num_splits > 1) {
