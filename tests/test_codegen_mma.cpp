@@ -263,3 +263,39 @@ TEST_CASE("min_ctas_per_sm: .maxntid/.minnctapersm in the PTX; two 8-warp progra
   CHECK(std::stoi(m[1].str()) <= 128);  // 65536 registers / (2 programs · 256 threads)
   CHECK(contains(log, "0 bytes spill stores"));
 }
+
+TEST_CASE("on sm_90a a kernel whose dots cannot run on wgmma lowers as on sm_80: no async-proxy fences, A kept in registers",
+          "[codegen][mma][ptx]") {
+  // 16-row blocks with 4 warps put the warps side by side along N (warps_per_cta {1, 4}), which wgmma cannot
+  // issue; decode's GQA-packed blocks have this shape. The kernel must then pay nothing for wgmma: no
+  // fence.proxy.async before its barriers (it waits for the thread's outstanding loads), no 1024-byte aligned
+  // staging, the same code as on sm_80.
+  kernels::BuiltinSpec spec;
+  spec.dtype = DType::bf16;
+  spec.head_dim = 128;
+  spec.block_m = 16;
+  spec.num_stages = 3;
+  for (const char *name : {"attention", "matmul"}) {
+    INFO(name);
+    spec.arch = "sm_90a";
+    const std::string h = kernels::builtin_ptx(name, spec);
+    REQUIRE(contains(h, "mma.sync.aligned.m16n8k16.row.col.f32"));
+    REQUIRE_FALSE(contains(h, "wgmma"));
+    REQUIRE_FALSE(contains(h, "fence.proxy.async"));
+    REQUIRE_FALSE(contains(h, ".align 1024"));
+    spec.arch = "sm_80";
+    const std::string a = kernels::builtin_ptx(name, spec);
+    // The same instructions apart from the header's target line.
+    auto body = [](const std::string &ptx) { return ptx.substr(ptx.find(".address_size")); };
+    REQUIRE(body(h) == body(a));
+    auto [rc, log] = ptxas_v(h, "sm_90a", std::string(name) + "_block_m16");
+    INFO("ptxas says:\n" << log);
+    REQUIRE(rc == 0);
+  }
+  // The same kernel with 64-row blocks keeps wgmma and its fences.
+  spec.block_m = 64;
+  spec.arch = "sm_90a";
+  const std::string w = kernels::builtin_ptx("attention", spec);
+  REQUIRE(contains(w, "wgmma.mma_async"));
+  REQUIRE(contains(w, "fence.proxy.async.shared::cta"));
+}
