@@ -25,11 +25,11 @@ namespace tilejit::codegen {
 
 Lowering::Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLVMContext &ctx,
                    llvm::Module &mod)
-    : fn(fn), opts(opts), ctx(ctx), mod(mod), b(ctx),
-      use_wgmma(opts.wgmma && opts.arch == "sm_90a" && kernel_may_use_wgmma(fn, opts.num_warps)) {
+    : fn(fn), opts(opts), ctx(ctx), mod(mod), b(ctx) {
   if (opts.num_warps < 1 || opts.num_warps > 32 || !is_pow2(opts.num_warps))
     throw CompileError(fmt::format("codegen: num_warps must be a power of two in [1, 32], got {} (kernel '{}')",
                                    opts.num_warps, fn.name));
+  use_wgmma = opts.wgmma && opts.arch == "sm_90a" && kernel_may_use_wgmma(fn, opts.num_warps);
   entry_.clear();
   for (char c : fn.name) entry_ += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   if (entry_.empty() || std::isdigit(static_cast<unsigned char>(entry_[0]))) entry_ = "k_" + entry_;
@@ -209,12 +209,13 @@ Tile Lowering::rematerialize(const ir::Value *v, const Layout &l, int depth) {
     t = lower_shape_op(*this, *def, &l);
   else if (ir::is_elementwise(def->kind)) t = lower_elementwise(*this, *def, &l);
   else if (auto g = guarded_loads.find(v); g != guarded_loads.end()) {
-    auto same = [&](const auto &e) { return e.first.first == v && e.first.second == l; };
-    if (auto it = std::find_if(guarded_loaded.begin(), guarded_loaded.end(), same); it != guarded_loaded.end()) {
+    auto &loaded = g->second.loaded;
+    auto same = [&](const auto &e) { return e.first == l; };
+    if (auto it = std::find_if(loaded.begin(), loaded.end(), same); it != loaded.end()) {
       t = it->second;
     } else {
-      t = lower_load(*this, *def, &l, g->second);
-      guarded_loaded.push_back({{v, l}, t});
+      t = lower_load(*this, *def, &l, g->second.guard);
+      loaded.emplace_back(l, t);
     }
   }
   else t = convert(get(v), v->type.elem, l);

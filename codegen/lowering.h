@@ -58,15 +58,19 @@ class Lowering {
   llvm::Function *kernel = nullptr;
   LayoutPlan plan;
   /// Loads that rematerialize() re-issues in the layout asked for, each under its guard (i1), instead of
-  /// converting their result: a pipeline stage's gathered index tiles (pipeline.cpp).
-  std::unordered_map<const ir::Value *, llvm::Value *> guarded_loads;
-  /// What those loads gave, per layout, while their stage is issued: the copies of several loads sharing one
-  /// index tile (K and V through one block table) gather it once.
-  std::vector<std::pair<std::pair<const ir::Value *, Layout>, Tile>> guarded_loaded;
+  /// converting their result: a pipeline stage's gathered index tiles (pipeline.cpp). What each gave per
+  /// layout is kept with it, so the copies of several loads sharing one index tile (K and V through one block
+  /// table) gather it once; the entries live while their stage is issued.
+  struct GuardedLoad {
+    llvm::Value *guard = nullptr;
+    std::vector<std::pair<Layout, Tile>> loaded;
+  };
+  std::unordered_map<const ir::Value *, GuardedLoad> guarded_loads;
   AxisInfoMap axis;
   const ir::Op *cur_op = nullptr;  // the op being lowered (error messages)
-  /// sm_90a and opts.wgmma: qualifying dots use wgmma; the dynamic shared buffer is then 1024-byte aligned
-  /// (the swizzle atoms of wgmma descriptors) and barriers are preceded by fence.proxy.async.
+  /// sm_90a, opts.wgmma and some dot of the kernel fits wgmma (kernel_may_use_wgmma): qualifying dots use
+  /// wgmma; the dynamic shared buffer is then 1024-byte aligned (the swizzle atoms of wgmma descriptors) and
+  /// barriers are preceded by fence.proxy.async.
   bool use_wgmma = false;
 
   // ---- types ----

@@ -5,7 +5,8 @@
 namespace tilejit::codegen {
 
 std::optional<Layout> mma_layout(const std::vector<int64_t> &shape, int num_warps) {
-  if (shape.size() != 2 || !is_pow2(shape[0]) || !is_pow2(shape[1]) || shape[0] < 16) return std::nullopt;
+  if (num_warps < 1 || shape.size() != 2 || !is_pow2(shape[0]) || !is_pow2(shape[1]) || shape[0] < 16)
+    return std::nullopt;
   int wm = int(std::min<int64_t>(num_warps, shape[0] / 16));
   int wn = num_warps / wm;
   if (shape[1] < 8 * int64_t(wn)) return std::nullopt;

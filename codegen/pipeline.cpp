@@ -173,7 +173,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   };
   if (!std::all_of(deferred.begin(), deferred.end(), rematerializable)) deferred.clear();
   for (const ir::Op *op : deferred)
-    if (is_index_load(*op)) L.guarded_loads[op->result()] = valid;
+    if (is_index_load(*op)) L.guarded_loads[op->result()] = {valid, {}};
   for (const ir::Op *op : p.slice) {
     L.cur_op = op;
     if (deferred.count(op)) continue;
@@ -232,7 +232,6 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group));
   for (const ir::Value *v : made_remat) L.plan.rematerializable.erase(v);
   L.guarded_loads.clear();
-  L.guarded_loaded.clear();
   for (const ir::Op *op : p.slice)
     if (!deferred.count(op))
       for (int i = 0; i < op->num_results(); ++i) L.forget(op->result(i));

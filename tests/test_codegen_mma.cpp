@@ -292,6 +292,13 @@ TEST_CASE("on sm_90a a kernel whose dots cannot run on wgmma lowers as on sm_80:
     INFO("ptxas says:\n" << log);
     REQUIRE(rc == 0);
   }
+  // A bad num_warps is reported before the wgmma decision looks at the dots' layouts.
+  for (int warps : {0, 3}) {
+    kernels::BuiltinSpec bad = spec;
+    bad.num_warps = warps;
+    bad.arch = "sm_90a";
+    REQUIRE_THROWS_WITH(kernels::builtin_ptx("matmul", bad), Catch::Matchers::Contains("num_warps must be a power of two"));
+  }
   // The same kernel with 64-row blocks keeps wgmma and its fences.
   spec.block_m = 64;
   spec.arch = "sm_90a";
