@@ -1,0 +1,189 @@
+// vjp (tilejit/autodiff.h): the reverse sweep over the traced ops between wrt and out.
+//
+// 1. The path: the ops of out's block whose results depend on wrt and on which out depends, in trace order
+//    (a definition precedes its uses in a block, so trace order is a topological order).
+// 2. The adjoint of out is dout; walking the path backwards, each op adds its operands' adjoints (f32) from
+//    its own. Only float operands that depend on wrt receive one.
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "dsl/semantic.h"
+#include "tilejit/autodiff.h"
+
+namespace tilejit {
+
+using dsl::TileAccess;
+using dsl::TraceContext;
+
+namespace {
+
+constexpr double kLn2 = 0.693147180559945309417232121458176568;
+
+class ReverseSweep {
+ public:
+  ReverseSweep(ir::Value *wrt, const SrcLoc &loc) : wrt_(wrt), loc_(loc) {}
+
+  /// Whether v depends on wrt through ops of `block` (memoized).
+  bool depends(ir::Value *v, const ir::Block *block) {
+    if (v == wrt_) return true;
+    if (!v->def || v->def->parent != block) return false;
+    auto [it, fresh] = depends_.try_emplace(v, false);
+    if (!fresh) return it->second;
+    bool d = false;
+    for (ir::Value *o : v->def->operands) d = depends(o, block) || d;
+    depends_[v] = d;
+    return d;
+  }
+
+  Tile run(ir::Value *out, const Tile &dout) {
+    const ir::Block *block = out->def ? out->def->parent : nullptr;
+    if (out == wrt_) return broadcast_to(dout.to(DType::f32, loc_), out->type.shape, loc_);
+    if (!block || !depends(out, block)) return zeros(wrt_->type.shape, DType::f32, loc_);
+    // The path in trace order: ops of the block whose result depends on wrt and that out depends on.
+    std::unordered_map<const ir::Value *, bool> needed;
+    needed[out] = true;
+    std::vector<ir::Op *> path;
+    for (auto it = block->ops.rbegin(); it != block->ops.rend(); ++it) {
+      ir::Op *op = it->get();
+      bool on_path = false;
+      for (int i = 0; i < op->num_results(); ++i) on_path = on_path || needed.count(op->result(i));
+      if (!on_path) continue;
+      path.push_back(op);
+      for (ir::Value *o : op->operands)
+        if (depends(o, block)) needed[o] = true;
+    }
+    adjoint_[out] = broadcast_to(dout.to(DType::f32, loc_), out->type.shape, loc_);
+    for (ir::Op *op : path) backward(*op);  // path is already in reverse trace order
+    auto it = adjoint_.find(wrt_);
+    return it == adjoint_.end() ? zeros(wrt_->type.shape, DType::f32, loc_) : it->second;
+  }
+
+ private:
+  Tile primal(ir::Value *v) const { return TileAccess::from_value(v).to(DType::f32, loc_); }
+
+  void add(ir::Value *v, const Tile &g, const ir::Block *block) {
+    if (!is_float(v->type.dtype()) || v->type.is_ptr() || !depends(v, block)) return;
+    auto it = adjoint_.find(v);
+    if (it == adjoint_.end()) adjoint_.emplace(v, g);
+    else it->second = it->second + g;
+  }
+
+  [[noreturn]] void reject(const ir::Op &op, const char *why) const {
+    dsl::fail(loc_, fmt::format("vjp: cannot differentiate {} (at {}): {}", ir::op_name(op.kind), op.loc.str(), why));
+  }
+
+  void backward(const ir::Op &op) {
+    using K = ir::OpKind;
+    const ir::Value *res = op.num_results() ? op.result() : nullptr;
+    auto it = res ? adjoint_.find(res) : adjoint_.end();
+    if (it == adjoint_.end()) return;  // nothing flows back through this op (an integer result, or unused)
+    const Tile g = it->second;
+    const ir::Block *block = op.parent;
+    auto x = [&](int i) { return op.operand(i); };
+    auto P = [&](int i) { return primal(x(i)); };
+    Tile r = is_float(res->type.dtype()) ? primal(const_cast<ir::Value *>(res)) : Tile();
+    switch (op.kind) {
+      case K::Add: add(x(0), g, block); add(x(1), g, block); return;
+      case K::Sub: add(x(0), g, block); add(x(1), -g, block); return;
+      case K::Mul: add(x(0), g * P(1), block); add(x(1), g * P(0), block); return;
+      case K::Div: {
+        Tile q = g / P(1);
+        add(x(0), q, block);
+        add(x(1), -(q * r), block);  // d(a/b)/db = −(a/b)/b
+        return;
+      }
+      case K::Fma: add(x(0), g * P(1), block); add(x(1), g * P(0), block); add(x(2), g, block); return;
+      case K::Neg: add(x(0), -g, block); return;
+      case K::Exp: add(x(0), g * r, block); return;
+      case K::Exp2: add(x(0), g * r * float(kLn2), block); return;
+      case K::Log: add(x(0), g / P(0), block); return;
+      case K::Log2: add(x(0), g / (P(0) * float(kLn2)), block); return;
+      case K::Sqrt: add(x(0), g * 0.5f / r, block); return;
+      case K::Rsqrt: add(x(0), g * -0.5f * r * r * r, block); return;  // d(a^-1/2) = −a^-3/2 / 2
+      case K::Tanh: add(x(0), g * (1.f - r * r), block); return;
+      case K::Sigmoid: add(x(0), g * r * (1.f - r), block); return;
+      case K::Abs: {
+        Tile a = P(0);
+        add(x(0), where(a > 0.f, g, where(a < 0.f, -g, 0.f, loc_), loc_), block);
+        return;
+      }
+      case K::Minimum:
+      case K::Maximum: {
+        // The first operand takes a tie.
+        Tile first = op.kind == K::Minimum ? P(0) <= P(1) : P(0) >= P(1);
+        add(x(0), where(first, g, 0.f, loc_), block);
+        add(x(1), where(first, 0.f, g, loc_), block);
+        return;
+      }
+      case K::Select: {
+        Tile c = TileAccess::from_value(x(0));
+        add(x(1), where(c, g, 0.f, loc_), block);
+        add(x(2), where(c, 0.f, g, loc_), block);
+        return;
+      }
+      case K::Cast:
+        if (is_float(x(0)->type.dtype())) add(x(0), g, block);  // float → float; from an int: no gradient
+        return;
+      case K::Splat: {
+        Tile s = g;
+        while (!s.shape().empty()) s = sum(s, 0, loc_);
+        add(x(0), s, block);
+        return;
+      }
+      case K::Broadcast: {
+        Tile s = g;
+        const auto &from = x(0)->type.shape;
+        for (int d = 0; d < int(from.size()); ++d)
+          if (from[size_t(d)] == 1 && res->type.shape[size_t(d)] != 1) s = expand_dims(sum(s, d, loc_), d, loc_);
+        add(x(0), s, block);
+        return;
+      }
+      case K::ExpandDims:
+      case K::Reshape: add(x(0), reshape(g, x(0)->type.shape, loc_), block); return;
+      case K::Trans: {
+        const auto &perm = op.attrs.ints;
+        std::vector<int64_t> inverse(perm.size());
+        for (size_t i = 0; i < perm.size(); ++i) inverse[size_t(perm[i])] = int64_t(i);
+        add(x(0), trans(g, inverse, loc_), block);
+        return;
+      }
+      case K::Reduce:
+        if (op.attrs.reduce != ir::ReduceKind::sum) reject(op, "only sum reductions have a derivative here");
+        add(x(0), broadcast_to(expand_dims(g, int(op.attrs.axis), loc_), x(0)->type.shape, loc_), block);
+        return;
+      case K::Load:
+        return;  // a value read from memory is a constant of the differentiation
+      case K::Rem: reject(op, "fmod has no derivative here");
+      case K::Dot: reject(op, "dot has no derivative here");
+      case K::AtomicAdd: reject(op, "it writes memory");
+      case K::For:
+      case K::If: reject(op, "control flow on the path from wrt to out is not differentiated");
+      default: reject(op, "no derivative is defined for it");
+    }
+  }
+
+  ir::Value *wrt_;
+  SrcLoc loc_;
+  std::unordered_map<const ir::Value *, bool> depends_;
+  std::unordered_map<const ir::Value *, Tile> adjoint_;
+};
+
+}  // namespace
+
+Tile vjp(const Tile &out, const Tile &wrt, const Tile &dout, SrcLoc loc) {
+  auto &ctx = TraceContext::require("vjp", loc);
+  ir::Value *o = dsl::to_value(ctx, out, "vjp", "out", loc);
+  ir::Value *w = dsl::to_value(ctx, wrt, "vjp", "wrt", loc);
+  for (auto [v, what] : {std::pair{o, "out"}, std::pair{w, "wrt"}})
+    if (v->type.is_ptr() || !is_float(v->type.dtype()))
+      dsl::fail(loc, fmt::format("vjp: {} must be a float tile, got {}", what, dsl::describe(v->type)));
+  ir::Value *d = dsl::to_value(ctx, dout, "vjp", "dout", loc);
+  if (d->type.is_ptr() || !is_float(d->type.dtype()))
+    dsl::fail(loc, fmt::format("vjp: dout must be a float tile, got {}", dsl::describe(d->type)));
+  return ReverseSweep(w, loc).run(o, TileAccess::from_value(d));
+}
+
+}  // namespace tilejit

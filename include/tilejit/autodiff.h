@@ -1,0 +1,34 @@
+// Reverse-mode differentiation of traced tile code (a vector-Jacobian product at trace time).
+//
+// While a kernel is traced, `vjp(out, wrt, dout)` walks the ops that computed `out` from `wrt` backwards
+// and appends their adjoints to the trace: the result is the gradient of Σ dout ∘ out with respect to wrt,
+// as ordinary tile ops that run (and are optimized) like the rest of the kernel. This is how a score_mod's
+// gradient is derived from the IR the user's lambda traced, with no hand-written backward per mod (the
+// reverse sweep of Griewank & Walther, "Evaluating Derivatives", 2nd ed., ch. 3).
+#pragma once
+#include "tilejit/ops.h"
+#include "tilejit/tile.h"
+
+namespace tilejit {
+
+/// The gradient of Σ dout ∘ out with respect to `wrt`: an f32 tile of wrt's shape.
+///
+/// out: a float tile computed from wrt by ops of the block being traced (the ops between them must have no
+/// regions: no if_/for_range on the path). wrt: a float tile (f32, f16 or bf16). dout: a float tile or
+/// literal broadcastable to out's shape. Adjoints are computed in f32.
+///
+/// Derivatives: add, sub, mul, div, neg, fma; exp, exp2, log, log2, sqrt, rsqrt, tanh, sigmoid; abs (its
+/// subgradient 0 at 0); minimum and maximum (a tie goes to the first operand); where (the gradient goes to
+/// the branch taken, none to the condition); float casts; shape ops (splat, broadcast, expand_dims,
+/// reshape, trans: the adjoint sums over broadcast dims); sum reductions. Integer and i1 values (positions,
+/// comparisons, masks) and loads carry no gradient: a value read from memory is a constant here. A value
+/// that does not depend on wrt gives a zero gradient.
+///
+/// As in every reverse-mode system, a `where` whose untaken branch has an infinite or NaN derivative (log of
+/// 0, sqrt of 0) gives NaN there: 0 · inf. Guard the branch's input instead.
+///
+/// Throws TraceError naming the op and its source line for an op on the path without a derivative here
+/// (rem, max/min reductions, dot, atomic_add, control flow), and for non-float out, wrt or dout.
+Tile vjp(const Tile &out, const Tile &wrt, const Tile &dout, SrcLoc loc = SrcLoc::current());
+
+}  // namespace tilejit
