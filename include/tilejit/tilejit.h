@@ -1,6 +1,7 @@
 // Umbrella header: every public header of tilejit (types, memory, launch, the DSL, built-in kernels).
 #pragma once
 #include "tilejit/attention.h"
+#include "tilejit/autodiff.h"
 #include "tilejit/autotune.h"
 #include "tilejit/buffer.h"
 #include "tilejit/capture.h"
