@@ -253,6 +253,25 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
 void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse,
                   const FlexShape &shape, const FlexOptions &opt);
 
+/// Gradients of flex_forward with the same shape and options: dq, dk, dv (dtype, strides and sizes of q, k, v)
+/// from q, k, v, the forward's out and lse, and dout (out's strides). The score_mod's derivative is derived
+/// from its traced ops (vjp, tilejit/autodiff.h): no hand-written backward per mod; captures are constants
+/// (they get no gradient). Masked scores get exactly zero gradient; rows that saw no key (lse −inf) give
+/// zero. FlashAttention-2's backward (arXiv 2307.08691, Algorithm 2) in three DSL kernels without atomics
+/// (D = rowsum(dO ∘ O); dK and dV per key block, summing the GQA group in the program; dQ per query block),
+/// so the gradients are bitwise the same from run to run. Allocates a scratch of one f32 per query row per
+/// call. Block sizes, num_warps and num_stages come from opt. Errors (TraceError): everything flex_forward
+/// rejects, and varlen (cu_seqlens), a paged cache or a precomputed block mask, which the backward does not
+/// take yet.
+void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
+                   DevicePtr dk, DevicePtr dv, const FlexShape &shape, const FlexOptions &opt);
+void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,
+                   const Buffer &dout, Buffer &dq, Buffer &dk, Buffer &dv, const FlexShape &shape,
+                   const FlexOptions &opt);
+/// PTX of the three backward kernels (delta, dK/dV, dQ; one module after the other) for opt.arch (default
+/// sm_90a); no GPU needed.
+std::string flex_backward_ptx(const FlexShape &shape, const FlexOptions &opt);
+
 /// Evaluates `mask` over every (batch, query head, query block, key block) tile on the device (DSL kernels)
 /// and returns the lists of non-empty key blocks; once for all batches / heads where the function's value does
 /// not depend on b / h (BlockMask::shared_batches / shared_heads). Uses opt's block sizes, cu_seqlens,

@@ -131,17 +131,12 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op) {
   return p;
 }
 
-namespace {
-
-void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name) {
-  if (d.address == 0) throw TraceError(fmt::format("attention::flex_forward: pointer '{}' is null", name));
+void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name, const char *op) {
+  if (d.address == 0) throw TraceError(fmt::format("{}: pointer '{}' is null", op, name));
   size_t need = size_t(last + 1) * esz;
   if (d.bytes != 0 && d.bytes < need)
-    throw TraceError(fmt::format("attention::flex_forward: '{}' holds {} bytes, its shape and strides address {}",
-                                 name, d.bytes, need));
+    throw TraceError(fmt::format("{}: '{}' holds {} bytes, its shape and strides address {}", op, name, d.bytes, need));
 }
-
-}  // namespace
 
 std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt, DevicePtr q,
                                           DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,

@@ -220,6 +220,9 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op = "attentio
 /// Makes the plan's programs GQA-packed (Plan::pack_gqa) with BLOCK_M rows; throws TraceError when the group
 /// does not fit in BLOCK_M.
 void pack_gqa(Plan &p, const FlexShape &s, int block_m, const char *op);
+/// Throws TraceError naming `op` when d is null or holds fewer than (last + 1)·esz bytes (0 bytes: unknown,
+/// not checked).
+void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name, const char *op = "attention::flex_forward");
 /// The launch grid: (query blocks × splits, query heads or, packed, KV heads, batch).
 Grid grid(const Plan &p, const FlexShape &s);
 

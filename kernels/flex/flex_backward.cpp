@@ -1,0 +1,121 @@
+// attention::flex_backward: validates through the forward's plan, computes D = rowsum(dO ∘ O) into a scratch
+// buffer, then launches the dK/dV and dQ kernels (flex_backward_kernel.cpp).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/flex/flex_backward.h"
+#include "tilejit/error.h"
+
+namespace tilejit::attention {
+
+namespace {
+constexpr const char *kOp = "attention::flex_backward";
+
+// The three kernels' arguments; ptrs in BackwardParam order (bQ … bDelta).
+std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape &s, const FlexOptions &opt,
+                                            const DevicePtr (&ptrs)[flex::bDelta + 1]) {
+  using namespace flex;
+  std::vector<detail::ArgValue> a(kNumBackwardParams);
+  for (int i = 0; i <= bDelta; ++i) a[size_t(i)] = ptr_arg(ptrs[i]);
+  const float scale = opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim_qk));
+  a[bScale] = float_arg(scale);
+  a[bGroup] = int_arg(s.heads_q / p.heads_kv);
+  a[bSeqlenQ] = int_arg(s.seqlen_q);
+  a[bSeqlenK] = int_arg(s.seqlen_k);
+  const Strides *st[] = {&p.q, &p.k, &p.v, &p.o};
+  for (int t = 0; t < 4; ++t) {
+    a[size_t(bQb + 3 * t)] = int_arg(st[t]->batch);
+    a[size_t(bQh + 3 * t)] = int_arg(st[t]->head);
+    a[size_t(bQs + 3 * t)] = int_arg(st[t]->seq);
+  }
+  a[bLb] = int_arg(p.lse_b);
+  a[bLh] = int_arg(p.lse_h);
+  a[bLs] = int_arg(p.lse_s);
+  BandArgs band = band_args(opt.mask.band);
+  a[bBandLeft] = int_arg(band.left);
+  a[bBandRight] = int_arg(band.right);
+  a[bBandBottomRight] = int_arg(band.bottom_right);
+  a[bBlockM] = int_arg(opt.block_m);
+  a[bBlockN] = int_arg(opt.block_n);
+  a[bDimQK] = int_arg(s.head_dim_qk);
+  a[bDimV] = int_arg(p.dim_v);
+  a[bPadQK] = int_arg(next_pow2_at_least_16(s.head_dim_qk));
+  a[bPadV] = int_arg(next_pow2_at_least_16(p.dim_v));
+  a[bHasBand] = int_arg(opt.mask.band.has_value());
+  a[bLarge] = int_arg(p.large);
+  return a;
+}
+
+}  // namespace
+
+void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
+                   DevicePtr dk, DevicePtr dv, const FlexShape &s, const FlexOptions &opt) {
+  using namespace flex;
+  if (opt.kv_cache)
+    throw TraceError(fmt::format("{}: a paged KV cache (FlexOptions::kv_cache) serves inference; the backward "
+                                 "takes dense k and v",
+                                 kOp));
+  if (opt.cu_seqlens_q.address || opt.cu_seqlens_k.address)
+    throw TraceError(fmt::format("{}: variable-length batches (cu_seqlens) are not supported by the backward yet",
+                                 kOp));
+  if (opt.block_mask)
+    throw TraceError(fmt::format("{}: FlexOptions::block_mask is not used by the backward yet (the mask function "
+                                 "is evaluated on every visited block); pass none",
+                                 kOp));
+  Plan p = plan(s, opt, kOp);
+  if (!p.work) return;
+  const struct {
+    DevicePtr ptr;
+    int64_t last;
+    size_t esz;
+    const char *name;
+  } tensors[] = {{q, p.last_q, 2, "q"},       {k, p.last_k, 2, "k"},   {v, p.last_v, 2, "v"},
+                 {out, p.last_o, 2, "out"},   {lse, p.last_lse, 4, "lse"}, {dout, p.last_o, 2, "dout"},
+                 {dq, p.last_q, 2, "dq"},     {dk, p.last_k, 2, "dk"}, {dv, p.last_v, 2, "dv"}};
+  for (const auto &t : tensors) check_extent(t.ptr, t.last, t.esz, t.name, kOp);
+  const Backend backend = resolve_backend(opt.backend);
+  Buffer delta(size_t(p.last_lse + 1) * 4, backend);
+
+  const DevicePtr ptrs[] = {q, k, v, out, dout, dq, dk, dv, lse, {delta.address(), delta.bytes()}};
+  const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs);
+  const LaunchConfig cfg = launch_config(opt);
+  const uint32_t batch = uint32_t(s.batch);
+  backward_kernel(BackwardKernel::Delta, opt.dtype, opt.score_mod, opt.mask)
+      ->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
+  backward_kernel(BackwardKernel::DkDv, opt.dtype, opt.score_mod, opt.mask)
+      ->launch(Grid{uint32_t(p.nkb), uint32_t(p.heads_kv), batch}, cfg, a);
+  backward_kernel(BackwardKernel::Dq, opt.dtype, opt.score_mod, opt.mask)
+      ->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
+}
+
+void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,
+                   const Buffer &dout, Buffer &dq, Buffer &dk, Buffer &dv, const FlexShape &s, const FlexOptions &opt) {
+  const bool gpu = resolve_backend(opt.backend) == Backend::GPU;
+  const char *names[] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv"};
+  const Buffer *bufs[] = {&q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv};
+  for (int i = 0; i < 9; ++i)
+    if (bufs[i]->address() != 0 && bufs[i]->on_gpu() != gpu)
+      throw TraceError(fmt::format("{}: buffer '{}' is a {} buffer but the launch runs on the {}", kOp, names[i],
+                                   bufs[i]->on_gpu() ? "GPU" : "host (interpreter)", gpu ? "GPU" : "CPU interpreter"));
+  auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
+  flex_backward(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(dout), ptr(dq), ptr(dk), ptr(dv), s, opt);
+}
+
+std::string flex_backward_ptx(const FlexShape &s, const FlexOptions &opt) {
+  using namespace flex;
+  LaunchConfig cfg = launch_config(opt);
+  if (cfg.arch.empty()) cfg.arch = "sm_90a";
+  const Plan p = plan(s, opt, kOp);
+  const DevicePtr fake{256, 0};
+  const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake};
+  const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs);
+  std::string ptx;
+  for (BackwardKernel which : {BackwardKernel::Delta, BackwardKernel::DkDv, BackwardKernel::Dq})
+    ptx += backward_kernel(which, opt.dtype, opt.score_mod, opt.mask)->ptx(cfg, a).ptx;
+  return ptx;
+}
+
+}  // namespace tilejit::attention

@@ -1,0 +1,248 @@
+// The flex attention backward kernels: FlashAttention-2's backward (arXiv 2307.08691, Algorithm 2) with the
+// user's score_mod and mask traced into its loops, and the score_mod's derivative traced from the mod's own
+// ops by vjp (tilejit/autodiff.h).
+//
+// With s = q·kᵀ·scale, z = score_mod(s) (−inf where masked), P = exp(z − lse) and D = rowsum(dO ∘ O):
+//   dV = Pᵀ·dO,   dP = dO·Vᵀ,   dZ = P ∘ (dP − D),   dS = vjp(z, s, dZ) (0 where masked),
+//   dQ = dS·K·scale,   dK = dSᵀ·Q·scale.
+// Three kernels, none with atomics, so every gradient is bitwise reproducible:
+//   delta: D per query row (program: query block, query head, batch);
+//   dkdv:  a key block's dK, dV in registers (program: key block, KV head, batch), walking the query blocks
+//          that see it for every query head of its GQA group (the group's sum is taken in the program);
+//   dq:    a query block's dQ (program: query block, query head, batch), walking the key blocks it sees.
+// Both main kernels recompute P from the forward's logsumexp. Bands bound both walks in closed form; a mask
+// function is evaluated on every visited block. Rows that see no key (lse −inf) get P = 0: zero gradients.
+#include <limits>
+#include <tuple>
+
+#include "kernels/flex/flex_backward.h"
+#include "kernels/flex/kernel_lru.h"
+#include "kernels/log2_units.h"
+#include "tilejit/autodiff.h"
+#include "tilejit/error.h"
+#include "tilejit/ops.h"
+
+namespace tilejit::attention::flex {
+namespace {
+
+using kernels::kLog2e;
+
+ParamTable backward_params(DType dt) {
+  using K = detail::ParamKind;
+  ParamTable t;
+  for (const char *n : {"Q", "K", "V", "O", "DO", "DQ", "DK", "DV"}) t.add(n, K::Ptr, dt);
+  for (const char *n : {"LSE", "DELTA"}) t.add(n, K::Ptr, DType::f32);
+  t.add("scale", K::F32, DType::f32);
+  t.add("group", K::I32);
+  t.add("seqlen_q", K::I32, DType::i32, false);
+  t.add("seqlen_k", K::I32);
+  for (const char *n : {"stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb",
+                        "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os"})
+    t.add(n, K::I64, DType::i64);
+  for (const char *n : {"stride_lb", "stride_lh", "stride_ls"}) t.add(n, K::I64, DType::i64, false);
+  for (const char *n : {"band_left", "band_right", "band_bottom_right"}) t.add(n, K::I32);
+  for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
+  for (const char *n : {"HAS_BAND", "LARGE"}) t.add(n, K::ConstBool, DType::i1);
+  return t;
+}
+
+// What the three kernels share: parameters, offsets, and the recomputation of one (query block, key block)
+// tile's probabilities and score gradients.
+struct Tracer {
+  DType dt;
+  const ScoreMod &score_mod;
+  const Mask &mask;
+  std::span<const detail::ArgValue> a;
+  int BM, BN, DQK, DV, PQK, PV;
+  bool has_band, large;
+  Tile seqlen_q, seqlen_k, dq_cols, dv_cols, kq_cols, v_cols;
+  BandTiles band;
+
+  Tracer(DType dt, const ScoreMod &sm, const Mask &m, std::span<const detail::ArgValue> args)
+      : dt(dt), score_mod(sm), mask(m), a(args) {
+    auto C = [&](int i) { return int(a[size_t(i)].i); };
+    BM = C(bBlockM), BN = C(bBlockN), DQK = C(bDimQK), DV = C(bDimV), PQK = C(bPadQK), PV = C(bPadV);
+    has_band = C(bHasBand);
+    large = C(bLarge);
+    seqlen_q = P(bSeqlenQ);
+    seqlen_k = P(bSeqlenK);
+    dq_cols = arange(0, PQK);
+    dv_cols = arange(0, PV);
+    if (DQK != PQK) kq_cols = (dq_cols < DQK)(None, _);  // padded head dim: lanes past DIM_QK read 0
+    if (DV != PV) v_cols = (dv_cols < DV)(None, _);
+    if (has_band) band = {P(bBandLeft), P(bBandRight), P(bBandBottomRight) * (seqlen_k - seqlen_q)};
+  }
+
+  static Tile P(int i) { return detail::param_tile(i); }
+  Tile stride(int i) const { return large ? P(i) : P(i).to(DType::i32); }
+  Tile wide(const Tile &t) const { return large ? t.to(DType::i64) : t; }
+
+  // [rows, PAD] tile of a [batch, head, seq, d] tensor (strides at first_stride: batch, head, seq).
+  Tile rows_ptr(int ptr, int first_stride, const Tile &b, const Tile &h, const Tile &rows, const Tile &cols) const {
+    Tile base = wide(b) * stride(first_stride) + wide(h) * stride(first_stride + 1);
+    return P(ptr) + base + (wide(rows) * stride(first_stride + 2))(_, None) + cols(None, _);
+  }
+  Tile mask_cols(const Tile &row_ok, const Tile &cols_mask) const {
+    Tile m = row_ok(_, None);
+    return cols_mask.valid() ? m & cols_mask : m;
+  }
+  Tile q_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
+    return rows_ptr(t, bQb, b, h, rows, dq_cols);
+  }
+  Tile k_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
+    return rows_ptr(t, bKb, b, h, rows, dq_cols);
+  }
+  Tile v_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
+    return rows_ptr(t, bVb, b, h, rows, dv_cols);
+  }
+  Tile o_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
+    return rows_ptr(t, bOb, b, h, rows, dv_cols);
+  }
+  Tile row_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
+    return P(t) + (wide(b) * stride(bLb) + wide(h) * stride(bLh)) + wide(rows) * stride(bLs);
+  }
+
+  struct Grad {
+    Tile p, ds;  // [BM, BN] f32: probabilities and d(score before the mod), 0 where masked or outside
+  };
+  // One tile's P and dS from q [BM, PQK], k [BN, PQK], v [BN, PV], dO [BM, PV], lse and delta [BM].
+  Grad tile(const Tile &b, const Tile &h, const Tile &rows, const Tile &cols, const Tile &q, const Tile &k,
+            const Tile &v, const Tile &dout, const Tile &lse, const Tile &delta) const {
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0))(_, None);
+    Tile kv_idx = minimum(cols, maximum(seqlen_k - 1, 0))(None, _);
+    Tile s = dot(q, trans(k)) * P(bScale);
+    Tile z = s;
+    if (score_mod) {
+      z = traced_user_fn("score_mod", [&] { return score_mod(s, b, h, q_idx, kv_idx); });
+      if (!z.valid() || z.shape() != s.shape() || !is_float(z.dtype()))
+        throw TraceError("flex attention backward: the score_mod must return the score tile's shape as a float");
+      z = z.to(DType::f32);
+    }
+    Tile vis = (rows < seqlen_q)(_, None) & (cols < seqlen_k)(None, _);
+    Tile m = visible(mask, has_band, band, b, h, q_idx, kv_idx);
+    if (m.valid()) vis = vis & m;
+    // Rows that saw no key in the forward (lse −inf) get no probability at all.
+    vis = vis & (lse > neg_inf)(_, None);
+    Tile p = where(vis, exp2((z - lse(_, None)) * kLog2e), 0.f);
+    Tile dp = dot(dout, trans(v));
+    Tile dz = p * (dp - delta(_, None));
+    Tile ds = score_mod ? vjp(z, s, dz) : dz;
+    return {p, where(vis, ds, 0.f)};
+  }
+};
+
+// D = rowsum(dO ∘ O) per query row.
+void trace_delta(DType dt, std::span<const detail::ArgValue> a) {
+  static const ScoreMod none;
+  static const Mask no_mask;
+  Tracer t(dt, none, no_mask, a);
+  Tile m = program_id(0), h = program_id(1), b = program_id(2);
+  Tile rows = m * t.BM + arange(0, t.BM);
+  Tile row_ok = rows < t.seqlen_q, ld = t.mask_cols(row_ok, t.v_cols);
+  Tile o = load(t.o_ptr(bO, b, h, rows), ld, 0.f).to(DType::f32);
+  Tile dout = load(t.o_ptr(bDO, b, h, rows), ld, 0.f).to(DType::f32);
+  store(t.row_ptr(bDelta, b, h, rows), sum(o * dout, 1), row_ok);
+}
+
+// A key block's dK and dV over every query head of its group and every query block that sees it.
+void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<const detail::ArgValue> a) {
+  Tracer t(dt, score_mod, mask, a);
+  Tile n = program_id(0), hk = program_id(1), b = program_id(2);
+  Sequence sq = sequence(false, b, t.seqlen_q, t.seqlen_k, Tile(), Tile());
+  ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
+  Tile start_n = n * t.BN;
+  Tile cols = start_n + arange(0, t.BN);
+  Tile col_ok = cols < t.seqlen_k;
+  Tile k = load(t.k_ptr(bK, b, hk, cols), t.mask_cols(col_ok, t.kq_cols), 0.f);
+  Tile v = load(t.v_ptr(bV, b, hk, cols), t.mask_cols(col_ok, t.v_cols), 0.f);
+  Tile dk = zeros({t.BN, t.PQK}, DType::f32), dv = zeros({t.BN, t.PV}, DType::f32);
+  // The queries that can see keys [start_n, start_n + BN): q + off − left ≤ kv and kv ≤ q + off + right.
+  Tile lo = Tile(0), hi = t.seqlen_q;
+  if (t.has_band) {
+    lo = maximum(start_n - t.band.off - t.band.right, 0);
+    hi = minimum(t.seqlen_q, start_n + (t.BN - 1) - t.band.off + t.band.left + 1);
+  }
+  Tile group = Tracer::P(bGroup);
+  for_range(0, group, 1, [&](I32 g) {
+    Tile h = hk * group + g;
+    for_range((lo / t.BM) * t.BM, hi, t.BM, [&](I32 start_m) {
+      Tile rows = start_m + arange(0, t.BM);
+      Tile row_ok = rows < t.seqlen_q;
+      Tile q = load(t.q_ptr(bQ, b, h, rows), t.mask_cols(row_ok, t.kq_cols), 0.f);
+      Tile dout = load(t.o_ptr(bDO, b, h, rows), t.mask_cols(row_ok, t.v_cols), 0.f);
+      Tile lse = load(t.row_ptr(bLse, b, h, rows), row_ok, -std::numeric_limits<float>::infinity());
+      Tile delta = load(t.row_ptr(bDelta, b, h, rows), row_ok, 0.f);
+      Tracer::Grad gr = t.tile(b, h, rows, cols, q, k, v, dout, lse, delta);
+      dv = dot(trans(gr.p.to(dt)), dout, dv);
+      dk = dot(trans(gr.ds.to(dt)), q, dk);
+    });
+  });
+  store(t.k_ptr(bDK, b, hk, cols), (dk * Tracer::P(bScale)).to(dt), t.mask_cols(col_ok, t.kq_cols));
+  store(t.v_ptr(bDV, b, hk, cols), dv.to(dt), t.mask_cols(col_ok, t.v_cols));
+}
+
+// A query block's dQ over every key block it sees.
+void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<const detail::ArgValue> a) {
+  Tracer t(dt, score_mod, mask, a);
+  Tile m = program_id(0), h = program_id(1), b = program_id(2);
+  Sequence sq = sequence(false, b, t.seqlen_q, t.seqlen_k, Tile(), Tile());
+  ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
+  Tile hk = h / Tracer::P(bGroup);
+  Tile start_m = m * t.BM;
+  Tile rows = start_m + arange(0, t.BM);
+  Tile row_ok = rows < t.seqlen_q;
+  Tile q = load(t.q_ptr(bQ, b, h, rows), t.mask_cols(row_ok, t.kq_cols), 0.f);
+  Tile dout = load(t.o_ptr(bDO, b, h, rows), t.mask_cols(row_ok, t.v_cols), 0.f);
+  Tile lse = load(t.row_ptr(bLse, b, h, rows), row_ok, -std::numeric_limits<float>::infinity());
+  Tile delta = load(t.row_ptr(bDelta, b, h, rows), row_ok, 0.f);
+  Tile dq = zeros({t.BM, t.PQK}, DType::f32);
+  Tile lo = Tile(0), hi = t.seqlen_k;
+  if (t.has_band) {
+    Tile last_q = minimum(start_m + t.BM, t.seqlen_q) - 1;
+    lo = maximum(start_m + t.band.off - t.band.left, 0);
+    hi = minimum(t.seqlen_k, last_q + t.band.off + t.band.right + 1);
+  }
+  for_range((lo / t.BN) * t.BN, hi, t.BN, [&](I32 start_n) {
+    Tile cols = start_n + arange(0, t.BN);
+    Tile col_ok = cols < t.seqlen_k;
+    Tile k = load(t.k_ptr(bK, b, hk, cols), t.mask_cols(col_ok, t.kq_cols), 0.f);
+    Tile v = load(t.v_ptr(bV, b, hk, cols), t.mask_cols(col_ok, t.v_cols), 0.f);
+    Tracer::Grad gr = t.tile(b, h, rows, cols, q, k, v, dout, lse, delta);
+    dq = dot(gr.ds.to(dt), k, dq);
+  });
+  store(t.q_ptr(bDQ, b, h, rows), (dq * Tracer::P(bScale)).to(dt), t.mask_cols(row_ok, t.kq_cols));
+}
+
+using BackwardKey = std::tuple<int, DType, const void *, const void *>;
+KernelLru<BackwardKey> &backward_kernels() {
+  static KernelLru<BackwardKey> kernels(kMaxCachedModKernels);
+  return kernels;
+}
+
+}  // namespace
+
+std::shared_ptr<KernelBase> backward_kernel(BackwardKernel which, DType dt, const ScoreMod &score_mod,
+                                            const Mask &mask) {
+  const bool mods = which != BackwardKernel::Delta;
+  BackwardKey key{int(which), dt, mods ? score_mod.identity() : nullptr, mods ? mask.fn.identity() : nullptr};
+  return backward_kernels().get(key, [&]() -> std::shared_ptr<KernelBase> {
+    ParamTable t = backward_params(dt);
+    switch (which) {
+      case BackwardKernel::Delta:
+        return std::make_shared<KernelBase>("flex_attention_bwd_delta", std::move(t.decls), std::move(t.names),
+                                            [dt](std::span<const detail::ArgValue> a) { trace_delta(dt, a); });
+      case BackwardKernel::DkDv:
+        return std::make_shared<KernelBase>(
+            "flex_attention_bwd_dkdv", std::move(t.decls), std::move(t.names),
+            [dt, score_mod, mask](std::span<const detail::ArgValue> a) { trace_dkdv(dt, score_mod, mask, a); });
+      case BackwardKernel::Dq:
+        return std::make_shared<KernelBase>(
+            "flex_attention_bwd_dq", std::move(t.decls), std::move(t.names),
+            [dt, score_mod, mask](std::span<const detail::ArgValue> a) { trace_dq(dt, score_mod, mask, a); });
+    }
+    throw TraceError("internal: unknown backward kernel");
+  });
+}
+
+}  // namespace tilejit::attention::flex

@@ -1,0 +1,129 @@
+// A float64 reference for the flex attention backward (dense layouts) and a harness that runs flex_forward
+// then flex_backward on fresh random inputs and compares dq, dk, dv. Shared by the CPU (interpreter) and GPU
+// tests.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "flex_reference.h"
+#include "kernel_test_util.h"
+#include "tilejit/flex_attention.h"
+
+namespace tilejit::testing {
+
+/// Relative Frobenius bounds of the gradients per dtype: the forward's (tolerance(dt)). The backward rounds P
+/// and dS to the dtype for its tensor-core products and computes D from the forward's rounded output, as the
+/// forward rounds P: the same order of error.
+inline double backward_tolerance(DType dt) { return tolerance(dt); }
+
+struct BackwardResult {
+  std::vector<float> dq, dk, dv;
+  std::vector<double> ref_dq, ref_dk, ref_dv;
+  int empty_rows = 0;
+};
+
+/// Runs `opt` on `be`: flex_forward for out and lse, then flex_backward; the reference computes everything in
+/// float64 from the same rounded inputs (the mod's derivative by central differences of ref.score).
+inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention::FlexOptions opt, const RefMods &ref) {
+  const attention::FlexShape s = c.shape;
+  const int B = s.batch, Hq = s.heads_q, Hkv = s.heads_kv ? s.heads_kv : s.heads_q, Sq = s.seqlen_q, Sk = s.seqlen_k;
+  const int Dq = s.head_dim_qk, Dv = s.head_dim_v ? s.head_dim_v : s.head_dim_qk, group = Hq / Hkv;
+  const size_t nq = size_t(B) * Hq * Sq * Dq, nk = size_t(B) * Hkv * Sk * Dq, nv = size_t(B) * Hkv * Sk * Dv;
+  const size_t no = size_t(B) * Hq * Sq * Dv, nl = size_t(B) * Hq * Sq;
+  auto q = random_values(nq, c.dtype), k = random_values(nk, c.dtype), v = random_values(nv, c.dtype);
+  auto dout = random_values(no, c.dtype);
+  auto bq = upload_as(q, c.dtype, be), bk = upload_as(k, c.dtype, be), bv = upload_as(v, c.dtype, be);
+  auto bdo = upload_as(dout, c.dtype, be);
+  Buffer out(std::max<size_t>(no, 1) * 2, be), lse(std::max<size_t>(nl, 1) * 4, be);
+  Buffer dq(std::max<size_t>(nq, 1) * 2, be), dk(std::max<size_t>(nk, 1) * 2, be), dv(std::max<size_t>(nv, 1) * 2, be);
+  for (Buffer *b : {&out, &lse, &dq, &dk, &dv}) b->fill_bytes(0xff);  // poison: NaN in every dtype
+  opt.dtype = c.dtype;
+  opt.block_m = c.block_m;
+  opt.block_n = c.block_n;
+  opt.backend = be;
+  opt.softmax_scale = c.softmax_scale;
+  attention::flex_forward(bq, bk, bv, out, lse, s, opt);
+  attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, opt);
+
+  BackwardResult r;
+  r.dq = download_as_float(dq, nq, c.dtype);
+  r.dk = download_as_float(dk, nk, c.dtype);
+  r.dv = download_as_float(dv, nv, c.dtype);
+  r.ref_dq.assign(nq, 0.0);
+  r.ref_dk.assign(nk, 0.0);
+  r.ref_dv.assign(nv, 0.0);
+  const double scale = c.softmax_scale > 0 ? c.softmax_scale : 1.0 / std::sqrt(double(Dq));
+  auto score = [&](double x, int b, int h, int i, int j) { return ref.score ? ref.score(x, b, h, i, j) : x; };
+  std::vector<double> S(size_t(Sq) * Sk), P(size_t(Sq) * Sk);
+  std::vector<char> vis(size_t(Sq) * Sk);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < Hq; ++h) {
+      const int kh = h / group;
+      const float *qh = q.data() + (size_t(b) * Hq + h) * Sq * Dq, *doh = dout.data() + (size_t(b) * Hq + h) * Sq * Dv;
+      const float *kh_ = k.data() + (size_t(b) * Hkv + kh) * Sk * Dq, *vh = v.data() + (size_t(b) * Hkv + kh) * Sk * Dv;
+      double *dqh = r.ref_dq.data() + (size_t(b) * Hq + h) * Sq * Dq;
+      double *dkh = r.ref_dk.data() + (size_t(b) * Hkv + kh) * Sk * Dq, *dvh = r.ref_dv.data() + (size_t(b) * Hkv + kh) * Sk * Dv;
+      for (int i = 0; i < Sq; ++i) {
+        double m = -INFINITY;
+        for (int j = 0; j < Sk; ++j) {
+          double x = 0;
+          for (int d = 0; d < Dq; ++d) x += double(qh[size_t(i) * Dq + d]) * kh_[size_t(j) * Dq + d];
+          x *= scale;
+          S[size_t(i) * Sk + j] = x;
+          bool ok = !ref.visible || ref.visible(b, h, i, j, Sq, Sk);
+          vis[size_t(i) * Sk + j] = ok;
+          if (ok) m = std::max(m, score(x, b, h, i, j));
+        }
+        double l = 0;
+        for (int j = 0; j < Sk; ++j) {
+          double p = vis[size_t(i) * Sk + j] ? std::exp(score(S[size_t(i) * Sk + j], b, h, i, j) - m) : 0.0;
+          P[size_t(i) * Sk + j] = p;
+          l += p;
+        }
+        if (l == 0) ++r.empty_rows;
+        for (int j = 0; j < Sk; ++j) P[size_t(i) * Sk + j] = l > 0 ? P[size_t(i) * Sk + j] / l : 0.0;
+        // D_i = Σ_d dO·O with O = P·V; dP_ij = dO_i·V_j; dS = P ∘ (dP − D) · score'(S).
+        std::vector<double> o(size_t(Dv), 0.0);
+        for (int j = 0; j < Sk; ++j)
+          for (int d = 0; d < Dv; ++d) o[size_t(d)] += P[size_t(i) * Sk + j] * vh[size_t(j) * Dv + d];
+        double D = 0;
+        for (int d = 0; d < Dv; ++d) D += o[size_t(d)] * doh[size_t(i) * Dv + d];
+        for (int j = 0; j < Sk; ++j) {
+          const double p = P[size_t(i) * Sk + j];
+          if (p == 0) continue;
+          double dp = 0;
+          for (int d = 0; d < Dv; ++d) dp += double(doh[size_t(i) * Dv + d]) * vh[size_t(j) * Dv + d];
+          const double x = S[size_t(i) * Sk + j], hstep = 1e-6 * std::max(1.0, std::fabs(x));
+          const double dmod = (score(x + hstep, b, h, i, j) - score(x - hstep, b, h, i, j)) / (2 * hstep);
+          const double ds = p * (dp - D) * dmod * scale;
+          for (int d = 0; d < Dq; ++d) {
+            dqh[size_t(i) * Dq + d] += ds * kh_[size_t(j) * Dq + d];
+            dkh[size_t(j) * Dq + d] += ds * qh[size_t(i) * Dq + d];
+          }
+          for (int d = 0; d < Dv; ++d) dvh[size_t(j) * Dv + d] += p * doh[size_t(i) * Dv + d];
+        }
+      }
+    }
+  return r;
+}
+
+/// dq, dk, dv within backward_tolerance(dt) (relative Frobenius) and finite everywhere.
+inline void require_backward_matches(const BackwardResult &r, DType dt) {
+  const struct {
+    const char *name;
+    const std::vector<float> &got;
+    const std::vector<double> &ref;
+  } grads[] = {{"dq", r.dq, r.ref_dq}, {"dk", r.dk, r.ref_dk}, {"dv", r.dv, r.ref_dv}};
+  for (const auto &g : grads) {
+    for (size_t i = 0; i < g.got.size(); ++i)
+      if (!std::isfinite(g.got[i])) FAIL(g.name << " is not finite at " << i << " (reference " << g.ref[i] << ")");
+    const double err = rel_error(g.got, g.ref);
+    INFO(g.name << " relative error " << err << " (bound " << backward_tolerance(dt) << "), rows seeing no key "
+                << r.empty_rows);
+    CHECK(err <= backward_tolerance(dt));
+  }
+}
+
+}  // namespace tilejit::testing
