@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "dsl/semantic.h"
+#include "dsl/trace_context.h"
 #include "tilejit/autodiff.h"
 
 namespace tilejit {
@@ -24,18 +25,52 @@ constexpr double kLn2 = 0.693147180559945309417232121458176568;
 
 class ReverseSweep {
  public:
-  ReverseSweep(ir::Value *wrt, const SrcLoc &loc) : wrt_(wrt), loc_(loc) {}
+  ReverseSweep(TraceContext &ctx, ir::Value *wrt, CaptureGrads captures, const SrcLoc &loc)
+      : ctx_(ctx), wrt_(wrt), captures_(captures), loc_(loc) {}
 
-  /// Whether v depends on wrt through ops of `block` (memoized).
+  /// Whether v depends, through ops of `block`, on wrt or (CaptureGrads::Scatter) on a load from a learnable
+  /// capture: the values whose adjoints the sweep computes (memoized).
   bool depends(ir::Value *v, const ir::Block *block) {
     if (v == wrt_) return true;
     if (!v->def || v->def->parent != block) return false;
     auto [it, fresh] = depends_.try_emplace(v, false);
     if (!fresh) return it->second;
-    bool d = false;
+    bool d = learnable_load(*v->def);
     for (ir::Value *o : v->def->operands) d = depends(o, block) || d;
     depends_[v] = d;
     return d;
+  }
+
+  /// The learnable capture (made with a gradient buffer) that `ptr` addresses through pointer arithmetic and
+  /// shape ops, or null.
+  std::shared_ptr<detail::CaptureState> learnable(const ir::Value *ptr) const {
+    const ir::Value *base = ptr;
+    using K = ir::OpKind;
+    while (base->def && (base->def->kind == K::PtrAdd || base->def->kind == K::Splat || base->def->kind == K::Broadcast ||
+                         base->def->kind == K::ExpandDims || base->def->kind == K::Reshape))
+      base = base->def->operand(0);
+    for (const TraceContext::CapturedParam &c : ctx_.captures)
+      if (c.value == base && c.state->grad) return c.state;
+    return nullptr;
+  }
+  bool learnable_load(const ir::Op &op) const {
+    return captures_ == CaptureGrads::Scatter && op.kind == ir::OpKind::Load && is_float(op.result()->type.dtype()) &&
+           learnable(op.operand(0)) != nullptr;
+  }
+  /// ptr's address expression with the capture's parameter replaced by its gradient buffer's.
+  Tile rebase(const ir::Value *ptr, ir::Value *grad) {
+    using K = ir::OpKind;
+    if (!ptr->def) return TileAccess::from_value(grad);
+    const ir::Op &d = *ptr->def;
+    Tile inner = rebase(d.operand(0), grad);
+    switch (d.kind) {
+      case K::PtrAdd: return inner + TileAccess::from_value(d.operand(1));
+      case K::Splat:
+      case K::Broadcast: return broadcast_to(inner, ptr->type.shape, loc_);
+      case K::ExpandDims: return expand_dims(inner, int(d.attrs.axis), loc_);
+      case K::Reshape: return reshape(inner, ptr->type.shape, loc_);
+      default: reject(d, "a learnable capture's address must be the capture plus offsets");
+    }
   }
 
   Tile run(ir::Value *out, const Tile &dout) {
@@ -154,8 +189,14 @@ class ReverseSweep {
         if (op.attrs.reduce != ir::ReduceKind::sum) reject(op, "only sum reductions have a derivative here");
         add(x(0), broadcast_to(expand_dims(g, int(op.attrs.axis), loc_), x(0)->type.shape, loc_), block);
         return;
-      case K::Load:
-        return;  // a value read from memory is a constant of the differentiation
+      case K::Load: {
+        // A constant of the differentiation, except a learnable capture's element: its gradient is added in.
+        if (!learnable_load(op)) return;
+        ir::Value *grad = ctx_.capture_param(learnable(x(0))->grad);
+        Tile mask = op.num_operands() > 1 ? TileAccess::from_value(x(1)) : Tile();
+        atomic_add(rebase(x(0), grad), g, mask, loc_);
+        return;
+      }
       case K::Rem: reject(op, "fmod has no derivative here");
       case K::Dot: reject(op, "dot has no derivative here");
       case K::AtomicAdd: reject(op, "it writes memory");
@@ -165,7 +206,9 @@ class ReverseSweep {
     }
   }
 
+  TraceContext &ctx_;
   ir::Value *wrt_;
+  CaptureGrads captures_;
   SrcLoc loc_;
   std::unordered_map<const ir::Value *, bool> depends_;
   std::unordered_map<const ir::Value *, Tile> adjoint_;
@@ -173,7 +216,7 @@ class ReverseSweep {
 
 }  // namespace
 
-Tile vjp(const Tile &out, const Tile &wrt, const Tile &dout, SrcLoc loc) {
+Tile vjp(const Tile &out, const Tile &wrt, const Tile &dout, CaptureGrads captures, SrcLoc loc) {
   auto &ctx = TraceContext::require("vjp", loc);
   ir::Value *o = dsl::to_value(ctx, out, "vjp", "out", loc);
   ir::Value *w = dsl::to_value(ctx, wrt, "vjp", "wrt", loc);
@@ -183,7 +226,7 @@ Tile vjp(const Tile &out, const Tile &wrt, const Tile &dout, SrcLoc loc) {
   ir::Value *d = dsl::to_value(ctx, dout, "vjp", "dout", loc);
   if (d->type.is_ptr() || !is_float(d->type.dtype()))
     dsl::fail(loc, fmt::format("vjp: dout must be a float tile, got {}", dsl::describe(d->type)));
-  return ReverseSweep(w, loc).run(o, TileAccess::from_value(d));
+  return ReverseSweep(ctx, w, captures, loc).run(o, TileAccess::from_value(d));
 }
 
 }  // namespace tilejit

@@ -95,6 +95,34 @@ Captured capture(DevicePtr p, DType elem) {
   c.set(p);
   return c;
 }
+Captured capture(const Buffer &b, DType elem, const Buffer &grad) {
+  Captured c = capture(DevicePtr{b.address(), b.bytes()}, elem, DevicePtr{grad.address(), grad.bytes()});
+  c.set(b);
+  c.set_grad(grad);
+  return c;
+}
+Captured capture(DevicePtr p, DType elem, DevicePtr grad) {
+  if (elem != DType::f32)
+    throw Error(fmt::format("capture: a capture with a gradient buffer holds f32 elements, got {}", dtype_name(elem)));
+  Captured c = capture(p, elem);
+  c.shared_state()->grad = make(CaptureState::Kind::Ptr, DType::f32);
+  c.set_grad(grad);
+  return c;
+}
+void Captured::set_grad(const Buffer &g) {
+  set_grad(DevicePtr{g.address(), g.bytes()});
+  state_->grad->on_gpu = g.on_gpu() ? 1 : 0;
+}
+void Captured::set_grad(DevicePtr g) {
+  state_of(state_, "a gradient buffer");
+  if (!state_->grad)
+    throw Error("Captured::set_grad: this capture was made without a gradient buffer; make it with "
+                "capture(buffer, DType::f32, grad)");
+  state_->grad->address = g.address;
+  state_->grad->bytes = g.bytes;
+  state_->grad->on_gpu = -1;
+}
+
 Captured capture(float value) { return capture(double(value)); }
 Captured capture(double value) {
   Captured c(make(CaptureState::Kind::F32, DType::f32));

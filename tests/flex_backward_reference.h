@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "flex_reference.h"
@@ -24,9 +25,14 @@ struct BackwardResult {
   int empty_rows = 0;
 };
 
+/// Called by the reference with each visible score's dZ = P ∘ (dP − D), the gradient of the mod's output: a
+/// test accumulates the gradients it expects for a learnable capture from it.
+using OnScoreGrad = std::function<void(int b, int h, int i, int j, double dz)>;
+
 /// Runs `opt` on `be`: flex_forward for out and lse, then flex_backward; the reference computes everything in
 /// float64 from the same rounded inputs (the mod's derivative by central differences of ref.score).
-inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention::FlexOptions opt, const RefMods &ref) {
+inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention::FlexOptions opt, const RefMods &ref,
+                                        const OnScoreGrad &on_dz = {}) {
   const attention::FlexShape s = c.shape;
   const int B = s.batch, Hq = s.heads_q, Hkv = s.heads_kv ? s.heads_kv : s.heads_q, Sq = s.seqlen_q, Sk = s.seqlen_k;
   const int Dq = s.head_dim_qk, Dv = s.head_dim_v ? s.head_dim_v : s.head_dim_qk, group = Hq / Hkv;
@@ -97,6 +103,7 @@ inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention
           for (int d = 0; d < Dv; ++d) dp += double(doh[size_t(i) * Dv + d]) * vh[size_t(j) * Dv + d];
           const double x = S[size_t(i) * Sk + j], hstep = 1e-6 * std::max(1.0, std::fabs(x));
           const double dmod = (score(x + hstep, b, h, i, j) - score(x - hstep, b, h, i, j)) / (2 * hstep);
+          if (on_dz) on_dz(b, h, i, j, p * (dp - D));
           const double ds = p * (dp - D) * dmod * scale;
           for (int d = 0; d < Dq; ++d) {
             dqh[size_t(i) * Dq + d] += ds * kh_[size_t(j) * Dq + d];

@@ -194,3 +194,52 @@ TEST_CASE("vjp: a value independent of wrt has zero gradient; ops without a deri
               {"x", "g"});
   CHECK_THROWS_WITH(ints.launch(Grid{1}, LaunchConfig{.backend = be}, bx, bg), Contains("vjp: wrt must be a float tile"));
 }
+
+TEST_CASE("vjp: loads from a capture made with a gradient buffer add their gradient into it", "[dsl][autodiff]") {
+  // out[i] = x[i] · t[i mod 8] + t[(i + 3) mod 8]²: d/dt[e] = Σ_{i mod 8 = e} dout·x + Σ_{(i+3) mod 8 = e} 2·dout·t[e].
+  const Backend be = Backend::Interpreter;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> x(kN), d(kN), t(8);
+  for (auto &v : x) v = u(rng);
+  for (auto &v : d) v = u(rng);
+  for (auto &v : t) v = u(rng);
+  Buffer bx(kN * 4, be), bd(kN * 4, be), bt(8 * 4, be), bgt(8 * 4, be), bgx(kN * 4, be);
+  bx.upload(x);
+  bd.upload(d);
+  bt.upload(t);
+  for (CaptureGrads mode : {CaptureGrads::Scatter, CaptureGrads::Ignore}) {
+    INFO((mode == CaptureGrads::Scatter ? "scatter" : "ignore"));
+    const std::vector<float> start = {0.5f, -0.25f, 0.f, 1.f, 0.f, 0.f, 2.f, 0.f};  // accumulated into
+    bgt.upload(start);
+    bgx.upload(std::vector<float>(kN, NAN));
+    Captured table = capture(bt, DType::f32, bgt);
+    REQUIRE(table.has_grad());
+    Kernel k("vjp_capture",
+             [table, mode](Ptr<f32> X, Ptr<f32> D, Ptr<f32> GX) {
+               Tile i = arange(0, kN);
+               Tile xv = load(X + i);
+               Tile a = load(table() + i % 8), c = load(table() + (i + 3) % 8);
+               Tile out = xv * a + c * c;
+               store(GX + i, vjp(out, xv, load(D + i), mode));
+             },
+             {"x", "dout", "gx"});
+    k.launch(Grid{1}, LaunchConfig{.backend = be}, bx, bd, bgx);
+    auto gt = bgt.download_as<float>(8), gx = bgx.download_as<float>(kN);
+    for (int e = 0; e < 8; ++e) {
+      double want = start[size_t(e)];
+      if (mode == CaptureGrads::Scatter)
+        for (int i = 0; i < kN; ++i) {
+          if (i % 8 == e) want += double(d[size_t(i)]) * x[size_t(i)];
+          if ((i + 3) % 8 == e) want += 2.0 * d[size_t(i)] * t[size_t(e)];
+        }
+      INFO("entry " << e);
+      CHECK(std::fabs(gt[size_t(e)] - want) <= kTolF32 * std::max(1.0, std::fabs(want)));
+    }
+    for (int i = 0; i < kN; ++i) CHECK(std::fabs(gx[size_t(i)] - double(d[size_t(i)]) * t[size_t(i % 8)]) <= 1e-6);
+  }
+  CHECK_THROWS_WITH(capture(bt, DType::f16, bgt), Contains("holds f32 elements, got f16"));
+  Captured plain = capture(bt, DType::f32);
+  CHECK_FALSE(plain.has_grad());
+  CHECK_THROWS_WITH(plain.set_grad(bgt), Contains("made without a gradient buffer"));
+}

@@ -93,6 +93,43 @@ TEST_CASE("flex_backward (interpreter): gradients of every mod and mask kind aga
                 {}};
     require_backward_matches(run_backward_case(be, c, o, ref), c.dtype);
   }
+  SECTION("learnable captures: a relative-position bias table and ALiBi's slopes get their gradients") {
+    const int H = c.shape.heads_q;
+    std::vector<float> table_host(size_t(H) * 64);
+    for (size_t i = 0; i < table_host.size(); ++i) table_host[i] = 0.02f * float(int(i % 11) - 5);
+    Buffer table(table_host.size() * 4, be), table_grad(table_host.size() * 4, be);
+    table.upload(table_host);
+    table_grad.upload(std::vector<float>(table_host.size(), 0.f));
+    Captured tab = capture(table, DType::f32, table_grad);
+    FlexOptions o;
+    o.score_mod = [tab](Tile s, Tile, Tile h, Tile q, Tile kv) { return s + load(tab() + h * 64 + ((q - kv) & 63)); };
+    std::vector<double> want(table_host.size(), 0.0);
+    RefMods ref{[&](double x, int, int h, int q, int kv) { return x + table_host[size_t(h * 64 + ((q - kv) & 63))]; }, {}};
+    auto r = run_backward_case(be, c, o, ref, [&](int, int h, int i, int j, double dz) {
+      want[size_t(h * 64 + ((i - j) & 63))] += dz;
+    });
+    require_backward_matches(r, c.dtype);
+    double err = rel_error(table_grad.download_as<float>(table_host.size()), want);
+    INFO("bias table gradient relative error " << err);
+    CHECK(err <= backward_tolerance(c.dtype));
+
+    auto slopes_host = attention::alibi_slopes(H);
+    Buffer slopes(slopes_host.size() * 4, be), slopes_grad(slopes_host.size() * 4, be);
+    slopes.upload(slopes_host);
+    slopes_grad.upload(std::vector<float>(slopes_host.size(), 0.f));
+    o.score_mod = attention::alibi(capture(slopes, DType::f32, slopes_grad));
+    o.mask = attention::causal(Align::BottomRight);
+    std::vector<double> want_slopes(slopes_host.size(), 0.0);
+    RefMods alibi_ref{[&](double x, int, int h, int q, int kv) { return x - double(slopes_host[size_t(h)]) * std::abs(q - kv); },
+                      band_visible({-1, 0, Align::BottomRight})};
+    auto ra = run_backward_case(be, c, o, alibi_ref, [&](int, int h, int i, int j, double dz) {
+      want_slopes[size_t(h)] -= std::abs(i - j) * dz;
+    });
+    require_backward_matches(ra, c.dtype);
+    err = rel_error(slopes_grad.download_as<float>(slopes_host.size()), want_slopes);
+    INFO("ALiBi slopes gradient relative error " << err);
+    CHECK(err <= backward_tolerance(c.dtype));
+  }
   SECTION("a mask function with rows that see no key") {
     FlexOptions o;
     o.mask.fn = [](Tile, Tile h, Tile q, Tile kv) { return (q >= 5) & (((q + kv + h) % 3) != 0); };
@@ -179,7 +216,11 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
   s.head_dim_qk = 64;
   FlexOptions o;
   o.mask = attention::causal(Align::BottomRight);
-  o.score_mod = [](Tile sc, Tile, Tile, Tile, Tile) { return 20.f * tanh(sc / 20.f); };
+  // A soft-cap and a learnable bias table: the dK/dV kernel then scatters the table's gradient (atomics).
+  Captured table = capture(DevicePtr{256, 0}, DType::f32, DevicePtr{1024, 0});
+  o.score_mod = [table](Tile sc, Tile, Tile, Tile q, Tile kv) {
+    return 20.f * tanh(sc / 20.f) + load(table() + ((q - kv) & 63));
+  };
   for (std::string arch : {"sm_80", "sm_90a"}) {
     o.arch = arch;
     const std::string ptx = attention::flex_backward_ptx(s, o);
@@ -198,6 +239,7 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
       // The main kernels' products run on tensor cores (mma.sync, or wgmma where a dot's shape fits it).
       const bool tensor_cores = contains(modules[i], "mma.sync.aligned.m16n8k16") || contains(modules[i], "wgmma.mma_async");
       REQUIRE(tensor_cores == (i > 0));
+      REQUIRE(contains(modules[i], "atom.global.add.f32") == (i == 1));  // the table's gradient, in dK/dV only
       auto [rc, log] = ptxas_v(modules[i], arch, names[i]);
       INFO("ptxas says:\n" << log);
       REQUIRE(rc == 0);

@@ -21,14 +21,22 @@ namespace tilejit {
 /// subgradient 0 at 0); minimum and maximum (a tie goes to the first operand); where (the gradient goes to
 /// the branch taken, none to the condition); float casts; shape ops (splat, broadcast, expand_dims,
 /// reshape, trans: the adjoint sums over broadcast dims); sum reductions. Integer and i1 values (positions,
-/// comparisons, masks) and loads carry no gradient: a value read from memory is a constant here. A value
-/// that does not depend on wrt gives a zero gradient.
+/// comparisons, masks) and loads carry no gradient to wrt: a value read from memory is a constant of the
+/// differentiation. A value that does not depend on wrt gives a zero gradient.
 ///
 /// As in every reverse-mode system, a `where` whose untaken branch has an infinite or NaN derivative (log of
 /// 0, sqrt of 0) gives NaN there: 0 · inf. Guard the branch's input instead.
 ///
+/// Loads from a capture made with a gradient buffer (capture(b, DType::f32, grad), tilejit/capture.h) are the
+/// exception, with CaptureGrads::Scatter: the loaded value's gradient is added into grad at the same
+/// element offsets (atomic_add; the address must be the capture plus offsets, through shape ops), so a
+/// learnable table read by a score_mod gets its gradient. CaptureGrads::Ignore leaves them constants (a
+/// second sweep over the same ops, e.g. for dQ, must not add them twice).
+///
 /// Throws TraceError naming the op and its source line for an op on the path without a derivative here
 /// (rem, max/min reductions, dot, atomic_add, control flow), and for non-float out, wrt or dout.
-Tile vjp(const Tile &out, const Tile &wrt, const Tile &dout, SrcLoc loc = SrcLoc::current());
+enum class CaptureGrads { Scatter, Ignore };
+Tile vjp(const Tile &out, const Tile &wrt, const Tile &dout, CaptureGrads captures = CaptureGrads::Scatter,
+         SrcLoc loc = SrcLoc::current());
 
 }  // namespace tilejit

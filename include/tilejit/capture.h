@@ -38,6 +38,10 @@ struct CaptureState {
   int8_t on_gpu = -1;        // 1: GPU buffer, 0: host buffer, -1: unknown (DevicePtr)
   int64_t i = 0;
   double f = 0;
+  /// Ptr captures made with a gradient buffer (capture(b, elem, grad)): an f32 Ptr capture that the
+  /// backward of a mod reading this buffer adds its gradient into. Fixed when the capture is made, so that
+  /// every trace of a mod sees the same kind of capture.
+  std::shared_ptr<CaptureState> grad;
 };
 }  // namespace detail
 
@@ -58,6 +62,12 @@ class Captured {
   void set(DevicePtr p);
   void set(double value);     // F32 captures (rounded to f32 at launch)
   void set_int(int64_t value);  // I32 / I64 captures (I32 range-checked at launch)
+  /// Rebinds the gradient buffer of a capture made with one (capture(b, elem, grad)); throws Error for a
+  /// capture made without one.
+  void set_grad(const Buffer &grad);
+  void set_grad(DevicePtr grad);
+  /// Whether gradients flow into a buffer (see capture(b, elem, grad)).
+  bool has_grad() const { return state_ && state_->grad != nullptr; }
 
   const detail::CaptureState &state() const { return *state_; }
   const std::shared_ptr<detail::CaptureState> &shared_state() const { return state_; }
@@ -70,6 +80,12 @@ class Captured {
 Captured capture(const Buffer &b, DType elem);
 /// A pointer parameter to `elem` elements at `p` (memory the caller owns; p.bytes bounds the interpreter).
 Captured capture(DevicePtr p, DType elem);
+/// A pointer parameter to f32 elements of `b` that is learnable: where a score_mod loads from it,
+/// attention::flex_backward adds d(loss)/d(element) into `grad` (f32, as many elements as b; accumulated as
+/// PyTorch's .grad is: zero it before the first backward). The scatter uses f32 atomics, so these sums are
+/// not bitwise reproducible from run to run. Throws Error unless elem is f32.
+Captured capture(const Buffer &b, DType elem, const Buffer &grad);
+Captured capture(DevicePtr p, DType elem, DevicePtr grad);
 /// An f32 scalar parameter.
 Captured capture(float value);
 Captured capture(double value);

@@ -255,11 +255,13 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 
 /// Gradients of flex_forward with the same shape and options: dq, dk, dv (dtype, strides and sizes of q, k, v)
 /// from q, k, v, the forward's out and lse, and dout (out's strides). The score_mod's derivative is derived
-/// from its traced ops (vjp, tilejit/autodiff.h): no hand-written backward per mod; captures are constants
-/// (they get no gradient). Masked scores get exactly zero gradient; rows that saw no key (lse −inf) give
+/// from its traced ops (vjp, tilejit/autodiff.h): no hand-written backward per mod. Captures are constants,
+/// except buffers captured with a gradient buffer (capture(b, DType::f32, grad), tilejit/capture.h: a
+/// learnable bias table, trainable ALiBi slopes), whose gradients are added into it with f32 atomics (not
+/// bitwise reproducible). Masked scores get exactly zero gradient; rows that saw no key (lse −inf) give
 /// zero. FlashAttention-2's backward (arXiv 2307.08691, Algorithm 2) in three DSL kernels without atomics
 /// (D = rowsum(dO ∘ O); dK and dV per key block, summing the GQA group in the program; dQ per query block),
-/// so the gradients are bitwise the same from run to run. Allocates a scratch of one f32 per query row per
+/// so dq, dk and dv are bitwise the same from run to run. Allocates a scratch of one f32 per query row per
 /// call. Block sizes, num_warps and num_stages come from opt. Errors (TraceError): everything flex_forward
 /// rejects, and varlen (cu_seqlens), a paged cache or a precomputed block mask, which the backward does not
 /// take yet.

@@ -8,7 +8,8 @@
 // Three kernels, none with atomics, so every gradient is bitwise reproducible:
 //   delta: D per query row (program: query block, query head, batch);
 //   dkdv:  a key block's dK, dV in registers (program: key block, KV head, batch), walking the query blocks
-//          that see it for every query head of its GQA group (the group's sum is taken in the program);
+//          that see it for every query head of its GQA group (the group's sum is taken in the program); the
+//          gradients of learnable captures the mod reads are added here (f32 atomics);
 //   dq:    a query block's dQ (program: query block, query head, batch), walking the key blocks it sees.
 // Both main kernels recompute P from the forward's logsumexp. Bands bound both walks in closed form; a mask
 // function is evaluated on every visited block. Rows that see no key (lse −inf) get P = 0: zero gradients.
@@ -106,8 +107,9 @@ struct Tracer {
     Tile p, ds;  // [BM, BN] f32: probabilities and d(score before the mod), 0 where masked or outside
   };
   // One tile's P and dS from q [BM, PQK], k [BN, PQK], v [BN, PV], dO [BM, PV], lse and delta [BM].
+  // captures: whether loads from learnable captures add their gradients (in exactly one of the two sweeps).
   Grad tile(const Tile &b, const Tile &h, const Tile &rows, const Tile &cols, const Tile &q, const Tile &k,
-            const Tile &v, const Tile &dout, const Tile &lse, const Tile &delta) const {
+            const Tile &v, const Tile &dout, const Tile &lse, const Tile &delta, CaptureGrads captures) const {
     const float neg_inf = -std::numeric_limits<float>::infinity();
     Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0))(_, None);
     Tile kv_idx = minimum(cols, maximum(seqlen_k - 1, 0))(None, _);
@@ -127,7 +129,7 @@ struct Tracer {
     Tile p = where(vis, exp2((z - lse(_, None)) * kLog2e), 0.f);
     Tile dp = dot(dout, trans(v));
     Tile dz = p * (dp - delta(_, None));
-    Tile ds = score_mod ? vjp(z, s, dz) : dz;
+    Tile ds = score_mod ? vjp(z, s, dz, captures) : dz;
     return {p, where(vis, ds, 0.f)};
   }
 };
@@ -173,7 +175,7 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
       Tile dout = load(t.o_ptr(bDO, b, h, rows), t.mask_cols(row_ok, t.v_cols), 0.f);
       Tile lse = load(t.row_ptr(bLse, b, h, rows), row_ok, -std::numeric_limits<float>::infinity());
       Tile delta = load(t.row_ptr(bDelta, b, h, rows), row_ok, 0.f);
-      Tracer::Grad gr = t.tile(b, h, rows, cols, q, k, v, dout, lse, delta);
+      Tracer::Grad gr = t.tile(b, h, rows, cols, q, k, v, dout, lse, delta, CaptureGrads::Scatter);
       dv = dot(trans(gr.p.to(dt)), dout, dv);
       dk = dot(trans(gr.ds.to(dt)), q, dk);
     });
@@ -208,7 +210,7 @@ void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<c
     Tile col_ok = cols < t.seqlen_k;
     Tile k = load(t.k_ptr(bK, b, hk, cols), t.mask_cols(col_ok, t.kq_cols), 0.f);
     Tile v = load(t.v_ptr(bV, b, hk, cols), t.mask_cols(col_ok, t.v_cols), 0.f);
-    Tracer::Grad gr = t.tile(b, h, rows, cols, q, k, v, dout, lse, delta);
+    Tracer::Grad gr = t.tile(b, h, rows, cols, q, k, v, dout, lse, delta, CaptureGrads::Ignore);
     dq = dot(gr.ds.to(dt), k, dq);
   });
   store(t.q_ptr(bDQ, b, h, rows), (dq * Tracer::P(bScale)).to(dt), t.mask_cols(row_ok, t.kq_cols));
