@@ -61,57 +61,16 @@ inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention
   r.ref_dk.assign(nk, 0.0);
   r.ref_dv.assign(nv, 0.0);
   const double scale = c.softmax_scale > 0 ? c.softmax_scale : 1.0 / std::sqrt(double(Dq));
-  auto score = [&](double x, int b, int h, int i, int j) { return ref.score ? ref.score(x, b, h, i, j) : x; };
-  std::vector<double> S(size_t(Sq) * Sk), P(size_t(Sq) * Sk);
-  std::vector<char> vis(size_t(Sq) * Sk);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < Hq; ++h) {
       const int kh = h / group;
-      const float *qh = q.data() + (size_t(b) * Hq + h) * Sq * Dq, *doh = dout.data() + (size_t(b) * Hq + h) * Sq * Dv;
-      const float *kh_ = k.data() + (size_t(b) * Hkv + kh) * Sk * Dq, *vh = v.data() + (size_t(b) * Hkv + kh) * Sk * Dv;
-      double *dqh = r.ref_dq.data() + (size_t(b) * Hq + h) * Sq * Dq;
-      double *dkh = r.ref_dk.data() + (size_t(b) * Hkv + kh) * Sk * Dq, *dvh = r.ref_dv.data() + (size_t(b) * Hkv + kh) * Sk * Dv;
-      for (int i = 0; i < Sq; ++i) {
-        double m = -INFINITY;
-        for (int j = 0; j < Sk; ++j) {
-          double x = 0;
-          for (int d = 0; d < Dq; ++d) x += double(qh[size_t(i) * Dq + d]) * kh_[size_t(j) * Dq + d];
-          x *= scale;
-          S[size_t(i) * Sk + j] = x;
-          bool ok = !ref.visible || ref.visible(b, h, i, j, Sq, Sk);
-          vis[size_t(i) * Sk + j] = ok;
-          if (ok) m = std::max(m, score(x, b, h, i, j));
-        }
-        double l = 0;
-        for (int j = 0; j < Sk; ++j) {
-          double p = vis[size_t(i) * Sk + j] ? std::exp(score(S[size_t(i) * Sk + j], b, h, i, j) - m) : 0.0;
-          P[size_t(i) * Sk + j] = p;
-          l += p;
-        }
-        if (l == 0) ++r.empty_rows;
-        for (int j = 0; j < Sk; ++j) P[size_t(i) * Sk + j] = l > 0 ? P[size_t(i) * Sk + j] / l : 0.0;
-        // D_i = Σ_d dO·O with O = P·V; dP_ij = dO_i·V_j; dS = P ∘ (dP − D) · score'(S).
-        std::vector<double> o(size_t(Dv), 0.0);
-        for (int j = 0; j < Sk; ++j)
-          for (int d = 0; d < Dv; ++d) o[size_t(d)] += P[size_t(i) * Sk + j] * vh[size_t(j) * Dv + d];
-        double D = 0;
-        for (int d = 0; d < Dv; ++d) D += o[size_t(d)] * doh[size_t(i) * Dv + d];
-        for (int j = 0; j < Sk; ++j) {
-          const double p = P[size_t(i) * Sk + j];
-          if (p == 0) continue;
-          double dp = 0;
-          for (int d = 0; d < Dv; ++d) dp += double(doh[size_t(i) * Dv + d]) * vh[size_t(j) * Dv + d];
-          const double x = S[size_t(i) * Sk + j], hstep = 1e-6 * std::max(1.0, std::fabs(x));
-          const double dmod = (score(x + hstep, b, h, i, j) - score(x - hstep, b, h, i, j)) / (2 * hstep);
-          if (on_dz) on_dz(b, h, i, j, p * (dp - D));
-          const double ds = p * (dp - D) * dmod * scale;
-          for (int d = 0; d < Dq; ++d) {
-            dqh[size_t(i) * Dq + d] += ds * kh_[size_t(j) * Dq + d];
-            dkh[size_t(j) * Dq + d] += ds * qh[size_t(i) * Dq + d];
-          }
-          for (int d = 0; d < Dv; ++d) dvh[size_t(j) * Dv + d] += p * doh[size_t(i) * Dv + d];
-        }
-      }
+      const size_t qh = (size_t(b) * Hq + h) * Sq, kvh = (size_t(b) * Hkv + kh) * Sk;
+      r.empty_rows += tools::reference_head_backward(
+          ref, b, h, Sq, Sk, Dq, Dv, scale, {q.data() + qh * Dq, Dq}, {k.data() + kvh * Dq, Dq},
+          {v.data() + kvh * Dv, Dv}, {dout.data() + qh * Dv, Dv}, r.ref_dq.data() + qh * Dq,
+          r.ref_dk.data() + kvh * Dq, r.ref_dv.data() + kvh * Dv,
+          on_dz ? std::function<void(int, int, double)>([&, b, h](int i, int j, double dz) { on_dz(b, h, i, j, dz); })
+                : std::function<void(int, int, double)>());
     }
   return r;
 }

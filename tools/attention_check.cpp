@@ -83,4 +83,56 @@ int reference_head(const RefMods &mods, int b, int h, int sq, int sk, int q_pos0
   return empty;
 }
 
+int reference_head_backward(const RefMods &mods, int b, int h, int sq, int sk, int dq_dim, int dv_dim, double scale,
+                            RefRows q, RefRows k, RefRows v, RefRows dout, double *dq, double *dk, double *dv,
+                            const std::function<void(int i, int j, double dz)> &on_dz) {
+  auto score = [&](double x, int i, int j) { return mods.score ? mods.score(x, b, h, i, j) : x; };
+  int empty = 0;
+  std::vector<double> s(size_t(std::max(sk, 1))), p(size_t(std::max(sk, 1))), o(size_t(std::max(dv_dim, 1)));
+  for (int i = 0; i < sq; ++i) {
+    const float *qr = q.data + i * q.row_stride, *dor = dout.data + i * dout.row_stride;
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int j = 0; j < sk; ++j) {
+      const float *kr = k.data + j * k.row_stride;
+      double dot = 0;
+      for (int d = 0; d < dq_dim; ++d) dot += double(qr[d]) * kr[d];
+      s[size_t(j)] = dot * scale;
+      const bool vis = !mods.visible || mods.visible(b, h, i, j, sq, sk);
+      p[size_t(j)] = vis ? score(s[size_t(j)], i, j) : -std::numeric_limits<double>::infinity();
+      mx = std::max(mx, p[size_t(j)]);
+    }
+    if (mx == -std::numeric_limits<double>::infinity()) {
+      ++empty;
+      continue;
+    }
+    double sum = 0;
+    for (int j = 0; j < sk; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+    // O = P·V, D = dO·O, dP_j = dO·V_j, dZ = P ∘ (dP − D), dS = dZ · score'(S).
+    std::fill(o.begin(), o.end(), 0.0);
+    for (int j = 0; j < sk; ++j) {
+      p[size_t(j)] /= sum;
+      for (int d = 0; d < dv_dim; ++d) o[size_t(d)] += p[size_t(j)] * v.data[j * v.row_stride + d];
+    }
+    double D = 0;
+    for (int d = 0; d < dv_dim; ++d) D += o[size_t(d)] * dor[d];
+    for (int j = 0; j < sk; ++j) {
+      const double pj = p[size_t(j)];
+      if (pj == 0.0) continue;
+      const float *kr = k.data + j * k.row_stride, *vr = v.data + j * v.row_stride;
+      double dp = 0;
+      for (int d = 0; d < dv_dim; ++d) dp += double(dor[d]) * vr[d];
+      const double dz = pj * (dp - D);
+      if (on_dz) on_dz(i, j, dz);
+      const double x = s[size_t(j)], step = 1e-6 * std::max(1.0, std::fabs(x));
+      const double ds = dz * (score(x + step, i, j) - score(x - step, i, j)) / (2 * step) * scale;
+      for (int d = 0; d < dq_dim; ++d) {
+        dq[size_t(i) * dq_dim + d] += ds * kr[d];
+        dk[size_t(j) * dq_dim + d] += ds * qr[d];
+      }
+      for (int d = 0; d < dv_dim; ++d) dv[size_t(j) * dv_dim + d] += pj * dor[d];
+    }
+  }
+  return empty;
+}
+
 }  // namespace tilejit::tools

@@ -39,4 +39,14 @@ struct RefRows {
 int reference_head(const RefMods &mods, int b, int h, int sq, int sk, int q_pos0, int dq, int dv, double scale,
                    RefRows q, RefRows k, RefRows v, double *out, int64_t out_stride, double *lse, int64_t lse_stride);
 
+/// Float64 gradients of one (sequence b, query head h) of a variant, positions 0…sq−1 and 0…sk−1: adds the
+/// gradients of Σ dout ∘ out into dq (sq rows of dq_dim), dk (sk rows of dq_dim) and dv (sk rows of dv_dim),
+/// contiguous rows, so that a GQA group's heads accumulate into one KV head's dk and dv. The mod's derivative is
+/// taken by central differences of mods.score (step 1e-6 relative). on_dz, when given, is called with each
+/// visible score's gradient of the mod's output, dZ = P ∘ (dP − D) (a learnable capture's expected gradient
+/// is a sum of these). Returns the number of rows that see no key (their gradients are 0).
+int reference_head_backward(const RefMods &mods, int b, int h, int sq, int sk, int dq_dim, int dv_dim, double scale,
+                            RefRows q, RefRows k, RefRows v, RefRows dout, double *dq, double *dk, double *dv,
+                            const std::function<void(int i, int j, double dz)> &on_dz = {});
+
 }  // namespace tilejit::tools

@@ -136,18 +136,6 @@ RefMods flag_ref_mods(const FlexFlags &f, const FlagMods &m, bool bottom_right) 
   return r;
 }
 
-namespace {
-
-/// The shape, options and variant of a flex run, shared by run_flex and the ir/ptx dumps.
-struct FlexSetup {
-  attention::FlexShape s;
-  attention::FlexOptions opt;
-  std::vector<int> lens, cu{0};
-  FlagMods mods;
-  int Hkv = 0;
-  DType dt = DType::bf16;
-};
-
 FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   using namespace attention;
   FlexSetup x;
@@ -181,8 +169,6 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   opt.score_mod = x.mods.score_mod;
   return x;
 }
-
-}  // namespace
 
 std::string flex_code(const FlexFlags &f, const FlexRunArgs &a, bool ptx) {
   FlexSetup x = flex_setup(f, a, Backend::Interpreter);  // no GPU needed: nothing runs

@@ -32,6 +32,7 @@ struct FlexRunArgs {
   uint64_t seed;
   bool autotune;
   int check_rows;  // rows sampled by --check, spread over up to 8 (sequence, head) pairs
+  bool backward = false;  // run the backward after the forward (run_flex_backward)
 };
 
 /// The variant flags every attention command takes: --window-left/right, --alibi, --softcap, --band-as-mask.
@@ -56,8 +57,23 @@ FlagMods flag_mods(const FlexFlags &f, bool causal, int heads_q, Backend be, con
 /// bottom_right (queries numbered from 0), none when the queries' numbers are their positions.
 RefMods flag_ref_mods(const FlexFlags &f, const FlagMods &m, bool bottom_right);
 bool flex_requested(const FlexFlags &f);
+
+/// The shape, options and variant of a flex run, shared by run_flex, run_flex_backward and the ir/ptx dumps.
+struct FlexSetup {
+  attention::FlexShape s;
+  attention::FlexOptions opt;
+  std::vector<int> lens, cu{0};
+  FlagMods mods;
+  int Hkv = 0;
+  DType dt = DType::bf16;
+};
+/// Builds it from the flags (mods' captures on `be`); throws Error / TraceError for inconsistent flags.
+FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be);
 /// Runs, times and (with check) verifies sampled rows against float64; returns the exit code.
 int run_flex(const FlexFlags &f, const FlexRunArgs &a);
+/// The forward, then the backward, timed; with check, dq, dk and dv of up to two KV heads' groups against
+/// float64 (tools/backward_command.cpp). Returns the exit code.
+int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a);
 /// The flex kernel's tile IR (ptx false) or PTX for these flags (arch: a.arch, default sm_90a); no GPU needed.
 std::string flex_code(const FlexFlags &f, const FlexRunArgs &a, bool ptx);
 

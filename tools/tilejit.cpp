@@ -26,7 +26,7 @@ namespace {
 
 struct AttentionArgs {
   int batch = 1, heads = 4, seqlen_q = 256, seqlen_k = -1, head_dim = 64;
-  bool causal = false, check = false;
+  bool causal = false, check = false, backward = false;
   std::string dtype = "bf16", backend = "auto", arch;
   int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, iters = 10, check_rows = 64;
   bool autotune = false;
@@ -195,6 +195,9 @@ int main(int argc, char **argv) {
                 "tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); the four flags above are then validated but not used");
   att->add_option("--iters", a.iters, "timed launches (GPU)")->check(CLI::Range(1, 1000000));
   att->add_flag("--check", a.check, "compare sampled rows against a float64 reference");
+  att->add_flag("--backward", a.backward,
+                "run the backward (flex_backward) after the forward and time it; with --check, compare dq, dk, dv of "
+                "up to two KV heads against float64");
   att->add_option("--check-rows", a.check_rows, "rows sampled by --check");
   att->add_option("--seed", a.seed, "random seed (0: a random one, printed with the check)");
   tools::FlexFlags flex;
@@ -249,10 +252,13 @@ int main(int argc, char **argv) {
         throw Error(fmt::format("the tensors would hold {:.3g} elements each; at most 2^31", total));
     }
     bool plain_cannot = (a.causal && a.seqlen_k > 0 && a.seqlen_k != a.seqlen_q) || !plain_head_dim(a.head_dim);
-    if (att->parsed() && (tools::flex_requested(flex) || plain_cannot))
-      return tools::run_flex(flex, {a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
-                                    a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
-                                    a.autotune, a.check_rows});
+    // The backward runs on the flex kernels (plain attention is flex attention without mods).
+    if (att->parsed() && (tools::flex_requested(flex) || plain_cannot || a.backward)) {
+      tools::FlexRunArgs fa{a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
+                            a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
+                            a.autotune, a.check_rows, a.backward};
+      return a.backward ? tools::run_flex_backward(flex, fa) : tools::run_flex(flex, fa);
+    }
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
     if (decode->parsed()) return tools::run_decode_command();
