@@ -1,0 +1,178 @@
+// Checks of attention::flex_backward against float64 gradients, shared by the interpreter tests
+// (test_flex_backward.cpp) and the GPU tests (gpu/test_gpu_flex_backward.cpp): every mod and mask kind,
+// learnable captures, and bitwise determinism.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "flex_backward_reference.h"
+#include "tilejit/capture.h"
+#include "tilejit/flex_variants.h"
+#include "tilejit/ops.h"
+
+namespace tilejit::testing {
+
+inline std::function<bool(int, int, int, int, int, int)> band_visible(attention::Band band) {
+  return [band](int, int, int q, int kv, int sq, int sk) { return ref_band(band, q, kv, sq, sk); };
+}
+
+/// Every mod and mask kind on case c (dense; its shape, dtype and block sizes): no mod, causal in both
+/// alignments, a sliding window, the built-in and a user soft-cap, ALiBi, a user mod with exp/where and a
+/// captured table, learnable captures (a bias table and ALiBi's slopes), and a mask function with rows that
+/// see no key (the first five).
+inline void check_backward_variants(Backend be, const FlexCase &c) {
+  using attention::Align;
+  using attention::FlexOptions;
+  {
+    INFO("no mod");
+    require_backward_matches(run_backward_case(be, c, FlexOptions{}, {}), c.dtype);
+  }
+  {
+    INFO("causal, both alignments");
+    for (Align al : {Align::TopLeft, Align::BottomRight}) {
+      INFO((al == Align::TopLeft ? "top-left" : "bottom-right"));
+      FlexOptions o;
+      o.mask = attention::causal(al);
+      require_backward_matches(run_backward_case(be, c, o, {{}, band_visible({-1, 0, al})}), c.dtype);
+    }
+  }
+  {
+    INFO("sliding window (7, 3)");
+    FlexOptions o;
+    o.mask = attention::sliding_window(7, 3);
+    require_backward_matches(run_backward_case(be, c, o, {{}, band_visible({7, 3, Align::TopLeft})}), c.dtype);
+  }
+  {
+    INFO("soft-capping: the built-in and a user lambda");
+    FlexOptions o;
+    o.score_mod = attention::softcap(2.f);  // a small cap, so that tanh' differs from 1 visibly
+    RefMods ref{[](double x, int, int, int, int) { return 2.0 * std::tanh(x / 2.0); }, {}};
+    require_backward_matches(run_backward_case(be, c, o, ref), c.dtype);
+    o.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return 2.f * tanh(s / 2.f); };
+    require_backward_matches(run_backward_case(be, c, o, ref), c.dtype);
+  }
+  {
+    INFO("ALiBi with causal masking");
+    auto slopes_host = attention::alibi_slopes(c.shape.heads_q);
+    Buffer slopes(slopes_host.size() * 4, be);
+    slopes.upload(slopes_host);
+    FlexOptions o;
+    o.score_mod = attention::alibi(capture(slopes, DType::f32));
+    o.mask = attention::causal(Align::BottomRight);
+    // ALiBi's distance is between q_idx and kv_idx as the mods see them (the band's alignment is the mask's).
+    RefMods ref{[&](double x, int, int h, int q, int kv) { return x - double(slopes_host[size_t(h)]) * std::abs(q - kv); },
+                band_visible({-1, 0, Align::BottomRight})};
+    require_backward_matches(run_backward_case(be, c, o, ref), c.dtype);
+  }
+  {
+    INFO("a user mod mixing exp, where and a captured bias table");
+    std::vector<float> table_host(64);
+    for (size_t i = 0; i < table_host.size(); ++i) table_host[i] = 0.01f * float(int(i % 13) - 6);
+    Buffer table(table_host.size() * 4, be);
+    table.upload(table_host);
+    Captured tab = capture(table, DType::f32);
+    FlexOptions o;
+    o.score_mod = [tab](Tile s, Tile, Tile, Tile q, Tile kv) {
+      Tile bias = load(tab() + ((q - kv) & 63));
+      return where(s > 0.f, s * 0.5f + bias, exp(s) - 1.f + bias);
+    };
+    RefMods ref{[&](double x, int, int, int q, int kv) {
+                  double bias = table_host[size_t((q - kv) & 63)];
+                  return x > 0 ? x * 0.5 + bias : std::exp(x) - 1 + bias;
+                },
+                {}};
+    require_backward_matches(run_backward_case(be, c, o, ref), c.dtype);
+  }
+  {
+    INFO("learnable captures: a relative-position bias table and ALiBi's slopes get their gradients");
+    const int H = c.shape.heads_q;
+    std::vector<float> table_host(size_t(H) * 64);
+    for (size_t i = 0; i < table_host.size(); ++i) table_host[i] = 0.02f * float(int(i % 11) - 5);
+    Buffer table(table_host.size() * 4, be), table_grad(table_host.size() * 4, be);
+    table.upload(table_host);
+    table_grad.upload(std::vector<float>(table_host.size(), 0.f));
+    Captured tab = capture(table, DType::f32, table_grad);
+    FlexOptions o;
+    o.score_mod = [tab](Tile s, Tile, Tile h, Tile q, Tile kv) { return s + load(tab() + h * 64 + ((q - kv) & 63)); };
+    std::vector<double> want(table_host.size(), 0.0);
+    RefMods ref{[&](double x, int, int h, int q, int kv) { return x + table_host[size_t(h * 64 + ((q - kv) & 63))]; }, {}};
+    auto r = run_backward_case(be, c, o, ref, [&](int, int h, int i, int j, double dz) {
+      want[size_t(h * 64 + ((i - j) & 63))] += dz;
+    });
+    require_backward_matches(r, c.dtype);
+    double err = rel_error(table_grad.download_as<float>(table_host.size()), want);
+    INFO("bias table gradient relative error " << err);
+    CHECK(err <= backward_tolerance(c.dtype));
+
+    auto slopes_host = attention::alibi_slopes(H);
+    Buffer slopes(slopes_host.size() * 4, be), slopes_grad(slopes_host.size() * 4, be);
+    slopes.upload(slopes_host);
+    slopes_grad.upload(std::vector<float>(slopes_host.size(), 0.f));
+    o.score_mod = attention::alibi(capture(slopes, DType::f32, slopes_grad));
+    o.mask = attention::causal(Align::BottomRight);
+    std::vector<double> want_slopes(slopes_host.size(), 0.0);
+    RefMods alibi_ref{[&](double x, int, int h, int q, int kv) { return x - double(slopes_host[size_t(h)]) * std::abs(q - kv); },
+                      band_visible({-1, 0, Align::BottomRight})};
+    auto ra = run_backward_case(be, c, o, alibi_ref, [&](int, int h, int i, int j, double dz) {
+      want_slopes[size_t(h)] -= std::abs(i - j) * dz;
+    });
+    require_backward_matches(ra, c.dtype);
+    err = rel_error(slopes_grad.download_as<float>(slopes_host.size()), want_slopes);
+    INFO("ALiBi slopes gradient relative error " << err);
+    CHECK(err <= backward_tolerance(c.dtype));
+  }
+  {
+    INFO("a mask function with rows that see no key");
+    FlexOptions o;
+    o.mask.fn = [](Tile, Tile h, Tile q, Tile kv) { return (q >= 5) & (((q + kv + h) % 3) != 0); };
+    RefMods ref{{}, [](int, int h, int q, int kv, int, int) { return q >= 5 && (q + kv + h) % 3 != 0; }};
+    auto r = run_backward_case(be, c, o, ref);
+    const int B = c.shape.batch, H = c.shape.heads_q, Sq = c.shape.seqlen_q, D = c.shape.head_dim_qk;
+    REQUIRE(r.empty_rows == B * H * std::min(5, Sq));
+    require_backward_matches(r, c.dtype);
+    // Rows that see no key get exactly zero dq.
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int i = 0; i < std::min(5, Sq); ++i)
+          for (int d = 0; d < D; ++d) REQUIRE(r.dq[((size_t(b) * H + h) * Sq + i) * D + d] == 0.f);
+  }
+}
+
+/// Runs the backward `runs` times on one set of inputs (causal, a user soft-cap) and requires dq, dk and dv to
+/// be bitwise identical every time.
+inline void check_backward_deterministic(Backend be, const FlexCase &c, int runs) {
+  attention::FlexOptions o;
+  o.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return 3.f * tanh(s / 3.f); };
+  o.mask = attention::causal(attention::Align::BottomRight);
+  o.backend = be;
+  o.dtype = c.dtype;
+  o.block_m = c.block_m;
+  o.block_n = c.block_n;
+  const attention::FlexShape &s = c.shape;
+  const int Hkv = s.heads_kv ? s.heads_kv : s.heads_q;
+  const size_t nq = size_t(s.batch) * s.heads_q * s.seqlen_q * s.head_dim_qk;
+  const size_t nk = size_t(s.batch) * Hkv * s.seqlen_k * s.head_dim_qk;
+  auto bq = upload_as(random_values(nq, c.dtype), c.dtype, be), bk = upload_as(random_values(nk, c.dtype), c.dtype, be);
+  auto bv = upload_as(random_values(nk, c.dtype), c.dtype, be), bdo = upload_as(random_values(nq, c.dtype), c.dtype, be);
+  Buffer out(nq * 2, be), lse(size_t(s.batch) * s.heads_q * s.seqlen_q * 4, be);
+  attention::flex_forward(bq, bk, bv, out, lse, s, o);
+  std::vector<float> first;
+  for (int run = 0; run < runs; ++run) {
+    Buffer dq(nq * 2, be), dk(nk * 2, be), dv(nk * 2, be);
+    for (Buffer *b : {&dq, &dk, &dv}) b->fill_bytes(uint8_t(0x11 * (run % 7 + 1)));  // a different poison each run
+    attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, o);
+    std::vector<float> all = download_as_float(dq, nq, c.dtype);
+    for (const Buffer *b : {&dk, &dv}) {
+      auto part = download_as_float(*b, nk, c.dtype);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    if (run == 0) first = std::move(all);
+    else {
+      INFO("run " << run);
+      REQUIRE(std::memcmp(first.data(), all.data(), first.size() * 4) == 0);
+    }
+  }
+}
+
+}  // namespace tilejit::testing

@@ -1,0 +1,42 @@
+// flex_backward on the GPU (ctest label `gpu`): the interpreter's checks on larger shapes and both head dims
+// of the benchmarks, GQA, odd lengths, and 20 runs bitwise identical.
+#include "flex_backward_checks.h"
+
+using namespace tilejit;
+using namespace tilejit::testing;
+
+namespace {
+FlexCase gpu_case(int heads_q, int heads_kv, int sq, int sk, int d, DType dt, int block_m, int block_n) {
+  FlexCase c;
+  c.shape = {.batch = 2, .heads_q = heads_q, .heads_kv = heads_kv, .seqlen_q = sq, .seqlen_k = sk, .head_dim_qk = d};
+  c.dtype = dt;
+  c.block_m = block_m;
+  c.block_n = block_n;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("flex_backward on the GPU: every mod and mask kind", "[gpu][flex][backward]") {
+  check_backward_variants(Backend::GPU, gpu_case(4, 2, 257, 301, 64, DType::bf16, 64, 64));
+  check_backward_variants(Backend::GPU, gpu_case(2, 1, 130, 130, 128, DType::f16, 64, 32));
+}
+
+TEST_CASE("flex_backward on the GPU: GQA, odd lengths, head dims", "[gpu][flex][backward]") {
+  for (int len : {1, 17, 113, 1000}) {
+    INFO("seqlen " << len);
+    attention::FlexOptions o;
+    o.mask = attention::causal(attention::Align::BottomRight);
+    FlexCase c = gpu_case(8, 2, len, len, 64, DType::bf16, 64, 64);
+    require_backward_matches(run_backward_case(Backend::GPU, c, o, {{}, band_visible({-1, 0, attention::Align::BottomRight})}),
+                             c.dtype);
+  }
+  for (int d : {32, 96, 128}) {
+    INFO("head dim " << d);
+    FlexCase c = gpu_case(4, 4, 200, 77, d, DType::bf16, 64, 64);
+    require_backward_matches(run_backward_case(Backend::GPU, c, attention::FlexOptions{}, {}), c.dtype);
+  }
+}
+
+TEST_CASE("flex_backward on the GPU: 20 runs give bitwise the same dq, dk, dv", "[gpu][flex][backward]") {
+  check_backward_deterministic(Backend::GPU, gpu_case(8, 2, 513, 513, 128, DType::bf16, 64, 64), 20);
+}
