@@ -1,10 +1,12 @@
 // flex_backward on the interpreter against float64 gradients: no mod, bands, built-in and user mods, mask
-// functions with rows that see no key, GQA/MQA, odd lengths and padded head dims; determinism; its errors.
+// functions with rows that see no key, GQA/MQA, varlen, odd lengths and padded head dims; determinism; its
+// errors.
 #include <catch2/catch.hpp>
 
 #include <cstring>
 
 #include "flex_backward_checks.h"
+#include "tilejit/paged_attention.h"
 #include "test_codegen_util.h"
 #include "tilejit/capture.h"
 #include "tilejit/flex_variants.h"
@@ -50,6 +52,18 @@ TEST_CASE("flex_backward (interpreter): GQA/MQA, odd lengths, padded and unequal
     o.mask = attention::causal(Align::BottomRight);
     require_backward_matches(run_backward_case(be, c, o, {{}, band_visible({-1, 0, Align::BottomRight})}), c.dtype);
   }
+  // Varlen: packed sequences of unequal lengths (one empty), causal bottom-right, GQA and a soft-cap lambda.
+  FlexCase var = small_case(4, 2, 0, 0, 32);
+  var.seqlens_q = {23, 0, 1, 40};
+  var.seqlens_k = {31, 5, 17, 40};
+  FlexOptions vo;
+  vo.mask = attention::causal(Align::BottomRight);
+  vo.score_mod = [](Tile sc, Tile, Tile, Tile, Tile) { return 4.f * tanh(sc / 4.f); };
+  require_backward_matches(
+      run_backward_case(be, var, vo,
+                        {[](double x, int, int, int, int) { return 4.0 * std::tanh(x / 4.0); },
+                         band_visible({-1, 0, Align::BottomRight})}),
+      var.dtype);
   FlexCase f16 = small_case(2, 1, 33, 33, 64);
   f16.dtype = DType::f16;
   require_backward_matches(run_backward_case(be, f16, FlexOptions{}, {}), f16.dtype);
@@ -67,11 +81,11 @@ TEST_CASE("flex_backward: two runs give bitwise the same gradients; unsupported 
   Buffer out(nq * 2, be), lse(size_t(2) * 4 * 33 * 4, be);
   const Buffer &bk = bq, &bv = bq, &bdo = bq;
   Buffer empty;
-  FlexOptions varlen = o;
-  varlen.cu_seqlens_q = {out.address(), 12};
-  varlen.cu_seqlens_k = {out.address(), 12};
-  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, out, out, out, s, varlen),
-                    Contains("attention::flex_backward: variable-length batches"));
+  attention::PagedKVCache cache;
+  FlexOptions paged = o;
+  paged.kv_cache = &cache;
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, out, out, out, s, paged),
+                    Contains("attention::flex_backward: a paged KV cache"));
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, empty, out, out, s, o),
                     Contains("attention::flex_backward: pointer 'dq' is null"));
   Buffer small_dk(16, be);

@@ -24,7 +24,8 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
                      : a.backend == "interp" ? Backend::Interpreter
                                              : (gpu_available() ? Backend::GPU : Backend::Interpreter);
   FlexSetup x = flex_setup(f, a, be);
-  if (!x.lens.empty()) throw Error("--backward: variable-length batches (--varlen) have no backward yet");
+  if (!x.lens.empty())
+    throw Error("--backward takes dense batches here (the C++ API attention::flex_backward takes varlen ones)");
   const FlexShape &s = x.s;
   FlexOptions &opt = x.opt;
   const DType dt = x.dt;

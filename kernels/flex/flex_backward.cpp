@@ -14,12 +14,12 @@ namespace tilejit::attention {
 namespace {
 constexpr const char *kOp = "attention::flex_backward";
 
-// The three kernels' arguments; ptrs in BackwardParam order (bQ … bDelta).
+// The three kernels' arguments; ptrs in BackwardParam order (bQ … bCuK).
 std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape &s, const FlexOptions &opt,
-                                            const DevicePtr (&ptrs)[flex::bDelta + 1]) {
+                                            const DevicePtr (&ptrs)[flex::bCuK + 1]) {
   using namespace flex;
   std::vector<detail::ArgValue> a(kNumBackwardParams);
-  for (int i = 0; i <= bDelta; ++i) a[size_t(i)] = ptr_arg(ptrs[i]);
+  for (int i = 0; i <= bCuK; ++i) a[size_t(i)] = ptr_arg(ptrs[i]);
   const float scale = opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim_qk));
   a[bScale] = float_arg(scale);
   a[bGroup] = int_arg(s.heads_q / p.heads_kv);
@@ -46,6 +46,7 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   a[bPadV] = int_arg(next_pow2_at_least_16(p.dim_v));
   a[bHasBand] = int_arg(opt.mask.band.has_value());
   a[bLarge] = int_arg(p.large);
+  a[bVarlen] = int_arg(p.varlen);
   return a;
 }
 
@@ -57,9 +58,6 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   if (opt.kv_cache)
     throw TraceError(fmt::format("{}: a paged KV cache (FlexOptions::kv_cache) serves inference; the backward "
                                  "takes dense k and v",
-                                 kOp));
-  if (opt.cu_seqlens_q.address || opt.cu_seqlens_k.address)
-    throw TraceError(fmt::format("{}: variable-length batches (cu_seqlens) are not supported by the backward yet",
                                  kOp));
   if (opt.block_mask)
     throw TraceError(fmt::format("{}: FlexOptions::block_mask is not used by the backward yet (the mask function "
@@ -79,7 +77,8 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   const Backend backend = resolve_backend(opt.backend);
   Buffer delta(size_t(p.last_lse + 1) * 4, backend);
 
-  const DevicePtr ptrs[] = {q, k, v, out, dout, dq, dk, dv, lse, {delta.address(), delta.bytes()}};
+  const DevicePtr ptrs[] = {q, k, v, out, dout, dq, dk, dv, lse, {delta.address(), delta.bytes()}, opt.cu_seqlens_q,
+                            opt.cu_seqlens_k};
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs);
   const LaunchConfig cfg = launch_config(opt);
   const uint32_t batch = uint32_t(s.batch);
@@ -110,7 +109,8 @@ std::string flex_backward_ptx(const FlexShape &s, const FlexOptions &opt) {
   if (cfg.arch.empty()) cfg.arch = "sm_90a";
   const Plan p = plan(s, opt, kOp);
   const DevicePtr fake{256, 0};
-  const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake};
+  const DevicePtr cu = p.varlen ? fake : DevicePtr{};
+  const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake, cu, cu};
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs);
   std::string ptx;
   for (BackwardKernel which : {BackwardKernel::Delta, BackwardKernel::DkDv, BackwardKernel::Dq})

@@ -8,14 +8,14 @@
 namespace tilejit::attention::flex {
 
 /// Parameters of the three backward kernels, in order. dQ, dK, dV have the strides of q, k, v; dO those of
-/// out; delta those of lse.
+/// out; delta those of lse. Varlen: the sequences' token ranges come from CU_SEQLENS_Q/K (as in the forward).
 enum BackwardParam : int {
-  bQ, bK, bV, bO, bDO, bDQ, bDK, bDV, bLse, bDelta,
+  bQ, bK, bV, bO, bDO, bDQ, bDK, bDV, bLse, bDelta, bCuQ, bCuK,
   bScale, bGroup, bSeqlenQ, bSeqlenK,
   bQb, bQh, bQs, bKb, bKh, bKs, bVb, bVh, bVs, bOb, bOh, bOs, bLb, bLh, bLs,
   bBandLeft, bBandRight, bBandBottomRight,
   // constexprs
-  bBlockM, bBlockN, bDimQK, bDimV, bPadQK, bPadV, bHasBand, bLarge,
+  bBlockM, bBlockN, bDimQK, bDimV, bPadQK, bPadV, bHasBand, bLarge, bVarlen,
   kNumBackwardParams
 };
 

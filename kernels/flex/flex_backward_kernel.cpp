@@ -12,7 +12,7 @@
 //          gradients of learnable captures the mod reads are added here (f32 atomics);
 //   dq:    a query block's dQ (program: query block, query head, batch), walking the key blocks it sees.
 // Both main kernels recompute P from the forward's logsumexp. Bands bound both walks in closed form; a mask
-// function is evaluated on every visited block. Rows that see no key (lse −inf) get P = 0: zero gradients.
+// function is evaluated on every visited block. Varlen: each program's sequence comes from cu_seqlens. Rows that see no key (lse −inf) get P = 0: zero gradients.
 #include <limits>
 #include <tuple>
 
@@ -33,6 +33,7 @@ ParamTable backward_params(DType dt) {
   ParamTable t;
   for (const char *n : {"Q", "K", "V", "O", "DO", "DQ", "DK", "DV"}) t.add(n, K::Ptr, dt);
   for (const char *n : {"LSE", "DELTA"}) t.add(n, K::Ptr, DType::f32);
+  for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
   t.add("scale", K::F32, DType::f32);
   t.add("group", K::I32);
   t.add("seqlen_q", K::I32, DType::i32, false);
@@ -43,7 +44,7 @@ ParamTable backward_params(DType dt) {
   for (const char *n : {"stride_lb", "stride_lh", "stride_ls"}) t.add(n, K::I64, DType::i64, false);
   for (const char *n : {"band_left", "band_right", "band_bottom_right"}) t.add(n, K::I32);
   for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
-  for (const char *n : {"HAS_BAND", "LARGE"}) t.add(n, K::ConstBool, DType::i1);
+  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN"}) t.add(n, K::ConstBool, DType::i1);
   return t;
 }
 
@@ -55,8 +56,11 @@ struct Tracer {
   const Mask &mask;
   std::span<const detail::ArgValue> a;
   int BM, BN, DQK, DV, PQK, PV;
-  bool has_band, large;
-  Tile seqlen_q, seqlen_k, dq_cols, dv_cols, kq_cols, v_cols;
+  bool has_band, large, varlen;
+  // The program's sequence (bind_sequence): its lengths, its first query / key token in the packed layout
+  // (varlen; 0 for dense layouts, whose batch stride moves b) and the band's offset.
+  Tile seqlen_q, seqlen_k, q_start, k_start;
+  Tile dq_cols, dv_cols, kq_cols, v_cols;
   BandTiles band;
 
   Tracer(DType dt, const ScoreMod &sm, const Mask &m, std::span<const detail::ArgValue> args)
@@ -65,42 +69,53 @@ struct Tracer {
     BM = C(bBlockM), BN = C(bBlockN), DQK = C(bDimQK), DV = C(bDimV), PQK = C(bPadQK), PV = C(bPadV);
     has_band = C(bHasBand);
     large = C(bLarge);
-    seqlen_q = P(bSeqlenQ);
-    seqlen_k = P(bSeqlenK);
+    varlen = C(bVarlen);
     dq_cols = arange(0, PQK);
     dv_cols = arange(0, PV);
     if (DQK != PQK) kq_cols = (dq_cols < DQK)(None, _);  // padded head dim: lanes past DIM_QK read 0
     if (DV != PV) v_cols = (dv_cols < DV)(None, _);
+  }
+
+  /// Binds batch b's sequence (call first in each kernel); returns it for the mods' ModScope.
+  Sequence bind_sequence(const Tile &b) {
+    Sequence sq = sequence(varlen, b, P(bSeqlenQ), P(bSeqlenK), P(bCuQ), P(bCuK));
+    seqlen_q = sq.seqlen_q;
+    seqlen_k = sq.seqlen_k;
+    q_start = varlen ? sq.q_start : Tile(0);
+    k_start = varlen ? sq.k_start : Tile(0);
     if (has_band) band = {P(bBandLeft), P(bBandRight), P(bBandBottomRight) * (seqlen_k - seqlen_q)};
+    return sq;
   }
 
   static Tile P(int i) { return detail::param_tile(i); }
   Tile stride(int i) const { return large ? P(i) : P(i).to(DType::i32); }
   Tile wide(const Tile &t) const { return large ? t.to(DType::i64) : t; }
 
-  // [rows, PAD] tile of a [batch, head, seq, d] tensor (strides at first_stride: batch, head, seq).
-  Tile rows_ptr(int ptr, int first_stride, const Tile &b, const Tile &h, const Tile &rows, const Tile &cols) const {
+  // [rows, PAD] tile of a [batch, head, seq, d] tensor (strides at first_stride: batch, head, seq); rows count
+  // from the sequence's first token `start` (varlen).
+  Tile rows_ptr(int ptr, int first_stride, const Tile &b, const Tile &h, const Tile &start, const Tile &rows,
+                const Tile &cols) const {
     Tile base = wide(b) * stride(first_stride) + wide(h) * stride(first_stride + 1);
-    return P(ptr) + base + (wide(rows) * stride(first_stride + 2))(_, None) + cols(None, _);
+    return P(ptr) + base + (wide(start + rows) * stride(first_stride + 2))(_, None) + cols(None, _);
   }
   Tile mask_cols(const Tile &row_ok, const Tile &cols_mask) const {
     Tile m = row_ok(_, None);
     return cols_mask.valid() ? m & cols_mask : m;
   }
   Tile q_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
-    return rows_ptr(t, bQb, b, h, rows, dq_cols);
+    return rows_ptr(t, bQb, b, h, q_start, rows, dq_cols);
   }
   Tile k_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
-    return rows_ptr(t, bKb, b, h, rows, dq_cols);
+    return rows_ptr(t, bKb, b, h, k_start, rows, dq_cols);
   }
   Tile v_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
-    return rows_ptr(t, bVb, b, h, rows, dv_cols);
+    return rows_ptr(t, bVb, b, h, k_start, rows, dv_cols);
   }
   Tile o_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
-    return rows_ptr(t, bOb, b, h, rows, dv_cols);
+    return rows_ptr(t, bOb, b, h, q_start, rows, dv_cols);
   }
   Tile row_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
-    return P(t) + (wide(b) * stride(bLb) + wide(h) * stride(bLh)) + wide(rows) * stride(bLs);
+    return P(t) + (wide(b) * stride(bLb) + wide(h) * stride(bLh)) + wide(q_start + rows) * stride(bLs);
   }
 
   struct Grad {
@@ -140,6 +155,7 @@ void trace_delta(DType dt, std::span<const detail::ArgValue> a) {
   static const Mask no_mask;
   Tracer t(dt, none, no_mask, a);
   Tile m = program_id(0), h = program_id(1), b = program_id(2);
+  t.bind_sequence(b);
   Tile rows = m * t.BM + arange(0, t.BM);
   Tile row_ok = rows < t.seqlen_q, ld = t.mask_cols(row_ok, t.v_cols);
   Tile o = load(t.o_ptr(bO, b, h, rows), ld, 0.f).to(DType::f32);
@@ -151,7 +167,7 @@ void trace_delta(DType dt, std::span<const detail::ArgValue> a) {
 void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<const detail::ArgValue> a) {
   Tracer t(dt, score_mod, mask, a);
   Tile n = program_id(0), hk = program_id(1), b = program_id(2);
-  Sequence sq = sequence(false, b, t.seqlen_q, t.seqlen_k, Tile(), Tile());
+  Sequence sq = t.bind_sequence(b);
   ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
   Tile start_n = n * t.BN;
   Tile cols = start_n + arange(0, t.BN);
@@ -165,6 +181,7 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     lo = maximum(start_n - t.band.off - t.band.right, 0);
     hi = minimum(t.seqlen_q, start_n + (t.BN - 1) - t.band.off + t.band.left + 1);
   }
+  hi = where(start_n < t.seqlen_k, hi, 0);  // a block past its sequence's keys (varlen) visits nothing
   Tile group = Tracer::P(bGroup);
   for_range(0, group, 1, [&](I32 g) {
     Tile h = hk * group + g;
@@ -188,7 +205,7 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
 void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<const detail::ArgValue> a) {
   Tracer t(dt, score_mod, mask, a);
   Tile m = program_id(0), h = program_id(1), b = program_id(2);
-  Sequence sq = sequence(false, b, t.seqlen_q, t.seqlen_k, Tile(), Tile());
+  Sequence sq = t.bind_sequence(b);
   ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
   Tile hk = h / Tracer::P(bGroup);
   Tile start_m = m * t.BM;
@@ -205,6 +222,7 @@ void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<c
     lo = maximum(start_m + t.band.off - t.band.left, 0);
     hi = minimum(t.seqlen_k, last_q + t.band.off + t.band.right + 1);
   }
+  hi = where(start_m < t.seqlen_q, hi, 0);  // a block past its sequence's queries (varlen) visits nothing
   for_range((lo / t.BN) * t.BN, hi, t.BN, [&](I32 start_n) {
     Tile cols = start_n + arange(0, t.BN);
     Tile col_ok = cols < t.seqlen_k;

@@ -21,12 +21,22 @@ TEST_CASE("flex_backward on the GPU: every mod and mask kind", "[gpu][flex][back
   check_backward_variants(Backend::GPU, gpu_case(2, 1, 130, 130, 128, DType::f16, 64, 32));
 }
 
-TEST_CASE("flex_backward on the GPU: GQA, odd lengths, head dims", "[gpu][flex][backward]") {
+TEST_CASE("flex_backward on the GPU: GQA, odd lengths, varlen, head dims", "[gpu][flex][backward]") {
   for (int len : {1, 17, 113, 1000}) {
     INFO("seqlen " << len);
     attention::FlexOptions o;
     o.mask = attention::causal(attention::Align::BottomRight);
     FlexCase c = gpu_case(8, 2, len, len, 64, DType::bf16, 64, 64);
+    require_backward_matches(run_backward_case(Backend::GPU, c, o, {{}, band_visible({-1, 0, attention::Align::BottomRight})}),
+                             c.dtype);
+  }
+  {
+    INFO("varlen");
+    FlexCase c = gpu_case(8, 2, 0, 0, 64, DType::bf16, 64, 64);
+    c.seqlens_q = {100, 0, 1, 513, 64};
+    c.seqlens_k = {100, 7, 1, 513, 200};
+    attention::FlexOptions o;
+    o.mask = attention::causal(attention::Align::BottomRight);
     require_backward_matches(run_backward_case(Backend::GPU, c, o, {{}, band_visible({-1, 0, attention::Align::BottomRight})}),
                              c.dtype);
   }
