@@ -85,10 +85,18 @@ const attention::BlockMask &block_mask_for(FlexState &st, const BlockMaskKey &ke
   return st.block_masks.emplace(key, std::move(bm)).first->second;
 }
 
+/// The backward's extra tensors (tilejit_flex_attention_backward); null for the forward.
+struct BackwardPtrs {
+  const void *dout;
+  void *dq, *dk, *dv;
+};
+
+/// One forward (bwd null) or backward call: the variant's mods from the registry, validated options, then the
+/// launch under the registry's lock (the captures it sets are read by the launch).
 void flex_call(const void *q, const void *k, const void *v, void *out, float *lse, int dtype, int batch,
                int heads_q, int heads_kv, int seqlen_q, int seqlen_k, int head_dim, const int64_t *q_strides,
                const int64_t *k_strides, const int64_t *v_strides, const int64_t *o_strides, float softmax_scale,
-               const tilejit_flex_variant *variant_in, void *stream) {
+               const tilejit_flex_variant *variant_in, void *stream, const BackwardPtrs *bwd = nullptr) {
   tilejit_flex_variant vs;
   tilejit_flex_variant_init(&vs);
   if (variant_in) vs = *variant_in;
@@ -101,6 +109,14 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   opt.v_strides = strides_of(v_strides, "v_strides");
   opt.o_strides = strides_of(o_strides, "o_strides");
   DevicePtr pq = pointer_arg(q, "q"), pk = pointer_arg(k, "k"), pv = pointer_arg(v, "v"), po = pointer_arg(out, "out");
+  DevicePtr pdo, pdq, pdk, pdv;
+  if (bwd) {
+    pdo = pointer_arg(bwd->dout, "dout");
+    pdq = pointer_arg(bwd->dq, "dq");
+    pdk = pointer_arg(bwd->dk, "dk");
+    pdv = pointer_arg(bwd->dv, "dv");
+    if (!lse) throw TraceError("lse is NULL: the backward needs the forward's logsumexp");
+  }
   if (batch < 0 || heads_q < 0 || heads_kv < 0 || seqlen_q < 0 || seqlen_k < 0)
     throw TraceError(fmt::format("sizes must be non-negative (batch {}, heads_q {}, heads_kv {}, seqlen_q {}, "
                                  "seqlen_k {})", batch, heads_q, heads_kv, seqlen_q, seqlen_k));
@@ -138,8 +154,11 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   opt.score_mod = variant.score_mod;
   opt.mask = variant.mask;
   opt.mask.band = attention::flex::builtin_band(settings);  // per call: its sides are kernel arguments
-  if (int64_t(batch) * heads_q * seqlen_q == 0) {
-    attention::flex_forward(pq, pk, pv, po, DevicePtr{256, 0}, shape, opt);  // validates, then returns
+  if (int64_t(batch) * heads_q * seqlen_q == 0) {  // validates, then returns
+    if (bwd)
+      attention::flex_backward(pq, pk, pv, po, DevicePtr{256, 0}, pdo, pdq, pdk, pdv, shape, opt);
+    else
+      attention::flex_forward(pq, pk, pv, po, DevicePtr{256, 0}, shape, opt);
     return;
   }
 
@@ -155,6 +174,12 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   attention::BlockMask fresh_mask;  // freed after the launch: cuMemFree waits for the kernels using it
   if (settings.documents)
     variant.doc_ids.set(DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(vs.doc_ids)), size_t(batch) * seqlen_q * 4});
+  if (bwd) {  // no block mask (the backward evaluates the document mask on every visited block), no tuning
+    attention::flex_backward(pq, pk, pv, po, plse, pdo, pdq, pdk, pdv, shape, opt);
+    c_api_detail::set_last_launch_config("flex_attention_bwd", opt.block_m, opt.block_n, 0, opt.num_warps,
+                                         opt.num_stages, opt.min_ctas_per_sm, false);
+    return;
+  }
   if (vs.autotune && be == Backend::GPU) {
     // The tuned config first: the cached block masks below are keyed by its block sizes.
     opt.autotune = true;
@@ -215,6 +240,18 @@ int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, 
   return c_api_detail::guarded(kEntry, [&] {
     flex_call(q, k, v, out, lse, dtype, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, q_strides, k_strides,
               v_strides, o_strides, softmax_scale, variant, stream);
+  });
+}
+
+int tilejit_flex_attention_backward(const void *q, const void *k, const void *v, const void *out, const float *lse,
+                                    const void *dout, void *dq, void *dk, void *dv, int dtype, int batch, int heads_q,
+                                    int heads_kv, int seqlen_q, int seqlen_k, int head_dim, const int64_t *q_strides,
+                                    const int64_t *k_strides, const int64_t *v_strides, const int64_t *o_strides,
+                                    float softmax_scale, const tilejit_flex_variant *variant, void *stream) {
+  return c_api_detail::guarded("tilejit_flex_attention_backward", [&] {
+    const BackwardPtrs bwd{dout, dq, dk, dv};
+    flex_call(q, k, v, const_cast<void *>(out), const_cast<float *>(lse), dtype, batch, heads_q, heads_kv, seqlen_q,
+              seqlen_k, head_dim, q_strides, k_strides, v_strides, o_strides, softmax_scale, variant, stream, &bwd);
   });
 }
 
