@@ -127,6 +127,10 @@ class Tilejit:
         lib.tilejit_flex_attention_forward.argtypes = ([vp] * 5 + [ci] * 7 + [i64p] * 4 +
                                                        [cf, ctypes.POINTER(FlexVariant), vp])
         lib.tilejit_flex_clear_cache.argtypes = []
+        self.has_backward = hasattr(lib, "tilejit_flex_attention_backward")
+        if self.has_backward:
+            lib.tilejit_flex_attention_backward.argtypes = ([vp] * 9 + [ci] * 7 + [i64p] * 4 +
+                                                            [cf, ctypes.POINTER(FlexVariant), vp])
         lib.tilejit_matmul.argtypes = [vp, vp, vp, ci, ci, ci, ci, vp]
         lib.tilejit_last_compile_stats.argtypes = [ctypes.POINTER(CompileStats)]
         lib.tilejit_last_error.restype = ctypes.c_char_p
@@ -174,6 +178,17 @@ class Tilejit:
             q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr() if lse is not None else None,
             0, b, hq, k.shape[1], sq, k.shape[2], d, _strides(q), _strides(k), _strides(v), _strides(out), 0.0,
             ctypes.byref(variant), _stream()), "tilejit_flex_attention_forward")
+
+    def flex_backward(self, q, k, v, out, lse, dout, dq, dk, dv, variant: FlexVariant):
+        """Gradients of flex(q, k, v, out, variant, lse): dq, dk, dv with q's, k's, v's strides; dout out's."""
+        if not self.has_backward:
+            raise Unavailable("this libtilejit has no tilejit_flex_attention_backward")
+        b, hq, sq, d = q.shape
+        self.check(self.lib.tilejit_flex_attention_backward(
+            q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), dout.data_ptr(),
+            dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), 0, b, hq, k.shape[1], sq, k.shape[2], d, _strides(q),
+            _strides(k), _strides(v), _strides(out), 0.0, ctypes.byref(variant), _stream()),
+            "tilejit_flex_attention_backward")
 
     def paged_kv_append(self, kv: PagedKV, k_new, v_new, slots):
         """k_new, v_new: contiguous [tokens, heads_kv, head_dim]; slots: i32 [tokens]."""
@@ -898,6 +913,153 @@ def protocol_row(ctx: Context, sh: dict, name: str, peers: dict, missing: dict) 
     for impl, e in row["errors"].items():
         ctx.log(f"    {impl}: {e}")
     del q, k, v, out, ref
+    return row
+
+
+# ============================================================================================ backward
+
+
+def reference_gradients(q, k, v, dout, pairs, causal: bool):
+    """fp32 autograd of softmax(q·kᵀ/sqrt(d))·v for the (batch, head) `pairs`: (dq, dk, dv), each
+    [len(pairs), s, d]."""
+    import torch
+    s, d = q.shape[2], q.shape[3]
+    grads = ([], [], [])
+    for b, h in pairs:
+        qf, kf, vf = (t[b, h].float().requires_grad_() for t in (q, k, v))
+        sc = (qf @ kf.T) / math.sqrt(d)
+        if causal:
+            sc = sc.masked_fill(torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        out = torch.softmax(sc, dim=-1) @ vf
+        for acc, g in zip(grads, torch.autograd.grad(out, (qf, kf, vf), dout[b, h].float())):
+            acc.append(g)
+        del sc, out
+    return tuple(torch.stack(g) for g in grads)
+
+
+@suite("backward", "attention backward on the FlashAttention protocol: tilejit's flex_backward beside the "
+       "backward of SDPA cuDNN, SDPA FlashAttention-2 and compiled FlexAttention; dq, dk, dv against fp32 autograd")
+def run_backward(ctx: Context):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 reference
+    args = ctx.args
+    seqlens = args.seqlens or PROTOCOL_SEQLENS
+    shapes = [dict(batch=PROTOCOL_TOKENS // s, heads=PROTOCOL_HIDDEN // d, seqlen=s, head_dim=d, causal=c)
+              for d in args.head_dims for c in (False, True) for s in seqlens]
+    peers, missing = attention_peers()  # their backward runs through autograd
+    impls = ["tilejit"] + [p for p in ("cuDNN", "FA2", "Flex") if p in peers or p in missing]
+    rows, skipped = [], []
+    for sh in shapes:
+        name = (f"d{sh['head_dim']} s{sh['seqlen']} b{sh['batch']} h{sh['heads']}" +
+                (" causal" if sh["causal"] else ""))
+        if ctx.out_of_time(reserve_s=20):
+            skipped.append(name)
+            continue
+        rows.append(backward_row(ctx, sh, name, peers))
+        empty_cache()
+
+    rep = Report(ctx, "Attention backward: the FlashAttention protocol")
+    peers_here = impls[1:]
+    headers = (["head_dim", "seqlen", "batch x heads", "causal", "tilejit ms", "tilejit TFLOP/s"] +
+               [f"{p} TFLOP/s" for p in peers_here] + [f"tilejit/{p}" for p in peers_here])
+    table = []
+    for r in rows:
+        sh = r["shape"]
+        cells = [sh["head_dim"], sh["seqlen"], f"{sh['batch']} x {sh['heads']}", "yes" if sh["causal"] else "no",
+                 num(r["ms"].get("tilejit"), ".3f"), tflops_cell(r, "tilejit")]
+        cells += [tflops_cell(r, p) for p in peers_here]
+        cells += [ratio_cell(r, p) for p in peers_here]
+        table.append(cells)
+    rep.section("TFLOP/s of the backward (FLOPs = 2.5 × the forward's 4·batch·heads·seqlen²·head_dim, halved when "
+                "causal)", *md_table(headers, table, right=set(range(4, len(headers)))))
+    checks = [[r["name"], r["checked"]] + [verdict(r["err"].get(i)) if i in r["err"] else
+                                           ("err" if i in r["errors"] else "n/a") for i in impls] +
+              [num(r.get("first_call_s"), ".2f")] for r in rows]
+    rep.section("Checks: the largest relative Frobenius error of dq, dk and dv against fp32 autograd",
+                *md_table(["shape", "(batch, head) pairs checked"] + impls + ["tilejit first call, s (compiles)"],
+                          checks, right=set()))
+    notes = common_method_notes() + [
+        f"- Shapes: batch·seqlen = {PROTOCOL_TOKENS} tokens, hidden {PROTOCOL_HIDDEN} (heads = "
+        f"{PROTOCOL_HIDDEN}/head_dim), layout [batch, heads, seqlen, head_dim], bf16, softmax scale 1/sqrt(d); "
+        "dout from torch.randn.",
+        "- Timed: the backward alone. tilejit: tilejit_flex_attention_backward on its own forward's out and lse "
+        "(library's default block sizes, no tuning); peers: torch.autograd.grad of their forward's output "
+        "(retain_graph), the forward run once outside the timing.",
+        "- The fp32 reference (autograd of softmax(q·kᵀ/sqrt(d))·v in fp32) covers the first 8 (batch, head) "
+        "pairs for seqlen ≤ 2048, the first 2 above; every implementation's dq, dk, dv are checked against it.",
+    ]
+    notes += [f"- {p}: n/a — {why}" for p, why in missing.items()]
+    rep.section("Method", *notes)
+    errors = grouped_errors([(r["name"], impl, e) for r in rows for impl, e in r["errors"].items()])
+    if errors or skipped:
+        rep.section("Errors and skipped shapes", *errors,
+                    *([f"- not run (time budget --budget-s {args.budget_s:g} s spent): {', '.join(skipped)}"]
+                      if skipped else []))
+    panels = []
+    for d in args.head_dims:
+        for c in (False, True):
+            series = {impl: [(r["shape"]["seqlen"], r["tflops"].get(impl)) for r in rows
+                             if r["shape"]["head_dim"] == d and r["shape"]["causal"] == c] for impl in impls}
+            panels.append((f"d{d}{' causal' if c else ''}", series))
+    note = plot_lines(rep.path("png"), panels, "Attention backward, bf16 (FlashAttention protocol)", "TFLOP/s")
+    if note:
+        rep.add(f"({note})")
+    rep.write()
+
+
+def backward_row(ctx: Context, sh: dict, name: str, peers: dict) -> dict:
+    import torch
+    b, h, s, d, causal = sh["batch"], sh["heads"], sh["seqlen"], sh["head_dim"], sh["causal"]
+    torch.manual_seed(0)
+    q, k, v, dout = (torch.randn(b, h, s, d, device=DEVICE, dtype=torch.bfloat16) for _ in range(4))
+    flops = 2.5 * 4.0 * b * h * s * s * d / (2 if causal else 1)
+    n_check = min(b * h, 8 if s <= 2048 else 2)
+    pairs = [(i // h, i % h) for i in range(n_check)]
+    row = dict(shape=sh, name=name, ms={}, tflops={}, err={}, errors={}, checked=n_check)
+    ref = reference_gradients(q, k, v, dout, pairs, causal)
+
+    def record(impl, timed, grads_of):
+        grads = grads_of()
+        sync()
+        row["err"][impl] = max(rel_err(torch.stack([g[bb, hh] for bb, hh in pairs]), r)
+                               for g, r in zip(grads, ref))
+        row["ms"][impl] = bench_ms(timed)
+        row["tflops"][impl] = flops / (row["ms"][impl] * 1e-3) / 1e12
+
+    try:
+        tj = ctx.tj
+        var = tj.variant(causal=int(causal), autotune=0)
+        out = torch.empty_like(q)
+        lse = torch.empty(b, h, s, device=DEVICE, dtype=torch.float32)
+        tj.flex(q, k, v, out, var, lse)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        tj_call = lambda: tj.flex_backward(q, k, v, out, lse, dout, dq, dk, dv, var)  # noqa: E731
+        row["first_call_s"] = first_call_s(tj_call)
+
+        def checked_tj():
+            for g in (dq, dk, dv):
+                g.fill_(float("nan"))
+            tj_call()
+            return dq, dk, dv
+        record("tilejit", tj_call, checked_tj)
+    except Exception as ex:  # noqa: BLE001
+        row["errors"]["tilejit"] = short_error(ex)
+    for impl, peer in peers.items():
+        try:
+            qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+            out_p = peer(qg, kg, vg, causal)
+            timed = lambda out_p=out_p, qg=qg, kg=kg, vg=vg: torch.autograd.grad(  # noqa: E731
+                out_p, (qg, kg, vg), dout, retain_graph=True)
+            record(impl, timed, timed)  # the checked call is also its first (compile) call
+            del out_p, qg, kg, vg
+        except Exception as ex:  # noqa: BLE001
+            row["errors"][impl] = short_error(ex)
+    cells = [f"{impl} {row['tflops'][impl]:.1f} ({verdict(row['err'][impl])})" if impl in row["tflops"]
+             else f"{impl} {'err' if impl in row['errors'] else 'n/a'}" for impl in ["tilejit"] + list(peers)]
+    ctx.log(f"{name:<28} " + ", ".join(cells))
+    for impl, e in row["errors"].items():
+        ctx.log(f"    {impl}: {e}")
+    del q, k, v, dout, ref
     return row
 
 
