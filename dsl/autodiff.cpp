@@ -28,29 +28,45 @@ class ReverseSweep {
   ReverseSweep(TraceContext &ctx, ir::Value *wrt, CaptureGrads captures, const SrcLoc &loc)
       : ctx_(ctx), wrt_(wrt), captures_(captures), loc_(loc) {}
 
-  /// Whether v depends, through ops of `block`, on wrt or (CaptureGrads::Scatter) on a load from a learnable
-  /// capture: the values whose adjoints the sweep computes (memoized).
-  bool depends(ir::Value *v, const ir::Block *block) {
+  /// Whether v depends on wrt or (CaptureGrads::Scatter) on a load from a learnable capture, through any ops:
+  /// the values whose adjoints the sweep computes (memoized). An op with regions depends on what any op inside
+  /// uses; a region's arguments (loop-carried values) on their op's operands.
+  bool depends(const ir::Value *v) {
     if (v == wrt_) return true;
-    if (!v->def || v->def->parent != block) return false;
     auto [it, fresh] = depends_.try_emplace(v, false);
     if (!fresh) return it->second;
-    bool d = learnable_load(*v->def);
-    for (ir::Value *o : v->def->operands) d = depends(o, block) || d;
+    bool d = false;
+    if (!v->def) {
+      const ir::Op *owner = v->block ? v->block->parent : nullptr;
+      if (owner)
+        for (const ir::Value *o : owner->operands) d = depends(o) || d;
+    } else {
+      d = learnable_load(*v->def);
+      for (const ir::Value *o : v->def->operands) d = depends(o) || d;
+      for (const auto &region : v->def->regions)
+        ir::walk(*region, [&](ir::Op &inner) {
+          for (const ir::Value *o : inner.operands) d = depends(o) || d;
+        });
+    }
     depends_[v] = d;
     return d;
   }
 
-  /// The learnable capture (made with a gradient buffer) that `ptr` addresses through pointer arithmetic and
-  /// shape ops, or null.
+  /// The learnable capture (made with a gradient buffer) among the parameters `ptr`'s address is computed
+  /// from, or null.
   std::shared_ptr<detail::CaptureState> learnable(const ir::Value *ptr) const {
-    const ir::Value *base = ptr;
-    using K = ir::OpKind;
-    while (base->def && (base->def->kind == K::PtrAdd || base->def->kind == K::Splat || base->def->kind == K::Broadcast ||
-                         base->def->kind == K::ExpandDims || base->def->kind == K::Reshape))
-      base = base->def->operand(0);
-    for (const TraceContext::CapturedParam &c : ctx_.captures)
-      if (c.value == base && c.state->grad) return c.state;
+    std::vector<const ir::Value *> todo{ptr};
+    while (!todo.empty()) {
+      const ir::Value *v = todo.back();
+      todo.pop_back();
+      if (!v->type.is_ptr()) continue;  // offsets are not the address's base
+      if (!v->def) {
+        for (const TraceContext::CapturedParam &c : ctx_.captures)
+          if (c.value == v && c.state->grad) return c.state;
+        continue;
+      }
+      for (const ir::Value *o : v->def->operands) todo.push_back(o);
+    }
     return nullptr;
   }
   bool learnable_load(const ir::Op &op) const {
@@ -74,9 +90,24 @@ class ReverseSweep {
   }
 
   Tile run(ir::Value *out, const Tile &dout) {
+    // While a loop body is traced, a value from outside the loop is one of its block arguments, and how the
+    // others relate to it is not known yet: wrt must be computed where the sweep can see it.
+    if (!wrt_->def && wrt_->block && wrt_->block->parent)
+      dsl::fail(loc_, "vjp: wrt comes from outside the loop being traced (or is carried by it); compute out from a "
+                      "wrt computed in the same loop body");
     const ir::Block *block = out->def ? out->def->parent : nullptr;
     if (out == wrt_) return broadcast_to(dout.to(DType::f32, loc_), out->type.shape, loc_);
-    if (!block || !depends(out, block)) return zeros(wrt_->type.shape, DType::f32, loc_);
+    if (!depends(out)) return zeros(wrt_->type.shape, DType::f32, loc_);
+    if (!block)
+      dsl::fail(loc_, "vjp: out is a loop-carried value or a kernel argument computed from wrt: differentiate the "
+                      "ops that compute it inside the loop instead");
+    // Inside a loop body being traced, a value from outside the loop is a block argument whose origin is not
+    // known yet: the sweep could not tell whether it depends on wrt. With wrt in out's block, none can.
+    const ir::Block *wrt_block = wrt_->def ? wrt_->def->parent : wrt_->block;
+    if (wrt_block != block)
+      dsl::fail(loc_, "vjp: wrt and out must be computed in the same block (the same loop body or branch, or both "
+                      "outside every loop)");
+    block_ = block;
     // The path in trace order: ops of the block whose result depends on wrt and that out depends on.
     std::unordered_map<const ir::Value *, bool> needed;
     needed[out] = true;
@@ -88,7 +119,7 @@ class ReverseSweep {
       if (!on_path) continue;
       path.push_back(op);
       for (ir::Value *o : op->operands)
-        if (depends(o, block)) needed[o] = true;
+        if (depends(o)) needed[o] = true;
     }
     adjoint_[out] = broadcast_to(dout.to(DType::f32, loc_), out->type.shape, loc_);
     for (ir::Op *op : path) backward(*op);  // path is already in reverse trace order
@@ -99,8 +130,13 @@ class ReverseSweep {
  private:
   Tile primal(ir::Value *v) const { return TileAccess::from_value(v).to(DType::f32, loc_); }
 
-  void add(ir::Value *v, const Tile &g, const ir::Block *block) {
-    if (!is_float(v->type.dtype()) || v->type.is_ptr() || !depends(v, block)) return;
+  // Adds g to v's adjoint: v must be wrt or computed in out's block (a value from an enclosing block or a
+  // loop-carried one would need the sweep to cross control flow).
+  void add(ir::Value *v, const Tile &g, const ir::Op &user) {
+    if (!is_float(v->type.dtype()) || v->type.is_ptr() || !depends(v)) return;
+    if (v != wrt_ && (!v->def || v->def->parent != block_))
+      reject(user, "its operand depends on wrt through a loop or a branch (control flow on the path from wrt to "
+                   "out is not differentiated)");
     auto it = adjoint_.find(v);
     if (it == adjoint_.end()) adjoint_.emplace(v, g);
     else it->second = it->second + g;
@@ -112,60 +148,61 @@ class ReverseSweep {
 
   void backward(const ir::Op &op) {
     using K = ir::OpKind;
+    for (int i = 1; i < op.num_results(); ++i)
+      if (adjoint_.count(op.result(i))) reject(op, "control flow on the path from wrt to out is not differentiated");
     const ir::Value *res = op.num_results() ? op.result() : nullptr;
     auto it = res ? adjoint_.find(res) : adjoint_.end();
     if (it == adjoint_.end()) return;  // nothing flows back through this op (an integer result, or unused)
     const Tile g = it->second;
-    const ir::Block *block = op.parent;
     auto x = [&](int i) { return op.operand(i); };
     auto P = [&](int i) { return primal(x(i)); };
     Tile r = is_float(res->type.dtype()) ? primal(const_cast<ir::Value *>(res)) : Tile();
     switch (op.kind) {
-      case K::Add: add(x(0), g, block); add(x(1), g, block); return;
-      case K::Sub: add(x(0), g, block); add(x(1), -g, block); return;
-      case K::Mul: add(x(0), g * P(1), block); add(x(1), g * P(0), block); return;
+      case K::Add: add(x(0), g, op); add(x(1), g, op); return;
+      case K::Sub: add(x(0), g, op); add(x(1), -g, op); return;
+      case K::Mul: add(x(0), g * P(1), op); add(x(1), g * P(0), op); return;
       case K::Div: {
         Tile q = g / P(1);
-        add(x(0), q, block);
-        add(x(1), -(q * r), block);  // d(a/b)/db = −(a/b)/b
+        add(x(0), q, op);
+        add(x(1), -(q * r), op);  // d(a/b)/db = −(a/b)/b
         return;
       }
-      case K::Fma: add(x(0), g * P(1), block); add(x(1), g * P(0), block); add(x(2), g, block); return;
-      case K::Neg: add(x(0), -g, block); return;
-      case K::Exp: add(x(0), g * r, block); return;
-      case K::Exp2: add(x(0), g * r * float(kLn2), block); return;
-      case K::Log: add(x(0), g / P(0), block); return;
-      case K::Log2: add(x(0), g / (P(0) * float(kLn2)), block); return;
-      case K::Sqrt: add(x(0), g * 0.5f / r, block); return;
-      case K::Rsqrt: add(x(0), g * -0.5f * r * r * r, block); return;  // d(a^-1/2) = −a^-3/2 / 2
-      case K::Tanh: add(x(0), g * (1.f - r * r), block); return;
-      case K::Sigmoid: add(x(0), g * r * (1.f - r), block); return;
+      case K::Fma: add(x(0), g * P(1), op); add(x(1), g * P(0), op); add(x(2), g, op); return;
+      case K::Neg: add(x(0), -g, op); return;
+      case K::Exp: add(x(0), g * r, op); return;
+      case K::Exp2: add(x(0), g * r * float(kLn2), op); return;
+      case K::Log: add(x(0), g / P(0), op); return;
+      case K::Log2: add(x(0), g / (P(0) * float(kLn2)), op); return;
+      case K::Sqrt: add(x(0), g * 0.5f / r, op); return;
+      case K::Rsqrt: add(x(0), g * -0.5f * r * r * r, op); return;  // d(a^-1/2) = −a^-3/2 / 2
+      case K::Tanh: add(x(0), g * (1.f - r * r), op); return;
+      case K::Sigmoid: add(x(0), g * r * (1.f - r), op); return;
       case K::Abs: {
         Tile a = P(0);
-        add(x(0), where(a > 0.f, g, where(a < 0.f, -g, 0.f, loc_), loc_), block);
+        add(x(0), where(a > 0.f, g, where(a < 0.f, -g, 0.f, loc_), loc_), op);
         return;
       }
       case K::Minimum:
       case K::Maximum: {
         // The first operand takes a tie.
         Tile first = op.kind == K::Minimum ? P(0) <= P(1) : P(0) >= P(1);
-        add(x(0), where(first, g, 0.f, loc_), block);
-        add(x(1), where(first, 0.f, g, loc_), block);
+        add(x(0), where(first, g, 0.f, loc_), op);
+        add(x(1), where(first, 0.f, g, loc_), op);
         return;
       }
       case K::Select: {
         Tile c = TileAccess::from_value(x(0));
-        add(x(1), where(c, g, 0.f, loc_), block);
-        add(x(2), where(c, 0.f, g, loc_), block);
+        add(x(1), where(c, g, 0.f, loc_), op);
+        add(x(2), where(c, 0.f, g, loc_), op);
         return;
       }
       case K::Cast:
-        if (is_float(x(0)->type.dtype())) add(x(0), g, block);  // float → float; from an int: no gradient
+        if (is_float(x(0)->type.dtype())) add(x(0), g, op);  // float → float; from an int: no gradient
         return;
       case K::Splat: {
         Tile s = g;
         while (!s.shape().empty()) s = sum(s, 0, loc_);
-        add(x(0), s, block);
+        add(x(0), s, op);
         return;
       }
       case K::Broadcast: {
@@ -173,24 +210,27 @@ class ReverseSweep {
         const auto &from = x(0)->type.shape;
         for (int d = 0; d < int(from.size()); ++d)
           if (from[size_t(d)] == 1 && res->type.shape[size_t(d)] != 1) s = expand_dims(sum(s, d, loc_), d, loc_);
-        add(x(0), s, block);
+        add(x(0), s, op);
         return;
       }
       case K::ExpandDims:
-      case K::Reshape: add(x(0), reshape(g, x(0)->type.shape, loc_), block); return;
+      case K::Reshape: add(x(0), reshape(g, x(0)->type.shape, loc_), op); return;
       case K::Trans: {
         const auto &perm = op.attrs.ints;
         std::vector<int64_t> inverse(perm.size());
         for (size_t i = 0; i < perm.size(); ++i) inverse[size_t(perm[i])] = int64_t(i);
-        add(x(0), trans(g, inverse, loc_), block);
+        add(x(0), trans(g, inverse, loc_), op);
         return;
       }
       case K::Reduce:
         if (op.attrs.reduce != ir::ReduceKind::sum) reject(op, "only sum reductions have a derivative here");
-        add(x(0), broadcast_to(expand_dims(g, int(op.attrs.axis), loc_), x(0)->type.shape, loc_), block);
+        add(x(0), broadcast_to(expand_dims(g, int(op.attrs.axis), loc_), x(0)->type.shape, loc_), op);
         return;
       case K::Load: {
-        // A constant of the differentiation, except a learnable capture's element: its gradient is added in.
+        // Masked-off lanes take `other`: its gradient there.
+        if (op.num_operands() > 2) add(x(2), where(TileAccess::from_value(x(1)), 0.f, g, loc_), op);
+        // The loaded value is a constant of the differentiation, except a learnable capture's element: its
+        // gradient is added in.
         if (!learnable_load(op)) return;
         ir::Value *grad = ctx_.capture_param(learnable(x(0))->grad);
         Tile mask = op.num_operands() > 1 ? TileAccess::from_value(x(1)) : Tile();
@@ -207,6 +247,7 @@ class ReverseSweep {
   }
 
   TraceContext &ctx_;
+  const ir::Block *block_ = nullptr;  // out's block: the sweep's ops
   ir::Value *wrt_;
   CaptureGrads captures_;
   SrcLoc loc_;

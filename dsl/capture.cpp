@@ -118,6 +118,9 @@ void Captured::set_grad(DevicePtr g) {
   if (!state_->grad)
     throw Error("Captured::set_grad: this capture was made without a gradient buffer; make it with "
                 "capture(buffer, DType::f32, grad)");
+  if (g.bytes != 0 && state_->bytes != 0 && g.bytes < state_->bytes)
+    throw Error(fmt::format("Captured::set_grad: the gradient buffer holds {} bytes, fewer than the {} of the "
+                            "captured buffer it receives gradients for", g.bytes, state_->bytes));
   state_->grad->address = g.address;
   state_->grad->bytes = g.bytes;
   state_->grad->on_gpu = -1;

@@ -150,21 +150,22 @@ inline void check_backward_deterministic(Backend be, const FlexCase &c, int runs
   o.block_m = c.block_m;
   o.block_n = c.block_n;
   const attention::FlexShape &s = c.shape;
-  const int Hkv = s.heads_kv ? s.heads_kv : s.heads_q;
+  const int Hkv = s.heads_kv ? s.heads_kv : s.heads_q, Dv = s.head_dim_v ? s.head_dim_v : s.head_dim_qk;
   const size_t nq = size_t(s.batch) * s.heads_q * s.seqlen_q * s.head_dim_qk;
-  const size_t nk = size_t(s.batch) * Hkv * s.seqlen_k * s.head_dim_qk;
+  const size_t nk = size_t(s.batch) * Hkv * s.seqlen_k * s.head_dim_qk, nv = size_t(s.batch) * Hkv * s.seqlen_k * Dv;
+  const size_t no = size_t(s.batch) * s.heads_q * s.seqlen_q * Dv;
   auto bq = upload_as(random_values(nq, c.dtype), c.dtype, be), bk = upload_as(random_values(nk, c.dtype), c.dtype, be);
-  auto bv = upload_as(random_values(nk, c.dtype), c.dtype, be), bdo = upload_as(random_values(nq, c.dtype), c.dtype, be);
-  Buffer out(nq * 2, be), lse(size_t(s.batch) * s.heads_q * s.seqlen_q * 4, be);
+  auto bv = upload_as(random_values(nv, c.dtype), c.dtype, be), bdo = upload_as(random_values(no, c.dtype), c.dtype, be);
+  Buffer out(no * 2, be), lse(size_t(s.batch) * s.heads_q * s.seqlen_q * 4, be);
   attention::flex_forward(bq, bk, bv, out, lse, s, o);
   std::vector<float> first;
   for (int run = 0; run < runs; ++run) {
-    Buffer dq(nq * 2, be), dk(nk * 2, be), dv(nk * 2, be);
+    Buffer dq(nq * 2, be), dk(nk * 2, be), dv(nv * 2, be);
     for (Buffer *b : {&dq, &dk, &dv}) b->fill_bytes(uint8_t(0x11 * (run % 7 + 1)));  // a different poison each run
     attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, o);
     std::vector<float> all = download_as_float(dq, nq, c.dtype);
-    for (const Buffer *b : {&dk, &dv}) {
-      auto part = download_as_float(*b, nk, c.dtype);
+    for (auto [b, n] : {std::pair{&dk, nk}, std::pair{&dv, nv}}) {
+      auto part = download_as_float(*b, n, c.dtype);
       all.insert(all.end(), part.begin(), part.end());
     }
     if (run == 0) first = std::move(all);

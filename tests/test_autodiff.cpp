@@ -243,3 +243,52 @@ TEST_CASE("vjp: loads from a capture made with a gradient buffer add their gradi
   CHECK_FALSE(plain.has_grad());
   CHECK_THROWS_WITH(plain.set_grad(bgt), Contains("made without a gradient buffer"));
 }
+
+TEST_CASE("vjp: control flow on the path is rejected, never differentiated to zero; a masked load's `other` gets "
+          "its gradient", "[dsl][autodiff][errors]") {
+  const Backend be = Backend::Interpreter;
+  Buffer bx(32 * 4, be), bg(16 * 4, be);
+  bx.upload(std::vector<float>(32, 0.75f));
+  auto launch = [&](auto &k) { k.launch(Grid{1}, LaunchConfig{.backend = be}, bx, bg); };
+  // An if_ whose condition does not depend on wrt, but whose branch does.
+  Kernel branch("vjp_if",
+                [](Ptr<f32> X, Ptr<f32> G) {
+                  Tile i = arange(0, 16), x = load(X + i);
+                  Tile r = x;
+                  if_(program_id(0) >= 0, [&] { r = x * 2.f; });
+                  store(G + i, vjp(r, x, 1.f));
+                },
+                {"x", "g"});
+  CHECK_THROWS_WITH(launch(branch), Contains("vjp: cannot differentiate if") && Contains("control flow"));
+  // A loop accumulating from wrt.
+  Kernel loop("vjp_for",
+              [](Ptr<f32> X, Ptr<f32> G) {
+                Tile i = arange(0, 16), x = load(X + i);
+                Tile acc = zeros({16}, DType::f32);
+                for_range(0, 3, 1, [&](I32) { acc = acc + x; });
+                store(G + i, vjp(acc, x, 1.f));
+              },
+              {"x", "g"});
+  CHECK_THROWS_WITH(launch(loop), Contains("vjp: cannot differentiate for") && Contains("control flow"));
+  // out computed inside a loop from a value computed outside it.
+  Kernel inside("vjp_inside",
+                [](Ptr<f32> X, Ptr<f32> G) {
+                  Tile i = arange(0, 16), x = load(X + i);
+                  Tile e = exp(x);
+                  for_range(0, 1, 1, [&](I32) { store(G + i, vjp(e * 3.f, x, 1.f)); });
+                },
+                {"x", "g"});
+  CHECK_THROWS_WITH(launch(inside), Contains("vjp: wrt comes from outside the loop being traced"));
+  // load(p, mask, other = 2·x): the masked-off lanes' value is 2·x, whose gradient is 2 there, 0 elsewhere.
+  Kernel other("vjp_other",
+               [](Ptr<f32> X, Ptr<f32> G) {
+                 Tile i = arange(0, 16), x = load(X + i);
+                 Tile y = load(X + 16 + i, i < 5, x * 2.f);
+                 store(G + i, vjp(y, x, 1.f));
+               },
+               {"x", "g"});
+  bg.upload(std::vector<float>(16, NAN));
+  launch(other);
+  auto g = bg.download_as<float>(16);
+  for (int i = 0; i < 16; ++i) CHECK(g[size_t(i)] == (i < 5 ? 0.f : 2.f));
+}

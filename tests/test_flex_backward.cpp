@@ -136,3 +136,23 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
     }
   }
 }
+
+TEST_CASE("flex_backward: a score_mod with control flow is rejected by name; a non-default scale and unequal "
+          "block sizes", "[flex][backward]") {
+  const Backend be = Backend::Interpreter;
+  FlexCase c = small_case(2, 1, 33, 47, 32);
+  FlexOptions o;
+  o.score_mod = [](Tile s, Tile, Tile h, Tile, Tile) {
+    Tile r = s;
+    if_(h >= 0, [&] { r = s * 2.f; });
+    return r;
+  };
+  CHECK_THROWS_WITH(run_backward_case(be, c, o, {}), Contains("vjp: cannot differentiate if") && Contains("control flow"));
+  // softmax_scale 0.3 (not 1/sqrt(d)), BLOCK_M 32 × BLOCK_N 16, a bottom-right window over unequal lengths.
+  c.softmax_scale = 0.3f;
+  c.block_m = 32;
+  c.block_n = 16;
+  FlexOptions w;
+  w.mask = attention::sliding_window(9, 2, Align::BottomRight);
+  require_backward_matches(run_backward_case(be, c, w, {{}, band_visible({9, 2, Align::BottomRight})}), c.dtype);
+}

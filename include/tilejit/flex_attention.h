@@ -262,7 +262,9 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// zero. FlashAttention-2's backward (arXiv 2307.08691, Algorithm 2) in three DSL kernels without atomics
 /// (D = rowsum(dO ∘ O); dK and dV per key block, summing the GQA group in the program; dQ per query block),
 /// so dq, dk and dv are bitwise the same from run to run. Allocates a scratch of one f32 per query row per
-/// call. Block sizes, num_warps and num_stages come from opt; varlen batches as in the forward (cu_seqlens).
+/// call (its free waits for the device). Block sizes, num_warps and num_stages come from opt (autotune and
+/// block_mask_mode are not used: a mask function is evaluated on every visited block); varlen batches as in
+/// the forward (cu_seqlens).
 /// Errors (TraceError): everything flex_forward rejects, and a paged cache or a precomputed block mask,
 /// which the backward does not take.
 void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,

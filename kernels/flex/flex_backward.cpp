@@ -20,8 +20,7 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   using namespace flex;
   std::vector<detail::ArgValue> a(kNumBackwardParams);
   for (int i = 0; i <= bCuK; ++i) a[size_t(i)] = ptr_arg(ptrs[i]);
-  const float scale = opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim_qk));
-  a[bScale] = float_arg(scale);
+  a[bScale] = float_arg(effective_scale(s, opt));
   a[bGroup] = int_arg(s.heads_q / p.heads_kv);
   a[bSeqlenQ] = int_arg(s.seqlen_q);
   a[bSeqlenK] = int_arg(s.seqlen_k);

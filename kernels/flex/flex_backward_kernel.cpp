@@ -16,6 +16,9 @@
 #include <limits>
 #include <tuple>
 
+#include <fmt/format.h>
+
+#include "ir/ir.h"
 #include "kernels/flex/flex_backward.h"
 #include "kernels/flex/kernel_lru.h"
 #include "kernels/log2_units.h"
@@ -133,7 +136,11 @@ struct Tracer {
     if (score_mod) {
       z = traced_user_fn("score_mod", [&] { return score_mod(s, b, h, q_idx, kv_idx); });
       if (!z.valid() || z.shape() != s.shape() || !is_float(z.dtype()))
-        throw TraceError("flex attention backward: the score_mod must return the score tile's shape as a float");
+        throw TraceError(fmt::format(
+            "flex attention backward: the score_mod returned {} (it must return the score tile's shape [{}] as a "
+            "float, e.g. an expression of its `score` argument)",
+            z.valid() ? fmt::format("{}[{}]", dtype_name(z.dtype()), ir::shape_str(z.shape())) : "nothing",
+            ir::shape_str(s.shape())));
       z = z.to(DType::f32);
     }
     Tile vis = (rows < seqlen_q)(_, None) & (cols < seqlen_k)(None, _);

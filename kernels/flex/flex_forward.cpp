@@ -155,8 +155,7 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kLsePart] = ptr_arg(p.lse_part);
   a[kKvBlocks] = ptr_arg(bm ? DevicePtr{bm->kv_blocks.address(), bm->kv_blocks.bytes()} : DevicePtr{});
   a[kKvCounts] = ptr_arg(bm ? DevicePtr{bm->counts.address(), bm->counts.bytes()} : DevicePtr{});
-  float scale = opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim_qk));
-  a[kScale] = float_arg(scale);
+  a[kScale] = float_arg(effective_scale(s, opt));
   // The block mask's lists are [batch or 1, heads or 1, query blocks]: a stride of 0 shares one set of lists.
   int64_t nqb = bm ? bm->num_q_blocks : p.nqb;
   int64_t stride_h = bm && bm->shared_heads ? 0 : nqb;

@@ -3,6 +3,7 @@
 // user's mods), the mod context (mod_seqlen_q/k), and the visibility test shared by the attention kernel
 // and the block-mask kernel. Not installed.
 #pragma once
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -220,6 +221,10 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op = "attentio
 /// Makes the plan's programs GQA-packed (Plan::pack_gqa) with BLOCK_M rows; throws TraceError when the group
 /// does not fit in BLOCK_M.
 void pack_gqa(Plan &p, const FlexShape &s, int block_m, const char *op);
+/// The softmax scale a launch uses: opt.softmax_scale, or 1/sqrt(head_dim_qk) when it is 0.
+inline float effective_scale(const FlexShape &s, const FlexOptions &opt) {
+  return opt.softmax_scale > 0 ? opt.softmax_scale : 1.f / std::sqrt(float(s.head_dim_qk));
+}
 /// Throws TraceError naming `op` when d is null or holds fewer than (last + 1)·esz bytes (0 bytes: unknown,
 /// not checked).
 void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name, const char *op = "attention::flex_forward");
