@@ -784,48 +784,33 @@ def compiled_flex():
     return torch.compile(flex_attention, dynamic=False), create_block_mask
 
 
+def run_protocol_shapes(ctx: Context, row_of) -> tuple[list, list]:
+    """row_of(shape, name) for each protocol shape (head dims × causal × seqlens) while the budget lasts:
+    (rows, names of the shapes skipped)."""
+    args = ctx.args
+    rows, skipped = [], []
+    for d in args.head_dims:
+        for c in (False, True):
+            for s in args.seqlens or PROTOCOL_SEQLENS:
+                sh = dict(batch=PROTOCOL_TOKENS // s, heads=PROTOCOL_HIDDEN // d, seqlen=s, head_dim=d, causal=c)
+                name = f"d{d} s{s} b{sh['batch']} h{sh['heads']}" + (" causal" if c else "")
+                if ctx.out_of_time(reserve_s=20):
+                    skipped.append(name)
+                    continue
+                rows.append(row_of(sh, name))
+                empty_cache()
+    return rows, skipped
+
+
 @suite("protocol", "attention forward on the FlashAttention papers' protocol: tilejit (autotuned) beside SDPA "
        "cuDNN, SDPA FlashAttention-2 and FlexAttention; bf16, d 64/128, seqlen 512-16384, causal and not")
 def run_protocol(ctx: Context):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 reference
-    args = ctx.args
-    seqlens = args.seqlens or PROTOCOL_SEQLENS
-    shapes = [dict(batch=PROTOCOL_TOKENS // s, heads=PROTOCOL_HIDDEN // d, seqlen=s, head_dim=d, causal=c)
-              for d in args.head_dims for c in (False, True) for s in seqlens]
     peers, missing = attention_peers()
     impls = ["tilejit"] + [p for p in ("cuDNN", "FA2", "Flex") if p in peers or p in missing]
-    rows, skipped = [], []
-    for sh in shapes:
-        name = (f"d{sh['head_dim']} s{sh['seqlen']} b{sh['batch']} h{sh['heads']}" +
-                (" causal" if sh["causal"] else ""))
-        if ctx.out_of_time(reserve_s=20):
-            skipped.append(name)
-            continue
-        rows.append(protocol_row(ctx, sh, name, peers, missing))
-        empty_cache()
+    rows, skipped = run_protocol_shapes(ctx, lambda sh, name: protocol_row(ctx, sh, name, peers, missing))
 
-    rep = Report(ctx, "Attention forward: the FlashAttention protocol")
-    peers_here = impls[1:]
-    headers = (["head_dim", "seqlen", "batch x heads", "causal", "tilejit ms", "tilejit TFLOP/s"] +
-               [f"{p} TFLOP/s" for p in peers_here] + [f"tilejit/{p}" for p in peers_here] + ["tilejit config"])
-    table = []
-    for r in rows:
-        sh = r["shape"]
-        cells = [sh["head_dim"], sh["seqlen"], f"{sh['batch']} x {sh['heads']}", "yes" if sh["causal"] else "no",
-                 num(r["ms"].get("tilejit"), ".3f"), tflops_cell(r, "tilejit")]
-        cells += [tflops_cell(r, p) for p in peers_here]
-        cells += [ratio_cell(r, p) for p in peers_here]
-        cells.append(r.get("config", "n/a"))
-        table.append(cells)
-    rep.section("TFLOP/s (FLOPs = 4·batch·heads·seqlen²·head_dim, halved when causal)",
-                *md_table(headers, table, right=set(range(4, len(headers) - 1))))
-    checks = [[r["name"], r["checked"]] + [verdict(r["err"].get(i)) if i in r["err"] else
-                                           ("err" if i in r["errors"] else "n/a") for i in impls] +
-              [num(r.get("first_call_s"), ".2f")] for r in rows]
-    rep.section("Checks: relative Frobenius error against fp32",
-                *md_table(["shape", "(batch, head) pairs checked"] + impls + ["tilejit first call, s (tunes)"],
-                          checks, right=set()))
     notes = common_method_notes() + [
         f"- Shapes: batch·seqlen = {PROTOCOL_TOKENS} tokens, hidden {PROTOCOL_HIDDEN} (heads = "
         f"{PROTOCOL_HIDDEN}/head_dim), layout [batch, heads, seqlen, head_dim], bf16, softmax scale 1/sqrt(d).",
@@ -839,8 +824,41 @@ def run_protocol(ctx: Context):
         "FlexAttention = torch.compile(flex_attention, dynamic=False), no score_mod, causal through "
         "create_block_mask built once per shape outside the timing.",
     ]
-    notes += [f"- {p}: n/a — {why}" for p, why in missing.items()]
-    rep.section("Method", *notes)
+    write_protocol_report(ctx, "Attention forward: the FlashAttention protocol", rows, impls, missing, skipped,
+                          "TFLOP/s (FLOPs = 4·batch·heads·seqlen²·head_dim, halved when causal)",
+                          "Checks: relative Frobenius error against fp32", "tilejit first call, s (tunes)", notes,
+                          "Attention forward, bf16 (FlashAttention protocol)", config_column=True)
+
+
+def write_protocol_report(ctx: Context, title: str, rows: list, impls: list, missing: dict, skipped: list,
+                          flops_heading: str, checks_heading: str, first_call: str, notes: list, plot_title: str,
+                          config_column: bool):
+    """The protocol-shaped report shared by the forward and backward suites: a TFLOP/s table with ratios, a
+    checks table, method notes, errors and skipped shapes, and a plot per (head_dim, causal)."""
+    args = ctx.args
+    rep = Report(ctx, title)
+    peers_here = impls[1:]
+    headers = (["head_dim", "seqlen", "batch x heads", "causal", "tilejit ms", "tilejit TFLOP/s"] +
+               [f"{p} TFLOP/s" for p in peers_here] + [f"tilejit/{p}" for p in peers_here] +
+               (["tilejit config"] if config_column else []))
+    table = []
+    for r in rows:
+        sh = r["shape"]
+        cells = [sh["head_dim"], sh["seqlen"], f"{sh['batch']} x {sh['heads']}", "yes" if sh["causal"] else "no",
+                 num(r["ms"].get("tilejit"), ".3f"), tflops_cell(r, "tilejit")]
+        cells += [tflops_cell(r, p) for p in peers_here]
+        cells += [ratio_cell(r, p) for p in peers_here]
+        if config_column:
+            cells.append(r.get("config", "n/a"))
+        table.append(cells)
+    rep.section(flops_heading, *md_table(headers, table,
+                                         right=set(range(4, len(headers) - (1 if config_column else 0)))))
+    checks = [[r["name"], r["checked"]] + [verdict(r["err"].get(i)) if i in r["err"] else
+                                           ("err" if i in r["errors"] else "n/a") for i in impls] +
+              [num(r.get("first_call_s"), ".2f")] for r in rows]
+    rep.section(checks_heading, *md_table(["shape", "(batch, head) pairs checked"] + impls + [first_call], checks,
+                                          right=set()))
+    rep.section("Method", *(notes + [f"- {p}: n/a — {why}" for p, why in missing.items()]))
     errors = grouped_errors([(r["name"], impl, e) for r in rows for impl, e in r["errors"].items()])
     if errors or skipped:
         rep.section("Errors and skipped shapes", *errors,
@@ -852,7 +870,7 @@ def run_protocol(ctx: Context):
             series = {impl: [(r["shape"]["seqlen"], r["tflops"].get(impl)) for r in rows
                              if r["shape"]["head_dim"] == d and r["shape"]["causal"] == c] for impl in impls}
             panels.append((f"d{d}{' causal' if c else ''}", series))
-    note = plot_lines(rep.path("png"), panels, "Attention forward, bf16 (FlashAttention protocol)", "TFLOP/s")
+    note = plot_lines(rep.path("png"), panels, plot_title, "TFLOP/s")
     if note:
         rep.add(f"({note})")
     rep.write()
@@ -942,42 +960,10 @@ def reference_gradients(q, k, v, dout, pairs, causal: bool):
 def run_backward(ctx: Context):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 reference
-    args = ctx.args
-    seqlens = args.seqlens or PROTOCOL_SEQLENS
-    shapes = [dict(batch=PROTOCOL_TOKENS // s, heads=PROTOCOL_HIDDEN // d, seqlen=s, head_dim=d, causal=c)
-              for d in args.head_dims for c in (False, True) for s in seqlens]
     peers, missing = attention_peers()  # their backward runs through autograd
     impls = ["tilejit"] + [p for p in ("cuDNN", "FA2", "Flex") if p in peers or p in missing]
-    rows, skipped = [], []
-    for sh in shapes:
-        name = (f"d{sh['head_dim']} s{sh['seqlen']} b{sh['batch']} h{sh['heads']}" +
-                (" causal" if sh["causal"] else ""))
-        if ctx.out_of_time(reserve_s=20):
-            skipped.append(name)
-            continue
-        rows.append(backward_row(ctx, sh, name, peers))
-        empty_cache()
+    rows, skipped = run_protocol_shapes(ctx, lambda sh, name: backward_row(ctx, sh, name, peers))
 
-    rep = Report(ctx, "Attention backward: the FlashAttention protocol")
-    peers_here = impls[1:]
-    headers = (["head_dim", "seqlen", "batch x heads", "causal", "tilejit ms", "tilejit TFLOP/s"] +
-               [f"{p} TFLOP/s" for p in peers_here] + [f"tilejit/{p}" for p in peers_here])
-    table = []
-    for r in rows:
-        sh = r["shape"]
-        cells = [sh["head_dim"], sh["seqlen"], f"{sh['batch']} x {sh['heads']}", "yes" if sh["causal"] else "no",
-                 num(r["ms"].get("tilejit"), ".3f"), tflops_cell(r, "tilejit")]
-        cells += [tflops_cell(r, p) for p in peers_here]
-        cells += [ratio_cell(r, p) for p in peers_here]
-        table.append(cells)
-    rep.section("TFLOP/s of the backward (FLOPs = 2.5 × the forward's 4·batch·heads·seqlen²·head_dim, halved when "
-                "causal)", *md_table(headers, table, right=set(range(4, len(headers)))))
-    checks = [[r["name"], r["checked"]] + [verdict(r["err"].get(i)) if i in r["err"] else
-                                           ("err" if i in r["errors"] else "n/a") for i in impls] +
-              [num(r.get("first_call_s"), ".2f")] for r in rows]
-    rep.section("Checks: the largest relative Frobenius error of dq, dk and dv against fp32 autograd",
-                *md_table(["shape", "(batch, head) pairs checked"] + impls + ["tilejit first call, s (compiles)"],
-                          checks, right=set()))
     notes = common_method_notes() + [
         f"- Shapes: batch·seqlen = {PROTOCOL_TOKENS} tokens, hidden {PROTOCOL_HIDDEN} (heads = "
         f"{PROTOCOL_HIDDEN}/head_dim), layout [batch, heads, seqlen, head_dim], bf16, softmax scale 1/sqrt(d); "
@@ -988,23 +974,12 @@ def run_backward(ctx: Context):
         "- The fp32 reference (autograd of softmax(q·kᵀ/sqrt(d))·v in fp32) covers the first 8 (batch, head) "
         "pairs for seqlen ≤ 2048, the first 2 above; every implementation's dq, dk, dv are checked against it.",
     ]
-    notes += [f"- {p}: n/a — {why}" for p, why in missing.items()]
-    rep.section("Method", *notes)
-    errors = grouped_errors([(r["name"], impl, e) for r in rows for impl, e in r["errors"].items()])
-    if errors or skipped:
-        rep.section("Errors and skipped shapes", *errors,
-                    *([f"- not run (time budget --budget-s {args.budget_s:g} s spent): {', '.join(skipped)}"]
-                      if skipped else []))
-    panels = []
-    for d in args.head_dims:
-        for c in (False, True):
-            series = {impl: [(r["shape"]["seqlen"], r["tflops"].get(impl)) for r in rows
-                             if r["shape"]["head_dim"] == d and r["shape"]["causal"] == c] for impl in impls}
-            panels.append((f"d{d}{' causal' if c else ''}", series))
-    note = plot_lines(rep.path("png"), panels, "Attention backward, bf16 (FlashAttention protocol)", "TFLOP/s")
-    if note:
-        rep.add(f"({note})")
-    rep.write()
+    write_protocol_report(ctx, "Attention backward: the FlashAttention protocol", rows, impls, missing, skipped,
+                          "TFLOP/s of the backward (FLOPs = 2.5 × the forward's 4·batch·heads·seqlen²·head_dim, "
+                          "halved when causal)",
+                          "Checks: the largest relative Frobenius error of dq, dk and dv against fp32 autograd",
+                          "tilejit first call, s (compiles)", notes,
+                          "Attention backward, bf16 (FlashAttention protocol)", config_column=False)
 
 
 def backward_row(ctx: Context, sh: dict, name: str, peers: dict) -> dict:

@@ -15,6 +15,7 @@
 #include "tilejit/numerics.h"
 #include "tilejit/launch.h"
 #include "tools/flex_flags.h"
+#include "tools/random_inputs.h"
 
 namespace tilejit::tools {
 
@@ -34,19 +35,7 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
 
   const uint64_t seed = a.seed ? a.seed : std::random_device{}();
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  auto make = [&](size_t n, std::vector<float> &vals) {
-    std::vector<uint16_t> bits(n);
-    vals.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      float v = dist(rng);
-      bits[i] = dt == DType::bf16 ? float_to_bf16(v) : float_to_f16(v);
-      vals[i] = dt == DType::bf16 ? bf16_to_float(bits[i]) : f16_to_float(bits[i]);
-    }
-    Buffer b(std::max<size_t>(n, 1) * 2, be);
-    if (n) b.upload(bits);
-    return b;
-  };
+  auto make = [&](size_t n, std::vector<float> &vals) { return random_buffer(n, dt, rng, be, vals); };
   std::vector<float> qf, kf, vf, dof;
   Buffer q = make(nq, qf), k = make(nk, kf), v = make(nk, vf), dout = make(nq, dof);
   Buffer out(std::max<size_t>(nq, 1) * 2, be), lse(std::max<size_t>(nl, 1) * 4, be);

@@ -1,6 +1,7 @@
 // `tilejit attention` with flex variants: builds the FlexOptions from the flags, runs and times
 // flex_forward, and checks sampled rows against a float64 reference with the same mods.
 #include "tools/flex_flags.h"
+#include "tools/random_inputs.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -197,19 +198,7 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
   size_t nq = rows_q * s.heads_q * a.head_dim, nk = rows_k * Hkv * a.head_dim, nl = rows_q * s.heads_q;
   uint64_t seed = a.seed ? a.seed : std::random_device{}();
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  auto make = [&](size_t n, std::vector<float> &vals) {
-    std::vector<uint16_t> bits(n);
-    vals.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      float x = dist(rng);
-      bits[i] = dt == DType::bf16 ? float_to_bf16(x) : float_to_f16(x);
-      vals[i] = dt == DType::bf16 ? bf16_to_float(bits[i]) : f16_to_float(bits[i]);
-    }
-    Buffer b(std::max<size_t>(n, 1) * 2, be);
-    if (n) b.upload(bits);
-    return b;
-  };
+  auto make = [&](size_t n, std::vector<float> &vals) { return random_buffer(n, dt, rng, be, vals); };
   std::vector<float> qf, kf, vf;
   Buffer q = make(nq, qf), k = make(nk, kf), v = make(nk, vf);
   Buffer out(std::max<size_t>(nq, 1) * 2, be), lse(std::max<size_t>(nl, 1) * 4, be);

@@ -16,6 +16,7 @@
 #include "tilejit/kernels.h"
 #include "tilejit/numerics.h"
 #include "tools/attention_check.h"
+#include "tools/random_inputs.h"
 #include "tools/decode_command.h"
 #include "tools/flex_flags.h"
 #include "tools/tune_command.h"
@@ -47,18 +48,6 @@ Backend parse_backend(const std::string &s) {
   throw Error("unknown backend '" + s + "' (gpu, interp or auto)");
 }
 
-// Random inputs in [-1, 1), rounded to the dtype; returns the 16-bit payload and the exact float values.
-void random_tensor(size_t n, DType dt, std::mt19937_64 &rng, std::vector<uint16_t> &bits, std::vector<float> &vals) {
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  bits.resize(n);
-  vals.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    float x = dist(rng);
-    bits[i] = dt == DType::bf16 ? float_to_bf16(x) : float_to_f16(x);
-    vals[i] = dt == DType::bf16 ? bf16_to_float(bits[i]) : f16_to_float(bits[i]);
-  }
-}
-
 int run_attention(const AttentionArgs &a) {
   attention::Shape shape{a.batch, a.heads, a.seqlen_q, a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, a.head_dim};
   attention::Options opt;
@@ -81,9 +70,9 @@ int run_attention(const AttentionArgs &a) {
   size_t nl = size_t(shape.batch) * shape.heads * shape.seqlen_q;
   std::vector<uint16_t> qb, kb, vb;
   std::vector<float> qf, kf, vf;
-  random_tensor(nq, opt.dtype, rng, qb, qf);
-  random_tensor(nk, opt.dtype, rng, kb, kf);
-  random_tensor(nk, opt.dtype, rng, vb, vf);
+  tools::random_tensor(nq, opt.dtype, rng, qb, qf);
+  tools::random_tensor(nk, opt.dtype, rng, kb, kf);
+  tools::random_tensor(nk, opt.dtype, rng, vb, vf);
 
   Buffer q(nq * 2, opt.backend), k(nk * 2, opt.backend), v(nk * 2, opt.backend);
   Buffer out(nq * 2, opt.backend), lse(nl * 4, opt.backend);

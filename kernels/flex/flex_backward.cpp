@@ -24,25 +24,7 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   a[bGroup] = int_arg(s.heads_q / p.heads_kv);
   a[bSeqlenQ] = int_arg(s.seqlen_q);
   a[bSeqlenK] = int_arg(s.seqlen_k);
-  const Strides *st[] = {&p.q, &p.k, &p.v, &p.o};
-  for (int t = 0; t < 4; ++t) {
-    a[size_t(bQb + 3 * t)] = int_arg(st[t]->batch);
-    a[size_t(bQh + 3 * t)] = int_arg(st[t]->head);
-    a[size_t(bQs + 3 * t)] = int_arg(st[t]->seq);
-  }
-  a[bLb] = int_arg(p.lse_b);
-  a[bLh] = int_arg(p.lse_h);
-  a[bLs] = int_arg(p.lse_s);
-  BandArgs band = band_args(opt.mask.band);
-  a[bBandLeft] = int_arg(band.left);
-  a[bBandRight] = int_arg(band.right);
-  a[bBandBottomRight] = int_arg(band.bottom_right);
-  a[bBlockM] = int_arg(opt.block_m);
-  a[bBlockN] = int_arg(opt.block_n);
-  a[bDimQK] = int_arg(s.head_dim_qk);
-  a[bDimV] = int_arg(p.dim_v);
-  a[bPadQK] = int_arg(next_pow2_at_least_16(s.head_dim_qk));
-  a[bPadV] = int_arg(next_pow2_at_least_16(p.dim_v));
+  layout_args(a, p, s, opt, {bQb, bBandLeft, bBlockM});
   a[bHasBand] = int_arg(opt.mask.band.has_value());
   a[bLarge] = int_arg(p.large);
   a[bVarlen] = int_arg(p.varlen);

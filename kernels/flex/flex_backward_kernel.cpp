@@ -121,13 +121,41 @@ struct Tracer {
     return P(t) + (wide(b) * stride(bLb) + wide(h) * stride(bLh)) + wide(q_start + rows) * stride(bLs);
   }
 
+  // A query block's rows of query head h from start_m: q [BM, PQK], dO [BM, PV], lse and delta [BM].
+  struct Rows {
+    Tile rows, ok, q, dout, lse, delta;
+  };
+  Rows query_rows(const Tile &b, const Tile &h, const Tile &start_m) const {
+    Rows r;
+    r.rows = start_m + arange(0, BM);
+    r.ok = r.rows < seqlen_q;
+    r.q = load(q_ptr(bQ, b, h, r.rows), mask_cols(r.ok, kq_cols), 0.f);
+    r.dout = load(o_ptr(bDO, b, h, r.rows), mask_cols(r.ok, v_cols), 0.f);
+    r.lse = load(row_ptr(bLse, b, h, r.rows), r.ok, -std::numeric_limits<float>::infinity());
+    r.delta = load(row_ptr(bDelta, b, h, r.rows), r.ok, 0.f);
+    return r;
+  }
+  // A key block's keys of KV head hk from start_n: k [BN, PQK], v [BN, PV].
+  struct Keys {
+    Tile cols, ok, k, v;
+  };
+  Keys key_cols(const Tile &b, const Tile &hk, const Tile &start_n) const {
+    Keys c;
+    c.cols = start_n + arange(0, BN);
+    c.ok = c.cols < seqlen_k;
+    c.k = load(k_ptr(bK, b, hk, c.cols), mask_cols(c.ok, kq_cols), 0.f);
+    c.v = load(v_ptr(bV, b, hk, c.cols), mask_cols(c.ok, v_cols), 0.f);
+    return c;
+  }
+
   struct Grad {
     Tile p, ds;  // [BM, BN] f32: probabilities and d(score before the mod), 0 where masked or outside
   };
-  // One tile's P and dS from q [BM, PQK], k [BN, PQK], v [BN, PV], dO [BM, PV], lse and delta [BM].
-  // captures: whether loads from learnable captures add their gradients (in exactly one of the two sweeps).
-  Grad tile(const Tile &b, const Tile &h, const Tile &rows, const Tile &cols, const Tile &q, const Tile &k,
-            const Tile &v, const Tile &dout, const Tile &lse, const Tile &delta, CaptureGrads captures) const {
+  // One tile's P and dS. captures: whether loads from learnable captures add their gradients (in exactly one
+  // of the two sweeps).
+  Grad tile(const Tile &b, const Tile &h, const Rows &r, const Keys &c, CaptureGrads captures) const {
+    const Tile &rows = r.rows, &cols = c.cols, &q = r.q, &k = c.k, &v = c.v, &dout = r.dout, &lse = r.lse,
+               &delta = r.delta;
     const float neg_inf = -std::numeric_limits<float>::infinity();
     Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0))(_, None);
     Tile kv_idx = minimum(cols, maximum(seqlen_k - 1, 0))(None, _);
@@ -177,10 +205,7 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   Sequence sq = t.bind_sequence(b);
   ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
   Tile start_n = n * t.BN;
-  Tile cols = start_n + arange(0, t.BN);
-  Tile col_ok = cols < t.seqlen_k;
-  Tile k = load(t.k_ptr(bK, b, hk, cols), t.mask_cols(col_ok, t.kq_cols), 0.f);
-  Tile v = load(t.v_ptr(bV, b, hk, cols), t.mask_cols(col_ok, t.v_cols), 0.f);
+  const Tracer::Keys keys = t.key_cols(b, hk, start_n);
   Tile dk = zeros({t.BN, t.PQK}, DType::f32), dv = zeros({t.BN, t.PV}, DType::f32);
   // The queries that can see keys [start_n, start_n + BN): q + off − left ≤ kv and kv ≤ q + off + right.
   Tile lo = Tile(0), hi = t.seqlen_q;
@@ -193,19 +218,14 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   for_range(0, group, 1, [&](I32 g) {
     Tile h = hk * group + g;
     for_range((lo / t.BM) * t.BM, hi, t.BM, [&](I32 start_m) {
-      Tile rows = start_m + arange(0, t.BM);
-      Tile row_ok = rows < t.seqlen_q;
-      Tile q = load(t.q_ptr(bQ, b, h, rows), t.mask_cols(row_ok, t.kq_cols), 0.f);
-      Tile dout = load(t.o_ptr(bDO, b, h, rows), t.mask_cols(row_ok, t.v_cols), 0.f);
-      Tile lse = load(t.row_ptr(bLse, b, h, rows), row_ok, -std::numeric_limits<float>::infinity());
-      Tile delta = load(t.row_ptr(bDelta, b, h, rows), row_ok, 0.f);
-      Tracer::Grad gr = t.tile(b, h, rows, cols, q, k, v, dout, lse, delta, CaptureGrads::Scatter);
-      dv = dot(trans(gr.p.to(dt)), dout, dv);
-      dk = dot(trans(gr.ds.to(dt)), q, dk);
+      const Tracer::Rows rows = t.query_rows(b, h, start_m);
+      Tracer::Grad gr = t.tile(b, h, rows, keys, CaptureGrads::Scatter);
+      dv = dot(trans(gr.p.to(dt)), rows.dout, dv);
+      dk = dot(trans(gr.ds.to(dt)), rows.q, dk);
     });
   });
-  store(t.k_ptr(bDK, b, hk, cols), (dk * Tracer::P(bScale)).to(dt), t.mask_cols(col_ok, t.kq_cols));
-  store(t.v_ptr(bDV, b, hk, cols), dv.to(dt), t.mask_cols(col_ok, t.v_cols));
+  store(t.k_ptr(bDK, b, hk, keys.cols), (dk * Tracer::P(bScale)).to(dt), t.mask_cols(keys.ok, t.kq_cols));
+  store(t.v_ptr(bDV, b, hk, keys.cols), dv.to(dt), t.mask_cols(keys.ok, t.v_cols));
 }
 
 // A query block's dQ over every key block it sees.
@@ -216,12 +236,7 @@ void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<c
   ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
   Tile hk = h / Tracer::P(bGroup);
   Tile start_m = m * t.BM;
-  Tile rows = start_m + arange(0, t.BM);
-  Tile row_ok = rows < t.seqlen_q;
-  Tile q = load(t.q_ptr(bQ, b, h, rows), t.mask_cols(row_ok, t.kq_cols), 0.f);
-  Tile dout = load(t.o_ptr(bDO, b, h, rows), t.mask_cols(row_ok, t.v_cols), 0.f);
-  Tile lse = load(t.row_ptr(bLse, b, h, rows), row_ok, -std::numeric_limits<float>::infinity());
-  Tile delta = load(t.row_ptr(bDelta, b, h, rows), row_ok, 0.f);
+  const Tracer::Rows rows = t.query_rows(b, h, start_m);
   Tile dq = zeros({t.BM, t.PQK}, DType::f32);
   Tile lo = Tile(0), hi = t.seqlen_k;
   if (t.has_band) {
@@ -231,14 +246,11 @@ void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<c
   }
   hi = where(start_m < t.seqlen_q, hi, 0);  // a block past its sequence's queries (varlen) visits nothing
   for_range((lo / t.BN) * t.BN, hi, t.BN, [&](I32 start_n) {
-    Tile cols = start_n + arange(0, t.BN);
-    Tile col_ok = cols < t.seqlen_k;
-    Tile k = load(t.k_ptr(bK, b, hk, cols), t.mask_cols(col_ok, t.kq_cols), 0.f);
-    Tile v = load(t.v_ptr(bV, b, hk, cols), t.mask_cols(col_ok, t.v_cols), 0.f);
-    Tracer::Grad gr = t.tile(b, h, rows, cols, q, k, v, dout, lse, delta, CaptureGrads::Ignore);
-    dq = dot(gr.ds.to(dt), k, dq);
+    const Tracer::Keys keys = t.key_cols(b, hk, start_n);
+    Tracer::Grad gr = t.tile(b, h, rows, keys, CaptureGrads::Ignore);
+    dq = dot(gr.ds.to(dt), keys.k, dq);
   });
-  store(t.q_ptr(bDQ, b, h, rows), (dq * Tracer::P(bScale)).to(dt), t.mask_cols(row_ok, t.kq_cols));
+  store(t.q_ptr(bDQ, b, h, rows.rows), (dq * Tracer::P(bScale)).to(dt), t.mask_cols(rows.ok, t.kq_cols));
 }
 
 using BackwardKey = std::tuple<int, DType, const void *, const void *>;

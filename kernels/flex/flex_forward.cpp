@@ -138,6 +138,27 @@ void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name, const
     throw TraceError(fmt::format("{}: '{}' holds {} bytes, its shape and strides address {}", op, name, d.bytes, need));
 }
 
+void layout_args(std::vector<detail::ArgValue> &a, const Plan &p, const FlexShape &s, const FlexOptions &opt,
+                 LayoutArgsAt at) {
+  const Strides *st[] = {&p.q, &p.k, &p.v, &p.o};
+  for (int t = 0; t < 4; ++t) {
+    a[size_t(at.strides + 3 * t)] = int_arg(st[t]->batch);
+    a[size_t(at.strides + 3 * t + 1)] = int_arg(st[t]->head);
+    a[size_t(at.strides + 3 * t + 2)] = int_arg(st[t]->seq);
+  }
+  a[size_t(at.strides + 12)] = int_arg(p.lse_b);
+  a[size_t(at.strides + 13)] = int_arg(p.lse_h);
+  a[size_t(at.strides + 14)] = int_arg(p.lse_s);
+  BandArgs band = band_args(opt.mask.band);
+  a[size_t(at.band)] = int_arg(band.left);
+  a[size_t(at.band + 1)] = int_arg(band.right);
+  // Paged, the kernel's query positions are already the sequence's (a band is anchored on positions).
+  a[size_t(at.band + 2)] = int_arg(p.paged ? 0 : band.bottom_right);
+  const int tile[] = {opt.block_m, opt.block_n, s.head_dim_qk, p.dim_v, next_pow2_at_least_16(s.head_dim_qk),
+                      next_pow2_at_least_16(p.dim_v)};
+  for (int i = 0; i < 6; ++i) a[size_t(at.tile + i)] = int_arg(tile[i]);
+}
+
 std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt, DevicePtr q,
                                           DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
                                           const BlockMask *bm) {
@@ -165,32 +186,13 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kGroup] = int_arg(p.heads_kv == 0 ? 1 : s.heads_q / p.heads_kv);
   a[kSeqlenQ] = int_arg(s.seqlen_q);
   a[kSeqlenK] = int_arg(s.seqlen_k);
-  const Strides *st[] = {&p.q, &p.k, &p.v, &p.o};
-  for (int t = 0; t < 4; ++t) {
-    a[kQb + 3 * t] = int_arg(st[t]->batch);
-    a[kQh + 3 * t] = int_arg(st[t]->head);
-    a[kQs + 3 * t] = int_arg(st[t]->seq);
-  }
-  a[kLb] = int_arg(p.lse_b);
-  a[kLh] = int_arg(p.lse_h);
-  a[kLs] = int_arg(p.lse_s);
-  BandArgs band = band_args(opt.mask.band);
-  a[kBandLeft] = int_arg(band.left);
-  a[kBandRight] = int_arg(band.right);
-  // Paged, the kernel's query positions are already the sequence's (a band is anchored on positions).
-  a[kBandBottomRight] = int_arg(p.paged ? 0 : band.bottom_right);
+  layout_args(a, p, s, opt, {kQb, kBandLeft, kBlockM});
   a[kNumQBlocks] = int_arg(bm ? bm->num_q_blocks : p.nqb);
   a[kNumKBlocks] = int_arg(bm ? bm->num_k_blocks : p.nkb);
   a[kBtStride] = int_arg(p.cache.bt_stride);
   a[kNumSplits] = int_arg(p.num_splits);
   a[kPartStrideO] = int_arg(p.part_stride_o);
   a[kPartStrideL] = int_arg(p.part_stride_l);
-  a[kBlockM] = int_arg(opt.block_m);
-  a[kBlockN] = int_arg(opt.block_n);
-  a[kDimQK] = int_arg(s.head_dim_qk);
-  a[kDimV] = int_arg(p.dim_v);
-  a[kPadQK] = int_arg(next_pow2_at_least_16(s.head_dim_qk));
-  a[kPadV] = int_arg(next_pow2_at_least_16(p.dim_v));
   a[kVarlen] = int_arg(p.varlen);
   a[kHasBand] = int_arg(opt.mask.band.has_value());
   a[kUseBlockMask] = int_arg(bm != nullptr);

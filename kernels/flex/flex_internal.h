@@ -231,6 +231,15 @@ void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name, const
 /// The launch grid: (query blocks × splits, query heads or, packed, KV heads, batch).
 Grid grid(const Plan &p, const FlexShape &s);
 
+/// Where a flex kernel's parameter table holds the arguments every flex kernel takes alike: `strides`, the
+/// first of 15 (batch, head, seq strides of q, k, v, out, then of lse); `band`, the first of 3 (left, right,
+/// bottom-right); `tile`, the first of 6 constexprs (BLOCK_M, BLOCK_N, DIM_QK, DIM_V, PAD_QK, PAD_V).
+struct LayoutArgsAt {
+  int strides, band, tile;
+};
+/// Fills those arguments from the plan and options.
+void layout_args(std::vector<detail::ArgValue> &a, const Plan &p, const FlexShape &s, const FlexOptions &opt,
+                 LayoutArgsAt at);
 /// The flex kernel's argument list for a launch (bm: the block mask it visits, or null).
 std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt, DevicePtr q,
                                           DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
