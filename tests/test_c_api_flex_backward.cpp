@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,13 @@ TEST_CASE("C ABI: tilejit_flex_attention_backward matches float64 gradients (int
   REQUIRE(tilejit_flex_attention_forward(hq.data(), hk.data(), hv.data(), out.data(), lse.data(), 0, B, Hq, Hkv, Sq, Sk,
                                          D, qs, ks, ks, qs, 0.f, &var, nullptr) == TILEJIT_OK);
   INFO(tilejit_last_error());
+  // The default (dq by atomics) first, then the deterministic mode over it: both must match float64.
+  REQUIRE(tilejit_flex_attention_backward(hq.data(), hk.data(), hv.data(), out.data(), lse.data(), hdo.data(), dq.data(),
+                                          dk.data(), dv.data(), 0, B, Hq, Hkv, Sq, Sk, D, qs, ks, ks, qs, 0.f, &var,
+                                          nullptr) == TILEJIT_OK);
+  const std::vector<uint16_t> fast_dq = dq;
+  std::fill(dq.begin(), dq.end(), uint16_t(0xffff));
+  var.deterministic = 1;
   REQUIRE(tilejit_flex_attention_backward(hq.data(), hk.data(), hv.data(), out.data(), lse.data(), hdo.data(), dq.data(),
                                           dk.data(), dv.data(), 0, B, Hq, Hkv, Sq, Sk, D, qs, ks, ks, qs, 0.f, &var,
                                           nullptr) == TILEJIT_OK);
@@ -66,6 +74,7 @@ TEST_CASE("C ABI: tilejit_flex_attention_backward matches float64 gradients (int
     for (size_t i = 0; i < x.size(); ++i) f[i] = bf16_to_float(x[i]);
     return f;
   };
+  CHECK(rel_error(widen(fast_dq), rq) <= tolerance(dt));
   CHECK(rel_error(widen(dq), rq) <= tolerance(dt));
   CHECK(rel_error(widen(dk), rk) <= tolerance(dt));
   CHECK(rel_error(widen(dv), rv) <= tolerance(dt));

@@ -14,12 +14,12 @@ namespace tilejit::attention {
 namespace {
 constexpr const char *kOp = "attention::flex_backward";
 
-// The three kernels' arguments; ptrs in BackwardParam order (bQ … bCuK).
+// The three kernels' arguments; ptrs in BackwardParam order (bQ … bDqAcc).
 std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape &s, const FlexOptions &opt,
-                                            const DevicePtr (&ptrs)[flex::bCuK + 1]) {
+                                            const DevicePtr (&ptrs)[flex::bDqAcc + 1]) {
   using namespace flex;
   std::vector<detail::ArgValue> a(kNumBackwardParams);
-  for (int i = 0; i <= bCuK; ++i) a[size_t(i)] = ptr_arg(ptrs[i]);
+  for (int i = 0; i <= bDqAcc; ++i) a[size_t(i)] = ptr_arg(ptrs[i]);
   a[bScale] = float_arg(effective_scale(s, opt));
   a[bGroup] = int_arg(s.heads_q / p.heads_kv);
   a[bSeqlenQ] = int_arg(s.seqlen_q);
@@ -28,6 +28,7 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   a[bHasBand] = int_arg(opt.mask.band.has_value());
   a[bLarge] = int_arg(p.large);
   a[bVarlen] = int_arg(p.varlen);
+  a[bFastDq] = int_arg(!opt.deterministic);
   return a;
 }
 
@@ -57,9 +58,11 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   for (const auto &t : tensors) check_extent(t.ptr, t.last, t.esz, t.name, kOp);
   const Backend backend = resolve_backend(opt.backend);
   Buffer delta(size_t(p.last_lse + 1) * 4, backend);
+  Buffer dq_acc;  // fast mode: PAD_QK f32 per query row
+  if (!opt.deterministic) dq_acc = Buffer(size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4, backend);
 
   const DevicePtr ptrs[] = {q, k, v, out, dout, dq, dk, dv, lse, {delta.address(), delta.bytes()}, opt.cu_seqlens_q,
-                            opt.cu_seqlens_k};
+                            opt.cu_seqlens_k, {dq_acc.address(), dq_acc.bytes()}};
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs);
   const LaunchConfig cfg = launch_config(opt);
   const uint32_t batch = uint32_t(s.batch);
@@ -91,7 +94,8 @@ std::string flex_backward_ptx(const FlexShape &s, const FlexOptions &opt) {
   const Plan p = plan(s, opt, kOp);
   const DevicePtr fake{256, 0};
   const DevicePtr cu = p.varlen ? fake : DevicePtr{};
-  const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake, cu, cu};
+  const DevicePtr acc = opt.deterministic ? DevicePtr{} : fake;
+  const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake, cu, cu, acc};
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs);
   std::string ptx;
   for (BackwardKernel which : {BackwardKernel::Delta, BackwardKernel::DkDv, BackwardKernel::Dq})

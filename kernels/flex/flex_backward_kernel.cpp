@@ -5,12 +5,14 @@
 // With s = q·kᵀ·scale, z = score_mod(s) (−inf where masked), P = exp(z − lse) and D = rowsum(dO ∘ O):
 //   dV = Pᵀ·dO,   dP = dO·Vᵀ,   dZ = P ∘ (dP − D),   dS = vjp(z, s, dZ) (0 where masked),
 //   dQ = dS·K·scale,   dK = dSᵀ·Q·scale.
-// Three kernels, none with atomics, so every gradient is bitwise reproducible:
-//   delta: D per query row (program: query block, query head, batch);
+// Three kernels; with FAST_DQ (the default) dQ is accumulated by the dK/dV kernel with f32 atomics,
+// otherwise (deterministic) no kernel uses atomics and every gradient is bitwise reproducible:
+//   delta: D per query row, and the dQ accumulator zeroed (program: query block, query head, batch);
 //   dkdv:  a key block's dK, dV in registers (program: key block, KV head, batch), walking the query blocks
 //          that see it for every query head of its GQA group (the group's sum is taken in the program); the
 //          gradients of learnable captures the mod reads are added here (f32 atomics);
-//   dq:    a query block's dQ (program: query block, query head, batch), walking the key blocks it sees.
+//   dq:    a query block's dQ (program: query block, query head, batch), walking the key blocks it sees, or
+//          (FAST_DQ) converted from the accumulator.
 // Both main kernels recompute P from the forward's logsumexp. Bands bound both walks in closed form; a mask
 // function is evaluated on every visited block. Varlen: each program's sequence comes from cu_seqlens. Rows that see no key (lse −inf) get P = 0: zero gradients.
 #include <limits>
@@ -37,6 +39,7 @@ ParamTable backward_params(DType dt) {
   for (const char *n : {"Q", "K", "V", "O", "DO", "DQ", "DK", "DV"}) t.add(n, K::Ptr, dt);
   for (const char *n : {"LSE", "DELTA"}) t.add(n, K::Ptr, DType::f32);
   for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
+  t.add("DQ_ACC", K::Ptr, DType::f32);
   t.add("scale", K::F32, DType::f32);
   t.add("group", K::I32);
   t.add("seqlen_q", K::I32, DType::i32, false);
@@ -47,7 +50,7 @@ ParamTable backward_params(DType dt) {
   for (const char *n : {"stride_lb", "stride_lh", "stride_ls"}) t.add(n, K::I64, DType::i64, false);
   for (const char *n : {"band_left", "band_right", "band_bottom_right"}) t.add(n, K::I32);
   for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
-  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN"}) t.add(n, K::ConstBool, DType::i1);
+  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "FAST_DQ"}) t.add(n, K::ConstBool, DType::i1);
   return t;
 }
 
@@ -59,7 +62,7 @@ struct Tracer {
   const Mask &mask;
   std::span<const detail::ArgValue> a;
   int BM, BN, DQK, DV, PQK, PV;
-  bool has_band, large, varlen;
+  bool has_band, large, varlen, fast_dq;
   // The program's sequence (bind_sequence): its lengths, its first query / key token in the packed layout
   // (varlen; 0 for dense layouts, whose batch stride moves b) and the band's offset.
   Tile seqlen_q, seqlen_k, q_start, k_start;
@@ -73,6 +76,7 @@ struct Tracer {
     has_band = C(bHasBand);
     large = C(bLarge);
     varlen = C(bVarlen);
+    fast_dq = C(bFastDq);
     dq_cols = arange(0, PQK);
     dv_cols = arange(0, PV);
     if (DQK != PQK) kq_cols = (dq_cols < DQK)(None, _);  // padded head dim: lanes past DIM_QK read 0
@@ -117,8 +121,13 @@ struct Tracer {
   Tile o_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
     return rows_ptr(t, bOb, b, h, q_start, rows, dv_cols);
   }
-  Tile row_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const {
-    return P(t) + (wide(b) * stride(bLb) + wide(h) * stride(bLh)) + wide(q_start + rows) * stride(bLs);
+  Tile row_offsets(const Tile &b, const Tile &h, const Tile &rows) const {
+    return (wide(b) * stride(bLb) + wide(h) * stride(bLh)) + wide(q_start + rows) * stride(bLs);
+  }
+  Tile row_ptr(int t, const Tile &b, const Tile &h, const Tile &rows) const { return P(t) + row_offsets(b, h, rows); }
+  // [rows, PAD_QK] of the f32 dQ accumulator: PAD_QK values per query row, rows laid out as lse's.
+  Tile acc_ptr(const Tile &b, const Tile &h, const Tile &rows) const {
+    return P(bDqAcc) + (row_offsets(b, h, rows) * PQK)(_, None) + dq_cols(None, _);
   }
 
   // A query block's rows of query head h from start_m: q [BM, PQK], dO [BM, PV], lse and delta [BM].
@@ -196,6 +205,7 @@ void trace_delta(DType dt, std::span<const detail::ArgValue> a) {
   Tile o = load(t.o_ptr(bO, b, h, rows), ld, 0.f).to(DType::f32);
   Tile dout = load(t.o_ptr(bDO, b, h, rows), ld, 0.f).to(DType::f32);
   store(t.row_ptr(bDelta, b, h, rows), sum(o * dout, 1), row_ok);
+  if (t.fast_dq) store(t.acc_ptr(b, h, rows), zeros({t.BM, t.PQK}, DType::f32), row_ok(_, None));
 }
 
 // A key block's dK and dV over every query head of its group and every query block that sees it.
@@ -220,8 +230,10 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     for_range((lo / t.BM) * t.BM, hi, t.BM, [&](I32 start_m) {
       const Tracer::Rows rows = t.query_rows(b, h, start_m);
       Tracer::Grad gr = t.tile(b, h, rows, keys, CaptureGrads::Scatter);
+      Tile ds = gr.ds.to(dt);
       dv = dot(trans(gr.p.to(dt)), rows.dout, dv);
-      dk = dot(trans(gr.ds.to(dt)), rows.q, dk);
+      dk = dot(trans(ds), rows.q, dk);
+      if (t.fast_dq) atomic_add(t.acc_ptr(b, h, rows.rows), dot(ds, keys.k), rows.ok(_, None));
     });
   });
   store(t.k_ptr(bDK, b, hk, keys.cols), (dk * Tracer::P(bScale)).to(dt), t.mask_cols(keys.ok, t.kq_cols));
@@ -236,6 +248,13 @@ void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<c
   ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
   Tile hk = h / Tracer::P(bGroup);
   Tile start_m = m * t.BM;
+  if (t.fast_dq) {  // the dK/dV kernel accumulated dQ: scale and convert
+    Tile rows = start_m + arange(0, t.BM);
+    Tile ok = rows < t.seqlen_q;
+    Tile dq = load(t.acc_ptr(b, h, rows), ok(_, None), 0.f);
+    store(t.q_ptr(bDQ, b, h, rows), (dq * Tracer::P(bScale)).to(dt), t.mask_cols(ok, t.kq_cols));
+    return;
+  }
   const Tracer::Rows rows = t.query_rows(b, h, start_m);
   Tile dq = zeros({t.BM, t.PQK}, DType::f32);
   Tile lo = Tile(0), hi = t.seqlen_k;
