@@ -25,13 +25,22 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
                      : a.backend == "interp" ? Backend::Interpreter
                                              : (gpu_available() ? Backend::GPU : Backend::Interpreter);
   FlexSetup x = flex_setup(f, a, be);
-  if (!x.lens.empty())
-    throw Error("--backward takes dense batches here (the C++ API attention::flex_backward takes varlen ones)");
   const FlexShape &s = x.s;
   FlexOptions &opt = x.opt;
+  opt.deterministic = a.deterministic;
   const DType dt = x.dt;
-  const int Hq = s.heads_q, Hkv = x.Hkv, Sq = s.seqlen_q, Sk = s.seqlen_k, D = a.head_dim, group = Hq / Hkv;
-  const size_t nq = size_t(s.batch) * Hq * Sq * D, nk = size_t(s.batch) * Hkv * Sk * D, nl = size_t(s.batch) * Hq * Sq;
+  const bool varlen = !x.lens.empty();
+  const int Hq = s.heads_q, Hkv = x.Hkv, D = a.head_dim, group = Hq / Hkv;
+  // Dense [batch, heads, seq, d], or varlen [tokens, heads, d] with the sequences packed (lengths x.lens).
+  const size_t rows_q = varlen ? size_t(s.total_q) : size_t(s.batch) * s.seqlen_q;
+  const size_t rows_k = varlen ? size_t(s.total_k) : size_t(s.batch) * s.seqlen_k;
+  const size_t nq = rows_q * Hq * D, nk = rows_k * Hkv * D, nl = rows_q * Hq;
+  auto seq_len = [&](int b, bool keys) { return varlen ? x.lens[size_t(b)] : keys ? s.seqlen_k : s.seqlen_q; };
+  auto row0 = [&](int b, int h, int heads, bool keys) -> size_t {  // element offset of the sequence's first row
+    return varlen ? (size_t(x.cu[size_t(b)]) * heads + h) * D
+                  : (size_t(b) * heads + h) * size_t(keys ? s.seqlen_k : s.seqlen_q) * D;
+  };
+  auto row_stride = [&](int heads) { return varlen ? int64_t(heads) * D : int64_t(D); };
 
   const uint64_t seed = a.seed ? a.seed : std::random_device{}();
   std::mt19937_64 rng(seed);
@@ -41,6 +50,12 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   Buffer out(std::max<size_t>(nq, 1) * 2, be), lse(std::max<size_t>(nl, 1) * 4, be);
   Buffer dq(std::max<size_t>(nq, 1) * 2, be), dk(std::max<size_t>(nk, 1) * 2, be), dv(std::max<size_t>(nk, 1) * 2, be);
   for (Buffer *b : {&out, &lse, &dq, &dk, &dv}) b->fill_bytes(0xff);  // NaN: an unwritten element cannot pass
+  Buffer cub;
+  if (varlen) {
+    cub = Buffer(x.cu.size() * 4, be);
+    cub.upload(x.cu);
+    opt.cu_seqlens_q = opt.cu_seqlens_k = {cub.address(), cub.bytes()};
+  }
   std::optional<Stream> stream;
   if (be == Backend::GPU) {
     stream.emplace();
@@ -69,13 +84,16 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
     ms = times[times.size() / 2];
   }
   // The backward's FLOPs: 2.5× the forward's (FlashAttention-2's count), causal counted as half.
-  const double flops = 2.5 * forward_flops(Shape{s.batch, Hq, Sq, Sk, D}, a.causal && f.window_left < 0);
-  fmt::print("flex attention backward {} b={} hq={} hkv={} sq={} sk={} d={} dtype={} band={} alibi={} softcap={}\n",
-             be == Backend::GPU ? "gpu" : "interp", s.batch, Hq, Hkv, Sq, Sk, D, a.dtype,
+  double flops = 0;  // every sequence's pairs (varlen: its own length)
+  for (int b = 0; b < s.batch; ++b)
+    flops += 2.5 * forward_flops(Shape{1, Hq, seq_len(b, false), seq_len(b, true), D}, a.causal && f.window_left < 0);
+  fmt::print("flex attention backward {} b={} hq={} hkv={} sq={} sk={} d={} dtype={} band={} alibi={} softcap={} "
+             "varlen={} dq={}\n",
+             be == Backend::GPU ? "gpu" : "interp", s.batch, Hq, Hkv, s.seqlen_q, s.seqlen_k, D, a.dtype,
              x.mods.has_band ? fmt::format("[{}, {}]{}", x.mods.band.left, x.mods.band.right,
                                            f.bottom_right ? " bottom-right" : "")
                              : "none",
-             f.alibi, f.softcap);
+             f.alibi, f.softcap, varlen ? f.varlen : "no", a.deterministic ? "deterministic" : "atomics");
   if (be == Backend::GPU)
     fmt::print("  first backward (trace+compile+run): {:.2f} ms; time: {:.3f} ms (median of {} launches), {:.1f} "
                "TFLOP/s\n", first_ms, ms, std::max(1, a.iters), flops / (ms * 1e-3) / 1e12);
@@ -101,26 +119,29 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   const double scale = 1.0 / std::sqrt(double(D));
   double err2[3] = {0, 0, 0}, ref2[3] = {0, 0, 0};
   const int groups = std::min(2, s.batch * Hkv);
+  auto accumulate = [&](int t, const std::vector<float> &got, size_t at, int64_t stride, const std::vector<double> &want,
+                        int rows) {
+    for (int i = 0; i < rows; ++i)
+      for (int d = 0; d < D; ++d) {
+        const double w = want[size_t(i) * D + d], e = got[at + size_t(i * stride) + d] - w;
+        err2[t] += e * e;
+        ref2[t] += w * w;
+      }
+  };
   for (int g = 0; g < groups; ++g) {
     const int b = int(rng() % uint64_t(s.batch)), kh = int(rng() % uint64_t(Hkv));
-    const size_t kvh = (size_t(b) * Hkv + kh) * Sk;
-    std::vector<double> rdk(size_t(Sk) * D, 0.0), rdv(size_t(Sk) * D, 0.0);
+    const int sq = seq_len(b, false), sk = seq_len(b, true);
+    std::vector<double> rdk(size_t(sk) * D, 0.0), rdv(size_t(sk) * D, 0.0);
     for (int h = kh * group; h < (kh + 1) * group; ++h) {
-      const size_t qh = (size_t(b) * Hq + h) * Sq;
-      std::vector<double> rdq(size_t(Sq) * D, 0.0);
-      reference_head_backward(ref, b, h, Sq, Sk, D, D, scale, {qf.data() + qh * D, D}, {kf.data() + kvh * D, D},
-                              {vf.data() + kvh * D, D}, {dof.data() + qh * D, D}, rdq.data(), rdk.data(), rdv.data());
-      for (size_t i = 0; i < rdq.size(); ++i) {
-        err2[0] += (gq[qh * D + i] - rdq[i]) * (gq[qh * D + i] - rdq[i]);
-        ref2[0] += rdq[i] * rdq[i];
-      }
+      std::vector<double> rdq(size_t(sq) * D, 0.0);
+      reference_head_backward(ref, b, h, sq, sk, D, D, scale, {qf.data() + row0(b, h, Hq, false), row_stride(Hq)},
+                              {kf.data() + row0(b, kh, Hkv, true), row_stride(Hkv)},
+                              {vf.data() + row0(b, kh, Hkv, true), row_stride(Hkv)},
+                              {dof.data() + row0(b, h, Hq, false), row_stride(Hq)}, rdq.data(), rdk.data(), rdv.data());
+      accumulate(0, gq, row0(b, h, Hq, false), row_stride(Hq), rdq, sq);
     }
-    for (size_t i = 0; i < rdk.size(); ++i) {
-      err2[1] += (gk[kvh * D + i] - rdk[i]) * (gk[kvh * D + i] - rdk[i]);
-      ref2[1] += rdk[i] * rdk[i];
-      err2[2] += (gv[kvh * D + i] - rdv[i]) * (gv[kvh * D + i] - rdv[i]);
-      ref2[2] += rdv[i] * rdv[i];
-    }
+    accumulate(1, gk, row0(b, kh, Hkv, true), row_stride(Hkv), rdk, sk);
+    accumulate(2, gv, row0(b, kh, Hkv, true), row_stride(Hkv), rdv, sk);
   }
   // The forward's bounds (tests/kernel_test_util.h): the backward rounds P and dS to the dtype as the forward
   // rounds P.
