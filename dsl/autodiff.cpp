@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -107,10 +108,8 @@ class ReverseSweep {
     if (wrt_block != block)
       dsl::fail(loc_, "vjp: wrt and out must be computed in the same block (the same loop body or branch, or both "
                       "outside every loop)");
-    block_ = block;
-    // The path in trace order: ops of the block whose result depends on wrt and that out depends on.
-    std::unordered_map<const ir::Value *, bool> needed;
-    needed[out] = true;
+    // The path, in reverse trace order: ops of the block whose result depends on wrt and that out depends on.
+    std::unordered_set<const ir::Value *> needed{out};
     std::vector<ir::Op *> path;
     for (auto it = block->ops.rbegin(); it != block->ops.rend(); ++it) {
       ir::Op *op = it->get();
@@ -119,10 +118,10 @@ class ReverseSweep {
       if (!on_path) continue;
       path.push_back(op);
       for (ir::Value *o : op->operands)
-        if (depends(o)) needed[o] = true;
+        if (depends(o)) needed.insert(o);
     }
     adjoint_[out] = broadcast_to(dout.to(DType::f32, loc_), out->type.shape, loc_);
-    for (ir::Op *op : path) backward(*op);  // path is already in reverse trace order
+    for (ir::Op *op : path) backward(*op);
     auto it = adjoint_.find(wrt_);
     return it == adjoint_.end() ? zeros(wrt_->type.shape, DType::f32, loc_) : it->second;
   }
@@ -130,13 +129,9 @@ class ReverseSweep {
  private:
   Tile primal(ir::Value *v) const { return TileAccess::from_value(v).to(DType::f32, loc_); }
 
-  // Adds g to v's adjoint: v must be wrt or computed in out's block (a value from an enclosing block or a
-  // loop-carried one would need the sweep to cross control flow).
-  void add(ir::Value *v, const Tile &g, const ir::Op &user) {
+  // Adds g to v's adjoint. (run() has made sure that every value depending on wrt is computed in out's block.)
+  void add(ir::Value *v, const Tile &g) {
     if (!is_float(v->type.dtype()) || v->type.is_ptr() || !depends(v)) return;
-    if (v != wrt_ && (!v->def || v->def->parent != block_))
-      reject(user, "its operand depends on wrt through a loop or a branch (control flow on the path from wrt to "
-                   "out is not differentiated)");
     auto it = adjoint_.find(v);
     if (it == adjoint_.end()) adjoint_.emplace(v, g);
     else it->second = it->second + g;
@@ -158,51 +153,51 @@ class ReverseSweep {
     auto P = [&](int i) { return primal(x(i)); };
     Tile r = is_float(res->type.dtype()) ? primal(const_cast<ir::Value *>(res)) : Tile();
     switch (op.kind) {
-      case K::Add: add(x(0), g, op); add(x(1), g, op); return;
-      case K::Sub: add(x(0), g, op); add(x(1), -g, op); return;
-      case K::Mul: add(x(0), g * P(1), op); add(x(1), g * P(0), op); return;
+      case K::Add: add(x(0), g); add(x(1), g); return;
+      case K::Sub: add(x(0), g); add(x(1), -g); return;
+      case K::Mul: add(x(0), g * P(1)); add(x(1), g * P(0)); return;
       case K::Div: {
         Tile q = g / P(1);
-        add(x(0), q, op);
-        add(x(1), -(q * r), op);  // d(a/b)/db = −(a/b)/b
+        add(x(0), q);
+        add(x(1), -(q * r));  // d(a/b)/db = −(a/b)/b
         return;
       }
-      case K::Fma: add(x(0), g * P(1), op); add(x(1), g * P(0), op); add(x(2), g, op); return;
-      case K::Neg: add(x(0), -g, op); return;
-      case K::Exp: add(x(0), g * r, op); return;
-      case K::Exp2: add(x(0), g * r * float(kLn2), op); return;
-      case K::Log: add(x(0), g / P(0), op); return;
-      case K::Log2: add(x(0), g / (P(0) * float(kLn2)), op); return;
-      case K::Sqrt: add(x(0), g * 0.5f / r, op); return;
-      case K::Rsqrt: add(x(0), g * -0.5f * r * r * r, op); return;  // d(a^-1/2) = −a^-3/2 / 2
-      case K::Tanh: add(x(0), g * (1.f - r * r), op); return;
-      case K::Sigmoid: add(x(0), g * r * (1.f - r), op); return;
+      case K::Fma: add(x(0), g * P(1)); add(x(1), g * P(0)); add(x(2), g); return;
+      case K::Neg: add(x(0), -g); return;
+      case K::Exp: add(x(0), g * r); return;
+      case K::Exp2: add(x(0), g * r * float(kLn2)); return;
+      case K::Log: add(x(0), g / P(0)); return;
+      case K::Log2: add(x(0), g / (P(0) * float(kLn2))); return;
+      case K::Sqrt: add(x(0), g * 0.5f / r); return;
+      case K::Rsqrt: add(x(0), g * -0.5f * r * r * r); return;  // d(a^-1/2) = −a^-3/2 / 2
+      case K::Tanh: add(x(0), g * (1.f - r * r)); return;
+      case K::Sigmoid: add(x(0), g * r * (1.f - r)); return;
       case K::Abs: {
         Tile a = P(0);
-        add(x(0), where(a > 0.f, g, where(a < 0.f, -g, 0.f, loc_), loc_), op);
+        add(x(0), where(a > 0.f, g, where(a < 0.f, -g, 0.f, loc_), loc_));
         return;
       }
       case K::Minimum:
       case K::Maximum: {
         // The first operand takes a tie.
         Tile first = op.kind == K::Minimum ? P(0) <= P(1) : P(0) >= P(1);
-        add(x(0), where(first, g, 0.f, loc_), op);
-        add(x(1), where(first, 0.f, g, loc_), op);
+        add(x(0), where(first, g, 0.f, loc_));
+        add(x(1), where(first, 0.f, g, loc_));
         return;
       }
       case K::Select: {
         Tile c = TileAccess::from_value(x(0));
-        add(x(1), where(c, g, 0.f, loc_), op);
-        add(x(2), where(c, 0.f, g, loc_), op);
+        add(x(1), where(c, g, 0.f, loc_));
+        add(x(2), where(c, 0.f, g, loc_));
         return;
       }
       case K::Cast:
-        if (is_float(x(0)->type.dtype())) add(x(0), g, op);  // float → float; from an int: no gradient
+        if (is_float(x(0)->type.dtype())) add(x(0), g);  // float → float; from an int: no gradient
         return;
       case K::Splat: {
         Tile s = g;
         while (!s.shape().empty()) s = sum(s, 0, loc_);
-        add(x(0), s, op);
+        add(x(0), s);
         return;
       }
       case K::Broadcast: {
@@ -210,25 +205,25 @@ class ReverseSweep {
         const auto &from = x(0)->type.shape;
         for (int d = 0; d < int(from.size()); ++d)
           if (from[size_t(d)] == 1 && res->type.shape[size_t(d)] != 1) s = expand_dims(sum(s, d, loc_), d, loc_);
-        add(x(0), s, op);
+        add(x(0), s);
         return;
       }
       case K::ExpandDims:
-      case K::Reshape: add(x(0), reshape(g, x(0)->type.shape, loc_), op); return;
+      case K::Reshape: add(x(0), reshape(g, x(0)->type.shape, loc_)); return;
       case K::Trans: {
         const auto &perm = op.attrs.ints;
         std::vector<int64_t> inverse(perm.size());
         for (size_t i = 0; i < perm.size(); ++i) inverse[size_t(perm[i])] = int64_t(i);
-        add(x(0), trans(g, inverse, loc_), op);
+        add(x(0), trans(g, inverse, loc_));
         return;
       }
       case K::Reduce:
         if (op.attrs.reduce != ir::ReduceKind::sum) reject(op, "only sum reductions have a derivative here");
-        add(x(0), broadcast_to(expand_dims(g, int(op.attrs.axis), loc_), x(0)->type.shape, loc_), op);
+        add(x(0), broadcast_to(expand_dims(g, int(op.attrs.axis), loc_), x(0)->type.shape, loc_));
         return;
       case K::Load: {
         // Masked-off lanes take `other`: its gradient there.
-        if (op.num_operands() > 2) add(x(2), where(TileAccess::from_value(x(1)), 0.f, g, loc_), op);
+        if (op.num_operands() > 2) add(x(2), where(TileAccess::from_value(x(1)), 0.f, g, loc_));
         // The loaded value is a constant of the differentiation, except a learnable capture's element: its
         // gradient is added in.
         if (!learnable_load(op)) return;
@@ -247,7 +242,6 @@ class ReverseSweep {
   }
 
   TraceContext &ctx_;
-  const ir::Block *block_ = nullptr;  // out's block: the sweep's ops
   ir::Value *wrt_;
   CaptureGrads captures_;
   SrcLoc loc_;

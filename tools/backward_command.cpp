@@ -1,7 +1,6 @@
 // `tilejit attention ... --backward`: flex_forward then flex_backward on random inputs, timed, and with --check
 // dq, dk, dv of up to two KV heads (with their GQA groups' query heads) against float64.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -15,6 +14,7 @@
 #include "tilejit/numerics.h"
 #include "tilejit/launch.h"
 #include "tools/flex_flags.h"
+#include "tools/call_timing.h"
 #include "tools/random_inputs.h"
 
 namespace tilejit::tools {
@@ -61,28 +61,12 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
     stream.emplace();
     opt.stream = &*stream;
   }
-  auto sync = [&] { if (stream) stream->synchronize(); };
-  auto now = [] { return std::chrono::steady_clock::now(); };
-  auto ms_since = [&](auto t0) { return std::chrono::duration<double, std::milli>(now() - t0).count(); };
-
   flex_forward(q, k, v, out, lse, s, opt);
-  sync();
-  auto t0 = now();
-  flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s, opt);  // first call: trace + compile (or cache hit)
-  sync();
-  const double first_ms = ms_since(t0);
-  double ms = first_ms;
-  if (be == Backend::GPU) {
-    std::vector<double> times;
-    for (int i = 0; i < std::max(1, a.iters); ++i) {
-      auto st = now();
-      flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s, opt);
-      sync();
-      times.push_back(ms_since(st));
-    }
-    std::sort(times.begin(), times.end());
-    ms = times[times.size() / 2];
-  }
+  if (opt.stream) opt.stream->synchronize();  // the backward's times exclude the forward
+  // The first backward traces and compiles (or hits the cache).
+  const CallTimes t =
+      time_calls([&] { flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s, opt); }, opt.stream, a.iters);
+  const double first_ms = t.first_ms, ms = t.median_ms;
   // The backward's FLOPs: 2.5× the forward's (FlashAttention-2's count), causal counted as half.
   double flops = 0;  // every sequence's pairs (varlen: its own length)
   for (int b = 0; b < s.batch; ++b)

@@ -1,6 +1,7 @@
 // `tilejit attention` with flex variants: builds the FlexOptions from the flags, runs and times
 // flex_forward, and checks sampled rows against a float64 reference with the same mods.
 #include "tools/flex_flags.h"
+#include "tools/call_timing.h"
 #include "tools/random_inputs.h"
 
 #include <CLI/CLI.hpp>
@@ -9,7 +10,6 @@
 #include <algorithm>
 #include <cfloat>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -215,23 +215,8 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
     stream.emplace();
     opt.stream = &*stream;
   }
-  auto sync = [&] { if (stream) stream->synchronize(); };
-  auto t0 = std::chrono::steady_clock::now();
-  flex_forward(q, k, v, out, lse, s, opt);
-  sync();
-  double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  double ms = first_ms;
-  if (be == Backend::GPU) {
-    std::vector<double> times;
-    for (int i = 0; i < std::max(1, a.iters); ++i) {
-      auto st = std::chrono::steady_clock::now();
-      flex_forward(q, k, v, out, lse, s, opt);
-      sync();
-      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - st).count());
-    }
-    std::sort(times.begin(), times.end());
-    ms = times[times.size() / 2];
-  }
+  const CallTimes t = time_calls([&] { flex_forward(q, k, v, out, lse, s, opt); }, opt.stream, a.iters);
+  const double first_ms = t.first_ms, ms = t.median_ms;
   fmt::print("flex attention {} b={} hq={} hkv={} sq={} sk={} d={} dtype={} band={} alibi={} softcap={} varlen={}\n",
              be == Backend::GPU ? "gpu" : "interp", s.batch, s.heads_q, Hkv, s.seqlen_q, s.seqlen_k, a.head_dim,
              a.dtype, has_band ? fmt::format("[{}, {}]{}{}", band.left, band.right, f.bottom_right ? " bottom-right" : "",

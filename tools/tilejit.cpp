@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -16,6 +15,7 @@
 #include "tilejit/kernels.h"
 #include "tilejit/numerics.h"
 #include "tools/attention_check.h"
+#include "tools/call_timing.h"
 #include "tools/random_inputs.h"
 #include "tools/decode_command.h"
 #include "tools/flex_flags.h"
@@ -87,25 +87,10 @@ int run_attention(const AttentionArgs &a) {
     stream.emplace();
     opt.stream = &*stream;
   }
-  auto sync = [&] { if (stream) stream->synchronize(); };
-
-  auto t0 = std::chrono::steady_clock::now();
-  attention::forward(q, k, v, out, lse, shape, opt);  // first call: trace + compile (or cache hit)
-  sync();
-  double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-
-  double ms = first_ms;
-  if (gpu) {
-    std::vector<double> times;
-    for (int i = 0; i < std::max(1, a.iters); ++i) {
-      auto s = std::chrono::steady_clock::now();
-      attention::forward(q, k, v, out, lse, shape, opt);
-      sync();
-      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
-    }
-    std::sort(times.begin(), times.end());
-    ms = times[times.size() / 2];
-  }
+  // The first call traces and compiles (or hits the cache).
+  const tools::CallTimes t =
+      tools::time_calls([&] { attention::forward(q, k, v, out, lse, shape, opt); }, opt.stream, a.iters);
+  const double first_ms = t.first_ms, ms = t.median_ms;
   double tflops = attention::forward_flops(shape, opt.causal) / (ms * 1e-3) / 1e12;
   fmt::print("attention {} b={} h={} sq={} sk={} d={} causal={} dtype={} backend={}\n", gpu ? "gpu" : "interp",
              shape.batch, shape.heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim, opt.causal, a.dtype,

@@ -57,12 +57,16 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
                  {dq, p.last_q, 2, "dq"},     {dk, p.last_k, 2, "dk"}, {dv, p.last_v, 2, "dv"}};
   for (const auto &t : tensors) check_extent(t.ptr, t.last, t.esz, t.name, kOp);
   const Backend backend = resolve_backend(opt.backend);
-  Buffer delta(size_t(p.last_lse + 1) * 4, backend);
-  Buffer dq_acc;  // fast mode: PAD_QK f32 per query row
-  if (!opt.deterministic) dq_acc = Buffer(size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4, backend);
+  // One scratch allocation: delta (one f32 per query row), then in the fast mode the dQ accumulator (PAD_QK f32
+  // per query row), 256-byte aligned.
+  const size_t delta_bytes = (size_t(p.last_lse + 1) * 4 + 255) / 256 * 256;
+  const size_t acc_bytes =
+      opt.deterministic ? 0 : size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4;
+  Buffer scratch(delta_bytes + acc_bytes, backend);
+  const DevicePtr delta{scratch.address(), delta_bytes};
+  const DevicePtr dq_acc = acc_bytes ? DevicePtr{scratch.address() + delta_bytes, acc_bytes} : DevicePtr{};
 
-  const DevicePtr ptrs[] = {q, k, v, out, dout, dq, dk, dv, lse, {delta.address(), delta.bytes()}, opt.cu_seqlens_q,
-                            opt.cu_seqlens_k, {dq_acc.address(), dq_acc.bytes()}};
+  const DevicePtr ptrs[] = {q, k, v, out, dout, dq, dk, dv, lse, delta, opt.cu_seqlens_q, opt.cu_seqlens_k, dq_acc};
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs);
   const LaunchConfig cfg = launch_config(opt);
   const uint32_t batch = uint32_t(s.batch);
@@ -76,13 +80,9 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
 
 void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,
                    const Buffer &dout, Buffer &dq, Buffer &dk, Buffer &dv, const FlexShape &s, const FlexOptions &opt) {
-  const bool gpu = resolve_backend(opt.backend) == Backend::GPU;
-  const char *names[] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv"};
-  const Buffer *bufs[] = {&q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv};
-  for (int i = 0; i < 9; ++i)
-    if (bufs[i]->address() != 0 && bufs[i]->on_gpu() != gpu)
-      throw TraceError(fmt::format("{}: buffer '{}' is a {} buffer but the launch runs on the {}", kOp, names[i],
-                                   bufs[i]->on_gpu() ? "GPU" : "host (interpreter)", gpu ? "GPU" : "CPU interpreter"));
+  flex::check_buffer_backends({{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}, {"dout", &dout},
+                               {"dq", &dq}, {"dk", &dk}, {"dv", &dv}},
+                              opt, kOp);
   auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
   flex_backward(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(dout), ptr(dq), ptr(dk), ptr(dv), s, opt);
 }

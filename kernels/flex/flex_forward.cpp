@@ -138,6 +138,16 @@ void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name, const
     throw TraceError(fmt::format("{}: '{}' holds {} bytes, its shape and strides address {}", op, name, d.bytes, need));
 }
 
+void check_buffer_backends(std::initializer_list<std::pair<const char *, const Buffer *>> buffers,
+                           const FlexOptions &opt, const char *op) {
+  const bool gpu = resolve_backend(opt.backend) == Backend::GPU;
+  for (auto [name, b] : buffers)
+    if (b->address() != 0 && b->on_gpu() != gpu)
+      throw TraceError(fmt::format("{}: buffer '{}' is a {} buffer but the launch runs on the {}{}", op, name,
+                                   b->on_gpu() ? "GPU" : "host (interpreter)", gpu ? "GPU" : "CPU interpreter",
+                                   runtime::auto_backend_note(opt.backend)));
+}
+
 void layout_args(std::vector<detail::ArgValue> &a, const Plan &p, const FlexShape &s, const FlexOptions &opt,
                  LayoutArgsAt at) {
   const Strides *st[] = {&p.q, &p.k, &p.v, &p.o};
@@ -287,14 +297,7 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
 
 void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const FlexShape &s,
                   const FlexOptions &opt) {
-  bool gpu = resolve_backend(opt.backend) == Backend::GPU;
-  const char *names[] = {"q", "k", "v", "out", "lse"};
-  const Buffer *bufs[] = {&q, &k, &v, &out, &lse};
-  for (int i = 0; i < 5; ++i)
-    if (bufs[i]->address() != 0 && bufs[i]->on_gpu() != gpu)
-      throw TraceError(fmt::format("attention::flex_forward: buffer '{}' is a {} buffer but the launch runs on the {}{}",
-                                   names[i], bufs[i]->on_gpu() ? "GPU" : "host (interpreter)",
-                                   gpu ? "GPU" : "CPU interpreter", runtime::auto_backend_note(opt.backend)));
+  flex::check_buffer_backends({{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}}, opt, "attention::flex_forward");
   auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
   flex_forward(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), s, opt);
 }

@@ -5,8 +5,10 @@
 #pragma once
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tilejit/flex_attention.h"
@@ -228,6 +230,9 @@ inline float effective_scale(const FlexShape &s, const FlexOptions &opt) {
 /// Throws TraceError naming `op` when d is null or holds fewer than (last + 1)·esz bytes (0 bytes: unknown,
 /// not checked).
 void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name, const char *op = "attention::flex_forward");
+/// Throws TraceError naming `op` when a non-null buffer lives on another backend than the launch's.
+void check_buffer_backends(std::initializer_list<std::pair<const char *, const Buffer *>> buffers,
+                           const FlexOptions &opt, const char *op);
 /// The launch grid: (query blocks × splits, query heads or, packed, KV heads, batch).
 Grid grid(const Plan &p, const FlexShape &s);
 
