@@ -33,34 +33,13 @@ using OnScoreGrad = std::function<void(int b, int h, int i, int j, double dz)>;
 /// float64 from the same rounded inputs (the mod's derivative by central differences of ref.score).
 inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention::FlexOptions opt, const RefMods &ref,
                                         const OnScoreGrad &on_dz = {}) {
-  attention::FlexShape s = c.shape;
-  const bool varlen = !c.seqlens_q.empty();
-  std::vector<int> cu_q{0}, cu_k{0};
-  if (varlen) {  // packed [total, heads, d] tensors; the shape's lengths are the longest sequence's
-    s.batch = int(c.seqlens_q.size());
-    s.seqlen_q = s.seqlen_k = 0;
-    for (size_t i = 0; i < c.seqlens_q.size(); ++i) {
-      cu_q.push_back(cu_q.back() + c.seqlens_q[i]);
-      cu_k.push_back(cu_k.back() + c.seqlens_k[i]);
-      s.seqlen_q = std::max(s.seqlen_q, c.seqlens_q[i]);
-      s.seqlen_k = std::max(s.seqlen_k, c.seqlens_k[i]);
-    }
-    s.total_q = cu_q.back();
-    s.total_k = cu_k.back();
-  }
+  CaseLayout lay(c);
+  const attention::FlexShape &s = lay.s;
   const int B = s.batch, Hq = s.heads_q, Hkv = s.heads_kv ? s.heads_kv : s.heads_q;
   const int Dq = s.head_dim_qk, Dv = s.head_dim_v ? s.head_dim_v : s.head_dim_qk, group = Hq / Hkv;
-  const size_t rows_q = varlen ? size_t(s.total_q) : size_t(B) * s.seqlen_q;
-  const size_t rows_k = varlen ? size_t(s.total_k) : size_t(B) * s.seqlen_k;
+  const size_t rows_q = lay.rows(false), rows_k = lay.rows(true);
   const size_t nq = rows_q * Hq * Dq, nk = rows_k * Hkv * Dq, nv = rows_k * Hkv * Dv, no = rows_q * Hq * Dv;
   const size_t nl = rows_q * Hq;
-  // Row r of (sequence b, head h) in a tensor of `heads` heads: its offset and the stride between its rows.
-  auto row0 = [&](int b, int h, int heads, int d, bool keys) -> size_t {
-    const int seqlen = keys ? s.seqlen_k : s.seqlen_q;
-    return varlen ? (size_t(keys ? cu_k[size_t(b)] : cu_q[size_t(b)]) * heads + h) * d
-                  : ((size_t(b) * heads + h) * seqlen) * d;
-  };
-  auto row_stride = [&](int heads, int d) { return varlen ? int64_t(heads) * d : int64_t(d); };
   auto q = random_values(nq, c.dtype), k = random_values(nk, c.dtype), v = random_values(nv, c.dtype);
   auto dout = random_values(no, c.dtype);
   auto bq = upload_as(q, c.dtype, be), bk = upload_as(k, c.dtype, be), bv = upload_as(v, c.dtype, be);
@@ -68,15 +47,7 @@ inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention
   Buffer out(std::max<size_t>(no, 1) * 2, be), lse(std::max<size_t>(nl, 1) * 4, be);
   Buffer dq(std::max<size_t>(nq, 1) * 2, be), dk(std::max<size_t>(nk, 1) * 2, be), dv(std::max<size_t>(nv, 1) * 2, be);
   for (Buffer *b : {&out, &lse, &dq, &dk, &dv}) b->fill_bytes(0xff);  // poison: NaN in every dtype
-  Buffer bcq, bck;
-  if (varlen) {
-    bcq = Buffer(cu_q.size() * 4, be);
-    bck = Buffer(cu_k.size() * 4, be);
-    bcq.upload(cu_q);
-    bck.upload(cu_k);
-    opt.cu_seqlens_q = {bcq.address(), bcq.bytes()};
-    opt.cu_seqlens_k = {bck.address(), bck.bytes()};
-  }
+  lay.bind(opt, be);
   opt.dtype = c.dtype;
   opt.block_m = c.block_m;
   opt.block_n = c.block_n;
@@ -94,16 +65,16 @@ inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention
   r.ref_dv.assign(nv, 0.0);
   const double scale = c.softmax_scale > 0 ? c.softmax_scale : 1.0 / std::sqrt(double(Dq));
   for (int b = 0; b < B; ++b) {
-    const int sq = varlen ? c.seqlens_q[size_t(b)] : s.seqlen_q, sk = varlen ? c.seqlens_k[size_t(b)] : s.seqlen_k;
+    const int sq = lay.seqlen(b, false), sk = lay.seqlen(b, true);
     for (int h = 0; h < Hq; ++h) {
       const int kh = h / group;
       // The reference writes contiguous rows; they are added into the tensors' layout after.
       std::vector<double> gq(size_t(sq) * Dq, 0.0), gk(size_t(sk) * Dq, 0.0), gv(size_t(sk) * Dv, 0.0);
       r.empty_rows += tools::reference_head_backward(
-          ref, b, h, sq, sk, Dq, Dv, scale, {q.data() + row0(b, h, Hq, Dq, false), row_stride(Hq, Dq)},
-          {k.data() + row0(b, kh, Hkv, Dq, true), row_stride(Hkv, Dq)},
-          {v.data() + row0(b, kh, Hkv, Dv, true), row_stride(Hkv, Dv)},
-          {dout.data() + row0(b, h, Hq, Dv, false), row_stride(Hq, Dv)}, gq.data(), gk.data(), gv.data(),
+          ref, b, h, sq, sk, Dq, Dv, scale, {q.data() + lay.row0(b, h, Hq, Dq, false), lay.row_stride(Hq, Dq)},
+          {k.data() + lay.row0(b, kh, Hkv, Dq, true), lay.row_stride(Hkv, Dq)},
+          {v.data() + lay.row0(b, kh, Hkv, Dv, true), lay.row_stride(Hkv, Dv)},
+          {dout.data() + lay.row0(b, h, Hq, Dv, false), lay.row_stride(Hq, Dv)}, gq.data(), gk.data(), gv.data(),
           on_dz ? std::function<void(int, int, double)>([&, b, h](int i, int j, double dz) { on_dz(b, h, i, j, dz); })
                 : std::function<void(int, int, double)>());
       auto add_rows = [](std::vector<double> &dst, size_t at, int64_t stride, const std::vector<double> &src, int rows,
@@ -111,9 +82,9 @@ inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention
         for (int i = 0; i < rows; ++i)
           for (int e = 0; e < d; ++e) dst[at + size_t(i * stride) + size_t(e)] += src[size_t(i) * d + e];
       };
-      add_rows(r.ref_dq, row0(b, h, Hq, Dq, false), row_stride(Hq, Dq), gq, sq, Dq);
-      add_rows(r.ref_dk, row0(b, kh, Hkv, Dq, true), row_stride(Hkv, Dq), gk, sk, Dq);
-      add_rows(r.ref_dv, row0(b, kh, Hkv, Dv, true), row_stride(Hkv, Dv), gv, sk, Dv);
+      add_rows(r.ref_dq, lay.row0(b, h, Hq, Dq, false), lay.row_stride(Hq, Dq), gq, sq, Dq);
+      add_rows(r.ref_dk, lay.row0(b, kh, Hkv, Dq, true), lay.row_stride(Hkv, Dq), gk, sk, Dq);
+      add_rows(r.ref_dv, lay.row0(b, kh, Hkv, Dv, true), lay.row_stride(Hkv, Dv), gv, sk, Dv);
     }
   }
   return r;

@@ -42,12 +42,16 @@ struct FlexResult {
   int empty_rows = 0;
 };
 
-/// Runs `opt` (score_mod/mask already set) on `be` with random inputs and the float64 reference.
-inline FlexResult run_flex_case(Backend be, const FlexCase &c, attention::FlexOptions opt, const RefMods &ref) {
-  attention::FlexShape s = c.shape;
-  const bool varlen = !c.seqlens_q.empty();
+/// A case's batch layout: dense [batch, heads, seqlen, d], or varlen (c.seqlens_q given) with every
+/// sequence's tokens packed [total, heads, d] and the shape's lengths the longest sequence's.
+struct CaseLayout {
+  attention::FlexShape s;
+  bool varlen = false;
   std::vector<int> cu_q{0}, cu_k{0};
-  if (varlen) {
+  Buffer cu_q_buf, cu_k_buf;
+
+  explicit CaseLayout(const FlexCase &c) : s(c.shape), varlen(!c.seqlens_q.empty()) {
+    if (!varlen) return;
     s.batch = int(c.seqlens_q.size());
     s.seqlen_q = s.seqlen_k = 0;
     for (size_t i = 0; i < c.seqlens_q.size(); ++i) {
@@ -59,23 +63,46 @@ inline FlexResult run_flex_case(Backend be, const FlexCase &c, attention::FlexOp
     s.total_q = cu_q.back();
     s.total_k = cu_k.back();
   }
+  /// Sequence b's query (keys false) or key (keys true) count.
+  int seqlen(int b, bool keys) const {
+    return varlen ? (keys ? cu_k : cu_q)[size_t(b) + 1] - (keys ? cu_k : cu_q)[size_t(b)]
+                  : (keys ? s.seqlen_k : s.seqlen_q);
+  }
+  /// Token rows of the query- or key-side tensors.
+  size_t rows(bool keys) const {
+    return varlen ? size_t(keys ? s.total_k : s.total_q) : size_t(s.batch) * (keys ? s.seqlen_k : s.seqlen_q);
+  }
+  /// Element offset of sequence b's first row of head h in a tensor of `heads` heads of d elements.
+  size_t row0(int b, int h, int heads, int d, bool keys) const {
+    return varlen ? (size_t((keys ? cu_k : cu_q)[size_t(b)]) * heads + h) * d
+                  : (size_t(b) * heads + h) * size_t(keys ? s.seqlen_k : s.seqlen_q) * d;
+  }
+  /// Elements between consecutive rows of one head.
+  int64_t row_stride(int heads, int d) const { return varlen ? int64_t(heads) * d : int64_t(d); }
+  /// Varlen: uploads the offsets to `be` and points opt at them.
+  void bind(attention::FlexOptions &opt, Backend be) {
+    if (!varlen) return;
+    cu_q_buf = Buffer(cu_q.size() * 4, be);
+    cu_k_buf = Buffer(cu_k.size() * 4, be);
+    cu_q_buf.upload(cu_q);
+    cu_k_buf.upload(cu_k);
+    opt.cu_seqlens_q = {cu_q_buf.address(), cu_q_buf.bytes()};
+    opt.cu_seqlens_k = {cu_k_buf.address(), cu_k_buf.bytes()};
+  }
+};
+
+/// Runs `opt` (score_mod/mask already set) on `be` with random inputs and the float64 reference.
+inline FlexResult run_flex_case(Backend be, const FlexCase &c, attention::FlexOptions opt, const RefMods &ref) {
+  CaseLayout lay(c);
+  const attention::FlexShape &s = lay.s;
+  const bool varlen = lay.varlen;
+  const std::vector<int> &cu_q = lay.cu_q;
   const int B = s.batch, Hq = s.heads_q, Hkv = s.heads_kv ? s.heads_kv : s.heads_q;
   const int Dq = s.head_dim_qk, Dv = s.head_dim_v ? s.head_dim_v : s.head_dim_qk;
-  // Token rows per tensor: dense [B, H, S, D]; varlen [total, H, D].
-  auto q_index = [&](int b, int h, int i, int d) -> size_t {
-    return varlen ? (size_t(cu_q[b] + i) * Hq + h) * Dq + d : ((size_t(b) * Hq + h) * s.seqlen_q + i) * Dq + d;
-  };
-  auto k_index = [&](int b, int h, int j, int d, int D) -> size_t {
-    return varlen ? (size_t(cu_k[b] + j) * Hkv + h) * D + d : ((size_t(b) * Hkv + h) * s.seqlen_k + j) * D + d;
-  };
-  auto o_index = [&](int b, int h, int i, int d) -> size_t {
-    return varlen ? (size_t(cu_q[b] + i) * Hq + h) * Dv + d : ((size_t(b) * Hq + h) * s.seqlen_q + i) * Dv + d;
-  };
   auto l_index = [&](int b, int h, int i) -> size_t {
     return varlen ? size_t(h) * s.total_q + cu_q[b] + i : (size_t(b) * Hq + h) * s.seqlen_q + i;
   };
-  size_t rows_q = varlen ? size_t(s.total_q) : size_t(B) * s.seqlen_q;
-  size_t rows_k = varlen ? size_t(s.total_k) : size_t(B) * s.seqlen_k;
+  const size_t rows_q = lay.rows(false), rows_k = lay.rows(true);
   size_t nq = rows_q * Hq * Dq, nk = rows_k * Hkv * Dq, nv = rows_k * Hkv * Dv, no = rows_q * Hq * Dv;
   size_t nl = rows_q * Hq;
   auto q = c.exact_qk ? quarter_values(nq) : random_values(nq, c.dtype);
@@ -84,15 +111,7 @@ inline FlexResult run_flex_case(Backend be, const FlexCase &c, attention::FlexOp
   Buffer out(std::max<size_t>(no, 1) * 2, be), lse(std::max<size_t>(nl, 1) * 4, be);
   out.fill_bytes(0xff);
   lse.fill_bytes(0xff);
-  Buffer bcq, bck;
-  if (varlen) {
-    bcq = Buffer(cu_q.size() * 4, be);
-    bck = Buffer(cu_k.size() * 4, be);
-    bcq.upload(cu_q);
-    bck.upload(cu_k);
-    opt.cu_seqlens_q = {bcq.address(), bcq.bytes()};
-    opt.cu_seqlens_k = {bck.address(), bck.bytes()};
-  }
+  lay.bind(opt, be);
   opt.dtype = c.dtype;
   opt.block_m = c.block_m;
   opt.block_n = c.block_n;
@@ -108,16 +127,15 @@ inline FlexResult run_flex_case(Backend be, const FlexCase &c, attention::FlexOp
   r.ref_lse.assign(nl, -INFINITY);
   double scale = c.softmax_scale > 0 ? c.softmax_scale : 1.0 / std::sqrt(double(Dq));
   for (int b = 0; b < B; ++b) {
-    int sq = varlen ? c.seqlens_q[b] : s.seqlen_q, sk = varlen ? c.seqlens_k[b] : s.seqlen_k;
+    const int sq = lay.seqlen(b, false), sk = lay.seqlen(b, true);
     if (sq == 0) continue;
-    // Row strides: dense [B, H, S, D] rows are D apart, varlen [total, H, D] rows H·D.
     for (int h = 0; h < Hq; ++h) {
       int kh = h / (Hq / Hkv);
-      tools::RefRows qr{q.data() + q_index(b, h, 0, 0), varlen ? int64_t(Hq) * Dq : Dq};
-      tools::RefRows kr{k.data() + k_index(b, kh, 0, 0, Dq), varlen ? int64_t(Hkv) * Dq : Dq};
-      tools::RefRows vr{v.data() + k_index(b, kh, 0, 0, Dv), varlen ? int64_t(Hkv) * Dv : Dv};
+      tools::RefRows qr{q.data() + lay.row0(b, h, Hq, Dq, false), lay.row_stride(Hq, Dq)};
+      tools::RefRows kr{k.data() + lay.row0(b, kh, Hkv, Dq, true), lay.row_stride(Hkv, Dq)};
+      tools::RefRows vr{v.data() + lay.row0(b, kh, Hkv, Dv, true), lay.row_stride(Hkv, Dv)};
       r.empty_rows += tools::reference_head(ref, b, h, sq, sk, 0, Dq, Dv, scale, qr, kr, vr,
-                                            r.ref_out.data() + o_index(b, h, 0, 0), varlen ? int64_t(Hq) * Dv : Dv,
+                                            r.ref_out.data() + lay.row0(b, h, Hq, Dv, false), lay.row_stride(Hq, Dv),
                                             r.ref_lse.data() + l_index(b, h, 0), 1);
     }
   }
