@@ -94,10 +94,11 @@ double rel_frobenius(const std::vector<double> &got, const std::vector<double> &
   return std::sqrt(num / den);
 }
 
-/// Runs `call(out, lse)` on poisoned outputs and returns them as doubles.
-Result run(const std::function<int(uint16_t *, float *)> &call, const std::string &what, const char *(*error)()) {
-  std::vector<uint16_t> out(size_t(B) * H * S * D, 0xffff);                    // NaN in bf16
-  std::vector<float> lse(size_t(B) * H * S, std::numeric_limits<float>::quiet_NaN());
+/// Runs `call(out, lse)` on poisoned outputs of `rows` query rows and returns them as doubles.
+Result run_rows(size_t rows, const std::function<int(uint16_t *, float *)> &call, const std::string &what,
+                const char *(*error)()) {
+  std::vector<uint16_t> out(rows * D, 0xffff);
+  std::vector<float> lse(rows, std::numeric_limits<float>::quiet_NaN());
   Result r;
   if (call(out.data(), lse.data()) != 0) {
     expect(false, what + ": " + error());
@@ -106,6 +107,11 @@ Result run(const std::function<int(uint16_t *, float *)> &call, const std::strin
   for (uint16_t x : out) r.out.push_back(tilejit::bf16_to_float(x));
   for (float x : lse) r.lse.push_back(x);
   return r;
+}
+
+/// The same for the [B, H, S] rows of the prefill checks.
+Result run(const std::function<int(uint16_t *, float *)> &call, const std::string &what, const char *(*error)()) {
+  return run_rows(size_t(B) * H * S, call, what, error);
 }
 
 void compare(const Result &got, const Result &ref, const std::string &what) {
@@ -256,20 +262,6 @@ Result decode_reference(const PagedInputs &in, const std::vector<double> &q, int
   return r;
 }
 
-/// Runs `call(out, lse)` on poisoned outputs of `rows` query rows (decode) and returns them as doubles.
-Result run_rows(size_t rows, const std::function<int(uint16_t *, float *)> &call, const std::string &what,
-                const char *(*error)()) {
-  std::vector<uint16_t> out(rows * D, 0xffff);
-  std::vector<float> lse(rows, std::numeric_limits<float>::quiet_NaN());
-  Result r;
-  if (call(out.data(), lse.data()) != 0) {
-    expect(false, what + ": " + error());
-    return r;
-  }
-  for (uint16_t x : out) r.out.push_back(tilejit::bf16_to_float(x));
-  for (float x : lse) r.lse.push_back(x);
-  return r;
-}
 
 int example_decode(const PagedInputs &in, const user_mods_params &p, const std::string &mod, int sq, bool causal,
                    const std::vector<uint16_t> &q, uint16_t *out, float *lse) {
