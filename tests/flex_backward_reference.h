@@ -47,12 +47,7 @@ inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention
   Buffer out(std::max<size_t>(no, 1) * 2, be), lse(std::max<size_t>(nl, 1) * 4, be);
   Buffer dq(std::max<size_t>(nq, 1) * 2, be), dk(std::max<size_t>(nk, 1) * 2, be), dv(std::max<size_t>(nv, 1) * 2, be);
   for (Buffer *b : {&out, &lse, &dq, &dk, &dv}) b->fill_bytes(0xff);  // poison: NaN in every dtype
-  lay.bind(opt, be);
-  opt.dtype = c.dtype;
-  opt.block_m = c.block_m;
-  opt.block_n = c.block_n;
-  opt.backend = be;
-  opt.softmax_scale = c.softmax_scale;
+  apply_case(opt, c, lay, be);
   attention::flex_forward(bq, bk, bv, out, lse, s, opt);
   attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, opt);
 

@@ -91,6 +91,18 @@ struct CaseLayout {
   }
 };
 
+/// The case's options on top of `opt` (its mods): dtype, block sizes, scale and block-mask mode, the backend,
+/// and (varlen) the offsets, uploaded by lay.
+inline void apply_case(attention::FlexOptions &opt, const FlexCase &c, CaseLayout &lay, Backend be) {
+  lay.bind(opt, be);
+  opt.dtype = c.dtype;
+  opt.block_m = c.block_m;
+  opt.block_n = c.block_n;
+  opt.backend = be;
+  opt.softmax_scale = c.softmax_scale;
+  opt.block_mask_mode = c.block_mask_mode;
+}
+
 /// Runs `opt` (score_mod/mask already set) on `be` with random inputs and the float64 reference.
 inline FlexResult run_flex_case(Backend be, const FlexCase &c, attention::FlexOptions opt, const RefMods &ref) {
   CaseLayout lay(c);
@@ -111,13 +123,7 @@ inline FlexResult run_flex_case(Backend be, const FlexCase &c, attention::FlexOp
   Buffer out(std::max<size_t>(no, 1) * 2, be), lse(std::max<size_t>(nl, 1) * 4, be);
   out.fill_bytes(0xff);
   lse.fill_bytes(0xff);
-  lay.bind(opt, be);
-  opt.dtype = c.dtype;
-  opt.block_m = c.block_m;
-  opt.block_n = c.block_n;
-  opt.backend = be;
-  opt.softmax_scale = c.softmax_scale;
-  opt.block_mask_mode = c.block_mask_mode;
+  apply_case(opt, c, lay, be);
   attention::flex_forward(bq, bk, bv, out, lse, s, opt);
 
   FlexResult r;

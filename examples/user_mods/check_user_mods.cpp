@@ -55,6 +55,19 @@ struct Result {
   std::vector<double> out, lse;
 };
 
+/// One query row's softmax over its scores s (−inf: not visible; mx their largest) applied to the values:
+/// out[d] = Σ_j p_j · v(j)[d]; returns the row's logsumexp.
+double attend(std::vector<double> &s, double mx, const std::function<const double *(int j)> &v, double *out) {
+  double sum = 0;
+  for (double &x : s) sum += (x = std::exp(x - mx));
+  for (int d = 0; d < D; ++d) {
+    double o = 0;
+    for (size_t j = 0; j < s.size(); ++j) o += s[j] * v(int(j))[d];
+    out[d] = o / sum;
+  }
+  return mx + std::log(sum);
+}
+
 Result reference(const Inputs &in, const RefMod &mod) {
   Result r{std::vector<double>(in.q.size(), 0.0), std::vector<double>(size_t(B) * H * S, 0.0)};
   const double scale = 1.0 / std::sqrt(double(D));
@@ -71,14 +84,7 @@ Result reference(const Inputs &in, const RefMod &mod) {
           s[size_t(j)] = mod.score ? mod.score(dot * scale, b, h, i, j) : dot * scale;
           mx = std::max(mx, s[size_t(j)]);
         }
-        double sum = 0;
-        for (double &x : s) sum += (x = std::exp(x - mx));
-        for (int d = 0; d < D; ++d) {
-          double o = 0;
-          for (int j = 0; j < S; ++j) o += s[size_t(j)] * in.vf[(base + j) * D + d];
-          r.out[(base + i) * D + d] = o / sum;
-        }
-        r.lse[base + i] = mx + std::log(sum);
+        r.lse[base + i] = attend(s, mx, [&](int j) { return &in.vf[(base + j) * D]; }, &r.out[(base + i) * D]);
       }
     }
   return r;
@@ -249,14 +255,8 @@ Result decode_reference(const PagedInputs &in, const std::vector<double> &q, int
           s[size_t(j)] = mod.score ? mod.score(dot * scale, b, h, pos, j) : dot * scale;
           mx = std::max(mx, s[size_t(j)]);
         }
-        double sum = 0;
-        for (double &x : s) sum += (x = std::exp(x - mx));
-        for (int d = 0; d < D; ++d) {
-          double o = 0;
-          for (int j = 0; j < L; ++j) o += s[size_t(j)] * in.vf[size_t(b)][(size_t(j) * kDecHkv + kh) * D + d];
-          r.out[row * D + d] = o / sum;
-        }
-        r.lse[row] = mx + std::log(sum);
+        r.lse[row] = attend(s, mx, [&](int j) { return &in.vf[size_t(b)][(size_t(j) * kDecHkv + kh) * D]; },
+                            &r.out[row * D]);
       }
   }
   return r;
