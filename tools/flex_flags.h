@@ -32,8 +32,7 @@ struct FlexRunArgs {
   uint64_t seed;
   bool autotune;
   int check_rows;  // rows sampled by --check, spread over up to 8 (sequence, head) pairs
-  bool backward = false;       // run the backward after the forward (run_flex_backward)
-  bool deterministic = false;  // the backward's deterministic mode (FlexOptions::deterministic)
+  bool deterministic = false;  // run_flex_backward: the deterministic mode (FlexOptions::deterministic)
 };
 
 /// The variant flags every attention command takes: --window-left/right, --alibi, --softcap, --band-as-mask.

@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
     if (att->parsed() && (tools::flex_requested(flex) || plain_cannot || a.backward)) {
       tools::FlexRunArgs fa{a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
                             a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
-                            a.autotune, a.check_rows, a.backward, a.deterministic};
+                            a.autotune, a.check_rows, a.deterministic};
       return a.backward ? tools::run_flex_backward(flex, fa) : tools::run_flex(flex, fa);
     }
     if (att->parsed()) return run_attention(a);
