@@ -304,9 +304,9 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
     if (L.use_wgmma) {
       auto rl = mma_layout(dot.result()->type.shape, L.opts.num_warps);
       auto [bsrc, b_nk] = b_source(L, dot.operand(1));
-      int wm = rl->parent.warps_per_cta[0], wn = rl->parent.warps_per_cta[1];
+      int wm = rl->parent.warps_per_cta[0];
       int64_t K = dot.operand(0)->type.shape[1];
-      bool wg = wgmma_shape_ok(wm, wn, K, rl->shape[1], b_nk, L.opts.num_warps);
+      bool wg = dot_fits_wgmma(dot, b_nk, L.opts.num_warps);
       // A's rows of 16, 32 or a multiple of 64 elements: the 32-, 64- and 128-byte swizzles.
       if (i == 0 && wg && (K % 64 == 0 || K == 16 || K == 32))
         wgmma_rows = std::make_pair(wm, rl->shape[0] / (16 * int64_t(wm)));

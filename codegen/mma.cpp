@@ -35,14 +35,17 @@ bool wgmma_shape_ok(int wm, int wn, int64_t K, int64_t N, bool b_nk, int num_war
   return b_nk ? K % 64 == 0 && N % 8 == 0 && N <= 256 : N % 64 == 0 && K % 16 == 0;
 }
 
+bool dot_fits_wgmma(const ir::Op &dot, bool b_nk, int num_warps) {
+  if (!dot_uses_mma(dot, num_warps)) return false;
+  auto l = mma_layout(dot.result()->type.shape, num_warps);
+  return wgmma_shape_ok(l->parent.warps_per_cta[0], l->parent.warps_per_cta[1], dot.operand(0)->type.shape[1],
+                        dot.result()->type.shape[1], b_nk, num_warps);
+}
+
 bool kernel_may_use_wgmma(const ir::Function &fn, int num_warps) {
   bool any = false;
   ir::walk(const_cast<ir::Block &>(*fn.body), [&](ir::Op &op) {
-    if (any || !dot_uses_mma(op, num_warps)) return;
-    auto l = mma_layout(op.result()->type.shape, num_warps);
-    int wm = l->parent.warps_per_cta[0], wn = l->parent.warps_per_cta[1];
-    int64_t K = op.operand(0)->type.shape[1], N = op.result()->type.shape[1];
-    any = wgmma_shape_ok(wm, wn, K, N, true, num_warps) || wgmma_shape_ok(wm, wn, K, N, false, num_warps);
+    any = any || dot_fits_wgmma(op, true, num_warps) || dot_fits_wgmma(op, false, num_warps);
   });
   return any;
 }

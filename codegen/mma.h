@@ -33,6 +33,9 @@ TILEJIT_EXPORT bool dot_uses_mma(const ir::Op &dot, int num_warps);
 /// of 64). PTX ISA 8.5, §9.7.15 (wgmma.mma_async).
 TILEJIT_EXPORT bool wgmma_shape_ok(int wm, int wn, int64_t K, int64_t N, bool b_nk, int num_warps);
 
+/// True when `dot` lowers to mma.sync (dot_uses_mma) with a shape wgmma takes, B K-major (b_nk) or N-major.
+TILEJIT_EXPORT bool dot_fits_wgmma(const ir::Op &dot, bool b_nk, int num_warps);
+
 /// True when some dot of the kernel may be issued as wgmma (sm_90a): a dot_uses_mma dot whose shape fits
 /// wgmma with either orientation of B. Only such kernels pay for what wgmma needs around every barrier (the
 /// async-proxy fence) and in their shared memory (1024-byte aligned buffers); the others lower as on sm_80.
