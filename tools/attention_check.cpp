@@ -85,7 +85,7 @@ int reference_head(const RefMods &mods, int b, int h, int sq, int sk, int q_pos0
 
 int reference_head_backward(const RefMods &mods, int b, int h, int sq, int sk, int dq_dim, int dv_dim, double scale,
                             RefRows q, RefRows k, RefRows v, RefRows dout, double *dq, double *dk, double *dv,
-                            const std::function<void(int i, int j, double dz)> &on_dz) {
+                            const std::function<void(int i, int j, double dz)> &on_dz, RefGradMagnitudes magnitudes) {
   auto score = [&](double x, int i, int j) { return mods.score ? mods.score(x, b, h, i, j) : x; };
   int empty = 0;
   std::vector<double> s(size_t(std::max(sk, 1))), p(size_t(std::max(sk, 1))), o(size_t(std::max(dv_dim, 1)));
@@ -124,10 +124,13 @@ int reference_head_backward(const RefMods &mods, int b, int h, int sq, int sk, i
       const double dz = pj * (dp - D);
       if (on_dz) on_dz(i, j, dz);
       const double x = s[size_t(j)], step = 1e-6 * std::max(1.0, std::fabs(x));
-      const double ds = dz * (score(x + step, i, j) - score(x - step, i, j)) / (2 * step) * scale;
+      const double dscore = (score(x + step, i, j) - score(x - step, i, j)) / (2 * step) * scale;
+      const double ds = dz * dscore, ds_mag = pj * (std::fabs(dp) + std::fabs(D)) * std::fabs(dscore);
       for (int d = 0; d < dq_dim; ++d) {
         dq[size_t(i) * dq_dim + d] += ds * kr[d];
         dk[size_t(j) * dq_dim + d] += ds * qr[d];
+        if (magnitudes.dq) magnitudes.dq[size_t(i) * dq_dim + d] += ds_mag * std::fabs(kr[d]);
+        if (magnitudes.dk) magnitudes.dk[size_t(j) * dq_dim + d] += ds_mag * std::fabs(qr[d]);
       }
       for (int d = 0; d < dv_dim; ++d) dv[size_t(j) * dv_dim + d] += pj * dor[d];
     }

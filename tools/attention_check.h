@@ -44,9 +44,16 @@ int reference_head(const RefMods &mods, int b, int h, int sq, int sk, int q_pos0
 /// contiguous rows, so that a GQA group's heads accumulate into one KV head's dk and dv. The mod's derivative is
 /// taken by central differences of mods.score (step 1e-6 relative). on_dz, when given, is called with each
 /// visible score's gradient of the mod's output, dZ = P ∘ (dP − D) (a learnable capture's expected gradient
-/// is a sum of these). Returns the number of rows that see no key (their gradients are 0).
+/// is a sum of these). magnitudes, when given, receives the same sums over every term's magnitude (|dS| bounded by
+/// P·(|dP| + |D|)·|score'|·scale, |k|, |q|): the scale of dq's and dk's rounding error where their terms cancel, as
+/// in a row that sees one key, whose dq is exactly 0. Returns the number of rows that see no key (their gradients
+/// are 0).
+struct RefGradMagnitudes {
+  double *dq = nullptr, *dk = nullptr;  ///< laid out as dq and dk
+};
 int reference_head_backward(const RefMods &mods, int b, int h, int sq, int sk, int dq_dim, int dv_dim, double scale,
                             RefRows q, RefRows k, RefRows v, RefRows dout, double *dq, double *dk, double *dv,
-                            const std::function<void(int i, int j, double dz)> &on_dz = {});
+                            const std::function<void(int i, int j, double dz)> &on_dz = {},
+                            RefGradMagnitudes magnitudes = {});
 
 }  // namespace tilejit::tools
