@@ -414,10 +414,13 @@ void Lowering::find_folded_trans() {
   for (const ir::Op *t : trans) {
     const ir::Value *r = t->result();
     if (r->type.rank() != 2 || t->attrs.ints != std::vector<int64_t>{1, 0} || uses[r].empty()) continue;
-    bool only_mma_b = true;
-    for (auto [user, i] : uses[r])
-      only_mma_b = only_mma_b && user->kind == ir::OpKind::Dot && i == 1 && dot_uses_mma(*user, opts.num_warps);
-    if (only_mma_b) folded_trans.insert(r);
+    bool only_mma_a = true, only_mma_b = true;
+    for (auto [user, i] : uses[r]) {
+      bool mma = user->kind == ir::OpKind::Dot && dot_uses_mma(*user, opts.num_warps);
+      only_mma_a = only_mma_a && mma && i == 0;
+      only_mma_b = only_mma_b && mma && i == 1;
+    }
+    if (only_mma_a || only_mma_b) folded_trans.insert(r);
   }
 }
 

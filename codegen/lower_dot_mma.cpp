@@ -91,9 +91,11 @@ llvm::Value *wgmma_a_row(Lowering &L, llvm::Value *row, int wm, int64_t mt_count
 }
 
 /// Stores tile t ([rows, cols], 16-bit) swizzled at `base` (shared), vectors of up to 8 elements. With
-/// wgmma_rows (Wm, MT), rows go where wgmma_a_row puts them.
+/// wgmma_rows (Wm, MT), the coordinates along dimension wgmma_dim go where wgmma_a_row puts them: A's rows
+/// (dimension 0), or the columns of a transposed A's [K, M] source (dimension 1; groups of 8 columns move
+/// whole, so vectors stay contiguous).
 void stage_swizzled(Lowering &L, const Tile &t, ElemType et, llvm::Value *base,
-                    std::optional<std::pair<int, int64_t>> wgmma_rows = std::nullopt) {
+                    std::optional<std::pair<int, int64_t>> wgmma_rows = std::nullopt, int wgmma_dim = 0) {
   auto &b = L.b;
   const Layout &l = *t.layout;
   int64_t cols = l.shape[1];
@@ -105,7 +107,10 @@ void stage_swizzled(Lowering &L, const Tile &t, ElemType et, llvm::Value *base,
   for (int64_t r = 0; r < l.num_regs(); ++r) {
     if (l.reg_is_duplicate(r) || l.reg_index(r)[1] % v) continue;
     llvm::Value *row = L.coord(l, 0, r), *col = L.coord(l, 1, r);
-    if (wgmma_rows) row = wgmma_a_row(L, row, wgmma_rows->first, wgmma_rows->second);
+    if (wgmma_rows) {
+      llvm::Value *&c = wgmma_dim == 0 ? row : col;
+      c = wgmma_a_row(L, c, wgmma_rows->first, wgmma_rows->second);
+    }
     llvm::Value *off = b.CreateOr(swizzled_chunk(L, row, b.CreateLShr(col, 3), cols, l.shape[0]), b.CreateAnd(col, 7));
     llvm::Value *vec = llvm::UndefValue::get(vt);
     for (int64_t j = 0; j < v; ++j) vec = b.CreateInsertElement(vec, t.regs[size_t(r + j)], uint64_t(j));
@@ -137,6 +142,17 @@ Frag load_a(Lowering &L, const Geometry &g, llvm::Value *base, int64_t mt, int64
   llvm::Value *row = b.CreateAdd(b.CreateAdd(b.CreateShl(g.wm_idx, 3), r), b.CreateMul(rep, L.i32(8 * g.wm)));
   llvm::Value *chunk = b.CreateAdd(L.i32(2 * kt), b.CreateLShr(q, 1));
   return ldmatrix(L, base, swizzled_chunk(L, row, chunk, g.K, g.M), true, false);
+}
+
+/// A fragment of m16 tile mt, k16 tile kt of A = xᵀ from x, a swizzled [K,M] tile: ldmatrix.x4.trans of the
+/// 8×8 blocks (k rows, m columns) that load_a would read from A.
+Frag load_a_trans(Lowering &L, const Geometry &g, llvm::Value *base, int64_t mt, int64_t kt) {
+  auto &b = L.b;
+  llvm::Value *q = b.CreateLShr(L.lane(), 3), *r = b.CreateAnd(L.lane(), 7);
+  llvm::Value *rep = b.CreateAdd(L.i32(2 * mt), b.CreateAnd(q, 1));
+  llvm::Value *m_chunk = b.CreateAdd(g.wm_idx, b.CreateMul(rep, L.i32(g.wm)));  // in units of 8 columns
+  llvm::Value *k_row = b.CreateAdd(L.i32(16 * kt), b.CreateAdd(b.CreateShl(b.CreateLShr(q, 1), 3), r));
+  return ldmatrix(L, base, swizzled_chunk(L, k_row, m_chunk, g.M, g.K), true, true);
 }
 
 /// B fragments (2 registers each) of n8 tiles nt0 and nt0+1 (when it exists) for k16 tile kt, from a swizzled
@@ -212,16 +228,19 @@ bool wgmma_shape_ok(const Geometry &g, bool b_nk, int num_warps) {
 /// the wait.
 std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector<llvm::Value *> c, bool c_zero,
                                      const std::vector<llvm::Value *> *a_pre, const Tile *a_regs, llvm::Value *a_base,
-                                     bool a_smem, llvm::Value *b_base, bool b_nk, bool bf16, bool defer, bool chained) {
+                                     bool a_smem, bool a_trans, llvm::Value *b_base, bool b_nk, bool bf16, bool defer,
+                                     bool chained) {
   auto &b = L.b;
   std::vector<std::vector<Frag>> af(size_t(g.KT), std::vector<Frag>(size_t(g.MT)));
   llvm::Value *a_slabs = nullptr;
   // A's staged rows: 64-element panels of 128 bytes, or one panel of 16 or 32 elements (32- or 64-byte rows).
-  int64_t a_row_bytes = std::min<int64_t>(g.K, 64) * 2;
+  // A transposed A's source [K, M] is staged in panels of 64 columns, K rows of 128 bytes each: one slab each.
+  int64_t a_row_bytes = a_trans ? 128 : std::min<int64_t>(g.K, 64) * 2;
+  int64_t a_slab_bytes = a_trans ? g.K * 128 : 64 * a_row_bytes;
   if (a_smem) {
-    // A read by the wgmma from shared memory: this warpgroup's slabs (wgmma_a_row) start g·MT·64 rows in.
+    // A read by the wgmma from shared memory: this warpgroup's slabs (wgmma_a_row) start g·MT slabs in.
     a_slabs = b.CreateInBoundsGEP(b.getInt8Ty(), a_base,
-                                  b.CreateMul(b.CreateLShr(L.warp(), 2), L.i32(g.MT * 64 * a_row_bytes)));
+                                  b.CreateMul(b.CreateLShr(L.warp(), 2), L.i32(g.MT * a_slab_bytes)));
   } else {
     for (int64_t kt = 0; kt < g.KT; ++kt)
       for (int64_t mt = 0; mt < g.MT; ++mt) {
@@ -261,10 +280,14 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
         for (int64_t q = 0; q < n / 2; ++q) sub.push_back(c[acc_reg(mt, p * 8 + q / 4, int(q % 4))]);
         if (a_smem) {
           // K-major A: panels of 64 k (M rows of 128 bytes each), slab mt, the k16 slice 32 bytes into the row.
-          int64_t a_off = (kt / 4) * g.M * 128 + mt * 64 * a_row_bytes + (kt % 4) * 32;
-          llvm::Value *a_desc = wgmma_descriptor(L, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), a_slabs, uint64_t(a_off)),
-                                                 /*lbo=*/16, /*sbo=*/8 * a_row_bytes, a_row_bytes);
-          sub = wgmma_ss(L, int(n), bf16, a_desc, desc, /*trans_b=*/!b_nk, sub, /*accumulate=*/kt > 0 || !c_zero);
+          // M-major A (a_trans): slab mt's panel, the k16 slice 16 rows down, as an N-major B.
+          int64_t a_off = a_trans ? mt * a_slab_bytes + kt * 16 * 128
+                                  : (kt / 4) * g.M * 128 + mt * 64 * a_row_bytes + (kt % 4) * 32;
+          llvm::Value *a_at = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), a_slabs, uint64_t(a_off));
+          llvm::Value *a_desc = a_trans ? wgmma_descriptor(L, a_at, /*lbo=*/1024, /*sbo=*/1024)
+                                        : wgmma_descriptor(L, a_at, /*lbo=*/16, /*sbo=*/8 * a_row_bytes, a_row_bytes);
+          sub = wgmma_ss(L, int(n), bf16, a_desc, desc, /*trans_b=*/!b_nk, sub, /*accumulate=*/kt > 0 || !c_zero,
+                         a_trans);
         } else {
           sub = wgmma_rs(L, int(n), bf16, af[size_t(kt)][size_t(mt)], desc, /*trans_b=*/!b_nk, sub,
                          /*accumulate=*/kt > 0 || !c_zero);
@@ -351,6 +374,8 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   Geometry g = geometry(L, l, av->type.shape[1]);
   bool bf16 = av->type.dtype() == DType::bf16;
   auto [bsrc, b_nk] = b_source(L, bv);
+  // A = trans(x) folded (find_folded_trans): x [K, M] is staged as it is and read transposed.
+  const ir::Value *a_trans_src = L.folded_trans.count(av) ? av->def->operand(0) : nullptr;
 
   // Where each operand's fragments come from.
   const std::vector<llvm::Value *> *a_pre = nullptr;
@@ -358,9 +383,9 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   const Tile *a_regs = nullptr;
   llvm::Value *a_base = nullptr, *b_base = persistent(L, bv);
   if (!b_base) b_base = pipelined(L, bsrc);
-  if (!a_pre) a_base = pipelined(L, av);
+  if (!a_pre && !a_trans_src) a_base = pipelined(L, av);
   if (!a_pre && !a_base) a_base = persistent(L, av);  // staged before the loop (even if also in registers)
-  if (!a_pre && !a_base) {
+  if (!a_pre && !a_base && !a_trans_src) {
     const Tile &ta = L.get(av);
     if (ta.is_scalar()) L.fail("dot operands must be tiles");
     if (a_in_mma_registers(*ta.layout, L.opts.num_warps)) a_regs = &ta;
@@ -382,20 +407,30 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   }
   // The accumulator: a running wgmma dot's result read only here is continued without a wait (chained) when
   // this dot reads A from shared memory too (no register of it to fence) and issues wgmmas of the same shape.
-  bool a_smem = wg && L.wgmma_smem_a.count(av) != 0;
+  bool a_smem = wg && (L.wgmma_smem_a.count(av) != 0 || a_trans_src);
   std::optional<Tile> chained;
-  if (wg && a_smem && L.use_count(cv) == 1) chained = L.take_pending(cv, int(b_nk ? g.N : 64));
+  if (wg && a_smem && !stage_a && L.use_count(cv) == 1) chained = L.take_pending(cv, int(b_nk ? g.N : 64));
   Tile acc = chained ? *chained : L.get_in(cv, l);
   if (!acc.layout || !(*acc.layout == l)) L.fail("internal: a chained wgmma accumulator is not in the MMA layout");
   if (stage_a || stage_b) {
     int64_t a_bytes = stage_a ? g.M * g.K * 2 : 0;
-    int64_t b_off = (a_bytes + 127) / 128 * 128;
-    if (wg) b_off = (L.scratch_offset + a_bytes + 1023) / 1024 * 1024 - L.scratch_offset;
+    // A read by a wgmma descriptor starts on a 1024-byte boundary too (the dynamic buffer's start is one).
+    int64_t a_off = wg && a_smem ? (1024 - L.scratch_offset % 1024) % 1024 : 0;
+    int64_t b_off = (a_off + a_bytes + 127) / 128 * 128;
+    if (wg) b_off = (L.scratch_offset + a_off + a_bytes + 1023) / 1024 * 1024 - L.scratch_offset;
     L.reserve_smem(b_off + (stage_b ? g.K * g.N * 2 : 0));
-    if (stage_a) a_base = L.smem_addr(L.i32(0), b.getInt8Ty(), 0);
+    if (stage_a) a_base = L.smem_addr(L.i32(0), b.getInt8Ty(), a_off);
     if (stage_b) b_base = L.smem_addr(L.i32(0), b.getInt8Ty(), b_off);
     L.barrier();
-    if (stage_a) stage_swizzled(L, L.get(av), av->type.elem, a_base);
+    if (stage_a && a_trans_src) {
+      const Tile &tx = L.get(a_trans_src);
+      if (tx.is_scalar()) L.fail("dot operands must be tiles");
+      std::optional<std::pair<int, int64_t>> order;
+      if (wg) order = std::make_pair(g.wm, g.MT);
+      stage_swizzled(L, tx, a_trans_src->type.elem, a_base, order, /*wgmma_dim=*/1);
+    } else if (stage_a) {
+      stage_swizzled(L, L.get(av), av->type.elem, a_base);
+    }
     if (stage_b) {
       const Tile &tb = L.get(bsrc);
       if (tb.is_scalar()) L.fail("dot operands must be tiles");
@@ -412,8 +447,8 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     // Operands staged in the scratch space must not be overwritten by later conversions while the group
     // runs: only dots reading registers, stage buffers or static shared memory leave their wait for later.
     bool defer = !stage_a && !stage_b;
-    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, b_base, b_nk, bf16, defer,
-                             chained.has_value())};
+    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, a_trans_src != nullptr, b_base, b_nk,
+                             bf16, defer, chained.has_value())};
   }
 
   llvm::Function *mma = L.intrinsic(bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
@@ -427,6 +462,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     for (int64_t mt = 0; mt < g.MT; ++mt) {
       if (a_pre) for (int i = 0; i < 4; ++i) af[size_t(mt)][size_t(i)] = (*a_pre)[size_t((mt * g.KT + kt) * 4 + i)];
       else if (a_regs) af[size_t(mt)] = a_from_regs(L, *a_regs, mt, kt);
+      else if (a_trans_src) af[size_t(mt)] = load_a_trans(L, g, a_base, mt, kt);
       else af[size_t(mt)] = load_a(L, g, a_base, mt, kt);
     }
     std::vector<std::array<llvm::Value *, 2>> bf(size_t(g.NT));

@@ -91,6 +91,26 @@ llvm::Value *asm_load_words(Lowering &L, llvm::Value *p, int64_t words, llvm::Va
   return vecv;
 }
 
+/// red.global.add.v{2,4}.f32 of xs (consecutive elements at p, aligned for all of them), predicated on cond.
+void red_add_f32(Lowering &L, llvm::Value *p, const std::vector<llvm::Value *> &xs, llvm::Value *cond) {
+  auto &b = L.b;
+  const int n = int(xs.size());
+  std::string vals;
+  for (int i = 0; i < n; ++i) vals += fmt::format("{}${}", i ? ", " : "", i + 2);
+  std::string text = fmt::format("{{ .reg .pred p; setp.ne.b32 p, $1, 0; @p red.global.add.v{}.f32 [$0], {{{}}}; }}", n, vals);
+  std::string cons = "l,r";
+  for (int i = 0; i < n; ++i) cons += ",f";
+  cons += ",~{memory}";
+  std::vector<llvm::Type *> types{b.getInt64Ty(), b.getInt32Ty()};
+  std::vector<llvm::Value *> args{b.CreatePtrToInt(p, b.getInt64Ty()), b.CreateZExt(cond, b.getInt32Ty())};
+  for (llvm::Value *x : xs) {
+    types.push_back(b.getFloatTy());
+    args.push_back(x);
+  }
+  auto *fty = llvm::FunctionType::get(b.getVoidTy(), types, false);
+  b.CreateCall(fty, llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true), args);
+}
+
 /// Loads `v` consecutive elements at p (alignment v·esize); returns the register values.
 std::vector<llvm::Value *> load_group(Lowering &L, llvm::Value *p, ElemType et, int64_t v, llvm::Value *cond,
                                       const std::vector<llvm::Value *> &other) {
@@ -256,11 +276,13 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
     L.barrier();
     return Tile{std::nullopt, {b.CreateAlignedLoad(rt, L.smem_addr(L.i32(0), rt), llvm::Align(uint64_t(esize)))}};
   }
-  // A vector (e.g. attention's logsumexp, in a row slice of the MMA layout) is stored from the value's own
-  // layout when the addresses and mask can be recomputed in it: no conversion through shared memory (two
-  // barriers). Tiles keep the pointer's layout, whose wide vectors coalesce better than MMA fragments.
+  // The value is added from its own layout (e.g. a dot's MMA fragments: the backward's dQ tiles, or
+  // attention's logsumexp in a row slice of them) when the addresses and mask can be recomputed in it: no
+  // conversion through shared memory (a tile-sized buffer and two barriers). Unlike stores, atomics gain
+  // nothing from the pointer layout's wide vectors: a warp's MMA fragment already covers whole 32-byte
+  // sectors (four threads × two adjacent elements per row).
   auto remat = [&](const ir::Value *x) { return x->type.is_scalar() || L.plan.rematerializable.count(x) != 0; };
-  bool value_layout = val->type.rank() == 1 && !val->type.is_scalar() && remat(ptr) && (!mask || remat(mask));
+  bool value_layout = !val->type.is_scalar() && remat(ptr) && (!mask || remat(mask));
   const Layout &l = value_layout ? L.layout_of(val) : L.layout_of(ptr);
   Tile p = L.get_in(ptr, l);
   Tile x = L.get_in(val, l);
@@ -268,17 +290,27 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
   llvm::Value *owner = L.owner_pred(l);
   Tile out{l, std::vector<llvm::Value *>(size_t(l.num_regs()), llvm::Constant::getNullValue(rt))};
   bool replicated = l.lane_replication_mask() || l.warp_replication_mask();
+  bool used = false;
+  ir::walk(*L.fn.body, [&](ir::Op &o) {
+    for (auto *u : o.operands) used |= u == res;
+  });
+  // An f32 sum whose old values nobody reads is added v consecutive elements at a time on sm_90
+  // (red.global.add.v2/.v4.f32; PTX ISA 9.7.13.6, vector f32 reductions need sm_90): half or a quarter of
+  // the instructions.
+  int64_t v = !used && et.dtype == DType::f32 && sm_version(L.opts.arch) >= 90 ? vector_width(L, l, ptr, mask, esize) : 1;
+  int last = l.rank() - 1;
   for (int64_t r = 0; r < l.num_regs(); ++r) {
     if (l.reg_is_duplicate(r)) {
       replicated = true;
       continue;
     }
-    out.regs[size_t(r)] = atomic(p.regs[size_t(r)], x.regs[size_t(r)], b.CreateAnd(owner, m.regs[size_t(r)]));
+    llvm::Value *cond = b.CreateAnd(owner, m.regs[size_t(r)]);
+    if (v == 1) {
+      out.regs[size_t(r)] = atomic(p.regs[size_t(r)], x.regs[size_t(r)], cond);
+    } else if (l.reg_index(r)[size_t(last)] % v == 0) {
+      red_add_f32(L, p.regs[size_t(r)], {x.regs.begin() + r, x.regs.begin() + r + v}, cond);
+    }
   }
-  bool used = false;
-  ir::walk(*L.fn.body, [&](ir::Op &o) {
-    for (auto *u : o.operands) used |= u == res;
-  });
   if (!used || !replicated) return out;
   // Copies held by non-owner threads (or duplicate registers) get the owner's old value.
   std::vector<int64_t> strides(size_t(l.rank()));

@@ -55,10 +55,10 @@ llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64
 namespace {
 
 /// One wgmma.mma_async asm statement: acc (n/2 f32, tied in/out) then `a` (4 × b32 registers, or one i64
-/// descriptor), the B descriptor and scale-d.
+/// descriptor, M-major when trans_a), the B descriptor and scale-d.
 std::vector<llvm::Value *> wgmma_call(Lowering &L, int n, bool bf16, const std::vector<llvm::Value *> &a,
                                       llvm::Value *b_desc, bool trans_b, const std::vector<llvm::Value *> &acc,
-                                      bool accumulate) {
+                                      bool accumulate, bool trans_a = false) {
   auto &b = L.b;
   int nacc = n / 2;
   if (int(acc.size()) != nacc) L.fail("internal: wgmma accumulator count does not match its shape");
@@ -72,8 +72,8 @@ std::vector<llvm::Value *> wgmma_call(Lowering &L, int n, bool bf16, const std::
   int a0 = 2 * nacc, dsc = a0 + int(a.size()), scale = dsc + 1;
   std::string a_text = a_desc ? fmt::format("${}", a0)
                               : fmt::format("{{${}, ${}, ${}, ${}}}", a0, a0 + 1, a0 + 2, a0 + 3);
-  // Immediates: scale-a 1, scale-b 1, [transpose-a 0 (K-major) for a descriptor,] transpose-b.
-  std::string imms = fmt::format("1, 1, {}{}", a_desc ? "0, " : "", trans_b ? 1 : 0);
+  // Immediates: scale-a 1, scale-b 1, [transpose-a for a descriptor (0: K-major),] transpose-b.
+  std::string imms = fmt::format("1, 1, {}{}", a_desc ? (trans_a ? "1, " : "0, ") : "", trans_b ? 1 : 0);
   std::string text = fmt::format(
       "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}.{} {{{}}}, {}, ${}, p, {};\n}}",
@@ -108,8 +108,9 @@ std::vector<llvm::Value *> wgmma_rs(Lowering &L, int n, bool bf16, const std::ar
 }
 
 std::vector<llvm::Value *> wgmma_ss(Lowering &L, int n, bool bf16, llvm::Value *a_desc, llvm::Value *b_desc,
-                                    bool trans_b, const std::vector<llvm::Value *> &acc, bool accumulate) {
-  return wgmma_call(L, n, bf16, {a_desc}, b_desc, trans_b, acc, accumulate);
+                                    bool trans_b, const std::vector<llvm::Value *> &acc, bool accumulate,
+                                    bool trans_a) {
+  return wgmma_call(L, n, bf16, {a_desc}, b_desc, trans_b, acc, accumulate, trans_a);
 }
 
 }  // namespace tilejit::codegen

@@ -46,8 +46,10 @@ std::vector<llvm::Value *> wgmma_rs(Lowering &L, int n, bool bf16, const std::ar
                                     llvm::Value *desc, bool trans_b, const std::vector<llvm::Value *> &acc,
                                     bool accumulate = true);
 
-/// The same with A read from shared memory too (`a_desc`, K-major, 128-byte swizzle): the "SS" form.
+/// The same with A read from shared memory too (`a_desc`): the "SS" form. A is K-major, or M-major when
+/// trans_a (transpose-a 1, f16/bf16 only: PTX ISA 9.7.15.5.1, the same canonical layout as an N-major B).
 std::vector<llvm::Value *> wgmma_ss(Lowering &L, int n, bool bf16, llvm::Value *a_desc, llvm::Value *b_desc,
-                                    bool trans_b, const std::vector<llvm::Value *> &acc, bool accumulate = true);
+                                    bool trans_b, const std::vector<llvm::Value *> &acc, bool accumulate = true,
+                                    bool trans_a = false);
 
 }  // namespace tilejit::codegen

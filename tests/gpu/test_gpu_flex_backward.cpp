@@ -47,6 +47,29 @@ TEST_CASE("flex_backward on the GPU: GQA, odd lengths, varlen, head dims", "[gpu
   }
 }
 
+TEST_CASE("flex_backward on the GPU: block shapes and warp counts that take the other tensor-core paths",
+          "[gpu][flex][backward]") {
+  // 8 warps on 64-row tiles: no dot fits wgmma (mma.sync, transposed operands read with ldmatrix.trans);
+  // 128-key blocks on 4 warps: two m16 tiles per warp in wgmma's row order; 32-row query blocks: mixed.
+  const struct {
+    int block_m, block_n, num_warps;
+  } configs[] = {{64, 64, 8}, {64, 128, 4}, {32, 64, 4}, {128, 128, 8}};
+  for (auto cfg : configs) {
+    for (int d : {64, 128}) {
+      INFO("BLOCK_M " << cfg.block_m << ", BLOCK_N " << cfg.block_n << ", " << cfg.num_warps << " warps, d " << d);
+      FlexCase c = gpu_case(4, 2, 300, 333, d, DType::bf16, cfg.block_m, cfg.block_n);
+      for (bool det : {false, true}) {
+        attention::FlexOptions o;
+        o.num_warps = cfg.num_warps;
+        o.deterministic = det;
+        o.mask = attention::causal(attention::Align::BottomRight);
+        require_backward_matches(
+            run_backward_case(Backend::GPU, c, o, {{}, band_visible({-1, 0, attention::Align::BottomRight})}), c.dtype);
+      }
+    }
+  }
+}
+
 TEST_CASE("flex_backward on the GPU: 20 runs give bitwise the same dq, dk, dv", "[gpu][flex][backward]") {
   check_backward_deterministic(Backend::GPU, gpu_case(8, 2, 513, 513, 128, DType::bf16, 64, 64), 20);
 }
