@@ -79,7 +79,7 @@ class FlexVariant(ctypes.Structure):
                 ("window_right", ctypes.c_int), ("alibi", ctypes.c_int), ("softcap", ctypes.c_float),
                 ("doc_ids", ctypes.c_void_p), ("reuse_block_mask", ctypes.c_int), ("block_m", ctypes.c_int),
                 ("block_n", ctypes.c_int), ("num_warps", ctypes.c_int), ("num_stages", ctypes.c_int),
-                ("autotune", ctypes.c_int), ("deterministic", ctypes.c_int)]
+                ("autotune", ctypes.c_int), ("dq_atomics", ctypes.c_int)]
 
 
 class PagedKV(ctypes.Structure):
@@ -961,7 +961,7 @@ def run_backward(ctx: Context):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 reference
     peers, missing = attention_peers()  # their backward runs through autograd
-    impls = ["tilejit", "tilejit det."] + [p for p in ("cuDNN", "FA2", "Flex") if p in peers or p in missing]
+    impls = ["tilejit", "tilejit atomics"] + [p for p in ("cuDNN", "FA2", "Flex") if p in peers or p in missing]
     rows, skipped = run_protocol_shapes(ctx, lambda sh, name: backward_row(ctx, sh, name, peers))
 
     notes = common_method_notes() + [
@@ -969,8 +969,8 @@ def run_backward(ctx: Context):
         f"{PROTOCOL_HIDDEN}/head_dim), layout [batch, heads, seqlen, head_dim], bf16, softmax scale 1/sqrt(d); "
         "dout from torch.randn.",
         "- Timed: the backward alone. tilejit: tilejit_flex_attention_backward on its own forward's out and lse "
-        "(library's default block sizes, no tuning), dq accumulated with f32 atomics; 'tilejit det.': the "
-        "deterministic mode (dq in its own pass, no atomics; tilejit/'tilejit det.' is its cost); peers: "
+        "(library's default block sizes, no tuning), dq in its own pass (bitwise reproducible); 'tilejit "
+        "atomics': dq accumulated with f32 atomics by the dK/dV kernel (FlexOptions::dq_atomics); peers: "
         "torch.autograd.grad of their forward's output (retain_graph), the forward run once outside the timing.",
         "- The fp32 reference (autograd of softmax(q·kᵀ/sqrt(d))·v in fp32) covers the first 8 (batch, head) "
         "pairs for seqlen ≤ 2048, the first 2 above; every implementation's dq, dk, dv are checked against it.",
@@ -1018,16 +1018,16 @@ def backward_row(ctx: Context, sh: dict, name: str, peers: dict) -> dict:
             tj_call()
             return dq, dk, dv
         record("tilejit", tj_call, checked_tj)
-        # The deterministic mode (dq without atomics) on the same forward.
-        det = tj.variant(causal=int(causal), autotune=0, deterministic=1)
-        det_call = lambda: tj.flex_backward(q, k, v, out, lse, dout, dq, dk, dv, det)  # noqa: E731
+        # dq accumulated with atomics by the dK/dV kernel, on the same forward.
+        atomics = tj.variant(causal=int(causal), autotune=0, dq_atomics=1)
+        atomics_call = lambda: tj.flex_backward(q, k, v, out, lse, dout, dq, dk, dv, atomics)  # noqa: E731
 
-        def checked_det():
+        def checked_atomics():
             for g in (dq, dk, dv):
                 g.fill_(float("nan"))
-            det_call()
+            atomics_call()
             return dq, dk, dv
-        record("tilejit det.", det_call, checked_det)
+        record("tilejit atomics", atomics_call, checked_atomics)
     except Exception as ex:  # noqa: BLE001
         row["errors"]["tilejit"] = short_error(ex)
     for impl, peer in peers.items():

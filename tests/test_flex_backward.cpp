@@ -46,14 +46,14 @@ TEST_CASE("flex_backward (interpreter): GQA/MQA, odd lengths, padded and unequal
   struct Shape {
     int hq, hkv, sq, sk, d, dv;
   };
-  for (bool deterministic : {false, true})
+  for (bool dq_atomics : {false, true})
     for (Shape sh : {Shape{4, 1, 17, 17, 32, 0}, Shape{8, 2, 1, 29, 16, 0}, Shape{2, 2, 45, 19, 40, 24}}) {
       INFO("heads " << sh.hq << "/" << sh.hkv << " seqlen " << sh.sq << "x" << sh.sk << " d " << sh.d << "/"
-                    << sh.dv << (deterministic ? ", deterministic" : ", fast dQ"));
+                    << sh.dv << (dq_atomics ? ", dQ by atomics" : ", dQ pass"));
       FlexCase c = small_case(sh.hq, sh.hkv, sh.sq, sh.sk, sh.d, sh.dv);
       FlexOptions o;
       o.mask = attention::causal(Align::BottomRight);
-      o.deterministic = deterministic;
+      o.dq_atomics = dq_atomics;
       require_backward_matches(run_backward_case(be, c, o, {{}, band_visible({-1, 0, Align::BottomRight})}), c.dtype);
     }
   // Varlen: packed sequences of unequal lengths (one empty), causal bottom-right, GQA and a soft-cap lambda.
@@ -115,10 +115,10 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
   o.score_mod = [table](Tile sc, Tile, Tile, Tile q, Tile kv) {
     return 20.f * tanh(sc / 20.f) + load(table() + ((q - kv) & 63));
   };
-  for (bool deterministic : {false, true})
+  for (bool dq_atomics : {false, true})
   for (std::string arch : {"sm_80", "sm_90a"}) {
     o.arch = arch;
-    o.deterministic = deterministic;
+    o.dq_atomics = dq_atomics;
     const std::string ptx = attention::flex_backward_ptx(s, o);
     // One module per kernel, each starting with the PTX header comment.
     std::vector<std::string> modules;
@@ -130,13 +130,13 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
     REQUIRE(modules.size() == 3);
     const char *names[] = {"flex_attention_bwd_delta", "flex_attention_bwd_dkdv", "flex_attention_bwd_dq"};
     for (size_t i = 0; i < 3; ++i) {
-      INFO(arch << " " << names[i] << (deterministic ? " deterministic" : " fast dQ"));
+      INFO(arch << " " << names[i] << (dq_atomics ? " dQ by atomics" : " dQ pass"));
       REQUIRE(contains(modules[i], std::string(".entry ") + names[i]));
       // The products run on tensor cores (mma.sync, or wgmma where a dot's shape fits it): dK/dV's, and dQ's
-      // in the deterministic mode (the fast mode's dQ kernel only converts the accumulator).
+      // in its own pass (with dq_atomics the dQ kernel only converts the accumulator).
       const bool tensor_cores = contains(modules[i], "mma.sync.aligned.m16n8k16") || contains(modules[i], "wgmma.mma_async");
-      REQUIRE(tensor_cores == (i == 1 || (i == 2 && deterministic)));
-      // The table's gradient, and in the fast mode dQ, are added in the dK/dV kernel only.
+      REQUIRE(tensor_cores == (i == 1 || (i == 2 && !dq_atomics)));
+      // The table's gradient, and with dq_atomics dQ, are added in the dK/dV kernel only.
       REQUIRE(contains(modules[i], "atom.global.add.f32") == (i == 1));
       auto [rc, log] = ptxas_v(modules[i], arch, names[i]);
       INFO("ptxas says:\n" << log);

@@ -27,7 +27,7 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   FlexSetup x = flex_setup(f, a, be);
   const FlexShape &s = x.s;
   FlexOptions &opt = x.opt;
-  opt.deterministic = a.deterministic;
+  opt.dq_atomics = a.dq_atomics;
   const DType dt = x.dt;
   const bool varlen = !x.lens.empty();
   const int Hq = s.heads_q, Hkv = x.Hkv, D = a.head_dim, group = Hq / Hkv;
@@ -77,7 +77,7 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
              x.mods.has_band ? fmt::format("[{}, {}]{}", x.mods.band.left, x.mods.band.right,
                                            f.bottom_right ? " bottom-right" : "")
                              : "none",
-             f.alibi, f.softcap, varlen ? f.varlen : "no", a.deterministic ? "deterministic" : "atomics");
+             f.alibi, f.softcap, varlen ? f.varlen : "no", a.dq_atomics ? "atomics" : "own pass");
   if (be == Backend::GPU)
     fmt::print("  first backward (trace+compile+run): {:.2f} ms; time: {:.3f} ms (median of {} launches), {:.1f} "
                "TFLOP/s\n", first_ms, ms, std::max(1, a.iters), flops / (ms * 1e-3) / 1e12);

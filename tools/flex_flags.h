@@ -32,7 +32,7 @@ struct FlexRunArgs {
   uint64_t seed;
   bool autotune;
   int check_rows;  // rows sampled by --check, spread over up to 8 (sequence, head) pairs
-  bool deterministic = false;  // run_flex_backward: the deterministic mode (FlexOptions::deterministic)
+  bool dq_atomics = false;  // run_flex_backward: dq by atomics (FlexOptions::dq_atomics)
 };
 
 /// The variant flags every attention command takes: --window-left/right, --alibi, --softcap, --band-as-mask.

@@ -27,7 +27,7 @@ namespace {
 
 struct AttentionArgs {
   int batch = 1, heads = 4, seqlen_q = 256, seqlen_k = -1, head_dim = 64;
-  bool causal = false, check = false, backward = false, deterministic = false;
+  bool causal = false, check = false, backward = false, dq_atomics = false;
   std::string dtype = "bf16", backend = "auto", arch;
   int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, iters = 10, check_rows = 64;
   bool autotune = false;
@@ -172,8 +172,9 @@ int main(int argc, char **argv) {
   att->add_flag("--backward", a.backward,
                 "run the backward (flex_backward) after the forward and time it; with --check, compare dq, dk, dv of "
                 "up to two KV heads against float64");
-  att->add_flag("--deterministic", a.deterministic,
-                "with --backward: dq in its own pass without atomics (bitwise reproducible; slower)");
+  att->add_flag("--dq-atomics", a.dq_atomics,
+                "with --backward: dq accumulated with f32 atomics by the dK/dV kernel instead of its own pass (not "
+                "bitwise reproducible)");
   att->add_option("--check-rows", a.check_rows, "rows sampled by --check");
   att->add_option("--seed", a.seed, "random seed (0: a random one, printed with the check)");
   tools::FlexFlags flex;
@@ -232,7 +233,7 @@ int main(int argc, char **argv) {
     if (att->parsed() && (tools::flex_requested(flex) || plain_cannot || a.backward)) {
       tools::FlexRunArgs fa{a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
                             a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
-                            a.autotune, a.check_rows, a.deterministic};
+                            a.autotune, a.check_rows, a.dq_atomics};
       return a.backward ? tools::run_flex_backward(flex, fa) : tools::run_flex(flex, fa);
     }
     if (att->parsed()) return run_attention(a);

@@ -72,8 +72,8 @@ typedef struct tilejit_flex_variant {
                            * shape and variant (the four fields above are still validated but not used); the
                            * first call per key tunes (FlexOptions::autotune in flex_attention.h); ignored on
                            * the interpreter */
-  int deterministic;      /* backward only: nonzero computes dq without atomics (bitwise reproducible; slower);
-                           * 0 accumulates it with f32 atomics (FlexOptions::deterministic) */
+  int dq_atomics;         /* backward only: nonzero accumulates dq with f32 atomics in the dK/dV kernel (not
+                           * bitwise reproducible); 0 computes it in its own pass (FlexOptions::dq_atomics) */
 } tilejit_flex_variant;
 
 /* Everything off, every tuning field 0 (defaults): window_left = window_right = −1, the rest 0/NULL. */

@@ -241,11 +241,12 @@ struct FlexOptions {
   /// every visited key block (a band still skips the blocks outside it); `autotune` is not applied. One call
   /// may mix sequences prefilling a chunk with sequences decoding one token (varlen queries).
   const PagedKVCache *kv_cache = nullptr;
-  /// flex_backward only. false (fast): dQ is accumulated by the dK/dV kernel with f32 atomics, whose order
-  /// changes from run to run, so dq may differ in its last bits; true: a separate dQ pass over the key blocks,
-  /// and dq, dk, dv are bitwise the same from run to run (learnable captures' gradients use atomics either
-  /// way).
-  bool deterministic = false;
+  /// flex_backward only. false (the default): dQ in a pass of its own over the key blocks (recomputing P and
+  /// dP), and dq, dk, dv are bitwise the same from run to run; true: the dK/dV kernel adds each tile's dQ
+  /// into an f32 accumulator with atomics instead (a third fewer FLOPs, but an order that changes from run
+  /// to run, and on the H200 slower at every shape of bench/results/backward.md). Learnable captures'
+  /// gradients use atomics either way.
+  bool dq_atomics = false;
   Backend backend = Backend::Auto;
   Stream *stream = nullptr;
   std::string arch;
@@ -265,10 +266,10 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// learnable bias table, trainable ALiBi slopes), whose gradients are added into it with f32 atomics (not
 /// bitwise reproducible). Masked scores get exactly zero gradient; rows that saw no key (lse −inf) give
 /// zero. FlashAttention-2's backward (arXiv 2307.08691, Algorithm 2) in three DSL kernels: D = rowsum(dO ∘ O)
-/// (which also zeroes the f32 dQ accumulator); dK and dV per key block, summing the GQA group in the program,
-/// and in the fast mode adding each tile's dQ into the accumulator with f32 atomics; then dQ, converted from
-/// the accumulator (fast) or computed per query block without atomics (FlexOptions::deterministic, bitwise
-/// reproducible). Allocates a scratch per call (one f32 per query row, and in the fast mode one per dq
+/// (which also zeroes the f32 dQ accumulator when there is one); dK and dV per key block, summing the GQA
+/// group in the program; then dQ per query block over the key blocks it sees, without atomics (bitwise
+/// reproducible), or with FlexOptions::dq_atomics converted from the accumulator the dK/dV kernel added each
+/// tile's dQ into. Allocates a scratch per call (one f32 per query row, and with dq_atomics one per dq
 /// element; its free waits for the device). Block sizes, num_warps and num_stages come from opt (autotune and
 /// block_mask_mode are not used: a mask function is evaluated on every visited block); varlen batches as in
 /// the forward (cu_seqlens).

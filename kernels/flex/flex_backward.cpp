@@ -28,7 +28,7 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   a[bHasBand] = int_arg(opt.mask.band.has_value());
   a[bLarge] = int_arg(p.large);
   a[bVarlen] = int_arg(p.varlen);
-  a[bFastDq] = int_arg(!opt.deterministic);
+  a[bFastDq] = int_arg(opt.dq_atomics);
   return a;
 }
 
@@ -61,7 +61,7 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   // per query row), 256-byte aligned.
   const size_t delta_bytes = (size_t(p.last_lse + 1) * 4 + 255) / 256 * 256;
   const size_t acc_bytes =
-      opt.deterministic ? 0 : size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4;
+      !opt.dq_atomics ? 0 : size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4;
   Buffer scratch(delta_bytes + acc_bytes, backend);
   const DevicePtr delta{scratch.address(), delta_bytes};
   const DevicePtr dq_acc = acc_bytes ? DevicePtr{scratch.address() + delta_bytes, acc_bytes} : DevicePtr{};
@@ -94,7 +94,7 @@ std::string flex_backward_ptx(const FlexShape &s, const FlexOptions &opt) {
   const Plan p = plan(s, opt, kOp);
   const DevicePtr fake{256, 0};
   const DevicePtr cu = p.varlen ? fake : DevicePtr{};
-  const DevicePtr acc = opt.deterministic ? DevicePtr{} : fake;
+  const DevicePtr acc = opt.dq_atomics ? fake : DevicePtr{};
   const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake, cu, cu, acc};
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs);
   std::string ptx;

@@ -5,9 +5,9 @@
 // With s = q·kᵀ·scale, z = score_mod(s) (−inf where masked), P = exp(z − lse) and D = rowsum(dO ∘ O):
 //   dV = Pᵀ·dO,   dP = dO·Vᵀ,   dZ = P ∘ (dP − D),   dS = vjp(z, s, dZ) (0 where masked),
 //   dQ = dS·K·scale,   dK = dSᵀ·Q·scale.
-// Three kernels; with FAST_DQ (the default) dQ is accumulated by the dK/dV kernel with f32 atomics,
-// otherwise (deterministic) no kernel uses atomics and every gradient is bitwise reproducible:
-//   delta: D per query row, and the dQ accumulator zeroed (program: query block, query head, batch);
+// Three kernels; by default no kernel uses atomics and every gradient is bitwise reproducible, with FAST_DQ
+// (FlexOptions::dq_atomics) dQ is accumulated by the dK/dV kernel with f32 atomics instead:
+//   delta: D per query row, and (FAST_DQ) the dQ accumulator zeroed (program: query block, query head, batch);
 //   dkdv:  a key block's dK, dV in registers (program: key block, KV head, batch), walking the query blocks
 //          that see it for every query head of its GQA group (the group's sum is taken in the program); the
 //          gradients of learnable captures the mod reads are added here (f32 atomics);

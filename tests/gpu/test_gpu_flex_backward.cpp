@@ -58,10 +58,10 @@ TEST_CASE("flex_backward on the GPU: block shapes and warp counts that take the 
     for (int d : {64, 128}) {
       INFO("BLOCK_M " << cfg.block_m << ", BLOCK_N " << cfg.block_n << ", " << cfg.num_warps << " warps, d " << d);
       FlexCase c = gpu_case(4, 2, 300, 333, d, DType::bf16, cfg.block_m, cfg.block_n);
-      for (bool det : {false, true}) {
+      for (bool dq_atomics : {false, true}) {
         attention::FlexOptions o;
         o.num_warps = cfg.num_warps;
-        o.deterministic = det;
+        o.dq_atomics = dq_atomics;
         o.mask = attention::causal(attention::Align::BottomRight);
         require_backward_matches(
             run_backward_case(Backend::GPU, c, o, {{}, band_visible({-1, 0, attention::Align::BottomRight})}), c.dtype);
