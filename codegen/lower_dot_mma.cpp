@@ -7,7 +7,7 @@
 //   - registers loaded once before the enclosing loop (loop-invariant a, e.g. attention's q);
 //   - shared memory otherwise: the operand is stored row-major with 16-byte chunks XOR-swizzled by row
 //     (swizzled_offset) and read with ldmatrix.x4 (a; b stored [N,K] when it is a folded Trans) or
-//     ldmatrix.x4.trans (b stored [K,N]). Loop-invariant operands live in static shared memory of their own,
+//     ldmatrix.x4.trans (b stored [K,N]; a stored [K,M] when it is a folded Trans, the backward's Pᵀ). Loop-invariant operands live in static shared memory of their own,
 //     staged once before the loop; the others go through the dynamic scratch buffer.
 //
 // Hopper (sm_90a): when the warps tile M only (whole warpgroups) and B can be read in 128-byte-swizzled panels
@@ -15,7 +15,8 @@
 // changes: the swizzled staging above is exactly the layout a wgmma descriptor reads once the buffer is
 // 1024-byte aligned (the dynamic buffer is aligned at kernel entry, static operands are declared so), and
 // the wgmma accumulator is the MMA layout. A is read from registers (attention's p, or ldmatrix from its
-// staging) or, for a loop-invariant A such as attention's q, by the wgmma itself from shared memory, rows
+// staging), by the wgmma from a folded Trans's [K,M] staging through an M-major descriptor (transpose-a, the
+// columns in wgmma's row order), or, for a loop-invariant A such as attention's q, by the wgmma itself from shared memory, rows
 // staged in the order wgmma reads them (an A of 16 or 32 columns in 32- or 64-byte swizzled rows); that is
 // 4-10% faster on the H200 than re-reading it with ldmatrix (bench/results/LEARNED.md), and keeping it in
 // registers across iterations is unsafe (see preload_mma_fragments). A dot that reads no scratch-staged

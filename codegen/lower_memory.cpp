@@ -111,6 +111,13 @@ void red_add_f32(Lowering &L, llvm::Value *p, const std::vector<llvm::Value *> &
   b.CreateCall(fty, llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true), args);
 }
 
+/// Whether a store or atomic of val to ptr (under mask) can work in val's own layout: its addresses and mask
+/// can be recomputed in any layout (rematerializable), so nothing is converted through shared memory.
+bool in_value_layout(Lowering &L, const ir::Value *val, const ir::Value *ptr, const ir::Value *mask) {
+  auto remat = [&](const ir::Value *x) { return x->type.is_scalar() || L.plan.rematerializable.count(x) != 0; };
+  return !val->type.is_scalar() && remat(ptr) && (!mask || remat(mask));
+}
+
 /// Loads `v` consecutive elements at p (alignment v·esize); returns the register values.
 std::vector<llvm::Value *> load_group(Lowering &L, llvm::Value *p, ElemType et, int64_t v, llvm::Value *cond,
                                       const std::vector<llvm::Value *> &other) {
@@ -211,11 +218,10 @@ void lower_store(Lowering &L, const ir::Op &op) {
     L.emit_if(cond, [&] { b.CreateAlignedStore(x, p, llvm::Align(uint64_t(esize))); });
     return;
   }
-  // A vector (e.g. attention's logsumexp, in a row slice of the MMA layout) is stored from the value's own
-  // layout when the addresses and mask can be recomputed in it: no conversion through shared memory (two
-  // barriers). Tiles keep the pointer's layout, whose wide vectors coalesce better than MMA fragments.
-  auto remat = [&](const ir::Value *x) { return x->type.is_scalar() || L.plan.rematerializable.count(x) != 0; };
-  bool value_layout = val->type.rank() == 1 && !val->type.is_scalar() && remat(ptr) && (!mask || remat(mask));
+  // A vector (e.g. attention's logsumexp, in a row slice of the MMA layout) is stored from its own layout
+  // (in_value_layout): no conversion through shared memory (two barriers). Tiles keep the pointer's layout,
+  // whose wide vectors coalesce better than MMA fragments.
+  bool value_layout = val->type.rank() == 1 && in_value_layout(L, val, ptr, mask);
   const Layout &l = value_layout ? L.layout_of(val) : L.layout_of(ptr);
   Tile p = L.get_in(ptr, l);
   Tile x = L.get_in(val, l);
@@ -276,13 +282,11 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
     L.barrier();
     return Tile{std::nullopt, {b.CreateAlignedLoad(rt, L.smem_addr(L.i32(0), rt), llvm::Align(uint64_t(esize)))}};
   }
-  // The value is added from its own layout (e.g. a dot's MMA fragments: the backward's dQ tiles, or
-  // attention's logsumexp in a row slice of them) when the addresses and mask can be recomputed in it: no
-  // conversion through shared memory (a tile-sized buffer and two barriers). Unlike stores, atomics gain
-  // nothing from the pointer layout's wide vectors: a warp's MMA fragment already covers whole 32-byte
-  // sectors (four threads × two adjacent elements per row).
-  auto remat = [&](const ir::Value *x) { return x->type.is_scalar() || L.plan.rematerializable.count(x) != 0; };
-  bool value_layout = !val->type.is_scalar() && remat(ptr) && (!mask || remat(mask));
+  // Atomics work in the value's own layout whenever they can (in_value_layout; e.g. a dot's MMA fragments,
+  // the backward's dQ tiles): no tile-sized conversion through shared memory and its two barriers. The
+  // pointer layout's wider vectors would allow red.v4 instead of red.v2, but a warp's MMA fragment already
+  // covers whole 32-byte sectors (four threads × two adjacent elements per row).
+  bool value_layout = in_value_layout(L, val, ptr, mask);
   const Layout &l = value_layout ? L.layout_of(val) : L.layout_of(ptr);
   Tile p = L.get_in(ptr, l);
   Tile x = L.get_in(val, l);
@@ -290,10 +294,7 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
   llvm::Value *owner = L.owner_pred(l);
   Tile out{l, std::vector<llvm::Value *>(size_t(l.num_regs()), llvm::Constant::getNullValue(rt))};
   bool replicated = l.lane_replication_mask() || l.warp_replication_mask();
-  bool used = false;
-  ir::walk(*L.fn.body, [&](ir::Op &o) {
-    for (auto *u : o.operands) used |= u == res;
-  });
+  const bool used = L.use_count(res) > 0;
   // An f32 sum whose old values nobody reads is added v consecutive elements at a time on sm_90
   // (red.global.add.v2/.v4.f32; PTX ISA 9.7.13.6, vector f32 reductions need sm_90): half or a quarter of
   // the instructions.

@@ -93,10 +93,7 @@ inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention
   return r;
 }
 
-/// ‖got − ref‖ / max(‖ref‖, tol·‖magnitudes‖): the relative Frobenius error, except where the terms of a gradient
-/// cancel (a row seeing one key has dq = 0 exactly, its terms P·(dP − D) rounding to ~ε·|dP|): there the error
-/// is measured against tol times the terms' magnitudes, the scale rounding errors have. Where nothing cancels,
-/// ‖ref‖ is a few times tol·‖magnitudes‖ or more, so the bound is the plain relative one.
+/// tools::gradient_error of got against ref (magnitudes: the reference's term magnitudes, or empty).
 inline double gradient_error(const std::vector<float> &got, const std::vector<double> &ref,
                              const std::vector<double> &magnitudes, double tol) {
   double e = 0, r = 0, m = 0;
@@ -105,7 +102,7 @@ inline double gradient_error(const std::vector<float> &got, const std::vector<do
     r += ref[i] * ref[i];
     if (!magnitudes.empty()) m += magnitudes[i] * magnitudes[i];
   }
-  return std::sqrt(e) / std::max({std::sqrt(r), tol * std::sqrt(m), 1e-300});
+  return tools::gradient_error(e, r, m, tol);
 }
 
 /// dq, dk, dv within backward_tolerance(dt) (gradient_error) and finite everywhere.

@@ -1,11 +1,13 @@
 // flex_backward on the interpreter against float64 gradients: no mod, bands, built-in and user mods, mask
-// functions with rows that see no key, GQA/MQA, varlen, odd lengths and padded head dims; determinism; its
+// functions with rows that see no key and their block masks (built, reused, given, off, transposed), GQA/MQA,
+// varlen, odd lengths and padded head dims; determinism; its
 // errors.
 #include <catch2/catch.hpp>
 
 #include <cstring>
 
 #include "flex_backward_checks.h"
+#include "kernels/flex/flex_internal.h"
 #include "tilejit/paged_attention.h"
 #include "test_codegen_util.h"
 #include "tilejit/capture.h"
@@ -73,6 +75,58 @@ TEST_CASE("flex_backward (interpreter): GQA/MQA, odd lengths, padded and unequal
   require_backward_matches(run_backward_case(be, f16, FlexOptions{}, {}), f16.dtype);
 }
 
+TEST_CASE("flex_backward (interpreter): mask functions walk a block mask and its transpose", "[flex][backward]") {
+  const Backend be = Backend::Interpreter;
+  // Block-diagonal "documents" of 24 queries and 30 keys: most 16x16 tiles are empty; head 1 also sees the
+  // first 5 keys (lists per head), and rows of queries past the last document's keys see none.
+  attention::Mask mask;
+  mask.fn = [](Tile, Tile h, Tile q, Tile kv) { return ((q / 24) == (kv / 30)) | ((h == 1) & (kv < 5)); };
+  RefMods ref{{}, [](int, int h, int q, int kv, int, int) { return q / 24 == kv / 30 || (h == 1 && kv < 5); }};
+  FlexCase c = small_case(4, 2, 70, 90, 32);
+  auto uses = [] {
+    auto st = attention::flex::block_mask_stats();
+    return st.builds + st.cache_hits;
+  };
+  for (bool dq_atomics : {false, true}) {
+    INFO((dq_atomics ? "dQ by atomics" : "dQ pass"));
+    FlexOptions o;
+    o.mask = mask;
+    o.dq_atomics = dq_atomics;
+    {
+      INFO("the block mask built (or reused) by the call: forward and backward each take one");
+      const uint64_t before = uses();
+      require_backward_matches(run_backward_case(be, c, o, ref), c.dtype);
+      CHECK(uses() - before == 2);
+    }
+    {
+      INFO("BlockMaskMode::Off: the function on every tile");
+      FlexCase off = c;
+      off.block_mask_mode = attention::BlockMaskMode::Off;
+      const uint64_t before = uses();
+      require_backward_matches(run_backward_case(be, off, o, ref), c.dtype);
+      CHECK(uses() == before);
+    }
+    {
+      INFO("a precomputed block mask");
+      FlexOptions mk;
+      mk.block_m = c.block_m;
+      mk.block_n = c.block_n;
+      mk.backend = be;
+      attention::BlockMask bm = attention::create_block_mask(mask, c.shape, mk);
+      FlexOptions pre = o;
+      pre.block_mask = &bm;
+      require_backward_matches(run_backward_case(be, c, pre, ref), c.dtype);
+    }
+    {
+      INFO("varlen: lists per sequence");
+      FlexCase var = small_case(4, 2, 0, 0, 32);
+      var.seqlens_q = {70, 0, 17, 49};
+      var.seqlens_k = {90, 12, 0, 61};
+      require_backward_matches(run_backward_case(be, var, o, ref), var.dtype);
+    }
+  }
+}
+
 TEST_CASE("flex_backward: two runs give bitwise the same gradients; unsupported inputs are named", "[flex][backward]") {
   const Backend be = Backend::Interpreter;
   FlexCase c = small_case(4, 2, 33, 33, 32);
@@ -95,6 +149,15 @@ TEST_CASE("flex_backward: two runs give bitwise the same gradients; unsupported 
   Buffer small_dk(16, be);
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, out, small_dk, out, s, o),
                     Contains("attention::flex_backward: 'dk' holds 16 bytes"));
+  FlexOptions masked = o;
+  masked.mask.fn = [](Tile, Tile, Tile q, Tile kv) { return (q / 8) == (kv / 8); };
+  FlexOptions mk = o;
+  mk.block_m = 32;  // the call's blocks are the default 64x64
+  attention::BlockMask other_blocks = attention::create_block_mask(masked.mask, s, mk);
+  masked.block_mask = &other_blocks;
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, out, out, out, s, masked),
+                    Contains("attention::flex_backward: the block mask was made for batch 2, heads 4, 2x1 blocks of "
+                             "32x64; this call needs batch 2, heads 4, 1x1 blocks of 64x64"));
   attention::FlexShape bad = s;
   bad.heads_kv = 3;
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, out, out, out, bad, o),
@@ -115,10 +178,14 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
   o.score_mod = [table](Tile sc, Tile, Tile, Tile q, Tile kv) {
     return 20.f * tanh(sc / 20.f) + load(table() + ((q - kv) & 63));
   };
+  attention::Mask causal_band = o.mask, causal_fn;
+  causal_fn.fn = [](Tile, Tile, Tile q, Tile kv) { return kv <= q; };
   for (bool dq_atomics : {false, true})
   for (std::string arch : {"sm_80", "sm_90a"}) {
     o.arch = arch;
     o.dq_atomics = dq_atomics;
+    // The band's closed-form walks, and (with dq_atomics, to cover both) a mask function's block-mask walks.
+    o.mask = dq_atomics ? causal_fn : causal_band;
     const std::string ptx = attention::flex_backward_ptx(s, o);
     // One module per kernel, each starting with the PTX header comment.
     std::vector<std::string> modules;
@@ -138,6 +205,13 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
       REQUIRE(tensor_cores == (i == 1 || (i == 2 && !dq_atomics)));
       // The table's gradient, and with dq_atomics dQ, are added in the dK/dV kernel only.
       REQUIRE(contains(modules[i], "atom.global.add.f32") == (i == 1));
+      if (i == 1) {
+        // dV += Pᵀ·dO and dK += dSᵀ·Q read the transposed tile from shared memory as it was stored: on sm_90a by
+        // a wgmma with transpose-a 1 (on sm_80 by ldmatrix.trans, which B operands use too).
+        if (arch == "sm_90a") CHECK(contains(modules[i], "p, 1, 1, 1, 1;"));
+        // sm_90a adds dQ's f32 pairs with one vector reduction each.
+        CHECK(contains(modules[i], "red.global.add.v2.f32") == (arch == "sm_90a" && dq_atomics));
+      }
       auto [rc, log] = ptxas_v(modules[i], arch, names[i]);
       INFO("ptxas says:\n" << log);
       REQUIRE(rc == 0);

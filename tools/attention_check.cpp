@@ -138,4 +138,8 @@ int reference_head_backward(const RefMods &mods, int b, int h, int sq, int sk, i
   return empty;
 }
 
+double gradient_error(double err2, double ref2, double mag2, double tol) {
+  return std::sqrt(err2) / std::max({std::sqrt(ref2), tol * std::sqrt(mag2), 1e-300});
+}
+
 }  // namespace tilejit::tools

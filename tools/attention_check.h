@@ -56,4 +56,12 @@ int reference_head_backward(const RefMods &mods, int b, int h, int sq, int sk, i
                             const std::function<void(int i, int j, double dz)> &on_dz = {},
                             RefGradMagnitudes magnitudes = {});
 
+/// The backward checks' error of one gradient from its sums of squares (error, reference, and the reference's
+/// term magnitudes, RefGradMagnitudes; 0 where there are none): ‖got − ref‖ / max(‖ref‖, tol·‖magnitudes‖). This
+/// is the relative Frobenius error, except where the gradient's terms cancel (a row seeing one key has dq = 0
+/// exactly, its terms P·(dP − D) rounding to ~ε·|dP|). Checked against tol, the bound is tol·‖ref‖ where
+/// ‖ref‖ ≥ tol·‖magnitudes‖ (no cancellation: ‖ref‖ is then within a small factor of ‖magnitudes‖), and
+/// tol²·‖magnitudes‖ where the terms cancel below that, the scale of their rounding.
+double gradient_error(double err2, double ref2, double mag2, double tol);
+
 }  // namespace tilejit::tools

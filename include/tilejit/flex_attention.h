@@ -270,11 +270,13 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// group in the program; then dQ per query block over the key blocks it sees, without atomics (bitwise
 /// reproducible), or with FlexOptions::dq_atomics converted from the accumulator the dK/dV kernel added each
 /// tile's dQ into. Allocates a scratch per call (one f32 per query row, and with dq_atomics one per dq
-/// element; its free waits for the device). Block sizes, num_warps and num_stages come from opt (autotune and
-/// block_mask_mode are not used: a mask function is evaluated on every visited block); varlen batches as in
-/// the forward (cu_seqlens).
-/// Errors (TraceError): everything flex_forward rejects, and a paged cache or a precomputed block mask,
-/// which the backward does not take.
+/// element; its free waits for the device). Block sizes, num_warps and num_stages come from opt (autotune is
+/// not used); varlen batches as in the forward (cu_seqlens). Sparsity: bands bound both walks in closed form;
+/// a mask function's block mask (FlexOptions::block_mask, or with BlockMaskMode::Auto the one flex_forward
+/// builds and caches) gives the dQ pass each query block's key blocks, and its transposed lists, built on the
+/// device per call, give the dK/dV kernel each key block's query blocks: wholly masked tiles are skipped.
+/// Errors (TraceError): everything flex_forward rejects (a block mask made for another mask, shape or block
+/// sizes among them), and a paged cache, which the backward does not take.
 void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
                    DevicePtr dk, DevicePtr dv, const FlexShape &shape, const FlexOptions &opt);
 void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,

@@ -1,6 +1,8 @@
 // The block-mask build: per (batch, query head, query block), the list of non-empty key blocks in increasing
 // order, each encoded as index·2 + (1 when every valid position of the tile is visible), and the list's
-// length. Only valid positions (row < seqlen_q, col < seqlen_k) count.
+// length. Only valid positions (row < seqlen_q, col < seqlen_k) count. The backward also needs them transposed:
+// per key block, the query blocks that see it (build_transposed_lists), compacted by the same list kernel
+// reading the statuses by column.
 //
 // Two kernels, so that the work spreads over the whole device however few lists there are (one list per
 // query block when the mask depends on neither b nor h): the first evaluates the mask on one (query block,
@@ -50,7 +52,7 @@ ParamTable list_params() {
   for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
   for (const char *n : {"seqlen_q", "seqlen_k", "num_q_blocks", "num_k_blocks"}) t.add(n, K::I32, DType::i32, false);
   for (const char *n : {"BLOCK_M", "BLOCK_N", "CHUNK"}) t.add(n, K::ConstInt);
-  t.add("VARLEN", K::ConstBool, DType::i1);
+  for (const char *n : {"VARLEN", "TRANSPOSED"}) t.add(n, K::ConstBool, DType::i1);
   return t;
 }
 
@@ -91,26 +93,36 @@ void trace_tiles(const Mask &mask, std::span<const detail::ArgValue> a) {
   store(P(tStatus) + (row.to(DType::i64) * P(tNumKBlocks) + kb), status.to(DType::i8));
 }
 
-/// Grid (num_q_blocks, heads with lists, batches with lists).
+/// Grid (num_q_blocks, heads with lists, batches with lists): per query block, its key blocks. TRANSPOSED: grid
+/// (num_k_blocks, ...), per key block, its query blocks (the statuses read by column).
 void trace_lists(std::span<const detail::ArgValue> a) {
   auto P = [](int i) { return detail::param_tile(i); };
   auto C = [&](int i) { return int(a[size_t(i)].i); };
   const int BM = C(lBlockM), BN = C(lBlockN), CH = C(lChunk);
-  Tile qb = program_id(0), h = program_id(1), b = program_id(2);
+  const bool transposed = C(lTransposed);
+  Tile own = program_id(0), h = program_id(1), b = program_id(2);
   Sequence sq = sequence(C(lVarlen), b, P(lSeqlenQ), P(lSeqlenK), P(lCuQ), P(lCuK));
-  Tile row = (b * num_programs(1) + h) * P(lNumQBlocks) + qb;
-  Tile base = row.to(DType::i64) * P(lNumKBlocks);
-  Tile n_blocks = where(qb * BM < sq.seqlen_q, (sq.seqlen_k + (BN - 1)) / BN, 0);
+  Tile lists0 = b * num_programs(1) + h;  // this (batch, head)'s first list
+  Tile nq = P(lNumQBlocks), nk = P(lNumKBlocks);
+  // This list's row of statuses: [query block, key block] at (lists0 · nq + qb) · nk + kb.
+  Tile row = lists0 * (transposed ? nk : nq) + own;
+  Tile base = row.to(DType::i64) * (transposed ? nq : nk);
+  Tile n_blocks = transposed ? where(own * BN < sq.seqlen_k, (sq.seqlen_q + (BM - 1)) / BM, 0)
+                             : where(own * BM < sq.seqlen_q, (sq.seqlen_k + (BN - 1)) / BN, 0);
+  auto status_at = [&](const Tile &others) {
+    if (!transposed) return P(lStatus) + base + others;
+    return P(lStatus) + ((lists0 * nq).to(DType::i64) + others) * nk + own;
+  };
   Tile j = arange(0, CH);
   Tile before = j(_, None) < j(None, _);  // [i, j]: i comes before j
   Tile count = zeros({}, DType::i32);
   for_range(0, n_blocks, CH, [&](I32 c) {
-    Tile kbs = c + j;
-    Tile status = load(P(lStatus) + base + kbs, kbs < n_blocks, 0).to(DType::i32);
+    Tile others = c + j;
+    Tile status = load(status_at(others), others < n_blocks, 0).to(DType::i32);
     Tile non_empty = status > 0;
     Tile ne = non_empty.to(DType::i32);
     Tile place = count + sum(where(before, ne(_, None), 0), 0);
-    store(P(lKvBlocks) + base + place, kbs * 2 + (status == 2).to(DType::i32), non_empty);
+    store(P(lKvBlocks) + base + place, others * 2 + (status == 2).to(DType::i32), non_empty);
     count = count + sum(ne, 0);
   });
   store(P(lKvCounts) + row, count);
@@ -172,6 +184,7 @@ BlockMaskLaunches block_mask_launches(const Mask &mask, const FlexShape &s, cons
   // CHUNK² elements, 32 per thread at 64 with 4 warps.
   l[lChunk] = int_arg(std::clamp(int(autotune::pow2_bucket(num_k_blocks)), 16, 64));
   l[lVarlen] = int_arg(varlen);
+  l[lTransposed] = int_arg(false);
   L.tile_grid = Grid{uint32_t(int64_t(num_q_blocks) * num_k_blocks), uint32_t(lists_h), uint32_t(lists_b)};
   L.list_grid = Grid{uint32_t(num_q_blocks), uint32_t(lists_h), uint32_t(lists_b)};
   LaunchConfig cfg = launch_config(opt);
@@ -183,6 +196,41 @@ BlockMaskLaunches block_mask_launches(const Mask &mask, const FlexShape &s, cons
   cfg.num_warps = 4;
   L.list_cfg = cfg;
   return L;
+}
+
+void build_transposed_lists(const BlockMask &bm, const FlexShape &s, const FlexOptions &opt, DevicePtr q_blocks,
+                            DevicePtr q_counts) {
+  const int lists_b = bm.shared_batches ? std::min(s.batch, 1) : s.batch;
+  const int lists_h = bm.shared_heads ? std::min(s.heads_q, 1) : s.heads_q;
+  const size_t entries = size_t(lists_b) * lists_h * bm.num_q_blocks * bm.num_k_blocks;
+  if (entries == 0) return;
+  // The statuses follow the lists in bm.kv_blocks (create_block_mask).
+  const DevicePtr status{bm.kv_blocks.address() + entries * 4, entries};
+  BlockMaskLaunches L = block_mask_launches(opt.mask, s, opt, q_blocks, q_counts, status, lists_b, lists_h,
+                                            bm.num_q_blocks, bm.num_k_blocks);
+  L.list_args[lTransposed] = int_arg(true);
+  L.list_args[lChunk] = int_arg(std::clamp(int(autotune::pow2_bucket(bm.num_q_blocks)), 16, 64));
+  L.lists->launch(Grid{uint32_t(bm.num_k_blocks), uint32_t(lists_h), uint32_t(lists_b)}, L.list_cfg, L.list_args);
+}
+
+void check_block_mask(const BlockMask &bm, const FlexShape &s, const FlexOptions &opt, int64_t nqb, int64_t nkb,
+                      const char *op) {
+  if (bm.counts.address() == 0)
+    throw TraceError(fmt::format("{}: FlexOptions::block_mask is empty (default-constructed or moved from); make it "
+                                 "with create_block_mask",
+                                 op));
+  if (bm.mask_fn != opt.mask.fn.identity())
+    throw TraceError(fmt::format("{}: the block mask was made from {} than this call's mask; pass the Mask object it "
+                                 "was made from (copies share its function)",
+                                 op,
+                                 opt.mask.fn ? "another mask function" : "a mask function, but this call's mask has "
+                                                                         "none, which is a different mask"));
+  if ((!bm.shared_batches && bm.batch != s.batch) || (!bm.shared_heads && bm.heads != s.heads_q) ||
+      bm.block_m != opt.block_m || bm.block_n != opt.block_n || bm.num_q_blocks != nqb || bm.num_k_blocks != nkb)
+    throw TraceError(fmt::format("{}: the block mask was made for batch {}, heads {}, {}x{} blocks of {}x{}; this "
+                                 "call needs batch {}, heads {}, {}x{} blocks of {}x{}",
+                                 op, bm.batch, bm.heads, bm.num_q_blocks, bm.num_k_blocks, bm.block_m, bm.block_n,
+                                 s.batch, s.heads_q, nqb, nkb, opt.block_m, opt.block_n));
 }
 
 void count_block_mask_cache_hit() { ++g_cache_hits; }

@@ -1,4 +1,5 @@
-// attention::flex_backward: validates through the forward's plan, computes D = rowsum(dO ∘ O) into a scratch
+// attention::flex_backward: validates through the forward's plan, takes a mask function's block mask (given, or
+// built as the forward builds it) and builds its transposed lists, computes D = rowsum(dO ∘ O) into a scratch
 // buffer, then launches the dK/dV and dQ kernels (flex_backward_kernel.cpp).
 #include <cmath>
 #include <string>
@@ -14,12 +15,23 @@ namespace tilejit::attention {
 namespace {
 constexpr const char *kOp = "attention::flex_backward";
 
-// The three kernels' arguments; ptrs in BackwardParam order (bQ … bDqAcc).
+// The three kernels' arguments; ptrs in BackwardParam order (bQ … bQCounts). bm: the block mask whose lists
+// (and transposed lists, in ptrs) the kernels walk, or null.
 std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape &s, const FlexOptions &opt,
-                                            const DevicePtr (&ptrs)[flex::bDqAcc + 1]) {
+                                            const DevicePtr (&ptrs)[flex::bQCounts + 1], const BlockMask *bm) {
   using namespace flex;
   std::vector<detail::ArgValue> a(kNumBackwardParams);
-  for (int i = 0; i <= bDqAcc; ++i) a[size_t(i)] = ptr_arg(ptrs[i]);
+  for (int i = 0; i <= bQCounts; ++i) a[size_t(i)] = ptr_arg(ptrs[i]);
+  // Lists [batch or 1, heads or 1, blocks]: a stride of 0 shares one set of lists (as the forward's).
+  auto strides = [&](int b_at, int h_at, int64_t blocks) {
+    a[size_t(h_at)] = int_arg(bm && !bm->shared_heads ? blocks : 0);
+    a[size_t(b_at)] = int_arg(bm && !bm->shared_batches ? (bm->shared_heads ? 1 : s.heads_q) * blocks : 0);
+  };
+  strides(bListsStrideB, bListsStrideH, p.nqb);
+  strides(bTListsStrideB, bTListsStrideH, p.nkb);
+  a[bNumQBlocks] = int_arg(p.nqb);
+  a[bNumKBlocks] = int_arg(p.nkb);
+  a[bUseBlockMask] = int_arg(bm != nullptr);
   a[bScale] = float_arg(effective_scale(s, opt));
   a[bGroup] = int_arg(s.heads_q / p.heads_kv);
   a[bSeqlenQ] = int_arg(s.seqlen_q);
@@ -28,7 +40,7 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   a[bHasBand] = int_arg(opt.mask.band.has_value());
   a[bLarge] = int_arg(p.large);
   a[bVarlen] = int_arg(p.varlen);
-  a[bFastDq] = int_arg(opt.dq_atomics);
+  a[bDqAtomics] = int_arg(opt.dq_atomics);
   return a;
 }
 
@@ -41,10 +53,6 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
     throw TraceError(fmt::format("{}: a paged KV cache (FlexOptions::kv_cache) serves inference; the backward "
                                  "takes dense k and v",
                                  kOp));
-  if (opt.block_mask)
-    throw TraceError(fmt::format("{}: FlexOptions::block_mask is not used by the backward yet (the mask function "
-                                 "is evaluated on every visited block); pass none",
-                                 kOp));
   Plan p = plan(s, opt, kOp);
   if (!p.work) return;
   const struct {
@@ -56,18 +64,43 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
                  {out, p.last_o, 2, "out"},   {lse, p.last_lse, 4, "lse"}, {dout, p.last_o, 2, "dout"},
                  {dq, p.last_q, 2, "dq"},     {dk, p.last_k, 2, "dk"}, {dv, p.last_v, 2, "dv"}};
   for (const auto &t : tensors) check_extent(t.ptr, t.last, t.esz, t.name, kOp);
+  // A mask function's tiles come from a block mask: the one given, or built (and cached) as flex_forward builds
+  // it. Its lists serve the dQ walk; the dK/dV walk needs them transposed.
+  const BlockMask *bm = opt.block_mask;
+  if (bm) check_block_mask(*bm, s, opt, p.nqb, p.nkb, kOp);
+  std::shared_ptr<const BlockMask> computed;  // released after the launches: cuMemFree waits for the kernels
+  if (!bm && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
+    computed = auto_block_mask(opt.mask, s, opt);
+    bm = computed.get();
+  }
   const Backend backend = resolve_backend(opt.backend);
-  // One scratch allocation: delta (one f32 per query row), then in the fast mode the dQ accumulator (PAD_QK f32
-  // per query row), 256-byte aligned.
-  const size_t delta_bytes = (size_t(p.last_lse + 1) * 4 + 255) / 256 * 256;
+  // One scratch allocation, each part 256-byte aligned: delta (one f32 per query row); with dq_atomics the dQ
+  // accumulator (PAD_QK f32 per query row); with a block mask its transposed lists and their counts.
+  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const size_t delta_bytes = aligned(size_t(p.last_lse + 1) * 4);
   const size_t acc_bytes =
-      !opt.dq_atomics ? 0 : size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4;
-  Buffer scratch(delta_bytes + acc_bytes, backend);
-  const DevicePtr delta{scratch.address(), delta_bytes};
-  const DevicePtr dq_acc = acc_bytes ? DevicePtr{scratch.address() + delta_bytes, acc_bytes} : DevicePtr{};
+      !opt.dq_atomics ? 0 : aligned(size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4);
+  size_t t_lists = 0;
+  if (bm)
+    t_lists = size_t(bm->shared_batches ? std::min(s.batch, 1) : s.batch) *
+              size_t(bm->shared_heads ? std::min(s.heads_q, 1) : s.heads_q) * size_t(p.nkb);
+  const size_t t_blocks_bytes = aligned(t_lists * size_t(p.nqb) * 4), t_counts_bytes = aligned(t_lists * 4);
+  Buffer scratch(delta_bytes + acc_bytes + t_blocks_bytes + t_counts_bytes, backend);
+  uint64_t at = scratch.address();
+  auto part = [&](size_t bytes) {
+    DevicePtr d = bytes ? DevicePtr{at, bytes} : DevicePtr{};
+    at += bytes;
+    return d;
+  };
+  const DevicePtr delta = part(delta_bytes), dq_acc = part(acc_bytes);
+  const DevicePtr q_blocks = part(t_blocks_bytes), q_counts = part(t_counts_bytes);
+  if (bm) build_transposed_lists(*bm, s, opt, q_blocks, q_counts);
 
-  const DevicePtr ptrs[] = {q, k, v, out, dout, dq, dk, dv, lse, delta, opt.cu_seqlens_q, opt.cu_seqlens_k, dq_acc};
-  const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs);
+  const DevicePtr kv_blocks = bm ? DevicePtr{bm->kv_blocks.address(), bm->kv_blocks.bytes()} : DevicePtr{};
+  const DevicePtr kv_counts = bm ? DevicePtr{bm->counts.address(), bm->counts.bytes()} : DevicePtr{};
+  const DevicePtr ptrs[] = {q,     k,     v,  out, dout, dq, dk, dv, lse, delta, opt.cu_seqlens_q, opt.cu_seqlens_k,
+                            dq_acc, kv_blocks, kv_counts, q_blocks, q_counts};
+  const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs, bm);
   const LaunchConfig cfg = launch_config(opt);
   const uint32_t batch = uint32_t(s.batch);
   backward_kernel(BackwardKernel::Delta, opt.dtype, opt.score_mod, opt.mask)
@@ -95,8 +128,13 @@ std::string flex_backward_ptx(const FlexShape &s, const FlexOptions &opt) {
   const DevicePtr fake{256, 0};
   const DevicePtr cu = p.varlen ? fake : DevicePtr{};
   const DevicePtr acc = opt.dq_atomics ? fake : DevicePtr{};
-  const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake, cu, cu, acc};
-  const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs);
+  // A placeholder block mask where a launch would use one (as flex_forward_ptx).
+  BlockMask placeholder;
+  const bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);
+  const DevicePtr lists = use_bm ? fake : DevicePtr{};
+  const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake, cu, cu, acc,
+                            lists, lists, lists, lists};
+  const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs, use_bm ? &placeholder : nullptr);
   std::string ptx;
   for (BackwardKernel which : {BackwardKernel::Delta, BackwardKernel::DkDv, BackwardKernel::Dq})
     ptx += backward_kernel(which, opt.dtype, opt.score_mod, opt.mask)->ptx(cfg, a).ptx;

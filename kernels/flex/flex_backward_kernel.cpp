@@ -5,16 +5,20 @@
 // With s = q·kᵀ·scale, z = score_mod(s) (−inf where masked), P = exp(z − lse) and D = rowsum(dO ∘ O):
 //   dV = Pᵀ·dO,   dP = dO·Vᵀ,   dZ = P ∘ (dP − D),   dS = vjp(z, s, dZ) (0 where masked),
 //   dQ = dS·K·scale,   dK = dSᵀ·Q·scale.
-// Three kernels; by default no kernel uses atomics and every gradient is bitwise reproducible, with FAST_DQ
-// (FlexOptions::dq_atomics) dQ is accumulated by the dK/dV kernel with f32 atomics instead:
-//   delta: D per query row, and (FAST_DQ) the dQ accumulator zeroed (program: query block, query head, batch);
+// Three kernels; by default dQ, dK and dV are summed without atomics and are bitwise reproducible (learnable
+// captures' gradients are scattered with f32 atomics); with DQ_ATOMICS (FlexOptions::dq_atomics) the dK/dV
+// kernel adds each tile's dQ into an f32 accumulator with atomics instead:
+//   delta: D per query row, and (DQ_ATOMICS) the dQ accumulator zeroed (program: query block, query head, batch);
 //   dkdv:  a key block's dK, dV in registers (program: key block, KV head, batch), walking the query blocks
 //          that see it for every query head of its GQA group (the group's sum is taken in the program); the
 //          gradients of learnable captures the mod reads are added here (f32 atomics);
 //   dq:    a query block's dQ (program: query block, query head, batch), walking the key blocks it sees, or
-//          (FAST_DQ) converted from the accumulator.
-// Both main kernels recompute P from the forward's logsumexp. Bands bound both walks in closed form; a mask
-// function is evaluated on every visited block. Varlen: each program's sequence comes from cu_seqlens. Rows that see no key (lse −inf) get P = 0: zero gradients.
+//          (DQ_ATOMICS) converted from the accumulator.
+// Both main kernels recompute P from the forward's logsumexp. Bands bound both walks in closed form; with a
+// mask function (USE_BLOCK_MASK) the dQ kernel walks its query block's list of a block mask and the dK/dV
+// kernel its key block's transposed list, so wholly masked tiles are skipped; the function is evaluated on
+// every visited tile. Varlen: each program's sequence comes from cu_seqlens. Rows that see no key (lse −inf)
+// get P = 0: zero gradients.
 #include <limits>
 #include <tuple>
 
@@ -40,6 +44,7 @@ ParamTable backward_params(DType dt) {
   for (const char *n : {"LSE", "DELTA"}) t.add(n, K::Ptr, DType::f32);
   for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K"}) t.add(n, K::Ptr, DType::i32);
   t.add("DQ_ACC", K::Ptr, DType::f32);
+  for (const char *n : {"KV_BLOCKS", "KV_COUNTS", "Q_BLOCKS", "Q_COUNTS"}) t.add(n, K::Ptr, DType::i32);
   t.add("scale", K::F32, DType::f32);
   t.add("group", K::I32);
   t.add("seqlen_q", K::I32, DType::i32, false);
@@ -49,8 +54,11 @@ ParamTable backward_params(DType dt) {
     t.add(n, K::I64, DType::i64);
   for (const char *n : {"stride_lb", "stride_lh", "stride_ls"}) t.add(n, K::I64, DType::i64, false);
   for (const char *n : {"band_left", "band_right", "band_bottom_right"}) t.add(n, K::I32);
+  for (const char *n : {"num_q_blocks", "num_k_blocks", "lists_stride_b", "lists_stride_h", "tlists_stride_b",
+                        "tlists_stride_h"})
+    t.add(n, K::I32);
   for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
-  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "FAST_DQ"}) t.add(n, K::ConstBool, DType::i1);
+  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "DQ_ATOMICS", "USE_BLOCK_MASK"}) t.add(n, K::ConstBool, DType::i1);
   return t;
 }
 
@@ -62,7 +70,7 @@ struct Tracer {
   const Mask &mask;
   std::span<const detail::ArgValue> a;
   int BM, BN, DQK, DV, PQK, PV;
-  bool has_band, large, varlen, fast_dq;
+  bool has_band, large, varlen, dq_atomics, use_block_mask;
   // The program's sequence (bind_sequence): its lengths, its first query / key token in the packed layout
   // (varlen; 0 for dense layouts, whose batch stride moves b) and the band's offset.
   Tile seqlen_q, seqlen_k, q_start, k_start;
@@ -76,7 +84,8 @@ struct Tracer {
     has_band = C(bHasBand);
     large = C(bLarge);
     varlen = C(bVarlen);
-    fast_dq = C(bFastDq);
+    dq_atomics = C(bDqAtomics);
+    use_block_mask = C(bUseBlockMask);
     dq_cols = arange(0, PQK);
     dv_cols = arange(0, PV);
     if (DQK != PQK) kq_cols = (dq_cols < DQK)(None, _);  // padded head dim: lanes past DIM_QK read 0
@@ -95,6 +104,17 @@ struct Tracer {
   }
 
   static Tile P(int i) { return detail::param_tile(i); }
+
+  /// Walks the blocks of list (b, h, block) of a block mask (entries: block index · 2 + full) while `live`:
+  /// body(start) gets each listed block's first row / key, `block_size` apart.
+  template <class Body>
+  void walk_list(int blocks, int counts, int stride_b, int stride_h, int list_len, const Tile &b, const Tile &h,
+                 const Tile &block, const Tile &live, int block_size, Body body) const {
+    Tile row = b * P(stride_b) + h * P(stride_h) + block;
+    Tile count = where(live, load(P(counts) + row), 0);
+    Tile list = P(blocks) + row.to(DType::i64) * P(list_len);
+    for_range(0, count, 1, [&](I32 i) { body((load(list + i) >> 1) * block_size); });
+  }
   Tile stride(int i) const { return large ? P(i) : P(i).to(DType::i32); }
   Tile wide(const Tile &t) const { return large ? t.to(DType::i64) : t; }
 
@@ -205,7 +225,7 @@ void trace_delta(DType dt, std::span<const detail::ArgValue> a) {
   Tile o = load(t.o_ptr(bO, b, h, rows), ld, 0.f).to(DType::f32);
   Tile dout = load(t.o_ptr(bDO, b, h, rows), ld, 0.f).to(DType::f32);
   store(t.row_ptr(bDelta, b, h, rows), sum(o * dout, 1), row_ok);
-  if (t.fast_dq) store(t.acc_ptr(b, h, rows), zeros({t.BM, t.PQK}, DType::f32), row_ok(_, None));
+  if (t.dq_atomics) store(t.acc_ptr(b, h, rows), zeros({t.BM, t.PQK}, DType::f32), row_ok(_, None));
 }
 
 // A key block's dK and dV over every query head of its group and every query block that sees it.
@@ -217,24 +237,30 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   Tile start_n = n * t.BN;
   const Tracer::Keys keys = t.key_cols(b, hk, start_n);
   Tile dk = zeros({t.BN, t.PQK}, DType::f32), dv = zeros({t.BN, t.PV}, DType::f32);
-  // The queries that can see keys [start_n, start_n + BN): q + off − left ≤ kv and kv ≤ q + off + right.
-  Tile lo = Tile(0), hi = t.seqlen_q;
-  if (t.has_band) {
-    lo = maximum(start_n - t.band.off - t.band.right, 0);
-    hi = minimum(t.seqlen_q, start_n + (t.BN - 1) - t.band.off + t.band.left + 1);
-  }
-  hi = where(start_n < t.seqlen_k, hi, 0);  // a block past its sequence's keys (varlen) visits nothing
+  auto query_block = [&](const Tile &h, const Tile &start_m) {
+    const Tracer::Rows rows = t.query_rows(b, h, start_m);
+    Tracer::Grad gr = t.tile(b, h, rows, keys, CaptureGrads::Scatter);
+    Tile ds = gr.ds.to(dt);
+    dv = dot(trans(gr.p.to(dt)), rows.dout, dv);
+    dk = dot(trans(ds), rows.q, dk);
+    if (t.dq_atomics) atomic_add(t.acc_ptr(b, h, rows.rows), dot(ds, keys.k), rows.ok(_, None));
+  };
+  Tile live = start_n < t.seqlen_k;  // a block past its sequence's keys (varlen) visits nothing
   Tile group = Tracer::P(bGroup);
   for_range(0, group, 1, [&](I32 g) {
     Tile h = hk * group + g;
-    for_range((lo / t.BM) * t.BM, hi, t.BM, [&](I32 start_m) {
-      const Tracer::Rows rows = t.query_rows(b, h, start_m);
-      Tracer::Grad gr = t.tile(b, h, rows, keys, CaptureGrads::Scatter);
-      Tile ds = gr.ds.to(dt);
-      dv = dot(trans(gr.p.to(dt)), rows.dout, dv);
-      dk = dot(trans(ds), rows.q, dk);
-      if (t.fast_dq) atomic_add(t.acc_ptr(b, h, rows.rows), dot(ds, keys.k), rows.ok(_, None));
-    });
+    if (t.use_block_mask) {
+      t.walk_list(bQBlocks, bQCounts, bTListsStrideB, bTListsStrideH, bNumQBlocks, b, h, n, live, t.BM,
+                  [&](const Tile &start_m) { query_block(h, start_m); });
+      return;
+    }
+    // The queries that can see keys [start_n, start_n + BN): q + off − left ≤ kv and kv ≤ q + off + right.
+    Tile lo = Tile(0), hi = t.seqlen_q;
+    if (t.has_band) {
+      lo = maximum(start_n - t.band.off - t.band.right, 0);
+      hi = minimum(t.seqlen_q, start_n + (t.BN - 1) - t.band.off + t.band.left + 1);
+    }
+    for_range((lo / t.BM) * t.BM, where(live, hi, 0), t.BM, [&](I32 start_m) { query_block(h, start_m); });
   });
   store(t.k_ptr(bDK, b, hk, keys.cols), (dk * Tracer::P(bScale)).to(dt), t.mask_cols(keys.ok, t.kq_cols));
   store(t.v_ptr(bDV, b, hk, keys.cols), dv.to(dt), t.mask_cols(keys.ok, t.v_cols));
@@ -248,7 +274,7 @@ void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<c
   ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
   Tile hk = h / Tracer::P(bGroup);
   Tile start_m = m * t.BM;
-  if (t.fast_dq) {  // the dK/dV kernel accumulated dQ: scale and convert
+  if (t.dq_atomics) {  // the dK/dV kernel accumulated dQ: scale and convert
     Tile rows = start_m + arange(0, t.BM);
     Tile ok = rows < t.seqlen_q;
     Tile dq = load(t.acc_ptr(b, h, rows), ok(_, None), 0.f);
@@ -257,18 +283,23 @@ void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<c
   }
   const Tracer::Rows rows = t.query_rows(b, h, start_m);
   Tile dq = zeros({t.BM, t.PQK}, DType::f32);
-  Tile lo = Tile(0), hi = t.seqlen_k;
-  if (t.has_band) {
-    Tile last_q = minimum(start_m + t.BM, t.seqlen_q) - 1;
-    lo = maximum(start_m + t.band.off - t.band.left, 0);
-    hi = minimum(t.seqlen_k, last_q + t.band.off + t.band.right + 1);
-  }
-  hi = where(start_m < t.seqlen_q, hi, 0);  // a block past its sequence's queries (varlen) visits nothing
-  for_range((lo / t.BN) * t.BN, hi, t.BN, [&](I32 start_n) {
+  auto key_block = [&](const Tile &start_n) {
     const Tracer::Keys keys = t.key_cols(b, hk, start_n);
     Tracer::Grad gr = t.tile(b, h, rows, keys, CaptureGrads::Ignore);
     dq = dot(gr.ds.to(dt), keys.k, dq);
-  });
+  };
+  Tile live = start_m < t.seqlen_q;  // a block past its sequence's queries (varlen) visits nothing
+  if (t.use_block_mask) {
+    t.walk_list(bKvBlocks, bKvCounts, bListsStrideB, bListsStrideH, bNumKBlocks, b, h, m, live, t.BN, key_block);
+  } else {
+    Tile lo = Tile(0), hi = t.seqlen_k;
+    if (t.has_band) {
+      Tile last_q = minimum(start_m + t.BM, t.seqlen_q) - 1;
+      lo = maximum(start_m + t.band.off - t.band.left, 0);
+      hi = minimum(t.seqlen_k, last_q + t.band.off + t.band.right + 1);
+    }
+    for_range((lo / t.BN) * t.BN, where(live, hi, 0), t.BN, [&](I32 start_n) { key_block(start_n); });
+  }
   store(t.q_ptr(bDQ, b, h, rows.rows), (dq * Tracer::P(bScale)).to(dt), t.mask_cols(rows.ok, t.kq_cols));
 }
 

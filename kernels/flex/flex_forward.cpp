@@ -264,21 +264,7 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
   check_extent(out, p.last_o, 2, "out");
   check_extent(lse, p.last_lse, 4, "lse");
   const BlockMask *bm = opt.block_mask;
-  if (bm && bm->counts.address() == 0)
-    throw TraceError("attention::flex_forward: FlexOptions::block_mask is empty (default-constructed or moved "
-                     "from); make it with create_block_mask");
-  if (bm && bm->mask_fn != opt.mask.fn.identity())
-    throw TraceError(fmt::format("attention::flex_forward: the block mask was made from {} than this call's "
-                                 "mask; pass the Mask object it was made from (copies share its function)",
-                                 opt.mask.fn ? "another mask function" : "a mask function, but this call's mask has "
-                                                                          "none, which is a different mask"));
-  if (bm && ((!bm->shared_batches && bm->batch != s.batch) || (!bm->shared_heads && bm->heads != s.heads_q) ||
-             bm->block_m != opt.block_m || bm->block_n != opt.block_n || bm->num_q_blocks != p.nqb ||
-             bm->num_k_blocks != p.nkb))
-    throw TraceError(fmt::format("attention::flex_forward: the block mask was made for batch {}, heads {}, "
-                                 "{}x{} blocks of {}x{}; this call needs batch {}, heads {}, {}x{} blocks of {}x{}",
-                                 bm->batch, bm->heads, bm->num_q_blocks, bm->num_k_blocks, bm->block_m,
-                                 bm->block_n, s.batch, s.heads_q, p.nqb, p.nkb, opt.block_m, opt.block_n));
+  if (bm) check_block_mask(*bm, s, opt, p.nqb, p.nkb, "attention::flex_forward");
   if (opt.autotune && !p.paged && resolve_backend(opt.backend) == Backend::GPU) {
     flex_forward(q, k, v, out, lse, s, tuned_flex_options(q, k, v, out, lse, s, opt));
     return;

@@ -164,7 +164,7 @@ enum BlockMaskTileParam : int {
 };
 enum BlockMaskListParam : int {
   lKvBlocks, lKvCounts, lStatus, lCuQ, lCuK, lSeqlenQ, lSeqlenK, lNumQBlocks, lNumKBlocks,
-  lBlockM, lBlockN, lChunk, lVarlen,
+  lBlockM, lBlockN, lChunk, lVarlen, lTransposed,
   kNumBlockMaskListParams
 };
 /// The two launches that build a block mask into given buffers: kv_blocks/counts as in BlockMask, status one
@@ -178,6 +178,18 @@ struct BlockMaskLaunches {
 BlockMaskLaunches block_mask_launches(const Mask &mask, const FlexShape &s, const FlexOptions &opt,
                                       DevicePtr kv_blocks, DevicePtr counts, DevicePtr status, int lists_b,
                                       int lists_h, int num_q_blocks, int num_k_blocks);
+
+/// The transposed lists of a block mask (the backward's dK/dV walk): per (batch or 1, head or 1, key block),
+/// the query blocks that see the key block, in increasing order, each query block index · 2 + (1 when full),
+/// and their count. q_blocks holds [lists, num_k_blocks, num_q_blocks] i32 and q_counts [lists, num_k_blocks]
+/// i32, with bm's batches and heads (shared as in bm). Built on the device from bm's tile statuses by the
+/// list kernel read column-wise; no host synchronization.
+void build_transposed_lists(const BlockMask &bm, const FlexShape &s, const FlexOptions &opt, DevicePtr q_blocks,
+                            DevicePtr q_counts);
+/// Rejects a block mask that is empty or was made for another mask function, shape or block sizes (nqb × nkb
+/// blocks of opt.block_m × opt.block_n), naming `op`.
+void check_block_mask(const BlockMask &bm, const FlexShape &s, const FlexOptions &opt, int64_t nqb, int64_t nkb,
+                      const char *op);
 
 /// Counters of the block-mask builds since start-up (tests): builds, (batch, head) pairs whose lists were
 /// built (a mask shared by every batch and head counts 1), and calls served by the automatic cache.
