@@ -16,7 +16,8 @@
 // 1024-byte aligned (the dynamic buffer is aligned at kernel entry, static operands are declared so), and
 // the wgmma accumulator is the MMA layout. A is read from registers (attention's p, or ldmatrix from its
 // staging), by the wgmma from a folded Trans's [K,M] staging through an M-major descriptor (transpose-a, the
-// columns in wgmma's row order), or, for a loop-invariant A such as attention's q, by the wgmma itself from shared memory, rows
+// columns in wgmma's row order), or, for a loop-invariant A such as attention's q, by the wgmma itself from
+// shared memory, rows
 // staged in the order wgmma reads them (an A of 16 or 32 columns in 32- or 64-byte swizzled rows); that is
 // 4-10% faster on the H200 than re-reading it with ldmatrix (bench/results/LEARNED.md), and keeping it in
 // registers across iterations is unsafe (see preload_mma_fragments). A dot that reads no scratch-staged
