@@ -269,8 +269,9 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// (which also zeroes the f32 dQ accumulator when there is one); dK and dV per key block, summing the GQA
 /// group in the program; then dQ per query block over the key blocks it sees, without atomics (bitwise
 /// reproducible), or with FlexOptions::dq_atomics converted from the accumulator the dK/dV kernel added each
-/// tile's dQ into. Allocates a scratch per call (one f32 per query row, and with dq_atomics one per dq
-/// element; its free waits for the device). Block sizes, num_warps and num_stages come from opt (autotune is
+/// tile's dQ into. Allocates a scratch per call on opt.stream with CUDA's stream-ordered allocator, so the
+/// call does not wait for the device (one f32 per query row, with dq_atomics one per dq element, and with a
+/// block mask its transposed lists). Block sizes, num_warps and num_stages come from opt (autotune is
 /// not used); varlen batches as in the forward (cu_seqlens). Sparsity: bands bound both walks in closed form;
 /// a mask function's block mask (FlexOptions::block_mask, or with BlockMaskMode::Auto the one flex_forward
 /// builds and caches) gives the dQ pass each query block's key blocks, and its transposed lists, built on the

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kernels/flex/flex_backward.h"
+#include "runtime/stream_scratch.h"
 #include "tilejit/error.h"
 
 namespace tilejit::attention {
@@ -85,7 +86,8 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
     t_lists = size_t(bm->shared_batches ? std::min(s.batch, 1) : s.batch) *
               size_t(bm->shared_heads ? std::min(s.heads_q, 1) : s.heads_q) * size_t(p.nkb);
   const size_t t_blocks_bytes = aligned(t_lists * size_t(p.nqb) * 4), t_counts_bytes = aligned(t_lists * 4);
-  Buffer scratch(delta_bytes + acc_bytes + t_blocks_bytes + t_counts_bytes, backend);
+  // Stream-ordered: neither its allocation nor its free waits for the device.
+  runtime::StreamScratch scratch(delta_bytes + acc_bytes + t_blocks_bytes + t_counts_bytes, backend, opt.stream);
   uint64_t at = scratch.address();
   auto part = [&](size_t bytes) {
     DevicePtr d = bytes ? DevicePtr{at, bytes} : DevicePtr{};

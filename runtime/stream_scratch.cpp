@@ -1,0 +1,33 @@
+// StreamScratch (runtime/stream_scratch.h): CUDA's stream-ordered allocator, or host memory.
+#include "runtime/stream_scratch.h"
+
+#include <fmt/format.h>
+
+#include "runtime/driver.h"
+#include "tilejit/launch.h"
+
+namespace tilejit::runtime {
+
+StreamScratch::StreamScratch(size_t bytes, Backend where, Stream *stream) : bytes_(bytes) {
+  if (bytes == 0) return;
+  if (resolve_backend(where) != Backend::GPU) {
+    host_ = Buffer(bytes, Backend::Interpreter);
+    addr_ = host_.address();
+    return;
+  }
+  stream_ = stream ? stream->handle() : nullptr;
+  cu::CUdeviceptr p = 0;
+  check(driver().cuMemAllocAsync(&p, bytes, static_cast<cu::CUstream>(stream_)), "cuMemAllocAsync", {},
+        fmt::format("allocating {} bytes of scratch", bytes));
+  addr_ = p;
+}
+
+StreamScratch::~StreamScratch() {
+  if (!addr_ || host_.bytes()) return;  // host memory: freed by host_
+  try {
+    driver().cuMemFreeAsync(addr_, static_cast<cu::CUstream>(stream_));  // errors ignored: destructors must not throw
+  } catch (...) {
+  }
+}
+
+}  // namespace tilejit::runtime
