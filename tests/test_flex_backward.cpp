@@ -123,6 +123,16 @@ TEST_CASE("flex_backward (interpreter): mask functions walk a block mask and its
       var.seqlens_q = {70, 0, 17, 49};
       var.seqlens_k = {90, 12, 0, 61};
       require_backward_matches(run_backward_case(be, var, o, ref), var.dtype);
+      // A dense call's block mask does not fit a varlen call.
+      FlexOptions mk;
+      mk.block_m = var.block_m;
+      mk.block_n = var.block_n;
+      mk.backend = be;
+      attention::BlockMask dense = attention::create_block_mask(mask, CaseLayout(var).s, mk);
+      FlexOptions pre = o;
+      pre.block_mask = &dense;
+      CHECK_THROWS_WITH(run_backward_case(be, var, pre, ref),
+                        Contains("the block mask was made for cu_seqlens at 0x0/0x0 (dense)"));
     }
   }
 }
@@ -136,32 +146,79 @@ TEST_CASE("flex_backward: two runs give bitwise the same gradients; unsupported 
   const auto &s = c.shape;
   const size_t nq = size_t(2) * 4 * 33 * 32;
   auto bq = upload_as(random_values(nq, c.dtype), c.dtype, be);
-  Buffer out(nq * 2, be), lse(size_t(2) * 4 * 33 * 4, be);
+  Buffer out(nq * 2, be), lse(size_t(2) * 4 * 33 * 4, be), dq(nq * 2, be), dk(nq * 2, be), dv(nq * 2, be);
   const Buffer &bk = bq, &bv = bq, &bdo = bq;
   Buffer empty;
   attention::PagedKVCache cache;
   FlexOptions paged = o;
   paged.kv_cache = &cache;
-  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, out, out, out, s, paged),
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, paged),
                     Contains("attention::flex_backward: a paged KV cache"));
-  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, empty, out, out, s, o),
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, empty, dk, dv, s, o),
                     Contains("attention::flex_backward: pointer 'dq' is null"));
   Buffer small_dk(16, be);
-  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, out, small_dk, out, s, o),
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, small_dk, dv, s, o),
                     Contains("attention::flex_backward: 'dk' holds 16 bytes"));
+  // Gradients written over an input or over each other.
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, out, dv, s, o),
+                    Contains("attention::flex_backward: 'dk' and 'out' start at the same address"));
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dq, dv, s, o),
+                    Contains("attention::flex_backward: 'dq' and 'dk' start at the same address"));
+  // Block masks made for another call.
   FlexOptions masked = o;
   masked.mask.fn = [](Tile, Tile, Tile q, Tile kv) { return (q / 8) == (kv / 8); };
+  auto made_for = [&](const attention::FlexShape &shape, const FlexOptions &mk) {
+    return attention::create_block_mask(masked.mask, shape, mk);
+  };
   FlexOptions mk = o;
   mk.block_m = 32;  // the call's blocks are the default 64x64
-  attention::BlockMask other_blocks = attention::create_block_mask(masked.mask, s, mk);
+  attention::BlockMask other_blocks = made_for(s, mk);
   masked.block_mask = &other_blocks;
-  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, out, out, out, s, masked),
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, masked),
                     Contains("attention::flex_backward: the block mask was made for batch 2, heads 4, 2x1 blocks of "
-                             "32x64; this call needs batch 2, heads 4, 1x1 blocks of 64x64"));
+                             "32x64 (seqlen 33/33); this call needs batch 2, heads 4, 1x1 blocks of 64x64 (seqlen "
+                             "33/33)"));
+  attention::FlexShape shorter = s;  // the same block counts
+  shorter.seqlen_q = shorter.seqlen_k = 20;
+  attention::BlockMask other_lengths = made_for(shorter, o);
+  masked.block_mask = &other_lengths;
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, masked),
+                    Contains("(seqlen 20/20); this call needs batch 2, heads 4, 1x1 blocks of 64x64 (seqlen 33/33)"));
+  attention::FlexShape none = s;
+  none.batch = 0;
+  attention::BlockMask no_lists = made_for(none, o);
+  masked.block_mask = &no_lists;
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, masked),
+                    Contains("the block mask was made for batch 0"));
+  attention::BlockMask same = made_for(s, o);
+  FlexOptions banded = masked;
+  banded.block_mask = &same;
+  banded.mask.band = attention::Band{-1, 0, Align::TopLeft};
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, banded),
+                    Contains("the block mask was made with band none, this call's mask has band [-1, 0] top-left"));
   attention::FlexShape bad = s;
   bad.heads_kv = 3;
-  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, out, out, out, bad, o),
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, bad, o),
                     Contains("attention::flex_backward"));
+}
+
+TEST_CASE("flex_backward: keys that no query sees get zero dk and dv", "[flex][backward]") {
+  const Backend be = Backend::Interpreter;
+  for (int heads_q : {0, 4}) {
+    INFO("heads_q " << heads_q);
+    attention::FlexShape s{.batch = 2, .heads_q = heads_q, .heads_kv = 2, .seqlen_q = heads_q ? 0 : 5,
+                           .seqlen_k = 20, .head_dim_qk = 32};
+    const size_t nk = size_t(2) * 2 * 20 * 32, nq = size_t(2) * std::max(heads_q, 1) * 5 * 32;
+    auto bk = upload_as(random_values(nk, DType::bf16), DType::bf16, be);
+    Buffer q(nq * 2, be), out(nq * 2, be), dout(nq * 2, be), lse(nq * 4, be), dq(nq * 2, be), dk(nk * 2, be),
+        dv(nk * 2, be);
+    for (Buffer *b : {&dk, &dv}) b->fill_bytes(0xff);  // NaN
+    FlexOptions o;
+    o.backend = be;
+    attention::flex_backward(q, bk, bk, out, lse, dout, dq, dk, dv, s, o);
+    for (Buffer *b : {&dk, &dv})
+      for (float x : download_as_float(*b, nk, DType::bf16)) REQUIRE(x == 0.f);
+  }
 }
 
 TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for sm_80 and sm_90a", "[flex][backward][ptx]") {

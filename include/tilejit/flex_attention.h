@@ -141,6 +141,7 @@ enum class Align { TopLeft, BottomRight };
 struct Band {
   int64_t left = -1, right = -1;
   Align align = Align::TopLeft;
+  friend bool operator==(const Band &, const Band &) = default;
 };
 
 /// band ∧ fn (either may be absent; both absent = full attention).
@@ -190,6 +191,11 @@ struct BlockMask {
   int batch = 0, heads = 0, num_q_blocks = 0, num_k_blocks = 0, block_m = 0, block_n = 0;
   bool shared_batches = false, shared_heads = false;
   const void *mask_fn = nullptr;  // the identity of the MaskFn it was made from (flex_forward checks it)
+  /// What else its lists depend on (checked by flex_forward and flex_backward): the mask's band, the lengths
+  /// (the longest sequence's, varlen) and the cu_seqlens buffers' addresses (0 for dense layouts).
+  std::optional<Band> band;
+  int seqlen_q = 0, seqlen_k = 0;
+  uint64_t cu_seqlens_q = 0, cu_seqlens_k = 0;
 };
 
 /// With Auto, a mask with a function gets its block mask built on the device (two small DSL kernels), once for

@@ -225,12 +225,29 @@ void check_block_mask(const BlockMask &bm, const FlexShape &s, const FlexOptions
                                  op,
                                  opt.mask.fn ? "another mask function" : "a mask function, but this call's mask has "
                                                                          "none, which is a different mask"));
+  // A mask made for no batch or head holds no lists, whatever its sharing.
+  const bool no_lists = bm.batch == 0 || bm.heads == 0, call_lists = s.batch > 0 && s.heads_q > 0;
   if ((!bm.shared_batches && bm.batch != s.batch) || (!bm.shared_heads && bm.heads != s.heads_q) ||
-      bm.block_m != opt.block_m || bm.block_n != opt.block_n || bm.num_q_blocks != nqb || bm.num_k_blocks != nkb)
-    throw TraceError(fmt::format("{}: the block mask was made for batch {}, heads {}, {}x{} blocks of {}x{}; this "
-                                 "call needs batch {}, heads {}, {}x{} blocks of {}x{}",
+      (no_lists && call_lists) || bm.block_m != opt.block_m || bm.block_n != opt.block_n ||
+      bm.num_q_blocks != nqb || bm.num_k_blocks != nkb || bm.seqlen_q != s.seqlen_q || bm.seqlen_k != s.seqlen_k)
+    throw TraceError(fmt::format("{}: the block mask was made for batch {}, heads {}, {}x{} blocks of {}x{} (seqlen "
+                                 "{}/{}); this call needs batch {}, heads {}, {}x{} blocks of {}x{} (seqlen {}/{})",
                                  op, bm.batch, bm.heads, bm.num_q_blocks, bm.num_k_blocks, bm.block_m, bm.block_n,
-                                 s.batch, s.heads_q, nqb, nkb, opt.block_m, opt.block_n));
+                                 bm.seqlen_q, bm.seqlen_k, s.batch, s.heads_q, nqb, nkb, opt.block_m, opt.block_n,
+                                 s.seqlen_q, s.seqlen_k));
+  auto band_text = [](const std::optional<Band> &b) {
+    return b ? fmt::format("[{}, {}] {}", b->left, b->right, b->align == Align::BottomRight ? "bottom-right" : "top-left")
+             : std::string("none");
+  };
+  if (bm.band != opt.mask.band)
+    throw TraceError(fmt::format("{}: the block mask was made with band {}, this call's mask has band {}", op,
+                                 band_text(bm.band), band_text(opt.mask.band)));
+  if (bm.cu_seqlens_q != opt.cu_seqlens_q.address || bm.cu_seqlens_k != opt.cu_seqlens_k.address)
+    throw TraceError(fmt::format("{}: the block mask was made for cu_seqlens at {:#x}/{:#x} ({}), this call has "
+                                 "{:#x}/{:#x} ({}); make it with the call's cu_seqlens",
+                                 op, bm.cu_seqlens_q, bm.cu_seqlens_k, bm.cu_seqlens_q ? "varlen" : "dense",
+                                 opt.cu_seqlens_q.address, opt.cu_seqlens_k.address,
+                                 opt.cu_seqlens_q.address ? "varlen" : "dense"));
 }
 
 void count_block_mask_cache_hit() { ++g_cache_hits; }
@@ -272,6 +289,11 @@ BlockMask create_block_mask(const Mask &mask, const FlexShape &s, const FlexOpti
   bm.shared_batches = !per_b;
   bm.shared_heads = !per_h;
   bm.mask_fn = mask.fn.identity();
+  bm.band = mask.band;
+  bm.seqlen_q = s.seqlen_q;
+  bm.seqlen_k = s.seqlen_k;
+  bm.cu_seqlens_q = opt.cu_seqlens_q.address;
+  bm.cu_seqlens_k = opt.cu_seqlens_k.address;
   bm.block_m = opt.block_m;
   bm.block_n = opt.block_n;
   bm.num_q_blocks = (s.seqlen_q + opt.block_m - 1) / opt.block_m;

@@ -55,7 +55,10 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
                                  "takes dense k and v",
                                  kOp));
   Plan p = plan(s, opt, kOp);
-  if (!p.work) return;
+  // Keys that no query sees still get their (zero) gradients; queries that see no key get dq = 0 from the dQ
+  // pass.
+  const bool key_work = int64_t(s.batch) * p.heads_kv * s.seqlen_k > 0 && (p.varlen ? s.total_k : s.seqlen_k) > 0;
+  if (!p.work && !key_work) return;
   const struct {
     DevicePtr ptr;
     int64_t last;
@@ -65,12 +68,22 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
                  {out, p.last_o, 2, "out"},   {lse, p.last_lse, 4, "lse"}, {dout, p.last_o, 2, "dout"},
                  {dq, p.last_q, 2, "dq"},     {dk, p.last_k, 2, "dk"}, {dv, p.last_v, 2, "dv"}};
   for (const auto &t : tensors) check_extent(t.ptr, t.last, t.esz, t.name, kOp);
+  // The kernels read q, k, v, out, lse and dout after others have written gradients: a gradient must not start
+  // where another tensor does (strided views of one packed buffer, as dq, dk, dv of a dqkv tensor, are fine).
+  for (int o = 6; o < 9; ++o)
+    for (int i = 0; i < 9; ++i)
+      if (i != o && tensors[o].last >= 0 && tensors[i].last >= 0 && tensors[o].ptr.address == tensors[i].ptr.address)
+        throw TraceError(fmt::format("{}: '{}' and '{}' start at the same address {:#x}; each gradient needs memory "
+                                     "of its own",
+                                     kOp, tensors[o].name, tensors[i].name, tensors[o].ptr.address));
   // A mask function's tiles come from a block mask: the one given, or built (and cached) as flex_forward builds
-  // it. Its lists serve the dQ walk; the dK/dV walk needs them transposed.
+  // it. Its lists serve the dQ walk; the dK/dV walk needs them transposed. Without queries there is nothing to
+  // skip.
   const BlockMask *bm = opt.block_mask;
   if (bm) check_block_mask(*bm, s, opt, p.nqb, p.nkb, kOp);
+  if (!p.work) bm = nullptr;
   std::shared_ptr<const BlockMask> computed;  // released after the launches: cuMemFree waits for the kernels
-  if (!bm && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
+  if (!bm && p.work && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
     computed = auto_block_mask(opt.mask, s, opt);
     bm = computed.get();
   }
@@ -105,12 +118,15 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs, bm);
   const LaunchConfig cfg = launch_config(opt);
   const uint32_t batch = uint32_t(s.batch);
-  backward_kernel(BackwardKernel::Delta, opt.dtype, opt.score_mod, opt.mask)
-      ->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
-  backward_kernel(BackwardKernel::DkDv, opt.dtype, opt.score_mod, opt.mask)
-      ->launch(Grid{uint32_t(p.nkb), uint32_t(p.heads_kv), batch}, cfg, a);
-  backward_kernel(BackwardKernel::Dq, opt.dtype, opt.score_mod, opt.mask)
-      ->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
+  if (p.work)
+    backward_kernel(BackwardKernel::Delta, opt.dtype, opt.score_mod, opt.mask)
+        ->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
+  if (key_work)
+    backward_kernel(BackwardKernel::DkDv, opt.dtype, opt.score_mod, opt.mask)
+        ->launch(Grid{uint32_t(p.nkb), uint32_t(p.heads_kv), batch}, cfg, a);
+  if (p.work)
+    backward_kernel(BackwardKernel::Dq, opt.dtype, opt.score_mod, opt.mask)
+        ->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
 }
 
 void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,
