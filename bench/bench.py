@@ -274,6 +274,9 @@ class UserMods:
         lib.user_mods_build_block_mask.argtypes = ([ctypes.c_char_p, pp] + [ci] * 6 +
                                                    [vp, ctypes.POINTER(ctypes.c_int)])
         lib.user_mods_drop_block_masks.argtypes = []
+        self.has_backward = hasattr(lib, "user_mods_backward")
+        if self.has_backward:
+            lib.user_mods_backward.argtypes = [ctypes.c_char_p, pp] + [vp] * 9 + [ci] * 4 + [vp]
         lib.user_mods_last_error.restype = ctypes.c_char_p
         self.has_decode = hasattr(lib, "user_mods_decode_plan_create")
         if self.has_decode:
@@ -292,6 +295,15 @@ class UserMods:
         self._check(self.lib.user_mods_forward(mod.encode(), ctypes.byref(params), block_mask, q.data_ptr(),
                                                k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, h, s,
                                                d, int(autotune), _stream()), f"user_mods_forward({mod})")
+
+    def backward(self, mod: str, params: UserModsParams, q, k, v, out, lse, dout, dq, dk, dv):
+        if not self.has_backward:
+            raise Unavailable(f"{self.path} has no user_mods_backward")
+        b, h, s, d = q.shape
+        self._check(self.lib.user_mods_backward(mod.encode(), ctypes.byref(params), q.data_ptr(), k.data_ptr(),
+                                                v.data_ptr(), out.data_ptr(), lse.data_ptr(), dout.data_ptr(),
+                                                dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), b, h, s, d, _stream()),
+                    f"user_mods_backward({mod})")
 
     def build_block_mask(self, mod: str, params: UserModsParams, shape, block_m: int, block_n: int) -> int:
         """The handle of a block mask built once for this mod and shape (create_block_mask)."""
@@ -832,9 +844,10 @@ def run_protocol(ctx: Context):
 
 def write_protocol_report(ctx: Context, title: str, rows: list, impls: list, missing: dict, skipped: list,
                           flops_heading: str, checks_heading: str, first_call: str, notes: list, plot_title: str,
-                          config_column: bool):
+                          config_column: bool, extra: Optional[Callable] = None):
     """The protocol-shaped report shared by the forward and backward suites: a TFLOP/s table with ratios, a
-    checks table, method notes, errors and skipped shapes, and a plot per (head_dim, causal)."""
+    checks table, extra(rep)'s sections, method notes, errors and skipped shapes, and a plot per (head_dim,
+    causal)."""
     args = ctx.args
     rep = Report(ctx, title)
     peers_here = impls[1:]
@@ -858,6 +871,8 @@ def write_protocol_report(ctx: Context, title: str, rows: list, impls: list, mis
               [num(r.get("first_call_s"), ".2f")] for r in rows]
     rep.section(checks_heading, *md_table(["shape", "(batch, head) pairs checked"] + impls + [first_call], checks,
                                           right=set()))
+    if extra:
+        extra(rep)
     rep.section("Method", *(notes + [f"- {p}: n/a — {why}" for p, why in missing.items()]))
     errors = grouped_errors([(r["name"], impl, e) for r in rows for impl, e in r["errors"].items()])
     if errors or skipped:
@@ -963,6 +978,7 @@ def run_backward(ctx: Context):
     peers, missing = attention_peers()  # their backward runs through autograd
     impls = ["tilejit", "tilejit atomics"] + [p for p in ("cuDNN", "FA2", "Flex") if p in peers or p in missing]
     rows, skipped = run_protocol_shapes(ctx, lambda sh, name: backward_row(ctx, sh, name, peers))
+    mod_rows = backward_mods(ctx, skipped)
 
     notes = common_method_notes() + [
         f"- Shapes: batch·seqlen = {PROTOCOL_TOKENS} tokens, hidden {PROTOCOL_HIDDEN} (heads = "
@@ -979,8 +995,104 @@ def run_backward(ctx: Context):
                           "TFLOP/s of the backward (FLOPs = 2.5 × the forward's 4·batch·heads·seqlen²·head_dim, "
                           "halved when causal)",
                           "Checks: the largest relative Frobenius error of dq, dk and dv against fp32 autograd",
-                          "tilejit first call, s (compiles)", notes,
-                          "Attention backward, bf16 (FlashAttention protocol)", config_column=False)
+                          "tilejit first call, s (compiles)", notes + backward_mods_notes(),
+                          "Attention backward, bf16 (FlashAttention protocol)", config_column=False,
+                          extra=lambda rep: backward_mods_section(rep, mod_rows))
+
+
+# The mods table's backward: each mod as tilejit's built-in and as the user's lambda (examples/user_mods),
+# beside FlexAttention's compiled backward with the same score_mod / mask_mod.
+BACKWARD_MOD_SEQLEN = 4096
+BACKWARD_MODS = {"alibi": "alibi", "softcap": "softcap", "rel. bias": "relbias", "document": "document",
+                 "prefix-LM": "prefix_lm", "causal window": "window"}
+
+
+def backward_mods(ctx: Context, skipped: list) -> list:
+    """One row per (mod, tilejit implementation) at BACKWARD_MOD_SEQLEN: ms, TFLOP/s over attended pairs,
+    FlexAttention's, and the gradients' difference from FlexAttention's."""
+    import torch
+    try:
+        flex, create_block_mask = compiled_flex()
+        um = ctx.user_mods()
+    except Exception as ex:  # noqa: BLE001
+        return [dict(mod="all", impl="-", errors=[short_error(ex)])]
+    mi = ModInputs(BACKWARD_MOD_SEQLEN)
+    torch.manual_seed(1)
+    dout = torch.randn_like(mi.q)
+    rows = []
+    for mod, user in BACKWARD_MODS.items():
+        if ctx.out_of_time(reserve_s=20):
+            skipped.append(f"backward {mod}")
+            continue
+        flops = 2.5 * 4.0 * mi.b * mi.h * mi.pairs(mod) * mi.d
+        fx = dict(errors=[])
+        try:  # FlexAttention: block mask once, its compiled forward once, the timed backward through autograd
+            score_mod, mask_mod, per_batch = mi.flex_mods(mod)
+            block_mask = (create_block_mask(mask_mod, mi.b if per_batch else None, None, mi.s, mi.s, device=DEVICE)
+                          if mask_mod is not None else None)
+            qg, kg, vg = (t.detach().clone().requires_grad_() for t in (mi.q, mi.k, mi.v))
+            out_f = flex(qg, kg, vg, score_mod=score_mod, block_mask=block_mask)
+            timed = lambda: torch.autograd.grad(out_f, (qg, kg, vg), dout, retain_graph=True)  # noqa: E731
+            fx["grads"] = timed()
+            sync()
+            fx["ms"] = bench_ms(timed)
+        except Exception as ex:  # noqa: BLE001
+            fx["errors"].append(f"Flex: {short_error(ex)}")
+        for impl, name in (("built-in", "builtin:" + user), ("user lambda", user)):
+            row = dict(mod=mod, impl=impl, errors=list(fx["errors"]), flex_ms=fx.get("ms"))
+            try:
+                um.forward(name, mi.params, mi.q, mi.k, mi.v, mi.out, mi.lse, autotune=False)
+                grads = tuple(torch.empty_like(mi.q) for _ in range(3))
+                call = lambda name=name, grads=grads: um.backward(  # noqa: E731
+                    name, mi.params, mi.q, mi.k, mi.v, mi.out, mi.lse, dout, *grads)
+                for g in grads:
+                    g.fill_(float("nan"))
+                row["first_call_s"] = first_call_s(call)
+                if "grads" in fx:
+                    row["vs_flex"] = max(rel_err(g, f) for g, f in zip(grads, fx["grads"]))
+                row["ms"] = bench_ms(call)
+            except Exception as ex:  # noqa: BLE001
+                row["errors"].append(f"tilejit: {short_error(ex)}")
+            for key in ("ms", "flex_ms"):
+                if row.get(key):
+                    row[key.replace("ms", "tflops")] = flops / (row[key] * 1e-3) / 1e12
+            rows.append(row)
+            ctx.log(f"backward {mod:<14} {impl:<12} " + (f"{row['tflops']:.1f} TFLOP/s" if row.get("tflops") else
+                                                        "err") +
+                    (f", Flex {row['flex_tflops']:.1f}" if row.get("flex_tflops") else "") +
+                    (f", vs Flex {row['vs_flex']:.1e}" if row.get("vs_flex") is not None else ""))
+    return rows
+
+
+def backward_mods_section(rep: "Report", rows: list):
+    headers = ["mod", "tilejit", "tilejit ms", "TFLOP/s", "Flex ms", "Flex TFLOP/s", "tilejit/Flex",
+               "dq, dk, dv vs Flex", "first call, s"]
+    table = []
+    for r in rows:
+        vs = r.get("vs_flex")
+        table.append([r["mod"], r["impl"], num(r.get("ms"), ".3f"), num(r.get("tflops"), ".1f"),
+                      num(r.get("flex_ms"), ".3f"), num(r.get("flex_tflops"), ".1f"),
+                      f"{r['flex_ms'] / r['ms']:.2f}x" if r.get("flex_ms") and r.get("ms") else "-",
+                      "-" if vs is None else f"{vs:.1e} {'PASS' if vs <= BOUND else 'FAIL'}",
+                      num(r.get("first_call_s"), ".2f")])
+    rep.section(f"The mods table's backward: b{MODS_TOKENS // BACKWARD_MOD_SEQLEN} h{MODS_HEADS} "
+                f"s{BACKWARD_MOD_SEQLEN} d{MODS_DIM}, TFLOP/s over attended pairs",
+                *md_table(headers, table, right={2, 3, 4, 5, 6, 8}))
+    errors = [f"- {r['mod']} ({r['impl']}): {e}" for r in rows for e in r["errors"]]
+    if errors:
+        rep.section("Errors of the mods table", *errors)
+
+
+def backward_mods_notes() -> list:
+    return [
+        "- The mods table's backward (" + "; ".join(f"{m}: {mod_math()[m]}" for m in BACKWARD_MODS) + "): "
+        "tilejit through the user-mods example library (user_mods_backward = attention::flex_backward; "
+        "'built-in' is flex_variants.h, 'user lambda' the same math as a C++ lambda, its derivative traced by "
+        "vjp), library default blocks, on its own forward's out and lse; FlexAttention: autograd of "
+        "torch.compile(flex_attention) with the same score_mod / mask_mod and a block mask built once. FLOPs = "
+        "2.5 × 4·batch·heads·pairs·head_dim over the attended pairs. 'vs Flex': the largest relative Frobenius "
+        "difference of tilejit's dq, dk, dv from FlexAttention's (both bf16).",
+    ]
 
 
 def backward_row(ctx: Context, sh: dict, name: str, peers: dict) -> dict:
@@ -2044,6 +2156,8 @@ COMPILE_KERNELS = [
     dict(name="flex softcap 50", op="flex", mod="softcap"),
     dict(name="flex document mask", op="flex", mod="document"),
     dict(name="flex causal window 256", op="flex", mod="window"),
+    dict(name="flex backward, no mod", op="flex_backward", mod="none"),
+    dict(name="flex backward softcap 50", op="flex_backward", mod="softcap"),
     dict(name="matmul 4096³", op="matmul", size=4096),
 ]
 # The autotuner's header line (TILEJIT_PRINT_AUTOTUNING=1): candidates, compiled, timed, finalists, its two phases.
@@ -2071,6 +2185,14 @@ def compile_op(tj: Tilejit, spec: dict):
     fields = dict(none={}, alibi=dict(alibi=1), softcap=dict(softcap=SOFTCAP),
                   document=dict(doc_ids=docs.data_ptr(), reuse_block_mask=1),
                   window=dict(causal=1, window_left=WINDOW))[spec["mod"]]
+    if spec["op"] == "flex_backward":
+        # The forward compiles and runs here, before the timed call: the row is the backward's three kernels.
+        variant = tj.variant(**fields, autotune=0)
+        lse = torch.empty(sh["batch"], sh["heads"], sh["seqlen"], device=DEVICE, dtype=torch.float32)
+        dout, dq, dk, dv = (torch.randn_like(q) for _ in range(4))
+        tj.flex(q, k, v, out, variant, lse)
+        sync()
+        return lambda: (docs, tj.flex_backward(q, k, v, out, lse, dout, dq, dk, dv, variant))
     variant = tj.variant(**fields)
     return lambda: (docs, tj.flex(q, k, v, out, variant))  # docs kept alive with the call
 
@@ -2196,7 +2318,9 @@ def run_compile(ctx: Context):
         "  2. **cold**: a cache directory holding only the tuner's winners (its autotune-*.json files): the first "
         "call finds the pick on disk and compiles only that config. codegen (IR → LLVM → PTX), driver link "
         "(PTX → cubin), load: tilejit_last_compile_stats of the call's last kernel (for the document mask, the "
-        "flex kernel; its block-mask kernel compiles just before, inside 'rest'). rest = call − codegen − link − "
+        "flex kernel; its block-mask kernel compiles just before, inside 'rest'; for the backward rows, the dQ "
+        "kernel, the delta and dK/dV kernels' compiles inside 'rest': their cold call is the whole backward's, "
+        "its forward compiled and run before the timing). rest = call − codegen − link − "
         "load − one run: tracing, cache look-ups, block masks, launch.",
         "  3. **warm**: a second process on the same directory: the cubin comes from the disk cache.",
         "- 'cold source' should read 'compiled' and 'warm source' 'cubin cache'. 'kernel run ms': the picked "
@@ -2271,13 +2395,14 @@ def parse_args(argv=None):
 def use_smoke_shapes():
     """--smoke: every suite's shapes shrunk so the CPU interpreter runs them in seconds."""
     global DEVICE, PROTOCOL_SEQLENS, PROTOCOL_TOKENS, PROTOCOL_HIDDEN, MODS_HEADS, MODS_DIM, MODS_TOKENS
-    global MODS_SEQLENS, WINDOW, MAX_DISTANCE, WINDOW_SEQLEN, MATMUL_SIZES, COMPILE_SHAPE
+    global MODS_SEQLENS, WINDOW, MAX_DISTANCE, WINDOW_SEQLEN, MATMUL_SIZES, COMPILE_SHAPE, BACKWARD_MOD_SEQLEN
     global DECODE_HEADS_Q, DECODE_HEADS_KV, DECODE_DIM, DECODE_SHAPES, DECODE_CONTIGUOUS_PAGE, DECODE_WINDOW
     DEVICE = "cpu"
     os.environ["TILEJIT_INTERPRET"] = "1"
     PROTOCOL_SEQLENS, PROTOCOL_TOKENS, PROTOCOL_HIDDEN = [64, 128], 256, 128
     MODS_HEADS, MODS_DIM, MODS_TOKENS, MODS_SEQLENS = 2, 32, 256, [64, 128]
     WINDOW, MAX_DISTANCE, WINDOW_SEQLEN = 16, 8, 128
+    BACKWARD_MOD_SEQLEN = 128
     MATMUL_SIZES = [(64, 48, 80)]
     COMPILE_SHAPE = dict(batch=1, heads=2, seqlen=64, head_dim=32)
     DECODE_HEADS_Q, DECODE_HEADS_KV, DECODE_DIM = 4, 2, 32

@@ -132,6 +132,25 @@ void compare(const Result &got, const Result &ref, const std::string &what) {
   expect(lse_err <= kLseTol, what + ": lse error " + std::to_string(lse_err));
 }
 
+/// dq, dk, dv (as doubles, [B, H, S, D] each, concatenated) of `mod`'s backward on its own forward's output,
+/// with dout = v; empty when a call failed (counted).
+std::vector<double> gradients(const Inputs &in, const std::string &mod) {
+  const size_t n = in.q.size();
+  std::vector<uint16_t> out(n), grads(3 * n, 0xffff);  // poisoned: NaN
+  std::vector<float> lse(size_t(B) * H * S);
+  if (user_mods_forward(mod.c_str(), &in.p, 0, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), B, H, S,
+                        D, 0, nullptr) != 0 ||
+      user_mods_backward(mod.c_str(), &in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(),
+                         in.v.data(), grads.data(), grads.data() + n, grads.data() + 2 * n, B, H, S, D,
+                         nullptr) != 0) {
+    expect(false, mod + " backward: " + user_mods_last_error());
+    return {};
+  }
+  std::vector<double> g;
+  for (uint16_t x : grads) g.push_back(tilejit::bf16_to_float(x));
+  return g;
+}
+
 int example_forward(const Inputs &in, const std::string &mod, uint16_t *out, float *lse, int block_mask = 0) {
   return user_mods_forward(mod.c_str(), &in.p, block_mask, in.q.data(), in.k.data(), in.v.data(), out, lse, B, H, S,
                            D, 0, nullptr);
@@ -412,6 +431,14 @@ int main() {
       double diff = rel_frobenius(lambda.out, built.out);
       std::printf("  %-44s rel. difference %.2e\n", "lambda vs built-in", diff);
       expect(diff <= kOutTol, c.name + ": lambda vs built-in differ by " + std::to_string(diff));
+    }
+    // The backward: the lambda's traced derivative gives the built-in's gradients (each checked against
+    // float64 by tilejit's tests).
+    const std::vector<double> g_lambda = gradients(in, c.name), g_built = gradients(in, builtin);
+    if (!g_lambda.empty() && !g_built.empty()) {
+      double diff = rel_frobenius(g_lambda, g_built);
+      std::printf("  %-44s rel. difference %.2e\n", "backward: lambda vs built-in", diff);
+      expect(diff <= kOutTol, c.name + ": backward lambda vs built-in differ by " + std::to_string(diff));
     }
     if (c.c_abi)
       compare(run([&](uint16_t *o, float *l) { return c_abi_forward(in, c.c_abi, o, l); }, c.name + " C ABI",

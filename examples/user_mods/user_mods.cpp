@@ -281,6 +281,27 @@ int user_mods_forward(const char *mod, const user_mods_params *params, int block
   });
 }
 
+int user_mods_backward(const char *mod, const user_mods_params *params, const void *q, const void *k, const void *v,
+                       const void *out, const float *lse, const void *dout, void *dq, void *dk, void *dv, int batch,
+                       int heads, int seqlen, int head_dim, void *stream) {
+  return guarded([&] {
+    if (!mod || !params) throw std::invalid_argument("mod and params must not be null");
+    att::FlexShape s = shape_of(batch, heads, seqlen, head_dim);
+    const Backend be = resolve_backend(Backend::Auto);
+    Mod &m = mod_for(mod, *params);
+    att::FlexOptions opt = options_for(m, *params, s, be);
+    std::optional<Stream> borrowed;
+    if (be == Backend::GPU) {
+      borrowed.emplace(Stream::Borrow{}, stream);
+      opt.stream = &*borrowed;
+    }
+    const size_t elems = size_t(s.batch) * s.heads_q * s.seqlen_q * size_t(std::max(head_dim, 0)), bytes = elems * 2;
+    att::flex_backward(ptr(q, bytes, "q"), ptr(k, bytes, "k"), ptr(v, bytes, "v"), ptr(out, bytes, "out"),
+                       ptr(lse, size_t(s.batch) * s.heads_q * s.seqlen_q * 4, "lse"), ptr(dout, bytes, "dout"),
+                       ptr(dq, bytes, "dq"), ptr(dk, bytes, "dk"), ptr(dv, bytes, "dv"), s, opt);
+  });
+}
+
 int user_mods_build_block_mask(const char *mod, const user_mods_params *params, int batch, int heads, int seqlen,
                                int head_dim, int block_m, int block_n, void *stream, int *handle) {
   return guarded([&] {

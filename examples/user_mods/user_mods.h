@@ -49,6 +49,14 @@ int user_mods_forward(const char *mod, const user_mods_params *params, int block
                       const void *v, void *out, float *lse, int batch, int heads, int seqlen, int head_dim,
                       int autotune, void *stream);
 
+/* The gradients of user_mods_forward's output (same mod, params and shape; its out and lse): dq, dk, dv
+ * (q's layout, bf16) from dout (out's layout), through attention::flex_backward; the score_mod's derivative is
+ * traced from the lambda (or built-in) itself. Captures stay constants (no table gradient). A mask function's
+ * block mask is built (or reused) as in the forward. Errors as user_mods_forward's, and flex_backward's. */
+int user_mods_backward(const char *mod, const user_mods_params *params, const void *q, const void *k, const void *v,
+                       const void *out, const float *lse, const void *dout, void *dq, void *dk, void *dv, int batch,
+                       int heads, int seqlen, int head_dim, void *stream);
+
 /* Builds the block mask of mask mod `mod` (window, document, prefix_lm, or their builtin: forms) once, for
  * this shape and these block sizes (powers of two ≥ 16), from params' current values — FlexAttention's
  * create_block_mask — and stores a handle (> 0) for user_mods_forward in *handle. The caller promises not
