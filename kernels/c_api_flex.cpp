@@ -175,7 +175,7 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   attention::BlockMask fresh_mask;  // freed after the launch: cuMemFree waits for the kernels using it
   if (settings.documents)
     variant.doc_ids.set(DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(vs.doc_ids)), size_t(batch) * seqlen_q * 4});
-  if (bwd) {  // no block mask (the backward evaluates the document mask on every visited block), no tuning
+  if (bwd) {  // no tuning; a document mask's block mask is built by flex_backward itself (BlockMaskMode::Auto)
     attention::flex_backward(pq, pk, pv, po, plse, pdo, pdq, pdk, pdv, shape, opt);
     c_api_detail::set_last_launch_config("flex_attention_bwd", opt.block_m, opt.block_n, 0, opt.num_warps,
                                          opt.num_stages, opt.min_ctas_per_sm, false);

@@ -109,9 +109,10 @@ int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, 
 
 /* Gradients of tilejit_flex_attention_forward with the same arguments (attention::flex_backward): dq, dk, dv
  * (the dtype, shape and strides of q, k, v) from q, k, v, the forward's out and lse (required here: contiguous
- * [batch, heads_q, seqlen_q] f32) and dout (out's strides). Variants as in the forward; the document mask is
- * evaluated on every visited block (no block mask), autotune is ignored (the variant's block sizes or the
- * defaults). dq, dk and dv are bitwise reproducible. Errors as the forward's, and lse NULL. */
+ * [batch, heads_q, seqlen_q] f32) and dout (out's strides). Variants as in the forward; the document mask's
+ * block mask is built per call (reuse_block_mask does not apply), autotune is ignored (the variant's block sizes
+ * or the defaults). dq, dk and dv are bitwise reproducible unless the variant sets dq_atomics. Errors as the
+ * forward's, and lse NULL. */
 int tilejit_flex_attention_backward(const void *q, const void *k, const void *v, const void *out, const float *lse,
                                     const void *dout, void *dq, void *dk, void *dv, int dtype, int batch, int heads_q,
                                     int heads_kv, int seqlen_q, int seqlen_k, int head_dim, const int64_t *q_strides,
