@@ -155,18 +155,17 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   opt.score_mod = variant.score_mod;
   opt.mask = variant.mask;
   opt.mask.band = attention::flex::builtin_band(settings);  // per call: its sides are kernel arguments
-  if (int64_t(batch) * heads_q * seqlen_q == 0) {  // validates, then returns
+  std::optional<Stream> borrowed;
+  if (be == Backend::GPU) {
+    borrowed.emplace(Stream::Borrow{}, stream);
+    opt.stream = &*borrowed;
+  }
+  if (int64_t(batch) * heads_q * seqlen_q == 0) {  // validates (the backward also zeroes keys' dk, dv), returns
     if (bwd)
       attention::flex_backward(pq, pk, pv, po, DevicePtr{256, 0}, pdo, pdq, pdk, pdv, shape, opt);
     else
       attention::flex_forward(pq, pk, pv, po, DevicePtr{256, 0}, shape, opt);
     return;
-  }
-
-  std::optional<Stream> borrowed;
-  if (be == Backend::GPU) {
-    borrowed.emplace(Stream::Borrow{}, stream);
-    opt.stream = &*borrowed;
   }
   DevicePtr plse = lse ? DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(lse)), 0}
                        : scratch_lse(st, be, size_t(batch) * heads_q * seqlen_q * 4);

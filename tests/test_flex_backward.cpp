@@ -116,6 +116,17 @@ TEST_CASE("flex_backward (interpreter): mask functions walk a block mask and its
       FlexOptions pre = o;
       pre.block_mask = &bm;
       require_backward_matches(run_backward_case(be, c, pre, ref), c.dtype);
+      // One assembled by hand without the statuses after its lists is refused, not read past its end.
+      const size_t entries = size_t(bm.shared_batches ? 1 : bm.batch) * (bm.shared_heads ? 1 : bm.heads) *
+                             bm.num_q_blocks * bm.num_k_blocks;
+      bm.kv_blocks = Buffer(entries * 4, be);  // the lists alone
+      const size_t bytes = size_t(2) * 4 * 90 * 32 * 4;  // ample for every tensor
+      Buffer any(bytes, be), dq(bytes, be), dk(bytes, be), dv(bytes, be);
+      pre.backend = be;
+      pre.block_m = c.block_m;
+      pre.block_n = c.block_n;
+      CHECK_THROWS_WITH(attention::flex_backward(any, any, any, any, any, any, dq, dk, dv, c.shape, pre),
+                        Contains("pass a block mask made by create_block_mask"));
     }
     {
       INFO("varlen: lists per sequence");
@@ -131,8 +142,13 @@ TEST_CASE("flex_backward (interpreter): mask functions walk a block mask and its
       attention::BlockMask dense = attention::create_block_mask(mask, CaseLayout(var).s, mk);
       FlexOptions pre = o;
       pre.block_mask = &dense;
-      CHECK_THROWS_WITH(run_backward_case(be, var, pre, ref),
-                        Contains("the block mask was made for cu_seqlens at 0x0/0x0 (dense)"));
+      CaseLayout lay(var);
+      apply_case(pre, var, lay, be);
+      const size_t bytes = size_t(lay.s.total_q + lay.s.total_k) * 4 * 32 * 4;  // ample for every tensor
+      Buffer any(bytes, be), dq(bytes, be), dk(bytes, be), dv(bytes, be);
+      CHECK_THROWS_WITH(attention::flex_backward(any, any, any, any, any, any, dq, dk, dv, lay.s, pre),
+                        Contains("attention::flex_backward: the block mask was made for cu_seqlens at 0x0/0x0 "
+                                 "(dense)"));
     }
   }
 }
@@ -196,6 +212,14 @@ TEST_CASE("flex_backward: two runs give bitwise the same gradients; unsupported 
   banded.mask.band = attention::Band{-1, 0, Align::TopLeft};
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, banded),
                     Contains("the block mask was made with band none, this call's mask has band [-1, 0] top-left"));
+  // Varlen without total_k, which sizes k and v.
+  Buffer cu(3 * 4, be);
+  FlexOptions varlen = o;
+  varlen.cu_seqlens_q = varlen.cu_seqlens_k = DevicePtr{cu.address(), cu.bytes()};
+  attention::FlexShape no_total_k = s;
+  no_total_k.total_q = 40;
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, no_total_k, varlen),
+                    Contains("varlen needs FlexShape::total_q and total_k (the last cu_seqlens entries); got 40 and 0"));
   attention::FlexShape bad = s;
   bad.heads_kv = 3;
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, bad, o),
@@ -208,10 +232,10 @@ TEST_CASE("flex_backward: keys that no query sees get zero dk and dv", "[flex][b
     INFO("heads_q " << heads_q);
     attention::FlexShape s{.batch = 2, .heads_q = heads_q, .heads_kv = 2, .seqlen_q = heads_q ? 0 : 5,
                            .seqlen_k = 20, .head_dim_qk = 32};
-    const size_t nk = size_t(2) * 2 * 20 * 32, nq = size_t(2) * std::max(heads_q, 1) * 5 * 32;
+    const size_t nk = size_t(2) * 2 * 20 * 32;
     auto bk = upload_as(random_values(nk, DType::bf16), DType::bf16, be);
-    Buffer q(nq * 2, be), out(nq * 2, be), dout(nq * 2, be), lse(nq * 4, be), dq(nq * 2, be), dk(nk * 2, be),
-        dv(nk * 2, be);
+    Buffer q, out, dout, lse, dq;  // empty: no query row is addressed
+    Buffer dk(nk * 2, be), dv(nk * 2, be);
     for (Buffer *b : {&dk, &dv}) b->fill_bytes(0xff);  // NaN
     FlexOptions o;
     o.backend = be;
@@ -241,8 +265,8 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
   for (std::string arch : {"sm_80", "sm_90a"}) {
     o.arch = arch;
     o.dq_atomics = dq_atomics;
-    // The band's closed-form walks, and (with dq_atomics, to cover both) a mask function's block-mask walks.
-    o.mask = dq_atomics ? causal_fn : causal_band;
+    // The band's closed-form walks (sm_80), and a mask function's block-mask walks (sm_90a, both dQ modes).
+    o.mask = arch == "sm_90a" ? causal_fn : causal_band;
     const std::string ptx = attention::flex_backward_ptx(s, o);
     // One module per kernel, each starting with the PTX header comment.
     std::vector<std::string> modules;

@@ -185,7 +185,9 @@ struct FlexShape {
 /// kv_blocks[b', h', qb, i] = key block index · 2 + (1 if full), for i < counts[b', h', qb], with
 /// b' = 0 when shared_batches (else b) and h' = 0 when shared_heads (else h): when the mask's value does
 /// not depend on the batch or the head, one set of lists serves them all (kv_blocks and counts then hold
-/// [1, heads or 1, ...] or [batch or 1, 1, ...]; kv_blocks may hold scratch past its lists).
+/// [1, heads or 1, ...] or [batch or 1, 1, ...]). After its lists, kv_blocks holds one status byte per list
+/// entry (0 empty, 1 partial, 2 full, laid out as the lists), from which flex_backward builds the transposed
+/// lists; a block mask assembled by hand must provide them.
 struct BlockMask {
   Buffer kv_blocks, counts;
   int batch = 0, heads = 0, num_q_blocks = 0, num_k_blocks = 0, block_m = 0, block_n = 0;
@@ -275,9 +277,10 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// (which also zeroes the f32 dQ accumulator when there is one); dK and dV per key block, summing the GQA
 /// group in the program; then dQ per query block over the key blocks it sees, without atomics (bitwise
 /// reproducible), or with FlexOptions::dq_atomics converted from the accumulator the dK/dV kernel added each
-/// tile's dQ into. Allocates a scratch per call on opt.stream with CUDA's stream-ordered allocator, so the
-/// call does not wait for the device (one f32 per query row, with dq_atomics one per dq element, and with a
-/// block mask its transposed lists). Block sizes, num_warps and num_stages come from opt (autotune is
+/// tile's dQ into. Allocates a scratch per call on opt.stream with CUDA's stream-ordered allocator (one f32
+/// per query row, with dq_atomics one per dq element, and with a block mask its transposed lists), so that
+/// freeing it does not wait for the device; a block mask built for this call alone (varlen, or a mask reading
+/// memory: see BlockMaskMode) is still freed with a wait. Block sizes, num_warps and num_stages come from opt (autotune is
 /// not used); varlen batches as in the forward (cu_seqlens). Sparsity: bands bound both walks in closed form;
 /// a mask function's block mask (FlexOptions::block_mask, or with BlockMaskMode::Auto the one flex_forward
 /// builds and caches) gives the dQ pass each query block's key blocks, and its transposed lists, built on the

@@ -198,13 +198,26 @@ BlockMaskLaunches block_mask_launches(const Mask &mask, const FlexShape &s, cons
   return L;
 }
 
+ListDims list_dims(const BlockMask &bm, const FlexShape &s) {
+  return {bm.shared_batches ? std::min(s.batch, 1) : s.batch, bm.shared_heads ? std::min(s.heads_q, 1) : s.heads_q};
+}
+
+ListStrides list_strides(const BlockMask *bm, const FlexShape &s, int64_t blocks) {
+  const int64_t head = bm && bm->shared_heads ? 0 : blocks;
+  return {bm && bm->shared_batches ? 0 : (bm && bm->shared_heads ? 1 : s.heads_q) * blocks, head};
+}
+
 void build_transposed_lists(const BlockMask &bm, const FlexShape &s, const FlexOptions &opt, DevicePtr q_blocks,
                             DevicePtr q_counts) {
-  const int lists_b = bm.shared_batches ? std::min(s.batch, 1) : s.batch;
-  const int lists_h = bm.shared_heads ? std::min(s.heads_q, 1) : s.heads_q;
+  const auto [lists_b, lists_h] = list_dims(bm, s);
   const size_t entries = size_t(lists_b) * lists_h * bm.num_q_blocks * bm.num_k_blocks;
   if (entries == 0) return;
   // The statuses follow the lists in bm.kv_blocks (create_block_mask).
+  if (bm.kv_blocks.bytes() < entries * 5)
+    throw TraceError(fmt::format("attention::flex_backward: the block mask's kv_blocks holds {} bytes; the backward "
+                                 "reads its {} lists and then one status byte per list entry ({} bytes): pass a "
+                                 "block mask made by create_block_mask",
+                                 bm.kv_blocks.bytes(), entries / std::max(bm.num_k_blocks, 1), entries * 5));
   const DevicePtr status{bm.kv_blocks.address() + entries * 4, entries};
   BlockMaskLaunches L = block_mask_launches(opt.mask, s, opt, q_blocks, q_counts, status, lists_b, lists_h,
                                             bm.num_q_blocks, bm.num_k_blocks);
@@ -239,7 +252,9 @@ void check_block_mask(const BlockMask &bm, const FlexShape &s, const FlexOptions
     return b ? fmt::format("[{}, {}] {}", b->left, b->right, b->align == Align::BottomRight ? "bottom-right" : "top-left")
              : std::string("none");
   };
-  if (bm.band != opt.mask.band)
+  const BandArgs made = band_args(bm.band), call = band_args(opt.mask.band);  // as the kernels see them
+  if (bm.band.has_value() != opt.mask.band.has_value() || made.left != call.left || made.right != call.right ||
+      made.bottom_right != call.bottom_right)
     throw TraceError(fmt::format("{}: the block mask was made with band {}, this call's mask has band {}", op,
                                  band_text(bm.band), band_text(opt.mask.band)));
   if (bm.cu_seqlens_q != opt.cu_seqlens_q.address || bm.cu_seqlens_k != opt.cu_seqlens_k.address)

@@ -25,8 +25,9 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   for (int i = 0; i <= bQCounts; ++i) a[size_t(i)] = ptr_arg(ptrs[i]);
   // Lists [batch or 1, heads or 1, blocks]: a stride of 0 shares one set of lists (as the forward's).
   auto strides = [&](int b_at, int h_at, int64_t blocks) {
-    a[size_t(h_at)] = int_arg(bm && !bm->shared_heads ? blocks : 0);
-    a[size_t(b_at)] = int_arg(bm && !bm->shared_batches ? (bm->shared_heads ? 1 : s.heads_q) * blocks : 0);
+    const ListStrides st = list_strides(bm, s, blocks);
+    a[size_t(b_at)] = int_arg(bm ? st.batch : 0);
+    a[size_t(h_at)] = int_arg(bm ? st.head : 0);
   };
   strides(bListsStrideB, bListsStrideH, p.nqb);
   strides(bTListsStrideB, bTListsStrideH, p.nkb);
@@ -96,8 +97,7 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
       !opt.dq_atomics ? 0 : aligned(size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4);
   size_t t_lists = 0;
   if (bm)
-    t_lists = size_t(bm->shared_batches ? std::min(s.batch, 1) : s.batch) *
-              size_t(bm->shared_heads ? std::min(s.heads_q, 1) : s.heads_q) * size_t(p.nkb);
+    t_lists = size_t(list_dims(*bm, s).batches) * size_t(list_dims(*bm, s).heads) * size_t(p.nkb);
   const size_t t_blocks_bytes = aligned(t_lists * size_t(p.nqb) * 4), t_counts_bytes = aligned(t_lists * 4);
   // Stream-ordered: neither its allocation nor its free waits for the device.
   runtime::StreamScratch scratch(delta_bytes + acc_bytes + t_blocks_bytes + t_counts_bytes, backend, opt.stream);

@@ -67,8 +67,11 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op) {
     throw fail(fmt::format("dtype {} is not supported (bf16 or f16)", dtype_name(opt.dtype)));
   if (s.heads_q > 65535 || s.batch > 65535)
     throw fail(fmt::format("heads_q {} and batch {} must each be ≤ 65535 (grid y and z)", s.heads_q, s.batch));
-  if (p.varlen && (s.total_q <= 0 && s.batch > 0 && s.seqlen_q > 0))
-    throw fail("varlen needs FlexShape::total_q and total_k (the last cu_seqlens entries)");
+  // total_k sizes k and v; a paged cache holds them instead.
+  if (p.varlen && s.batch > 0 &&
+      ((s.total_q <= 0 && s.seqlen_q > 0) || (s.total_k <= 0 && s.seqlen_k > 0 && !opt.kv_cache)))
+    throw fail(fmt::format("varlen needs FlexShape::total_q and total_k (the last cu_seqlens entries); got {} and {}",
+                           s.total_q, s.total_k));
 
   const int Dq = s.head_dim_qk, Dv = p.dim_v;
   auto dflt = [&](const Strides &given, int heads, int seqlen, int d) {
@@ -132,6 +135,7 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op) {
 }
 
 void check_extent(DevicePtr d, int64_t last, size_t esz, const char *name, const char *op) {
+  if (last < 0) return;  // nothing addressed (no rows): any pointer, null included
   if (d.address == 0) throw TraceError(fmt::format("{}: pointer '{}' is null", op, name));
   size_t need = size_t(last + 1) * esz;
   if (d.bytes != 0 && d.bytes < need)
@@ -189,10 +193,9 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kScale] = float_arg(effective_scale(s, opt));
   // The block mask's lists are [batch or 1, heads or 1, query blocks]: a stride of 0 shares one set of lists.
   int64_t nqb = bm ? bm->num_q_blocks : p.nqb;
-  int64_t stride_h = bm && bm->shared_heads ? 0 : nqb;
-  int64_t stride_b = bm && bm->shared_batches ? 0 : (bm && bm->shared_heads ? 1 : s.heads_q) * nqb;
-  a[kBmStrideB] = int_arg(stride_b);
-  a[kBmStrideH] = int_arg(stride_h);
+  const ListStrides st = list_strides(bm, s, nqb);
+  a[kBmStrideB] = int_arg(st.batch);
+  a[kBmStrideH] = int_arg(st.head);
   a[kGroup] = int_arg(p.heads_kv == 0 ? 1 : s.heads_q / p.heads_kv);
   a[kSeqlenQ] = int_arg(s.seqlen_q);
   a[kSeqlenK] = int_arg(s.seqlen_k);

@@ -179,6 +179,18 @@ BlockMaskLaunches block_mask_launches(const Mask &mask, const FlexShape &s, cons
                                       DevicePtr kv_blocks, DevicePtr counts, DevicePtr status, int lists_b,
                                       int lists_h, int num_q_blocks, int num_k_blocks);
 
+/// The (batches, heads) a block mask holds lists for in a call of shape s: 1 (or 0) where they are shared.
+struct ListDims {
+  int batches = 0, heads = 0;
+};
+ListDims list_dims(const BlockMask &bm, const FlexShape &s);
+/// Where list (b, h, block) starts in units of lists: b·batch + h·head + block, for `blocks` lists per (b, h)
+/// (0 strides where lists are shared; no block mask: the dense [batch, heads_q, blocks] layout).
+struct ListStrides {
+  int64_t batch = 0, head = 0;
+};
+ListStrides list_strides(const BlockMask *bm, const FlexShape &s, int64_t blocks);
+
 /// The transposed lists of a block mask (the backward's dK/dV walk): per (batch or 1, head or 1, key block),
 /// the query blocks that see the key block, in increasing order, each query block index · 2 + (1 when full),
 /// and their count. q_blocks holds [lists, num_k_blocks, num_q_blocks] i32 and q_counts [lists, num_k_blocks]
