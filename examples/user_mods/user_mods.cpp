@@ -212,6 +212,20 @@ att::FlexShape shape_of(int batch, int heads, int seqlen, int head_dim) {
                         .head_dim_qk = head_dim};
 }
 
+/// Runs f(opt) with the options of a call of mod `name` (its captures set from p) queued on `stream` (a
+/// borrowed CUstream on the GPU).
+template <class F>
+void with_options(const std::string &name, const user_mods_params &p, const att::FlexShape &s, void *stream, F &&f) {
+  const Backend be = resolve_backend(Backend::Auto);
+  att::FlexOptions opt = options_for(mod_for(name, p), p, s, be);
+  std::optional<Stream> borrowed;
+  if (be == Backend::GPU) {
+    borrowed.emplace(Stream::Borrow{}, stream);
+    opt.stream = &*borrowed;
+  }
+  f(opt);
+}
+
 template <class F>
 int guarded(F &&f) {
   try {
@@ -248,36 +262,30 @@ int user_mods_forward(const char *mod, const user_mods_params *params, int block
     if (!mod || !params) throw std::invalid_argument("mod and params must not be null");
     const std::string name = mod;
     att::FlexShape s = shape_of(batch, heads, seqlen, head_dim);
-    const Backend be = resolve_backend(Backend::Auto);
-    Mod &m = mod_for(name, *params);
-    att::FlexOptions opt = options_for(m, *params, s, be);
-    std::optional<Stream> borrowed;
-    if (be == Backend::GPU) {
-      borrowed.emplace(Stream::Borrow{}, stream);
-      opt.stream = &*borrowed;
-    }
-    if (block_mask != 0) {
-      auto pre = state().block_masks.find(block_mask);
-      if (pre == state().block_masks.end())
-        throw std::invalid_argument("block mask handle " + std::to_string(block_mask) + " is unknown (dropped?)");
-      const att::FlexShape &b = pre->second.shape;
-      if (pre->second.mod != name)
-        throw std::invalid_argument("block mask " + std::to_string(block_mask) + " was built for mod '" +
-                                    pre->second.mod + "', not '" + name + "'");
-      if (b.batch != s.batch || b.heads_q != s.heads_q || b.seqlen_q != s.seqlen_q)
-        throw std::invalid_argument("mod '" + name + "': its block mask was built for batch " +
-                                    std::to_string(b.batch) + ", heads " + std::to_string(b.heads_q) + ", seqlen " +
-                                    std::to_string(b.seqlen_q) + "; this call has " + std::to_string(s.batch) + ", " +
-                                    std::to_string(s.heads_q) + ", " + std::to_string(s.seqlen_q));
-      opt.block_mask = &pre->second.mask;
-      opt.block_m = pre->second.mask.block_m;
-      opt.block_n = pre->second.mask.block_n;
-    }
-    opt.autotune = autotune != 0;
-    const size_t elems = size_t(s.batch) * s.heads_q * s.seqlen_q * size_t(std::max(head_dim, 0));
-    att::flex_forward(ptr(q, elems * 2, "q"), ptr(k, elems * 2, "k"), ptr(v, elems * 2, "v"),
-                      ptr(out, elems * 2, "out"),
-                      ptr(lse, size_t(s.batch) * s.heads_q * s.seqlen_q * 4, "lse"), s, opt);
+    with_options(name, *params, s, stream, [&](att::FlexOptions &opt) {
+      if (block_mask != 0) {
+        auto pre = state().block_masks.find(block_mask);
+        if (pre == state().block_masks.end())
+          throw std::invalid_argument("block mask handle " + std::to_string(block_mask) + " is unknown (dropped?)");
+        const att::FlexShape &b = pre->second.shape;
+        if (pre->second.mod != name)
+          throw std::invalid_argument("block mask " + std::to_string(block_mask) + " was built for mod '" +
+                                      pre->second.mod + "', not '" + name + "'");
+        if (b.batch != s.batch || b.heads_q != s.heads_q || b.seqlen_q != s.seqlen_q)
+          throw std::invalid_argument("mod '" + name + "': its block mask was built for batch " +
+                                      std::to_string(b.batch) + ", heads " + std::to_string(b.heads_q) + ", seqlen " +
+                                      std::to_string(b.seqlen_q) + "; this call has " + std::to_string(s.batch) + ", " +
+                                      std::to_string(s.heads_q) + ", " + std::to_string(s.seqlen_q));
+        opt.block_mask = &pre->second.mask;
+        opt.block_m = pre->second.mask.block_m;
+        opt.block_n = pre->second.mask.block_n;
+      }
+      opt.autotune = autotune != 0;
+      const size_t elems = size_t(s.batch) * s.heads_q * s.seqlen_q * size_t(std::max(head_dim, 0));
+      att::flex_forward(ptr(q, elems * 2, "q"), ptr(k, elems * 2, "k"), ptr(v, elems * 2, "v"),
+                        ptr(out, elems * 2, "out"), ptr(lse, size_t(s.batch) * s.heads_q * s.seqlen_q * 4, "lse"), s,
+                        opt);
+    });
   });
 }
 
@@ -287,18 +295,12 @@ int user_mods_backward(const char *mod, const user_mods_params *params, const vo
   return guarded([&] {
     if (!mod || !params) throw std::invalid_argument("mod and params must not be null");
     att::FlexShape s = shape_of(batch, heads, seqlen, head_dim);
-    const Backend be = resolve_backend(Backend::Auto);
-    Mod &m = mod_for(mod, *params);
-    att::FlexOptions opt = options_for(m, *params, s, be);
-    std::optional<Stream> borrowed;
-    if (be == Backend::GPU) {
-      borrowed.emplace(Stream::Borrow{}, stream);
-      opt.stream = &*borrowed;
-    }
     const size_t elems = size_t(s.batch) * s.heads_q * s.seqlen_q * size_t(std::max(head_dim, 0)), bytes = elems * 2;
-    att::flex_backward(ptr(q, bytes, "q"), ptr(k, bytes, "k"), ptr(v, bytes, "v"), ptr(out, bytes, "out"),
-                       ptr(lse, size_t(s.batch) * s.heads_q * s.seqlen_q * 4, "lse"), ptr(dout, bytes, "dout"),
-                       ptr(dq, bytes, "dq"), ptr(dk, bytes, "dk"), ptr(dv, bytes, "dv"), s, opt);
+    with_options(mod, *params, s, stream, [&](att::FlexOptions &opt) {
+      att::flex_backward(ptr(q, bytes, "q"), ptr(k, bytes, "k"), ptr(v, bytes, "v"), ptr(out, bytes, "out"),
+                         ptr(lse, size_t(s.batch) * s.heads_q * s.seqlen_q * 4, "lse"), ptr(dout, bytes, "dout"),
+                         ptr(dq, bytes, "dq"), ptr(dk, bytes, "dk"), ptr(dv, bytes, "dv"), s, opt);
+    });
   });
 }
 
