@@ -202,10 +202,11 @@ bool a_in_mma_registers(const Layout &a, int num_warps) {
   return want && want->parent.warps_per_cta[1] == 1 && same_distribution(a, *want);
 }
 
-/// The value staged for b (the Trans source when the Trans is folded) and whether it is [N,K].
-std::pair<const ir::Value *, bool> b_source(Lowering &L, const ir::Value *bv) {
-  if (L.folded_trans.count(bv)) return {bv->def->operand(0), true};
-  return {bv, false};
+/// The value staged for a dot operand, and whether it is the operand transposed: the Trans source when the
+/// Trans is folded (find_folded_trans), b's [N,K] or a's [K,M], read transposed.
+std::pair<const ir::Value *, bool> operand_source(Lowering &L, const ir::Value *v) {
+  if (L.folded_trans.count(v)) return {v->def->operand(0), true};
+  return {v, false};
 }
 
 llvm::GlobalVariable *persistent(Lowering &L, const ir::Value *v) {
@@ -314,7 +315,7 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
   for (int i = 0; i < 2; ++i) {
     const ir::Value *v = dot.operand(i);
     if (L.persistent_operands.count(v)) continue;
-    const ir::Value *src = i == 1 ? b_source(L, v).first : v;
+    const ir::Value *src = i == 1 ? operand_source(L, v).first : v;
     if (!L.is_lowered(src)) continue;  // defined inside the loop
     const Tile &t = L.get(src);
     if (t.is_scalar()) continue;
@@ -328,7 +329,7 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
     bool wgmma_b = false;
     if (L.use_wgmma) {
       auto rl = mma_layout(dot.result()->type.shape, L.opts.num_warps);
-      auto [bsrc, b_nk] = b_source(L, dot.operand(1));
+      auto [bsrc, b_nk] = operand_source(L, dot.operand(1));
       int wm = rl->parent.warps_per_cta[0];
       int64_t K = dot.operand(0)->type.shape[1];
       bool wg = dot_fits_wgmma(dot, b_nk, L.opts.num_warps);
@@ -375,9 +376,9 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   if (!want || !(l == *want)) L.fail("internal: a tensor-core dot's result is not in the MMA layout");
   Geometry g = geometry(L, l, av->type.shape[1]);
   bool bf16 = av->type.dtype() == DType::bf16;
-  auto [bsrc, b_nk] = b_source(L, bv);
-  // A = trans(x) folded (find_folded_trans): x [K, M] is staged as it is and read transposed.
-  const ir::Value *a_trans_src = L.folded_trans.count(av) ? av->def->operand(0) : nullptr;
+  auto [bsrc, b_nk] = operand_source(L, bv);
+  // A = trans(x) folded: x [K, M] is staged as it is and read transposed.
+  auto [asrc, a_trans] = operand_source(L, av);
 
   // Where each operand's fragments come from.
   const std::vector<llvm::Value *> *a_pre = nullptr;
@@ -385,9 +386,9 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   const Tile *a_regs = nullptr;
   llvm::Value *a_base = nullptr, *b_base = persistent(L, bv);
   if (!b_base) b_base = pipelined(L, bsrc);
-  if (!a_pre && !a_trans_src) a_base = pipelined(L, av);
+  if (!a_pre && !a_trans) a_base = pipelined(L, av);
   if (!a_pre && !a_base) a_base = persistent(L, av);  // staged before the loop (even if also in registers)
-  if (!a_pre && !a_base && !a_trans_src) {
+  if (!a_pre && !a_base && !a_trans) {
     const Tile &ta = L.get(av);
     if (ta.is_scalar()) L.fail("dot operands must be tiles");
     if (a_in_mma_registers(*ta.layout, L.opts.num_warps)) a_regs = &ta;
@@ -409,7 +410,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   }
   // The accumulator: a running wgmma dot's result read only here is continued without a wait (chained) when
   // this dot reads A from shared memory too (no register of it to fence) and issues wgmmas of the same shape.
-  bool a_smem = wg && (L.wgmma_smem_a.count(av) != 0 || a_trans_src);
+  bool a_smem = wg && (L.wgmma_smem_a.count(av) != 0 || a_trans);
   std::optional<Tile> chained;
   if (wg && a_smem && !stage_a && L.use_count(cv) == 1) chained = L.take_pending(cv, int(b_nk ? g.N : 64));
   Tile acc = chained ? *chained : L.get_in(cv, l);
@@ -424,12 +425,12 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     if (stage_a) a_base = L.smem_addr(L.i32(0), b.getInt8Ty(), a_off);
     if (stage_b) b_base = L.smem_addr(L.i32(0), b.getInt8Ty(), b_off);
     L.barrier();
-    if (stage_a && a_trans_src) {
-      const Tile &tx = L.get(a_trans_src);
+    if (stage_a && a_trans) {
+      const Tile &tx = L.get(asrc);
       if (tx.is_scalar()) L.fail("dot operands must be tiles");
       std::optional<std::pair<int, int64_t>> order;
       if (wg) order = std::make_pair(g.wm, g.MT);
-      stage_swizzled(L, tx, a_trans_src->type.elem, a_base, order, /*wgmma_dim=*/1);
+      stage_swizzled(L, tx, asrc->type.elem, a_base, order, /*wgmma_dim=*/1);
     } else if (stage_a) {
       stage_swizzled(L, L.get(av), av->type.elem, a_base);
     }
@@ -449,7 +450,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     // Operands staged in the scratch space must not be overwritten by later conversions while the group
     // runs: only dots reading registers, stage buffers or static shared memory leave their wait for later.
     bool defer = !stage_a && !stage_b;
-    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, a_trans_src != nullptr, b_base, b_nk,
+    return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, a_trans, b_base, b_nk,
                              bf16, defer, chained.has_value())};
   }
 
@@ -464,7 +465,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     for (int64_t mt = 0; mt < g.MT; ++mt) {
       if (a_pre) for (int i = 0; i < 4; ++i) af[size_t(mt)][size_t(i)] = (*a_pre)[size_t((mt * g.KT + kt) * 4 + i)];
       else if (a_regs) af[size_t(mt)] = a_from_regs(L, *a_regs, mt, kt);
-      else if (a_trans_src) af[size_t(mt)] = load_a_trans(L, g, a_base, mt, kt);
+      else if (a_trans) af[size_t(mt)] = load_a_trans(L, g, a_base, mt, kt);
       else af[size_t(mt)] = load_a(L, g, a_base, mt, kt);
     }
     std::vector<std::array<llvm::Value *, 2>> bf(size_t(g.NT));
