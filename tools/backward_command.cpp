@@ -74,8 +74,9 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   fmt::print("flex attention backward {} b={} hq={} hkv={} sq={} sk={} d={} dtype={} band={} alibi={} softcap={} "
              "varlen={} dq={}\n",
              be == Backend::GPU ? "gpu" : "interp", s.batch, Hq, Hkv, s.seqlen_q, s.seqlen_k, D, a.dtype,
-             x.mods.has_band ? fmt::format("[{}, {}]{}", x.mods.band.left, x.mods.band.right,
-                                           f.bottom_right ? " bottom-right" : "")
+             x.mods.has_band ? fmt::format("[{}, {}]{}{}", x.mods.band.left, x.mods.band.right,
+                                           f.bottom_right ? " bottom-right" : "",
+                                           f.band_as_mask ? " as a mask function" : "")
                              : "none",
              f.alibi, f.softcap, varlen ? f.varlen : "no", a.dq_atomics ? "atomics" : "own pass");
   if (be == Backend::GPU)
