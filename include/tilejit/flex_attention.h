@@ -279,14 +279,16 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// reproducible), or with FlexOptions::dq_atomics converted from the accumulator the dK/dV kernel added each
 /// tile's dQ into. Allocates a scratch per call on opt.stream with CUDA's stream-ordered allocator (one f32
 /// per query row, with dq_atomics one per dq element, and with a block mask its transposed lists), so that
-/// freeing it does not wait for the device; a block mask built for this call alone (varlen, or a mask reading
-/// memory: see BlockMaskMode) is still freed with a wait. Block sizes, num_warps and num_stages come from opt (autotune is
-/// not used); varlen batches as in the forward (cu_seqlens). Sparsity: bands bound both walks in closed form;
-/// a mask function's block mask (FlexOptions::block_mask, or with BlockMaskMode::Auto the one flex_forward
-/// builds and caches) gives the dQ pass each query block's key blocks, and its transposed lists, built on the
-/// device per call, give the dK/dV kernel each key block's query blocks: wholly masked tiles are skipped.
-/// Errors (TraceError): everything flex_forward rejects (a block mask made for another mask, shape or block
-/// sizes among them), and a paged cache, which the backward does not take.
+/// freeing it does not wait for the device; a block mask built for this call alone (varlen, or a mask
+/// reading memory: see BlockMaskMode) is still freed with a wait. Block sizes, num_warps and num_stages come
+/// from opt (autotune is not used); varlen batches as in the forward (cu_seqlens; total_q and total_k).
+/// Sparsity: bands bound both walks in closed form; a mask function's block mask (FlexOptions::block_mask, or
+/// with BlockMaskMode::Auto the one flex_forward builds and caches) gives the dQ pass each query block's key
+/// blocks, and its transposed lists, built on the device per call, give the dK/dV kernel each key block's
+/// query blocks: wholly masked tiles are skipped. Keys that no query sees get zero dk and dv.
+/// Errors (TraceError): everything flex_forward rejects (a block mask made for another mask, band, layout,
+/// shape or block sizes among them), a block mask without its status bytes (BlockMask), a gradient starting at
+/// the address of an input or of another gradient, and a paged cache, which the backward does not take.
 void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
                    DevicePtr dk, DevicePtr dv, const FlexShape &shape, const FlexOptions &opt);
 void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,

@@ -249,7 +249,8 @@ void check_block_mask(const BlockMask &bm, const FlexShape &s, const FlexOptions
                                  bm.seqlen_q, bm.seqlen_k, s.batch, s.heads_q, nqb, nkb, opt.block_m, opt.block_n,
                                  s.seqlen_q, s.seqlen_k));
   auto band_text = [](const std::optional<Band> &b) {
-    return b ? fmt::format("[{}, {}] {}", b->left, b->right, b->align == Align::BottomRight ? "bottom-right" : "top-left")
+    const char *align = b && b->align == Align::BottomRight ? "bottom-right" : "top-left";
+    return b ? fmt::format("[{}, {}] {}", b->left, b->right, align)
              : std::string("none");
   };
   const BandArgs made = band_args(bm.band), call = band_args(opt.mask.band);  // as the kernels see them

@@ -58,7 +58,8 @@ ParamTable backward_params(DType dt) {
                         "tlists_stride_h"})
     t.add(n, K::I32);
   for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
-  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "DQ_ATOMICS", "USE_BLOCK_MASK"}) t.add(n, K::ConstBool, DType::i1);
+  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "DQ_ATOMICS", "USE_BLOCK_MASK"})
+    t.add(n, K::ConstBool, DType::i1);
   return t;
 }
 
