@@ -49,7 +49,8 @@ TEST_CASE("flex_backward (interpreter): GQA/MQA, odd lengths, padded and unequal
     int hq, hkv, sq, sk, d, dv;
   };
   for (bool dq_atomics : {false, true})
-    for (Shape sh : {Shape{4, 1, 17, 17, 32, 0}, Shape{8, 2, 1, 29, 16, 0}, Shape{2, 2, 45, 19, 40, 24}}) {
+    for (Shape sh : {Shape{4, 1, 17, 17, 32, 0}, Shape{8, 2, 1, 29, 16, 0}, Shape{2, 2, 45, 19, 40, 24},
+                     Shape{2, 1, 17, 19, 192, 0}, Shape{2, 2, 9, 13, 256, 96}}) {
       INFO("heads " << sh.hq << "/" << sh.hkv << " seqlen " << sh.sq << "x" << sh.sk << " d " << sh.d << "/"
                     << sh.dv << (dq_atomics ? ", dQ by atomics" : ", dQ pass"));
       FlexCase c = small_case(sh.hq, sh.hkv, sh.sq, sh.sk, sh.d, sh.dv);

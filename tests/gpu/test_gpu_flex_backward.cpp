@@ -40,7 +40,7 @@ TEST_CASE("flex_backward on the GPU: GQA, odd lengths, varlen, head dims", "[gpu
     require_backward_matches(run_backward_case(Backend::GPU, c, o, {{}, band_visible({-1, 0, attention::Align::BottomRight})}),
                              c.dtype);
   }
-  for (int d : {32, 96, 128}) {
+  for (int d : {32, 96, 128, 192, 256}) {
     INFO("head dim " << d);
     FlexCase c = gpu_case(4, 4, 200, 77, d, DType::bf16, 64, 64);
     require_backward_matches(run_backward_case(Backend::GPU, c, attention::FlexOptions{}, {}), c.dtype);
