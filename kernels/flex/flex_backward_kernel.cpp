@@ -49,15 +49,12 @@ ParamTable backward_params(DType dt) {
   t.add("group", K::I32);
   t.add("seqlen_q", K::I32, DType::i32, false);
   t.add("seqlen_k", K::I32);
-  for (const char *n : {"stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb",
-                        "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os"})
-    t.add(n, K::I64, DType::i64);
-  for (const char *n : {"stride_lb", "stride_lh", "stride_ls"}) t.add(n, K::I64, DType::i64, false);
-  for (const char *n : {"band_left", "band_right", "band_bottom_right"}) t.add(n, K::I32);
+  if (add_stride_params(t) != bQb || add_band_params(t) != bBandLeft)
+    throw TraceError("internal: flex backward parameters");
   for (const char *n : {"num_q_blocks", "num_k_blocks", "lists_stride_b", "lists_stride_h", "tlists_stride_b",
                         "tlists_stride_h"})
     t.add(n, K::I32);
-  for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
+  if (add_tile_params(t) != bBlockM) throw TraceError("internal: flex backward parameters");
   for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "DQ_ATOMICS", "USE_BLOCK_MASK"})
     t.add(n, K::ConstBool, DType::i1);
   return t;

@@ -152,6 +152,30 @@ void check_buffer_backends(std::initializer_list<std::pair<const char *, const B
                                    runtime::auto_backend_note(opt.backend)));
 }
 
+int add_stride_params(ParamTable &t) {
+  using K = detail::ParamKind;
+  int first = -1;
+  for (const char *n : {"stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb",
+                        "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os"}) {
+    const int at = t.add(n, K::I64, DType::i64);
+    if (first < 0) first = at;
+  }
+  for (const char *n : {"stride_lb", "stride_lh", "stride_ls"}) t.add(n, K::I64, DType::i64, /*specialize=*/false);
+  return first;
+}
+
+int add_band_params(ParamTable &t) {
+  const int first = t.add("band_left", detail::ParamKind::I32);
+  for (const char *n : {"band_right", "band_bottom_right"}) t.add(n, detail::ParamKind::I32);
+  return first;
+}
+
+int add_tile_params(ParamTable &t) {
+  const int first = t.add("BLOCK_M", detail::ParamKind::ConstInt);
+  for (const char *n : {"BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, detail::ParamKind::ConstInt);
+  return first;
+}
+
 void layout_args(std::vector<detail::ArgValue> &a, const Plan &p, const FlexShape &s, const FlexOptions &opt,
                  LayoutArgsAt at) {
   const Strides *st[] = {&p.q, &p.k, &p.v, &p.o};

@@ -269,6 +269,11 @@ struct LayoutArgsAt {
 /// Fills those arguments from the plan and options.
 void layout_args(std::vector<detail::ArgValue> &a, const Plan &p, const FlexShape &s, const FlexOptions &opt,
                  LayoutArgsAt at);
+/// Declare those parameters in a kernel's table, in layout_args' order; each returns its first index (the
+/// LayoutArgsAt field). lse's strides change with the lengths and are not specialized.
+int add_stride_params(ParamTable &t);
+int add_band_params(ParamTable &t);
+int add_tile_params(ParamTable &t);
 /// The flex kernel's argument list for a launch (bm: the block mask it visits, or null).
 std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt, DevicePtr q,
                                           DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,

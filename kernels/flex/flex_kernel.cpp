@@ -54,16 +54,12 @@ ParamTable flex_params(DType dt) {
   t.add("group", K::I32);
   t.add("seqlen_q", K::I32, DType::i32, kNoSpec);
   t.add("seqlen_k", K::I32);
-  for (const char *n : {"stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb",
-                        "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os"})
-    t.add(n, K::I64, DType::i64);
-  for (const char *n : {"stride_lb", "stride_lh", "stride_ls"}) t.add(n, K::I64, DType::i64, kNoSpec);
-  for (const char *n : {"band_left", "band_right", "band_bottom_right"}) t.add(n, K::I32);
+  if (add_stride_params(t) != kQb || add_band_params(t) != kBandLeft) throw TraceError("internal: flex parameters");
   for (const char *n : {"num_q_blocks", "num_k_blocks"}) t.add(n, K::I32, DType::i32, kNoSpec);
   t.add("block_table_stride", K::I64, DType::i64);
   t.add("num_splits", K::I32, DType::i32, kNoSpec);
   for (const char *n : {"part_stride_o", "part_stride_l"}) t.add(n, K::I64, DType::i64, kNoSpec);
-  for (const char *n : {"BLOCK_M", "BLOCK_N", "DIM_QK", "DIM_V", "PAD_QK", "PAD_V"}) t.add(n, K::ConstInt);
+  if (add_tile_params(t) != kBlockM) throw TraceError("internal: flex parameters");
   for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE", "SOFTCAP_BOUND", "PAGED"})
     t.add(n, K::ConstBool, DType::i1);
   t.add("PAGE_SIZE", K::ConstInt);
