@@ -51,9 +51,11 @@ ParamTable backward_params(DType dt) {
   t.add("seqlen_k", K::I32);
   if (add_stride_params(t) != bQb || add_band_params(t) != bBandLeft)
     throw TraceError("internal: flex backward parameters");
+  // Block counts and list strides change with the lengths and gain nothing from divisibility (scalar offsets):
+  // not specialized, as the forward's.
   for (const char *n : {"num_q_blocks", "num_k_blocks", "lists_stride_b", "lists_stride_h", "tlists_stride_b",
                         "tlists_stride_h"})
-    t.add(n, K::I32);
+    t.add(n, K::I32, DType::i32, /*specialize=*/false);
   if (add_tile_params(t) != bBlockM) throw TraceError("internal: flex backward parameters");
   for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "DQ_ATOMICS", "USE_BLOCK_MASK"})
     t.add(n, K::ConstBool, DType::i1);
