@@ -1128,25 +1128,21 @@ def backward_row(ctx: Context, sh: dict, name: str, peers: dict) -> dict:
         lse = torch.empty(b, h, s, device=DEVICE, dtype=torch.float32)
         tj.flex(q, k, v, out, var, lse)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        tj_call = lambda: tj.flex_backward(q, k, v, out, lse, dout, dq, dk, dv, var)  # noqa: E731
-        row["first_call_s"] = first_call_s(tj_call)
 
-        def checked_tj():
-            for g in (dq, dk, dv):
-                g.fill_(float("nan"))
-            tj_call()
-            return dq, dk, dv
-        record("tilejit", tj_call, checked_tj)
+        def record_tj(impl, variant):
+            call = lambda: tj.flex_backward(q, k, v, out, lse, dout, dq, dk, dv, variant)  # noqa: E731
+
+            def checked():
+                for g in (dq, dk, dv):
+                    g.fill_(float("nan"))
+                call()
+                return dq, dk, dv
+            if impl == "tilejit":
+                row["first_call_s"] = first_call_s(call)
+            record(impl, call, checked)
+        record_tj("tilejit", var)
         # dq accumulated with atomics by the dK/dV kernel, on the same forward.
-        atomics = tj.variant(causal=int(causal), autotune=0, dq_atomics=1)
-        atomics_call = lambda: tj.flex_backward(q, k, v, out, lse, dout, dq, dk, dv, atomics)  # noqa: E731
-
-        def checked_atomics():
-            for g in (dq, dk, dv):
-                g.fill_(float("nan"))
-            atomics_call()
-            return dq, dk, dv
-        record("tilejit atomics", atomics_call, checked_atomics)
+        record_tj("tilejit atomics", tj.variant(causal=int(causal), autotune=0, dq_atomics=1))
     except Exception as ex:  # noqa: BLE001
         row["errors"]["tilejit"] = short_error(ex)
     for impl, peer in peers.items():

@@ -96,8 +96,10 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   const size_t acc_bytes =
       !opt.dq_atomics ? 0 : aligned(size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4);
   size_t t_lists = 0;
-  if (bm)
-    t_lists = size_t(list_dims(*bm, s).batches) * size_t(list_dims(*bm, s).heads) * size_t(p.nkb);
+  if (bm) {
+    const ListDims dims = list_dims(*bm, s);
+    t_lists = size_t(dims.batches) * size_t(dims.heads) * size_t(p.nkb);
+  }
   const size_t t_blocks_bytes = aligned(t_lists * size_t(p.nqb) * 4), t_counts_bytes = aligned(t_lists * 4);
   // Stream-ordered: neither its allocation nor its free waits for the device.
   runtime::StreamScratch scratch(delta_bytes + acc_bytes + t_blocks_bytes + t_counts_bytes, backend, opt.stream);
