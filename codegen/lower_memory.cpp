@@ -97,7 +97,8 @@ void red_add_f32(Lowering &L, llvm::Value *p, const std::vector<llvm::Value *> &
   const int n = int(xs.size());
   std::string vals;
   for (int i = 0; i < n; ++i) vals += fmt::format("{}${}", i ? ", " : "", i + 2);
-  std::string text = fmt::format("{{ .reg .pred p; setp.ne.b32 p, $1, 0; @p red.global.add.v{}.f32 [$0], {{{}}}; }}", n, vals);
+  std::string text =
+      fmt::format("{{ .reg .pred p; setp.ne.b32 p, $1, 0; @p red.global.add.v{}.f32 [$0], {{{}}}; }}", n, vals);
   std::string cons = "l,r";
   for (int i = 0; i < n; ++i) cons += ",f";
   cons += ",~{memory}";
@@ -298,7 +299,8 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
   // An f32 sum whose old values nobody reads is added v consecutive elements at a time on sm_90
   // (red.global.add.v2/.v4.f32; PTX ISA 9.7.13.6, vector f32 reductions need sm_90): half or a quarter of
   // the instructions.
-  int64_t v = !used && et.dtype == DType::f32 && sm_version(L.opts.arch) >= 90 ? vector_width(L, l, ptr, mask, esize) : 1;
+  const bool vector_red = !used && et.dtype == DType::f32 && sm_version(L.opts.arch) >= 90;
+  const int64_t v = vector_red ? vector_width(L, l, ptr, mask, esize) : 1;
   int last = l.rank() - 1;
   for (int64_t r = 0; r < l.num_regs(); ++r) {
     if (l.reg_is_duplicate(r)) {

@@ -8,11 +8,11 @@
 #include <fmt/format.h>
 
 #include "tilejit/attention.h"
-#include "tilejit/device.h"
 #include "tilejit/error.h"
 #include "tilejit/flex_attention.h"
 #include "tilejit/numerics.h"
 #include "tilejit/launch.h"
+#include "tools/backend_flag.h"
 #include "tools/flex_flags.h"
 #include "tools/call_timing.h"
 #include "tools/random_inputs.h"
@@ -21,9 +21,7 @@ namespace tilejit::tools {
 
 int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   using namespace attention;
-  const Backend be = a.backend == "gpu" ? Backend::GPU
-                     : a.backend == "interp" ? Backend::Interpreter
-                                             : (gpu_available() ? Backend::GPU : Backend::Interpreter);
+  const Backend be = parse_backend(a.backend);
   FlexSetup x = flex_setup(f, a, be);
   const FlexShape &s = x.s;
   FlexOptions &opt = x.opt;

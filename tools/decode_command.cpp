@@ -16,6 +16,7 @@
 #include "tilejit/numerics.h"
 #include "tilejit/paged_attention.h"
 #include "tilejit/timer.h"
+#include "tools/backend_flag.h"
 #include "tools/flex_flags.h"
 #include "tools/paged_check.h"
 
@@ -32,13 +33,6 @@ struct DecodeArgs {
 };
 DecodeArgs g_args;
 CLI::App *g_cmd = nullptr;
-
-Backend parse_backend(const std::string &s) {
-  if (s == "gpu") return Backend::GPU;
-  if (s == "interp") return Backend::Interpreter;
-  return resolve_backend(Backend::Auto) == Backend::Interpreter || !gpu_available() ? Backend::Interpreter
-                                                                                     : Backend::GPU;
-}
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }

@@ -1,6 +1,7 @@
 // `tilejit attention` with flex variants: builds the FlexOptions from the flags, runs and times
 // flex_forward, and checks sampled rows against a float64 reference with the same mods.
 #include "tools/flex_flags.h"
+#include "tools/backend_flag.h"
 #include "tools/call_timing.h"
 #include "tools/random_inputs.h"
 
@@ -179,9 +180,7 @@ std::string flex_code(const FlexFlags &f, const FlexRunArgs &a, bool ptx) {
 
 int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
   using namespace attention;
-  Backend be = a.backend == "gpu" ? Backend::GPU
-               : a.backend == "interp" ? Backend::Interpreter
-                                       : (gpu_available() ? Backend::GPU : Backend::Interpreter);
+  Backend be = parse_backend(a.backend);
   FlexSetup x = flex_setup(f, a, be);
   FlexShape &s = x.s;
   FlexOptions &opt = x.opt;

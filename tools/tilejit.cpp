@@ -14,6 +14,7 @@
 #include "tilejit/error.h"
 #include "tilejit/kernels.h"
 #include "tilejit/numerics.h"
+#include "tools/backend_flag.h"
 #include "tools/attention_check.h"
 #include "tools/call_timing.h"
 #include "tools/random_inputs.h"
@@ -38,15 +39,7 @@ struct AttentionArgs {
 // others to the flex kernel, which pads them.
 bool plain_head_dim(int d) { return d >= 16 && std::has_single_bit(unsigned(d)); }
 
-Backend parse_backend(const std::string &s) {
-  if (s == "gpu") return Backend::GPU;
-  if (s == "interp") return Backend::Interpreter;
-  // auto: TILEJIT_INTERPRET=1 picks the interpreter without probing for a driver (as Backend::Auto does).
-  if (s == "auto")
-    return resolve_backend(Backend::Auto) == Backend::Interpreter || !gpu_available() ? Backend::Interpreter
-                                                                                       : Backend::GPU;
-  throw Error("unknown backend '" + s + "' (gpu, interp or auto)");
-}
+using tools::parse_backend;
 
 int run_attention(const AttentionArgs &a) {
   attention::Shape shape{a.batch, a.heads, a.seqlen_q, a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, a.head_dim};
