@@ -54,6 +54,14 @@ int sim_nvvm_shfl_sync_bfly_i32(int m, int v, int b, int c) { (void)m; (void)c; 
 float sim_nvvm_shfl_sync_bfly_f32(int m, float v, int b, int c) { (void)m; (void)c; return as_float(shuffle(as_bits(v), b, 1)); }
 int sim_nvvm_shfl_sync_idx_i32(int m, int v, int b, int c) { (void)m; (void)c; return (int)shuffle((uint32_t)v, b, 0); }
 float sim_nvvm_shfl_sync_idx_f32(int m, float v, int b, int c) { (void)m; (void)c; return as_float(shuffle(as_bits(v), b, 0)); }
+// The x86 backend converts f32 to bf16 with this compiler-runtime call, which libgcc has only from GCC 13 on:
+// defined here so that lli finds it whatever the host's libgcc (this module's definition comes first). Round
+// to nearest even, NaNs kept quiet; the result goes back in xmm0's low 16 bits, as a bf16 return value does.
+float __truncsfbf2(float x) {
+  uint32_t u = as_bits(x);
+  uint32_t h = (x != x) ? ((u >> 16) | 0x40u) : ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return as_float(h);
+}
 float sim_nvvm_ex2_approx_ftz_f(float x) { return exp2f(x); }
 float sim_nvvm_ex2_approx_f(float x) { return exp2f(x); }
 float sim_nvvm_lg2_approx_ftz_f(float x) { return log2f(x); }
