@@ -79,7 +79,7 @@ class FlexVariant(ctypes.Structure):
                 ("window_right", ctypes.c_int), ("alibi", ctypes.c_int), ("softcap", ctypes.c_float),
                 ("doc_ids", ctypes.c_void_p), ("reuse_block_mask", ctypes.c_int), ("block_m", ctypes.c_int),
                 ("block_n", ctypes.c_int), ("num_warps", ctypes.c_int), ("num_stages", ctypes.c_int),
-                ("autotune", ctypes.c_int), ("dq_atomics", ctypes.c_int)]
+                ("autotune", ctypes.c_int), ("atomics", ctypes.c_int)]
 
 
 class PagedKV(ctypes.Structure):
@@ -986,7 +986,7 @@ def run_backward(ctx: Context):
         "dout from torch.randn.",
         "- Timed: the backward alone. tilejit: tilejit_flex_attention_backward on its own forward's out and lse "
         "(library's default block sizes, no tuning), dq in its own pass (bitwise reproducible); 'tilejit "
-        "atomics': dq accumulated with f32 atomics by the dK/dV kernel (FlexOptions::dq_atomics); peers: "
+        "atomics': dq accumulated with f32 atomics by the dK/dV kernel (FlexOptions::atomics); peers: "
         "torch.autograd.grad of their forward's output (retain_graph), the forward run once outside the timing.",
         "- The fp32 reference (autograd of softmax(q·kᵀ/sqrt(d))·v in fp32) covers the first 8 (batch, head) "
         "pairs for seqlen ≤ 2048, the first 2 above; every implementation's dq, dk, dv are checked against it.",
@@ -1142,7 +1142,7 @@ def backward_row(ctx: Context, sh: dict, name: str, peers: dict) -> dict:
             record(impl, call, checked)
         record_tj("tilejit", var)
         # dq accumulated with atomics by the dK/dV kernel, on the same forward.
-        record_tj("tilejit atomics", tj.variant(causal=int(causal), autotune=0, dq_atomics=1))
+        record_tj("tilejit atomics", tj.variant(causal=int(causal), autotune=0, atomics=1))
     except Exception as ex:  # noqa: BLE001
         row["errors"]["tilejit"] = short_error(ex)
     for impl, peer in peers.items():

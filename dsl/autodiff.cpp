@@ -29,7 +29,7 @@ class ReverseSweep {
   ReverseSweep(TraceContext &ctx, ir::Value *wrt, CaptureGrads captures, const SrcLoc &loc)
       : ctx_(ctx), wrt_(wrt), captures_(captures), loc_(loc) {}
 
-  /// Whether v depends on wrt or (CaptureGrads::Scatter) on a load from a learnable capture, through any ops:
+  /// Whether v depends on wrt or (unless CaptureGrads::Ignore) on a load from a learnable capture, through any ops:
   /// the values whose adjoints the sweep computes (memoized). An op with regions depends on what any op inside
   /// uses; a region's arguments (loop-carried values) on their op's operands.
   bool depends(const ir::Value *v) {
@@ -71,8 +71,16 @@ class ReverseSweep {
     return nullptr;
   }
   bool learnable_load(const ir::Op &op) const {
-    return captures_ == CaptureGrads::Scatter && op.kind == ir::OpKind::Load && is_float(op.result()->type.dtype()) &&
+    return captures_ != CaptureGrads::Ignore && op.kind == ir::OpKind::Load && is_float(op.result()->type.dtype()) &&
            learnable(op.operand(0)) != nullptr;
+  }
+  /// g (f32) in units of 2^-kCaptureGradFractionBits as i64, rounded half away from zero and saturated at
+  /// ±2^62 (float-to-integer conversion is undefined out of range).
+  Tile to_fixed_point(const Tile &g) const {
+    const float limit = 0x1p62f;
+    Tile t = g * std::ldexp(1.f, kCaptureGradFractionBits);
+    t = t + where(t >= 0.f, 0.5f, -0.5f, loc_);
+    return minimum(maximum(t, -limit, loc_), limit, loc_).to(DType::i64, loc_);
   }
   /// ptr's address expression with the capture's parameter replaced by its gradient buffer's.
   Tile rebase(const ir::Value *ptr, ir::Value *grad) {
@@ -227,9 +235,14 @@ class ReverseSweep {
         // The loaded value is a constant of the differentiation, except a learnable capture's element: its
         // gradient is added in.
         if (!learnable_load(op)) return;
-        ir::Value *grad = ctx_.capture_param(learnable(x(0))->grad);
         Tile mask = op.num_operands() > 1 ? TileAccess::from_value(x(1)) : Tile();
-        atomic_add(rebase(x(0), grad), g, mask, loc_);
+        const auto &capture = learnable(x(0));
+        if (captures_ == CaptureGrads::Scatter) {
+          atomic_add(rebase(x(0), ctx_.capture_param(capture->grad)), g, mask, loc_);
+          return;
+        }
+        // Integer additions commute and associate: the sums come out the same whatever the order.
+        atomic_add(rebase(x(0), ctx_.capture_param(capture->grad_fixed_point)), to_fixed_point(g), mask, loc_);
         return;
       }
       case K::Rem: reject(op, "fmod has no derivative here");

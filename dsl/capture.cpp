@@ -106,6 +106,7 @@ Captured capture(DevicePtr p, DType elem, DevicePtr grad) {
     throw Error(fmt::format("capture: a capture with a gradient buffer holds f32 elements, got {}", dtype_name(elem)));
   Captured c = capture(p, elem);
   c.shared_state()->grad = make(CaptureState::Kind::Ptr, DType::f32);
+  c.shared_state()->grad_fixed_point = make(CaptureState::Kind::Ptr, DType::i64);
   c.set_grad(grad);
   return c;
 }

@@ -131,7 +131,7 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   if (vs.num_warps) opt.num_warps = vs.num_warps;
   if (vs.num_stages) opt.num_stages = vs.num_stages;
   opt.softmax_scale = softmax_scale < 0 ? 0.f : softmax_scale;  // <= 0: the default; NaN/inf are rejected
-  opt.dq_atomics = vs.dq_atomics != 0;
+  opt.atomics = vs.atomics != 0;
   BuiltinSettings settings = c_api_detail::builtin_settings(vs);
   if (settings.documents && seqlen_q != seqlen_k)
     throw TraceError(fmt::format("doc_ids (document masking) needs seqlen_q == seqlen_k (got {} and {})", seqlen_q,

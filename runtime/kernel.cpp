@@ -372,6 +372,13 @@ const ir::Function &KernelBase::function(std::span<const ArgValue> args) {
   return impl_->get(b);
 }
 
+std::vector<std::shared_ptr<detail::CaptureState>> KernelBase::captures(std::span<const ArgValue> args) {
+  const ir::Function &fn = function(args);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->captures.find(&fn);
+  return it == impl_->captures.end() ? std::vector<std::shared_ptr<detail::CaptureState>>{} : it->second;
+}
+
 std::string KernelBase::ir(std::span<const ArgValue> args) { return ir::print(function(args)); }
 
 KernelPtx KernelBase::ptx(const LaunchConfig &cfg, std::span<const ArgValue> args) {

@@ -1,9 +1,12 @@
 // StreamScratch (runtime/stream_scratch.h): CUDA's stream-ordered allocator, or host memory.
 #include "runtime/stream_scratch.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "runtime/driver.h"
+#include "tilejit/error.h"
 #include "tilejit/launch.h"
 
 namespace tilejit::runtime {
@@ -20,6 +23,19 @@ StreamScratch::StreamScratch(size_t bytes, Backend where, Stream *stream) : byte
   check(driver().cuMemAllocAsync(&p, bytes, static_cast<cu::CUstream>(stream_)), "cuMemAllocAsync", {},
         fmt::format("allocating {} bytes of scratch", bytes));
   addr_ = p;
+}
+
+void StreamScratch::zero(uint64_t address, size_t bytes) {
+  if (bytes == 0) return;
+  if (address < addr_ || address + bytes > addr_ + bytes_)
+    throw Error(fmt::format("internal: zeroing [{:#x}, +{}) outside the scratch [{:#x}, +{})", address, bytes, addr_,
+                            bytes_));
+  if (host_.bytes()) {
+    std::memset(reinterpret_cast<void *>(address), 0, bytes);
+    return;
+  }
+  check(driver().cuMemsetD8Async(address, 0, bytes, static_cast<cu::CUstream>(stream_)), "cuMemsetD8Async", {},
+        fmt::format("zeroing {} bytes of scratch", bytes));
 }
 
 StreamScratch::~StreamScratch() {

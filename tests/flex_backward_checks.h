@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "flex_backward_reference.h"
+#include "tilejit/autodiff.h"
 #include "tilejit/capture.h"
 #include "tilejit/flex_variants.h"
 #include "tilejit/ops.h"
@@ -91,45 +92,63 @@ inline void check_backward_variants(Backend be, const FlexCase &c) {
     for (size_t i = 0; i < table_host.size(); ++i) table_host[i] = 0.02f * float(int(i % 11) - 5);
     Buffer table(table_host.size() * 4, be), table_grad(table_host.size() * 4, be);
     table.upload(table_host);
-    table_grad.upload(std::vector<float>(table_host.size(), 0.f));
     Captured tab = capture(table, DType::f32, table_grad);
-    FlexOptions o;
-    o.score_mod = [tab](Tile s, Tile, Tile h, Tile q, Tile kv) { return s + load(tab() + h * 64 + ((q - kv) & 63)); };
-    // A capture's gradient is a sum of dZ terms that largely cancel (Σ_j dZ_ij = 0 in every row), so each
-    // entry's error is bounded relative to the sum of its terms' magnitudes (tolerance(dt) of it), not to
-    // the small sum itself.
-    auto check_sums = [&](const char *what, const std::vector<float> &got, const std::vector<double> &want,
-                          const std::vector<double> &magnitude) {
-      for (size_t e = 0; e < got.size(); ++e) {
-        INFO(what << " entry " << e << ": got " << got[e] << ", float64 " << want[e] << ", Σ|terms| "
-                  << magnitude[e]);
-        CHECK(std::fabs(got[e] - want[e]) <= backward_tolerance(c.dtype) * magnitude[e] + 1e-30);
-      }
-    };
-    std::vector<double> want(table_host.size(), 0.0), mag(table_host.size(), 0.0);
-    RefMods ref{[&](double x, int, int h, int q, int kv) { return x + table_host[size_t(h * 64 + ((q - kv) & 63))]; }, {}};
-    auto r = run_backward_case(be, c, o, ref, [&](int, int h, int i, int j, double dz) {
-      want[size_t(h * 64 + ((i - j) & 63))] += dz;
-      mag[size_t(h * 64 + ((i - j) & 63))] += std::fabs(dz);
-    });
-    require_backward_matches(r, c.dtype);
-    check_sums("bias table gradient", table_grad.download_as<float>(table_host.size()), want, mag);
-
     auto slopes_host = attention::alibi_slopes(H);
     Buffer slopes(slopes_host.size() * 4, be), slopes_grad(slopes_host.size() * 4, be);
     slopes.upload(slopes_host);
-    slopes_grad.upload(std::vector<float>(slopes_host.size(), 0.f));
-    o.score_mod = attention::alibi(capture(slopes, DType::f32, slopes_grad));
-    o.mask = attention::causal(Align::BottomRight);
-    std::vector<double> want_slopes(slopes_host.size(), 0.0), mag_slopes(slopes_host.size(), 0.0);
-    RefMods alibi_ref{[&](double x, int, int h, int q, int kv) { return x - double(slopes_host[size_t(h)]) * std::abs(q - kv); },
-                      band_visible({-1, 0, Align::BottomRight})};
-    auto ra = run_backward_case(be, c, o, alibi_ref, [&](int, int h, int i, int j, double dz) {
-      want_slopes[size_t(h)] -= std::abs(i - j) * dz;
-      mag_slopes[size_t(h)] += std::abs(i - j) * std::fabs(dz);
-    });
-    require_backward_matches(ra, c.dtype);
-    check_sums("ALiBi slopes gradient", slopes_grad.download_as<float>(slopes_host.size()), want_slopes, mag_slopes);
+    // A capture's gradient is a sum of dZ terms that largely cancel (Σ_j dZ_ij = 0 in every row), so each
+    // entry's error is bounded relative to the sum of its terms' magnitudes (tolerance(dt) of it), not to
+    // the small sum itself; summed in fixed point, each term may also be rounded by 2^-33 (half the unit).
+    struct Sums {
+      std::vector<double> want, magnitude, terms;
+      explicit Sums(size_t n) : want(n), magnitude(n), terms(n) {}
+      void add(size_t e, double term) {
+        want[e] += term;
+        magnitude[e] += std::fabs(term);
+        terms[e] += 1;
+      }
+    };
+    auto check_sums = [&](const char *what, const std::vector<float> &got, const Sums &ref, bool atomics) {
+      const double rounding = atomics ? 0.0 : std::ldexp(1.0, -kCaptureGradFractionBits - 1);
+      for (size_t e = 0; e < got.size(); ++e) {
+        INFO(what << (atomics ? " (f32 atomics)" : " (fixed point)") << " entry " << e << ": got " << got[e]
+                  << ", float64 " << ref.want[e] << ", Σ|terms| " << ref.magnitude[e] << " over " << ref.terms[e]
+                  << " terms");
+        CHECK(std::fabs(got[e] - ref.want[e]) <=
+              backward_tolerance(c.dtype) * ref.magnitude[e] + rounding * ref.terms[e] + 1e-30);
+      }
+    };
+    for (bool atomics : {false, true}) {
+      FlexOptions o;
+      o.atomics = atomics;
+      o.score_mod = [tab](Tile s, Tile, Tile h, Tile q, Tile kv) { return s + load(tab() + h * 64 + ((q - kv) & 63)); };
+      // The gradient buffers start nonzero: the backward adds into them.
+      std::vector<float> grad_start(table_host.size());
+      for (size_t i = 0; i < grad_start.size(); ++i) grad_start[i] = 0.25f * float(int(i % 5) - 2);
+      table_grad.upload(grad_start);
+      Sums table_sums(table_host.size());
+      for (size_t e = 0; e < grad_start.size(); ++e) table_sums.want[e] = grad_start[e];
+      RefMods ref{[&](double x, int, int h, int q, int kv) { return x + table_host[size_t(h * 64 + ((q - kv) & 63))]; },
+                  {}};
+      auto r = run_backward_case(be, c, o, ref, [&](int, int h, int i, int j, double dz) {
+        table_sums.add(size_t(h * 64 + ((i - j) & 63)), dz);
+      });
+      require_backward_matches(r, c.dtype);
+      check_sums("bias table gradient", table_grad.download_as<float>(table_host.size()), table_sums, atomics);
+
+      slopes_grad.upload(std::vector<float>(slopes_host.size(), 0.f));
+      o.score_mod = attention::alibi(capture(slopes, DType::f32, slopes_grad));
+      o.mask = attention::causal(Align::BottomRight);
+      Sums slope_sums(slopes_host.size());
+      RefMods alibi_ref{
+          [&](double x, int, int h, int q, int kv) { return x - double(slopes_host[size_t(h)]) * std::abs(q - kv); },
+          band_visible({-1, 0, Align::BottomRight})};
+      auto ra = run_backward_case(be, c, o, alibi_ref, [&](int, int h, int i, int j, double dz) {
+        slope_sums.add(size_t(h), -std::abs(i - j) * dz);
+      });
+      require_backward_matches(ra, c.dtype);
+      check_sums("ALiBi slopes gradient", slopes_grad.download_as<float>(slopes_host.size()), slope_sums, atomics);
+    }
   }
   {
     INFO("a mask function with rows that see no key");
@@ -148,11 +167,19 @@ inline void check_backward_variants(Backend be, const FlexCase &c) {
   }
 }
 
-/// Runs the backward in its default mode (dQ in its own pass) `runs` times on one set of inputs (causal, a user
-/// soft-cap) and requires dq, dk and dv to be bitwise identical every time.
+/// Runs the backward in its default mode (dQ in its own pass, capture gradients in fixed point) `runs` times
+/// on one set of inputs (causal, a user soft-cap plus a learnable per-head relative-position bias table) and
+/// requires dq, dk, dv and the table's gradient to be bitwise identical every time.
 inline void check_backward_deterministic(Backend be, const FlexCase &c, int runs) {
+  const int H = c.shape.heads_q;
+  std::vector<float> table_host = random_values(size_t(H) * 64, DType::f32);
+  Buffer table(table_host.size() * 4, be), table_grad(table_host.size() * 4, be);
+  table.upload(table_host);
+  Captured tab = capture(table, DType::f32, table_grad);
   attention::FlexOptions o;
-  o.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return 3.f * tanh(s / 3.f); };
+  o.score_mod = [tab](Tile s, Tile, Tile h, Tile q, Tile kv) {
+    return 3.f * tanh(s / 3.f) + load(tab() + h * 64 + ((q - kv) & 63));
+  };
   o.mask = attention::causal(attention::Align::BottomRight);
   o.backend = be;
   o.dtype = c.dtype;
@@ -171,8 +198,11 @@ inline void check_backward_deterministic(Backend be, const FlexCase &c, int runs
   for (int run = 0; run < runs; ++run) {
     Buffer dq(nq * 2, be), dk(nk * 2, be), dv(nv * 2, be);
     for (Buffer *b : {&dq, &dk, &dv}) b->fill_bytes(uint8_t(0x11 * (run % 7 + 1)));  // a different poison each run
+    table_grad.upload(std::vector<float>(table_host.size(), 0.f));
     attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, o);
     std::vector<float> all = download_as_float(dq, nq, c.dtype);
+    auto grads = table_grad.download_as<float>(table_host.size());
+    all.insert(all.end(), grads.begin(), grads.end());
     for (auto [b, n] : {std::pair{&dk, nk}, std::pair{&dv, nv}}) {
       auto part = download_as_float(*b, n, c.dtype);
       all.insert(all.end(), part.begin(), part.end());

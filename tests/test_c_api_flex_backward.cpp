@@ -41,7 +41,7 @@ TEST_CASE("C ABI: tilejit_flex_attention_backward matches float64 gradients (int
   var.alibi = 1;
   var.softcap = 5.f;
   var.block_m = var.block_n = 16;
-  var.dq_atomics = 1;
+  var.atomics = 1;
   const int64_t qs[4] = {int64_t(Hq) * Sq * D, int64_t(Sq) * D, D, 1}, ks[4] = {int64_t(Hkv) * Sk * D, int64_t(Sk) * D, D, 1};
   REQUIRE(tilejit_flex_attention_forward(hq.data(), hk.data(), hv.data(), out.data(), lse.data(), 0, B, Hq, Hkv, Sq, Sk,
                                          D, qs, ks, ks, qs, 0.f, &var, nullptr) == TILEJIT_OK);
@@ -52,7 +52,7 @@ TEST_CASE("C ABI: tilejit_flex_attention_backward matches float64 gradients (int
                                           nullptr) == TILEJIT_OK);
   const std::vector<uint16_t> atomics_dq = dq;
   std::fill(dq.begin(), dq.end(), uint16_t(0xffff));
-  var.dq_atomics = 0;
+  var.atomics = 0;
   REQUIRE(tilejit_flex_attention_backward(hq.data(), hk.data(), hv.data(), out.data(), lse.data(), hdo.data(), dq.data(),
                                           dk.data(), dv.data(), 0, B, Hq, Hkv, Sq, Sk, D, qs, ks, ks, qs, 0.f, &var,
                                           nullptr) == TILEJIT_OK);

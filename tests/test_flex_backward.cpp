@@ -48,15 +48,15 @@ TEST_CASE("flex_backward (interpreter): GQA/MQA, odd lengths, padded and unequal
   struct Shape {
     int hq, hkv, sq, sk, d, dv;
   };
-  for (bool dq_atomics : {false, true})
+  for (bool atomics : {false, true})
     for (Shape sh : {Shape{4, 1, 17, 17, 32, 0}, Shape{8, 2, 1, 29, 16, 0}, Shape{2, 2, 45, 19, 40, 24},
                      Shape{2, 1, 17, 19, 192, 0}, Shape{2, 2, 9, 13, 256, 96}}) {
       INFO("heads " << sh.hq << "/" << sh.hkv << " seqlen " << sh.sq << "x" << sh.sk << " d " << sh.d << "/"
-                    << sh.dv << (dq_atomics ? ", dQ by atomics" : ", dQ pass"));
+                    << sh.dv << (atomics ? ", dQ by atomics" : ", dQ pass"));
       FlexCase c = small_case(sh.hq, sh.hkv, sh.sq, sh.sk, sh.d, sh.dv);
       FlexOptions o;
       o.mask = attention::causal(Align::BottomRight);
-      o.dq_atomics = dq_atomics;
+      o.atomics = atomics;
       require_backward_matches(run_backward_case(be, c, o, {{}, band_visible({-1, 0, Align::BottomRight})}), c.dtype);
     }
   // Varlen: packed sequences of unequal lengths (one empty), causal bottom-right, GQA and a soft-cap lambda.
@@ -88,11 +88,11 @@ TEST_CASE("flex_backward (interpreter): mask functions walk a block mask and its
     auto st = attention::flex::block_mask_stats();
     return st.builds + st.cache_hits;
   };
-  for (bool dq_atomics : {false, true}) {
-    INFO((dq_atomics ? "dQ by atomics" : "dQ pass"));
+  for (bool atomics : {false, true}) {
+    INFO((atomics ? "dQ by atomics" : "dQ pass"));
     FlexOptions o;
     o.mask = mask;
-    o.dq_atomics = dq_atomics;
+    o.atomics = atomics;
     {
       INFO("the block mask built (or reused) by the call: forward and backward each take one");
       const uint64_t before = uses();
@@ -221,6 +221,16 @@ TEST_CASE("flex_backward: two runs give bitwise the same gradients; unsupported 
   no_total_k.total_q = 40;
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, no_total_k, varlen),
                     Contains("varlen needs FlexShape::total_q and total_k (the last cu_seqlens entries); got 40 and 0"));
+  // A learnable capture whose gradient buffer's size is unknown: its fixed-point sums need scratch of that size.
+  std::vector<float> table_host(64, 0.5f);
+  Buffer table(64 * 4, be), table_grad(64 * 4, be);
+  table.upload(table_host);
+  FlexOptions learnable = o;
+  Captured tab = capture(DevicePtr{table.address(), table.bytes()}, DType::f32, DevicePtr{table_grad.address(), 0});
+  learnable.score_mod = [tab](Tile sc, Tile, Tile, Tile q, Tile kv) { return sc + load(tab() + ((q - kv) & 63)); };
+  CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, learnable),
+                    Contains("attention::flex_backward: a learnable capture's gradient buffer at 0x") &&
+                        Contains("was given as a DevicePtr without its size"));
   attention::FlexShape bad = s;
   bad.heads_kv = 3;
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, bad, o),
@@ -255,17 +265,17 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
   s.head_dim_qk = 64;
   FlexOptions o;
   o.mask = attention::causal(Align::BottomRight);
-  // A soft-cap and a learnable bias table: the dK/dV kernel then scatters the table's gradient (atomics).
+  // A soft-cap and a learnable bias table: the dK/dV kernel then scatters the table's gradient.
   Captured table = capture(DevicePtr{256, 0}, DType::f32, DevicePtr{1024, 0});
   o.score_mod = [table](Tile sc, Tile, Tile, Tile q, Tile kv) {
     return 20.f * tanh(sc / 20.f) + load(table() + ((q - kv) & 63));
   };
   attention::Mask causal_band = o.mask, causal_fn;
   causal_fn.fn = [](Tile, Tile, Tile q, Tile kv) { return kv <= q; };
-  for (bool dq_atomics : {false, true})
+  for (bool atomics : {false, true})
   for (std::string arch : {"sm_80", "sm_90a"}) {
     o.arch = arch;
-    o.dq_atomics = dq_atomics;
+    o.atomics = atomics;
     // The band's closed-form walks (sm_80), and a mask function's block-mask walks (sm_90a, both dQ modes).
     o.mask = arch == "sm_90a" ? causal_fn : causal_band;
     const std::string ptx = attention::flex_backward_ptx(s, o);
@@ -279,20 +289,22 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
     REQUIRE(modules.size() == 3);
     const char *names[] = {"flex_attention_bwd_delta", "flex_attention_bwd_dkdv", "flex_attention_bwd_dq"};
     for (size_t i = 0; i < 3; ++i) {
-      INFO(arch << " " << names[i] << (dq_atomics ? " dQ by atomics" : " dQ pass"));
+      INFO(arch << " " << names[i] << (atomics ? " dQ by atomics" : " dQ pass"));
       REQUIRE(contains(modules[i], std::string(".entry ") + names[i]));
       // The products run on tensor cores (mma.sync, or wgmma where a dot's shape fits it): dK/dV's, and dQ's
-      // in its own pass (with dq_atomics the dQ kernel only converts the accumulator).
+      // in its own pass (with atomics the dQ kernel only converts the accumulator).
       const bool tensor_cores = contains(modules[i], "mma.sync.aligned.m16n8k16") || contains(modules[i], "wgmma.mma_async");
-      REQUIRE(tensor_cores == (i == 1 || (i == 2 && !dq_atomics)));
-      // The table's gradient, and with dq_atomics dQ, are added in the dK/dV kernel only.
-      REQUIRE(contains(modules[i], "atom.global.add.f32") == (i == 1));
+      REQUIRE(tensor_cores == (i == 1 || (i == 2 && !atomics)));
+      // The table's gradient is added in the dK/dV kernel only: in 64-bit fixed point, or with atomics in f32
+      // (as dQ then).
+      REQUIRE(contains(modules[i], "atom.global.add.f32") == (i == 1 && atomics));
+      REQUIRE(contains(modules[i], "atom.global.add.u64") == (i == 1 && !atomics));
       if (i == 1) {
         // dV += Pᵀ·dO and dK += dSᵀ·Q read the transposed tile from shared memory as it was stored: on sm_90a by
         // a wgmma with transpose-a 1 (on sm_80 by ldmatrix.trans, which B operands use too).
         if (arch == "sm_90a") CHECK(contains(modules[i], "p, 1, 1, 1, 1;"));
         // sm_90a adds dQ's f32 pairs with one vector reduction each.
-        CHECK(contains(modules[i], "red.global.add.v2.f32") == (arch == "sm_90a" && dq_atomics));
+        CHECK(contains(modules[i], "red.global.add.v2.f32") == (arch == "sm_90a" && atomics));
       }
       auto [rc, log] = ptxas_v(modules[i], arch, names[i]);
       INFO("ptxas says:\n" << log);

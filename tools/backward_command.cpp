@@ -1,5 +1,6 @@
 // `tilejit attention ... --backward`: flex_forward then flex_backward on random inputs, timed, and with --check
-// dq, dk, dv of up to two KV heads (with their GQA groups' query heads) against float64.
+// dq, dk, dv of up to two KV heads (with their GQA groups' query heads) against float64, and with
+// --learn-slopes the ALiBi slopes' gradient of a query head per KV head checked.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tilejit/attention.h"
+#include "tilejit/autodiff.h"
 #include "tilejit/error.h"
 #include "tilejit/flex_attention.h"
 #include "tilejit/numerics.h"
@@ -25,7 +27,7 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   FlexSetup x = flex_setup(f, a, be);
   const FlexShape &s = x.s;
   FlexOptions &opt = x.opt;
-  opt.dq_atomics = a.dq_atomics;
+  opt.atomics = a.atomics;
   const DType dt = x.dt;
   const bool varlen = !x.lens.empty();
   const int Hq = s.heads_q, Hkv = x.Hkv, D = a.head_dim, group = Hq / Hkv;
@@ -76,7 +78,7 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
                                            f.bottom_right ? " bottom-right" : "",
                                            f.band_as_mask ? " as a mask function" : "")
                              : "none",
-             f.alibi, f.softcap, varlen ? f.varlen : "no", a.dq_atomics ? "atomics" : "own pass");
+             f.alibi, f.softcap, varlen ? f.varlen : "no", a.atomics ? "atomics" : "own pass");
   if (be == Backend::GPU)
     fmt::print("  first backward (trace+compile+run): {:.2f} ms; time: {:.3f} ms (median of {} launches), {:.1f} "
                "TFLOP/s\n", first_ms, ms, std::max(1, a.iters), flops / (ms * 1e-3) / 1e12);
@@ -112,8 +114,12 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
         if (mags) mag2[t] += (*mags)[size_t(i) * D + d] * (*mags)[size_t(i) * D + d];
       }
   };
+  std::vector<int> checked_heads;  // a query head of each group: their slopes' gradients are checked
   for (int g = 0; g < groups; ++g) {
     const int b = int(rng() % uint64_t(s.batch)), kh = int(rng() % uint64_t(Hkv));
+    const int slope_head = kh * group + int(rng() % uint64_t(group));
+    if (std::find(checked_heads.begin(), checked_heads.end(), slope_head) == checked_heads.end())
+      checked_heads.push_back(slope_head);
     const int sq = seq_len(b, false), sk = seq_len(b, true);
     std::vector<double> rdk(size_t(sk) * D, 0.0), rdv(size_t(sk) * D, 0.0), mdk(rdk.size(), 0.0);
     for (int h = kh * group; h < (kh + 1) * group; ++h) {
@@ -142,7 +148,40 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   fmt::print("  check ({} KV heads with their query heads vs float64, seed {}): errors {} (relative Frobenius, "
              "or against the terms' magnitudes where they cancel; bound {:.0e}): {}\n", groups, seed, line, tol,
              ok ? "PASS" : "FAIL");
-  return ok ? 0 : 1;
+  if (!f.learnable_slopes) return ok ? 0 : 1;
+
+  // The slopes' gradient: d slope[h] = Σ over every sequence's visible scores of dZ · (−|i − j|). Its terms
+  // cancel (Σ_j dZ_ij = 0 in every row), so each head's error is bounded by tol times the sum of the terms'
+  // magnitudes, plus, summed in fixed point, half a unit (2^-33) per term.
+  const std::vector<float> got = x.mods.slopes_grad.download_as<float>(size_t(Hq));
+  const double rounding = a.atomics ? 0.0 : std::ldexp(1.0, -kCaptureGradFractionBits - 1);
+  bool slopes_ok = true;
+  std::string heads;
+  for (int h : checked_heads) {
+    double want = 0, magnitude = 0, terms = 0;
+    const int kh = h / group;
+    for (int b = 0; b < s.batch; ++b) {
+      const int sq = seq_len(b, false), sk = seq_len(b, true);
+      std::vector<double> rdq(size_t(sq) * D), rdk(size_t(sk) * D), rdv(size_t(sk) * D);
+      reference_head_backward(ref, b, h, sq, sk, D, D, scale, {qf.data() + row0(b, h, Hq, false), row_stride(Hq)},
+                              {kf.data() + row0(b, kh, Hkv, true), row_stride(Hkv)},
+                              {vf.data() + row0(b, kh, Hkv, true), row_stride(Hkv)},
+                              {dof.data() + row0(b, h, Hq, false), row_stride(Hq)}, rdq.data(), rdk.data(), rdv.data(),
+                              [&](int i, int j, double dz) {
+                                const double term = -std::abs(i - j) * dz;
+                                want += term;
+                                magnitude += std::fabs(term);
+                                terms += 1;
+                              });
+    }
+    const double err = std::fabs(double(got[size_t(h)]) - want), bound = tol * magnitude + rounding * terms;
+    slopes_ok = slopes_ok && err <= bound;
+    heads += fmt::format("{}head {}: {:.6g} vs {:.6g} (error {:.2e}, bound {:.2e})", heads.empty() ? "" : "; ", h,
+                         got[size_t(h)], want, err, bound);
+  }
+  fmt::print("  check of the learnable slopes' gradient ({}, every sequence): {}: {}\n",
+             a.atomics ? "f32 atomics" : "fixed point", heads, slopes_ok ? "PASS" : "FAIL");
+  return ok && slopes_ok ? 0 : 1;
 }
 
 }  // namespace tilejit::tools

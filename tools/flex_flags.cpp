@@ -101,6 +101,7 @@ FlagMods flag_mods(const FlexFlags &f, bool causal, int heads_q, Backend be, con
                                  .window_left = f.window_left,
                                  .window_right = f.window_right,
                                  .alibi = f.alibi,
+                                 .learnable_slopes = f.learnable_slopes,
                                  .softcap = f.softcap > 0};
   std::optional<Band> built_band = flex::builtin_band(settings);
   if (f.band_as_mask && !built_band) throw Error("--band-as-mask needs --causal or a window");
@@ -111,6 +112,12 @@ FlagMods flag_mods(const FlexFlags &f, bool causal, int heads_q, Backend be, con
   m.slopes = Buffer(std::max<size_t>(m.slopes_host.size(), 1) * 4, be);
   if (!m.slopes_host.empty()) m.slopes.upload(m.slopes_host);
   if (f.alibi) m.variant.slopes.set(m.slopes);
+  if (f.learnable_slopes && !f.alibi) throw Error("--learn-slopes needs --alibi");
+  if (f.learnable_slopes) {
+    m.slopes_grad = Buffer(m.slopes.bytes(), be);
+    m.slopes_grad.fill_bytes(0);
+    m.variant.slopes.set_grad(m.slopes_grad);
+  }
   if (f.softcap > 0) m.variant.cap.set(double(f.softcap));
   m.mask = m.variant.mask;
   if (f.band_as_mask) m.mask = Mask(band_function(m.band));  // one object: later calls reuse its block mask

@@ -16,6 +16,7 @@ namespace tilejit::tools {
 struct FlexFlags {
   int64_t window_left = -1, window_right = -1;  // sliding window (−1: unbounded side)
   bool alibi = false;
+  bool learnable_slopes = false;  // ALiBi's slopes get a gradient buffer (the backward fills it)
   float softcap = 0.f;
   int gqa_kv_heads = 0;
   std::string varlen;            // comma-separated sequence lengths (q and k)
@@ -32,7 +33,7 @@ struct FlexRunArgs {
   uint64_t seed;
   bool autotune;
   int check_rows;  // rows sampled by --check, spread over up to 8 (sequence, head) pairs
-  bool dq_atomics = false;  // run_flex_backward: dq by atomics (FlexOptions::dq_atomics)
+  bool atomics = false;  // run_flex_backward: dq by atomics (FlexOptions::atomics)
 };
 
 /// The variant flags every attention command takes: --window-left/right, --alibi, --softcap, --band-as-mask.
@@ -46,6 +47,7 @@ struct FlagMods {
   attention::flex::BuiltinVariant variant;
   std::vector<float> slopes_host;
   Buffer slopes;
+  Buffer slopes_grad;  // FlexFlags::learnable_slopes: zeroed, one f32 per query head
   attention::Mask mask;          // the variant's, or its band as a mask function with --band-as-mask
   attention::ScoreMod score_mod;
   bool has_band = false;

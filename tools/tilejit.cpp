@@ -28,7 +28,7 @@ namespace {
 
 struct AttentionArgs {
   int batch = 1, heads = 4, seqlen_q = 256, seqlen_k = -1, head_dim = 64;
-  bool causal = false, check = false, backward = false, dq_atomics = false;
+  bool causal = false, check = false, backward = false, atomics = false;
   std::string dtype = "bf16", backend = "auto", arch;
   int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, iters = 10, check_rows = 64;
   bool autotune = false;
@@ -165,13 +165,16 @@ int main(int argc, char **argv) {
   att->add_flag("--backward", a.backward,
                 "run the backward (flex_backward) after the forward and time it; with --check, compare dq, dk, dv of "
                 "up to two KV heads against float64");
-  att->add_flag("--dq-atomics", a.dq_atomics,
-                "with --backward: dq accumulated with f32 atomics by the dK/dV kernel instead of its own pass (not "
-                "bitwise reproducible)");
+  att->add_flag("--atomics", a.atomics,
+                "with --backward: dq (and learnable captures' gradients) accumulated with f32 atomics instead of "
+                "in dq's own pass (and in fixed point): faster, not bitwise reproducible");
   att->add_option("--check-rows", a.check_rows, "rows sampled by --check");
   att->add_option("--seed", a.seed, "random seed (0: a random one, printed with the check)");
   tools::FlexFlags flex;
   tools::add_flex_flags(att, flex);
+  att->add_flag("--learn-slopes", flex.learnable_slopes,
+                "with --backward --alibi: the slopes are learnable (a capture with a gradient buffer); the backward "
+                "also computes their gradient, which --check compares with float64");
 
   std::string kname;
   kernels::BuiltinSpec spec;
@@ -221,12 +224,13 @@ int main(int argc, char **argv) {
       if (total > double(1u << 31))
         throw Error(fmt::format("the tensors would hold {:.3g} elements each; at most 2^31", total));
     }
+    if (att->parsed() && flex.learnable_slopes && !a.backward) throw Error("--learn-slopes needs --backward");
     bool plain_cannot = (a.causal && a.seqlen_k > 0 && a.seqlen_k != a.seqlen_q) || !plain_head_dim(a.head_dim);
     // The backward runs on the flex kernels (plain attention is flex attention without mods).
     if (att->parsed() && (tools::flex_requested(flex) || plain_cannot || a.backward)) {
       tools::FlexRunArgs fa{a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
                             a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
-                            a.autotune, a.check_rows, a.dq_atomics};
+                            a.autotune, a.check_rows, a.atomics};
       return a.backward ? tools::run_flex_backward(flex, fa) : tools::run_flex(flex, fa);
     }
     if (att->parsed()) return run_attention(a);

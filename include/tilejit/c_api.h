@@ -72,8 +72,8 @@ typedef struct tilejit_flex_variant {
                            * shape and variant (the four fields above are still validated but not used); the
                            * first call per key tunes (FlexOptions::autotune in flex_attention.h); ignored on
                            * the interpreter */
-  int dq_atomics;         /* backward only: nonzero accumulates dq with f32 atomics in the dK/dV kernel (not
-                           * bitwise reproducible); 0 computes it in its own pass (FlexOptions::dq_atomics) */
+  int atomics;            /* backward only: nonzero accumulates dq with f32 atomics in the dK/dV kernel (not
+                           * bitwise reproducible); 0 computes it in its own pass (FlexOptions::atomics) */
 } tilejit_flex_variant;
 
 /* Everything off, every tuning field 0 (defaults): window_left = window_right = −1, the rest 0/NULL. */
@@ -111,7 +111,7 @@ int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, 
  * (the dtype, shape and strides of q, k, v) from q, k, v, the forward's out and lse (required here: contiguous
  * [batch, heads_q, seqlen_q] f32) and dout (out's strides). Variants as in the forward; the document mask's
  * block mask is built per call (reuse_block_mask does not apply), autotune is ignored (the variant's block sizes
- * or the defaults). dq, dk and dv are bitwise reproducible unless the variant sets dq_atomics. Errors as the
+ * or the defaults). dq, dk and dv are bitwise reproducible unless the variant sets atomics. Errors as the
  * forward's, and lse NULL. */
 int tilejit_flex_attention_backward(const void *q, const void *k, const void *v, const void *out, const float *lse,
                                     const void *dout, void *dq, void *dk, void *dv, int dtype, int batch, int heads_q,

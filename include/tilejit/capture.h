@@ -42,6 +42,10 @@ struct CaptureState {
   /// backward of a mod reading this buffer adds its gradient into. Fixed when the capture is made, so that
   /// every trace of a mod sees the same kind of capture.
   std::shared_ptr<CaptureState> grad;
+  /// With grad: a Ptr capture to i64 elements, one per gradient element, that a backward summing in fixed
+  /// point (CaptureGrads::ScatterFixedPoint, tilejit/autodiff.h) adds into instead of grad; the code that
+  /// launches such a kernel points it at zeroed scratch memory per call and adds the sums into grad after.
+  std::shared_ptr<CaptureState> grad_fixed_point;
 };
 }  // namespace detail
 
@@ -82,8 +86,9 @@ Captured capture(const Buffer &b, DType elem);
 Captured capture(DevicePtr p, DType elem);
 /// A pointer parameter to f32 elements of `b` that is learnable: where a score_mod loads from it,
 /// attention::flex_backward adds d(loss)/d(element) into `grad` (f32, as many elements as b; accumulated as
-/// PyTorch's .grad is: zero it before the first backward). The scatter uses f32 atomics, so these sums are
-/// not bitwise reproducible from run to run. Throws Error unless elem is f32.
+/// PyTorch's .grad is: zero it before the first backward). By default the sums are bitwise reproducible
+/// from run to run (64-bit fixed point, see FlexOptions::atomics); with FlexOptions::atomics they use f32
+/// atomics. Throws Error unless elem is f32.
 Captured capture(const Buffer &b, DType elem, const Buffer &grad);
 Captured capture(DevicePtr p, DType elem, DevicePtr grad);
 /// An f32 scalar parameter.

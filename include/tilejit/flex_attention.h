@@ -249,12 +249,15 @@ struct FlexOptions {
   /// every visited key block (a band still skips the blocks outside it); `autotune` is not applied. One call
   /// may mix sequences prefilling a chunk with sequences decoding one token (varlen queries).
   const PagedKVCache *kv_cache = nullptr;
-  /// flex_backward only. false (the default): dQ in a pass of its own over the key blocks (recomputing P and
-  /// dP), and dq, dk, dv are bitwise the same from run to run; true: the dK/dV kernel adds each tile's dQ
-  /// into an f32 accumulator with atomics instead (a third fewer FLOPs, but an order that changes from run
-  /// to run, and on the H200 slower at every shape of bench/results/backward.md). Learnable captures'
-  /// gradients use atomics either way.
-  bool dq_atomics = false;
+  /// flex_backward only. false (the default): deterministic. dQ in a pass of its own over the key blocks
+  /// (recomputing P and dP), and learnable captures' gradients summed as 64-bit fixed-point integers
+  /// (CaptureGrads::ScatterFixedPoint, tilejit/autodiff.h: each term rounded to 2^-32, sums exact below 2^31
+  /// in magnitude) in per-call scratch, then added into their gradient buffers; dq, dk, dv and the capture
+  /// gradients are bitwise the same from run to run. true: the dK/dV kernel adds each tile's dQ into an f32
+  /// accumulator, and the capture gradients into their buffers, with f32 atomics (a third fewer FLOPs for
+  /// dQ, but an order that changes from run to run; on the H200 slower at every shape of
+  /// bench/results/backward.md).
+  bool atomics = false;
   Backend backend = Backend::Auto;
   Stream *stream = nullptr;
   std::string arch;
@@ -271,14 +274,15 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// from q, k, v, the forward's out and lse, and dout (out's strides). The score_mod's derivative is derived
 /// from its traced ops (vjp, tilejit/autodiff.h): no hand-written backward per mod. Captures are constants,
 /// except buffers captured with a gradient buffer (capture(b, DType::f32, grad), tilejit/capture.h: a
-/// learnable bias table, trainable ALiBi slopes), whose gradients are added into it with f32 atomics (not
-/// bitwise reproducible). Masked scores get exactly zero gradient; rows that saw no key (lse −inf) give
+/// learnable bias table, trainable ALiBi slopes), whose gradients are added into it (in fixed point, or with
+/// FlexOptions::atomics by f32 atomics). Masked scores get exactly zero gradient; rows that saw no key (lse −inf) give
 /// zero. FlashAttention-2's backward (arXiv 2307.08691, Algorithm 2) in three DSL kernels: D = rowsum(dO ∘ O)
 /// (which also zeroes the f32 dQ accumulator when there is one); dK and dV per key block, summing the GQA
 /// group in the program; then dQ per query block over the key blocks it sees, without atomics (bitwise
-/// reproducible), or with FlexOptions::dq_atomics converted from the accumulator the dK/dV kernel added each
+/// reproducible), or with FlexOptions::atomics converted from the accumulator the dK/dV kernel added each
 /// tile's dQ into. Allocates a scratch per call on opt.stream with CUDA's stream-ordered allocator (one f32
-/// per query row, with dq_atomics one per dq element, and with a block mask its transposed lists), so that
+/// per query row, with atomics one per dq element, without them one i64 per element of each learnable
+/// capture's gradient buffer, and with a block mask its transposed lists), so that
 /// freeing it does not wait for the device; a block mask built for this call alone (varlen, or a mask
 /// reading memory: see BlockMaskMode) is still freed with a wait. Block sizes, num_warps and num_stages come
 /// from opt (autotune is not used); varlen batches as in the forward (cu_seqlens; total_q and total_k).
@@ -288,7 +292,8 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// query blocks: wholly masked tiles are skipped. Keys that no query sees get zero dk and dv.
 /// Errors (TraceError): everything flex_forward rejects (a block mask made for another mask, band, layout,
 /// shape or block sizes among them), a block mask without its status bytes (BlockMask), a gradient starting at
-/// the address of an input or of another gradient, and a paged cache, which the backward does not take.
+/// the address of an input or of another gradient, a paged cache, which the backward does not take, and
+/// (without atomics) a learnable capture whose gradient buffer's size is unknown (a DevicePtr of 0 bytes).
 void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
                    DevicePtr dk, DevicePtr dv, const FlexShape &shape, const FlexOptions &opt);
 void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,

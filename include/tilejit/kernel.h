@@ -43,6 +43,8 @@ struct KernelPtx {
 
 namespace detail {
 
+struct CaptureState;  // tilejit/capture.h
+
 /// What kind of kernel parameter a lambda parameter is.
 enum class ParamKind : uint8_t { Ptr, I32, I64, F32, ConstInt, ConstInt64, ConstFloat, ConstDouble, ConstBool };
 struct ParamDecl {
@@ -191,6 +193,9 @@ class KernelBase {
   /// launches (no compilation, no module load: safe inside CUDA graph capture). Throws as launch() does.
   void prepare(const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
   const ir::Function &function(std::span<const detail::ArgValue> args);
+  /// The captured values (tilejit/capture.h) that the traced function for args uses, in the order of their
+  /// parameters; traces it first when needed. Throws as function() does.
+  std::vector<std::shared_ptr<detail::CaptureState>> captures(std::span<const detail::ArgValue> args);
   std::string ir(std::span<const detail::ArgValue> args);
   KernelPtx ptx(const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
 

@@ -2,11 +2,13 @@
 // built as the forward builds it) and builds its transposed lists, computes D = rowsum(dO ∘ O) into a scratch
 // buffer, then launches the dK/dV and dQ kernels (flex_backward_kernel.cpp).
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "kernels/flex/fixed_point_grads.h"
 #include "kernels/flex/flex_backward.h"
 #include "runtime/stream_scratch.h"
 #include "tilejit/error.h"
@@ -42,7 +44,7 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   a[bHasBand] = int_arg(opt.mask.band.has_value());
   a[bLarge] = int_arg(p.large);
   a[bVarlen] = int_arg(p.varlen);
-  a[bDqAtomics] = int_arg(opt.dq_atomics);
+  a[bAtomics] = int_arg(opt.atomics);
   return a;
 }
 
@@ -89,12 +91,12 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
     bm = computed.get();
   }
   const Backend backend = resolve_backend(opt.backend);
-  // One scratch allocation, each part 256-byte aligned: delta (one f32 per query row); with dq_atomics the dQ
+  // One scratch allocation, each part 256-byte aligned: delta (one f32 per query row); with atomics the dQ
   // accumulator (PAD_QK f32 per query row); with a block mask its transposed lists and their counts.
   auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   const size_t delta_bytes = aligned(size_t(p.last_lse + 1) * 4);
   const size_t acc_bytes =
-      !opt.dq_atomics ? 0 : aligned(size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4);
+      !opt.atomics ? 0 : aligned(size_t(p.last_lse + 1) * size_t(next_pow2_at_least_16(s.head_dim_qk)) * 4);
   size_t t_lists = 0;
   if (bm) {
     const ListDims dims = list_dims(*bm, s);
@@ -120,12 +122,16 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs, bm);
   const LaunchConfig cfg = launch_config(opt);
   const uint32_t batch = uint32_t(s.batch);
+  const auto dkdv = backward_kernel(BackwardKernel::DkDv, opt.dtype, opt.score_mod, opt.mask);
+  // Without atomics, the gradients of learnable captures that the mod reads are summed in fixed point, in
+  // accumulators zeroed here and added into their buffers after the dK/dV kernel.
+  std::optional<FixedPointGrads> fixed_point;
+  if (key_work && !opt.atomics && opt.score_mod) fixed_point.emplace(dkdv->captures(a), backend, opt.stream, kOp);
   if (p.work)
     backward_kernel(BackwardKernel::Delta, opt.dtype, opt.score_mod, opt.mask)
         ->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
-  if (key_work)
-    backward_kernel(BackwardKernel::DkDv, opt.dtype, opt.score_mod, opt.mask)
-        ->launch(Grid{uint32_t(p.nkb), uint32_t(p.heads_kv), batch}, cfg, a);
+  if (key_work) dkdv->launch(Grid{uint32_t(p.nkb), uint32_t(p.heads_kv), batch}, cfg, a);
+  if (fixed_point) fixed_point->add_into_grads(cfg);
   if (p.work)
     backward_kernel(BackwardKernel::Dq, opt.dtype, opt.score_mod, opt.mask)
         ->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
@@ -147,7 +153,7 @@ std::string flex_backward_ptx(const FlexShape &s, const FlexOptions &opt) {
   const Plan p = plan(s, opt, kOp);
   const DevicePtr fake{256, 0};
   const DevicePtr cu = p.varlen ? fake : DevicePtr{};
-  const DevicePtr acc = opt.dq_atomics ? fake : DevicePtr{};
+  const DevicePtr acc = opt.atomics ? fake : DevicePtr{};
   // A placeholder block mask where a launch would use one (as flex_forward_ptx).
   BlockMask placeholder;
   const bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);

@@ -9,7 +9,7 @@ namespace tilejit::attention::flex {
 
 /// Parameters of the three backward kernels, in order. dQ, dK, dV have the strides of q, k, v; dO those of
 /// out; delta those of lse. Varlen: the sequences' token ranges come from CU_SEQLENS_Q/K (as in the forward).
-/// DQ_ATOMICS: the f32 dQ accumulator DQ_ACC holds PAD_QK values per query row, the rows laid out as lse's.
+/// ATOMICS: the f32 dQ accumulator DQ_ACC holds PAD_QK values per query row, the rows laid out as lse's.
 /// USE_BLOCK_MASK: the dQ kernel walks the key blocks of its query block's list (KV_BLOCKS/KV_COUNTS, a
 /// BlockMask's), the dK/dV kernel the query blocks of its key block's transposed list (Q_BLOCKS/Q_COUNTS,
 /// build_transposed_lists); list (b, h, block) is at b·stride_b + h·stride_h + block (strides 0 when shared).
@@ -20,14 +20,14 @@ enum BackwardParam : int {
   bBandLeft, bBandRight, bBandBottomRight,
   bNumQBlocks, bNumKBlocks, bListsStrideB, bListsStrideH, bTListsStrideB, bTListsStrideH,
   // constexprs
-  bBlockM, bBlockN, bDimQK, bDimV, bPadQK, bPadV, bHasBand, bLarge, bVarlen, bDqAtomics, bUseBlockMask,
+  bBlockM, bBlockN, bDimQK, bDimV, bPadQK, bPadV, bHasBand, bLarge, bVarlen, bAtomics, bUseBlockMask,
   kNumBackwardParams
 };
 
 enum class BackwardKernel {
-  Delta,  // D = rowsum(dO ∘ O), and (DQ_ATOMICS) the dQ accumulator zeroed; grid (query blocks, query heads, batch)
-  DkDv,   // dK, dV, and (DQ_ATOMICS) dQ added into the accumulator; grid (key blocks, KV heads, batch)
-  Dq,     // dQ: computed, or (DQ_ATOMICS) converted from the accumulator; grid (query blocks, query heads, batch)
+  Delta,  // D = rowsum(dO ∘ O), and (ATOMICS) the dQ accumulator zeroed; grid (query blocks, query heads, batch)
+  DkDv,   // dK, dV, and (ATOMICS) dQ added into the accumulator; grid (key blocks, KV heads, batch)
+  Dq,     // dQ: computed, or (ATOMICS) converted from the accumulator; grid (query blocks, query heads, batch)
 };
 /// The kernel, traced per specialization and cached per (kernel, dtype, mods' identities).
 std::shared_ptr<KernelBase> backward_kernel(BackwardKernel which, DType dt, const ScoreMod &score_mod,

@@ -5,15 +5,16 @@
 // With s = q·kᵀ·scale, z = score_mod(s) (−inf where masked), P = exp(z − lse) and D = rowsum(dO ∘ O):
 //   dV = Pᵀ·dO,   dP = dO·Vᵀ,   dZ = P ∘ (dP − D),   dS = vjp(z, s, dZ) (0 where masked),
 //   dQ = dS·K·scale,   dK = dSᵀ·Q·scale.
-// Three kernels; by default dQ, dK and dV are summed without atomics and are bitwise reproducible (learnable
-// captures' gradients are scattered with f32 atomics); with DQ_ATOMICS (FlexOptions::dq_atomics) the dK/dV
-// kernel adds each tile's dQ into an f32 accumulator with atomics instead:
-//   delta: D per query row, and (DQ_ATOMICS) the dQ accumulator zeroed (program: query block, query head, batch);
+// Three kernels; by default every sum is bitwise reproducible: dQ, dK and dV are summed without atomics, and
+// learnable captures' gradients as 64-bit fixed-point integers (fixed_point_grads.h), whose sums do not
+// depend on the order. With ATOMICS (FlexOptions::atomics) the dK/dV kernel adds each tile's dQ into an f32
+// accumulator, and the captures' gradients into their buffers, with f32 atomics instead:
+//   delta: D per query row, and (ATOMICS) the dQ accumulator zeroed (program: query block, query head, batch);
 //   dkdv:  a key block's dK, dV in registers (program: key block, KV head, batch), walking the query blocks
 //          that see it for every query head of its GQA group (the group's sum is taken in the program); the
-//          gradients of learnable captures the mod reads are added here (f32 atomics);
+//          gradients of learnable captures the mod reads are added here;
 //   dq:    a query block's dQ (program: query block, query head, batch), walking the key blocks it sees, or
-//          (DQ_ATOMICS) converted from the accumulator.
+//          (ATOMICS) converted from the accumulator.
 // Both main kernels recompute P from the forward's logsumexp. Bands bound both walks in closed form; with a
 // mask function (USE_BLOCK_MASK) the dQ kernel walks its query block's list of a block mask and the dK/dV
 // kernel its key block's transposed list, so wholly masked tiles are skipped; the function is evaluated on
@@ -57,7 +58,7 @@ ParamTable backward_params(DType dt) {
                         "tlists_stride_h"})
     t.add(n, K::I32, DType::i32, /*specialize=*/false);
   if (add_tile_params(t) != bBlockM) throw TraceError("internal: flex backward parameters");
-  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "DQ_ATOMICS", "USE_BLOCK_MASK"})
+  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "ATOMICS", "USE_BLOCK_MASK"})
     t.add(n, K::ConstBool, DType::i1);
   return t;
 }
@@ -70,7 +71,7 @@ struct Tracer {
   const Mask &mask;
   std::span<const detail::ArgValue> a;
   int BM, BN, DQK, DV, PQK, PV;
-  bool has_band, large, varlen, dq_atomics, use_block_mask;
+  bool has_band, large, varlen, atomics, use_block_mask;
   // The program's sequence (bind_sequence): its lengths, its first query / key token in the packed layout
   // (varlen; 0 for dense layouts, whose batch stride moves b) and the band's offset.
   Tile seqlen_q, seqlen_k, q_start, k_start;
@@ -84,7 +85,7 @@ struct Tracer {
     has_band = C(bHasBand);
     large = C(bLarge);
     varlen = C(bVarlen);
-    dq_atomics = C(bDqAtomics);
+    atomics = C(bAtomics);
     use_block_mask = C(bUseBlockMask);
     dq_cols = arange(0, PQK);
     dv_cols = arange(0, PV);
@@ -225,7 +226,7 @@ void trace_delta(DType dt, std::span<const detail::ArgValue> a) {
   Tile o = load(t.o_ptr(bO, b, h, rows), ld, 0.f).to(DType::f32);
   Tile dout = load(t.o_ptr(bDO, b, h, rows), ld, 0.f).to(DType::f32);
   store(t.row_ptr(bDelta, b, h, rows), sum(o * dout, 1), row_ok);
-  if (t.dq_atomics) store(t.acc_ptr(b, h, rows), zeros({t.BM, t.PQK}, DType::f32), row_ok(_, None));
+  if (t.atomics) store(t.acc_ptr(b, h, rows), zeros({t.BM, t.PQK}, DType::f32), row_ok(_, None));
 }
 
 // A key block's dK and dV over every query head of its group and every query block that sees it.
@@ -239,11 +240,12 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   Tile dk = zeros({t.BN, t.PQK}, DType::f32), dv = zeros({t.BN, t.PV}, DType::f32);
   auto query_block = [&](const Tile &h, const Tile &start_m) {
     const Tracer::Rows rows = t.query_rows(b, h, start_m);
-    Tracer::Grad gr = t.tile(b, h, rows, keys, CaptureGrads::Scatter);
+    const CaptureGrads captures = t.atomics ? CaptureGrads::Scatter : CaptureGrads::ScatterFixedPoint;
+    Tracer::Grad gr = t.tile(b, h, rows, keys, captures);
     Tile ds = gr.ds.to(dt);
     dv = dot(trans(gr.p.to(dt)), rows.dout, dv);
     dk = dot(trans(ds), rows.q, dk);
-    if (t.dq_atomics) atomic_add(t.acc_ptr(b, h, rows.rows), dot(ds, keys.k), rows.ok(_, None));
+    if (t.atomics) atomic_add(t.acc_ptr(b, h, rows.rows), dot(ds, keys.k), rows.ok(_, None));
   };
   Tile live = start_n < t.seqlen_k;  // a block past its sequence's keys (varlen) visits nothing
   Tile group = Tracer::P(bGroup);
@@ -274,7 +276,7 @@ void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<c
   ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
   Tile hk = h / Tracer::P(bGroup);
   Tile start_m = m * t.BM;
-  if (t.dq_atomics) {  // the dK/dV kernel accumulated dQ: scale and convert
+  if (t.atomics) {  // the dK/dV kernel accumulated dQ: scale and convert
     Tile rows = start_m + arange(0, t.BM);
     Tile ok = rows < t.seqlen_q;
     Tile dq = load(t.acc_ptr(b, h, rows), ok(_, None), 0.f);

@@ -39,7 +39,7 @@ BuiltinVariant make_builtin_variant(const BuiltinSettings &s, const char *who) {
     v.mask = and_masks(v.mask, document_mask(v.doc_ids));
   }
   if (s.alibi) {
-    v.slopes = capture(DevicePtr{}, DType::f32);
+    v.slopes = s.learnable_slopes ? capture(DevicePtr{}, DType::f32, DevicePtr{}) : capture(DevicePtr{}, DType::f32);
     v.score_mod = alibi(v.slopes);
   }
   if (s.softcap) {

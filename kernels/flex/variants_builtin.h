@@ -18,6 +18,7 @@ struct BuiltinSettings {
   Align align = Align::TopLeft;                 // off of the causal mask and the window (see Band)
   int64_t window_left = -1, window_right = -1;  // sliding window sides; −1: unbounded
   bool alibi = false;                           // score − slope[h]·|i − j|
+  bool learnable_slopes = false;                // with alibi: the slopes capture takes a gradient buffer
   bool softcap = false;                         // cap·tanh(score / cap)
   bool documents = false;                       // i32 document id per token, [batch, seqlen]
   auto operator<=>(const BuiltinSettings &) const = default;
@@ -31,7 +32,8 @@ void check_builtin_settings(const BuiltinSettings &s, const char *who);
 
 /// The mods and the captures they read. Keep one object per settings to reuse its traced kernels
 /// (kernels are cached per mod identity). Before each launch set the captures that are on:
-/// slopes (f32 per query head, e.g. alibi_slopes), cap (the f32 cap) and doc_ids (i32 per token).
+/// slopes (f32 per query head, e.g. alibi_slopes; with learnable_slopes also its gradient buffer, set_grad),
+/// cap (the f32 cap) and doc_ids (i32 per token).
 struct BuiltinVariant {
   BuiltinSettings settings;
   Mask mask;

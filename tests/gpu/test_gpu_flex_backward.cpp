@@ -58,10 +58,10 @@ TEST_CASE("flex_backward on the GPU: block shapes and warp counts that take the 
     for (int d : {64, 128}) {
       INFO("BLOCK_M " << cfg.block_m << ", BLOCK_N " << cfg.block_n << ", " << cfg.num_warps << " warps, d " << d);
       FlexCase c = gpu_case(4, 2, 300, 333, d, DType::bf16, cfg.block_m, cfg.block_n);
-      for (bool dq_atomics : {false, true}) {
+      for (bool atomics : {false, true}) {
         attention::FlexOptions o;
         o.num_warps = cfg.num_warps;
-        o.dq_atomics = dq_atomics;
+        o.atomics = atomics;
         o.mask = attention::causal(attention::Align::BottomRight);
         require_backward_matches(
             run_backward_case(Backend::GPU, c, o, {{}, band_visible({-1, 0, attention::Align::BottomRight})}), c.dtype);
@@ -70,6 +70,6 @@ TEST_CASE("flex_backward on the GPU: block shapes and warp counts that take the 
   }
 }
 
-TEST_CASE("flex_backward on the GPU: 20 runs give bitwise the same dq, dk, dv", "[gpu][flex][backward]") {
+TEST_CASE("flex_backward on the GPU: 20 runs give bitwise the same dq, dk, dv and capture gradient", "[gpu][flex][backward]") {
   check_backward_deterministic(Backend::GPU, gpu_case(8, 2, 513, 513, 128, DType::bf16, 64, 64), 20);
 }

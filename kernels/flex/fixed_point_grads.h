@@ -1,0 +1,39 @@
+// Deterministic gradients of learnable captures (tilejit/capture.h) for flex_backward: 64-bit fixed-point
+// accumulators in per-call scratch (CaptureGrads::ScatterFixedPoint, tilejit/autodiff.h). Not installed.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/stream_scratch.h"
+#include "tilejit/kernel.h"
+
+namespace tilejit::attention::flex {
+
+/// For each learnable capture among `used` (a kernel's captures, KernelBase::captures): an i64 accumulator
+/// with one element per f32 of its gradient buffer, zeroed on `stream` and bound to the capture's
+/// grad_fixed_point, so that launches traced with CaptureGrads::ScatterFixedPoint add into it. Throws
+/// TraceError naming `op` when a gradient buffer's size is unknown (a DevicePtr of 0 bytes).
+class FixedPointGrads {
+ public:
+  FixedPointGrads(const std::vector<std::shared_ptr<detail::CaptureState>> &used, Backend backend, Stream *stream,
+                  const char *op);
+  ~FixedPointGrads();
+  FixedPointGrads(const FixedPointGrads &) = delete;
+  FixedPointGrads &operator=(const FixedPointGrads &) = delete;
+
+  /// grad[i] += acc[i] · 2^-kCaptureGradFractionBits for every accumulator, in one elementwise launch each
+  /// (cfg's backend and stream; after the kernels that add into the accumulators).
+  void add_into_grads(const LaunchConfig &cfg) const;
+
+ private:
+  struct Accumulator {
+    std::shared_ptr<detail::CaptureState> capture;  // its grad and grad_fixed_point
+    int64_t n;                                      // elements
+    size_t offset;                                  // bytes into the scratch
+  };
+  std::vector<Accumulator> accs_;
+  std::unique_ptr<runtime::StreamScratch> scratch_;
+};
+
+}  // namespace tilejit::attention::flex
