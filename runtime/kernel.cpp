@@ -367,6 +367,20 @@ void KernelBase::prepare(const LaunchConfig &cfg, std::span<const ArgValue> args
 }
 
 
+bool KernelBase::prepared(const LaunchConfig &cfg, std::span<const ArgValue> args) {
+  Bound b = impl_->bind(args);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto u = impl_->used_params.find(b.trace_key);
+  if (u == impl_->used_params.end()) return false;
+  auto it = impl_->cache.find(impl_->specialization_key(b, u->second));
+  if (it == impl_->cache.end()) return false;
+  if (resolve_backend(cfg.backend) != Backend::GPU) return true;
+  if (runtime::loaded_kernels_generation() != impl_->loaded_generation) return false;
+  const std::string arch = cfg.arch.empty() ? runtime::device_arch() : cfg.arch;
+  return impl_->loaded.count(std::make_tuple(it->second.get(), arch, cfg.num_warps, cfg.num_stages,
+                                             cfg.min_ctas_per_sm)) != 0;
+}
+
 const ir::Function &KernelBase::function(std::span<const ArgValue> args) {
   Bound b = impl_->bind(args);
   return impl_->get(b);

@@ -192,6 +192,9 @@ class KernelBase {
   /// compiles and loads the module, so that a later launch with arguments of the same specialization only
   /// launches (no compilation, no module load: safe inside CUDA graph capture). Throws as launch() does.
   void prepare(const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
+  /// Whether a launch with these arguments and cfg would only launch: its specialization is traced and, on
+  /// the GPU, loaded (so prepare() would do nothing). Never traces or compiles; throws as binding does.
+  bool prepared(const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
   const ir::Function &function(std::span<const detail::ArgValue> args);
   /// The captured values (tilejit/capture.h) that the traced function for args uses, in the order of their
   /// parameters; traces it first when needed. Throws as function() does.

@@ -10,6 +10,7 @@
 
 #include "kernels/flex/fixed_point_grads.h"
 #include "kernels/flex/flex_backward.h"
+#include "runtime/prepare_concurrently.h"
 #include "runtime/stream_scratch.h"
 #include "tilejit/error.h"
 
@@ -122,19 +123,24 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs, bm);
   const LaunchConfig cfg = launch_config(opt);
   const uint32_t batch = uint32_t(s.batch);
+  const auto delta_kernel = backward_kernel(BackwardKernel::Delta, opt.dtype, opt.score_mod, opt.mask);
   const auto dkdv = backward_kernel(BackwardKernel::DkDv, opt.dtype, opt.score_mod, opt.mask);
+  const auto dq_kernel = backward_kernel(BackwardKernel::Dq, opt.dtype, opt.score_mod, opt.mask);
+  // A new shape's or variant's first call compiles the kernels it launches at once.
+  if (backend == Backend::GPU) {
+    std::vector<KernelBase *> kernels;
+    if (p.work) kernels = {delta_kernel.get(), dq_kernel.get()};
+    if (key_work) kernels.push_back(dkdv.get());
+    runtime::prepare_concurrently(kernels, cfg, a);
+  }
   // Without atomics, the gradients of learnable captures that the mod reads are summed in fixed point, in
   // accumulators zeroed here and added into their buffers after the dK/dV kernel.
   std::optional<FixedPointGrads> fixed_point;
   if (key_work && !opt.atomics && opt.score_mod) fixed_point.emplace(dkdv->captures(a), backend, opt.stream, kOp);
-  if (p.work)
-    backward_kernel(BackwardKernel::Delta, opt.dtype, opt.score_mod, opt.mask)
-        ->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
+  if (p.work) delta_kernel->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
   if (key_work) dkdv->launch(Grid{uint32_t(p.nkb), uint32_t(p.heads_kv), batch}, cfg, a);
   if (fixed_point) fixed_point->add_into_grads(cfg);
-  if (p.work)
-    backward_kernel(BackwardKernel::Dq, opt.dtype, opt.score_mod, opt.mask)
-        ->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
+  if (p.work) dq_kernel->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
 }
 
 void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,
