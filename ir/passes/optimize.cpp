@@ -1,7 +1,7 @@
 // optimize: the standard pipeline. Verifies the input (a failure there is a DSL bug), runs fold,
-// canonicalize, hoist_invariant_loads, cse and dce until the printed IR stops changing (bounded: each round
-// only shrinks, simplifies or hoists, the bound is a guard against a rewrite cycle), and verifies the result
-// (a failure there is a pass bug).
+// canonicalize, reciprocal_division, hoist_invariant_loads, cse and dce until the printed IR stops changing
+// (bounded: each round only shrinks, simplifies or hoists, the bound is a guard against a rewrite cycle), and
+// verifies the result (a failure there is a pass bug).
 #include "ir/passes.h"
 
 namespace tilejit::ir {
@@ -13,6 +13,7 @@ void optimize(Function &fn) {
   for (int round = 0; round < kMaxRounds; ++round) {
     fold_constants(fn);
     canonicalize(fn);
+    reciprocal_division(fn);
     hoist_invariant_loads(fn);
     cse(fn);
     dce(fn);

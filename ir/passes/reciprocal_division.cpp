@@ -1,0 +1,80 @@
+// reciprocal_division: a float division whose divisor is broadcast from fewer elements — a scalar (a captured
+// cap: `score / cap`), one value per row or per column — becomes a multiplication by the divisor's reciprocal,
+// computed once per element of the divisor where the divisor is defined (outside the loop when it is). An IEEE
+// division costs a dozen instructions and a slow path per element; this is one multiplication. Two roundings
+// instead of one: a relative error of at most 2^-23 + 2^-48 (2 ulp; CUDA's -prec-div=false and Triton's
+// div.full.f32 allow 2 ulp too), and the same special values (NaN, ±inf, ±0) as the division, except for a
+// divisor so small that its reciprocal overflows (|b| < 2^-126 for f32: a/b may be finite where a·(1/b) is
+// ±inf). The interpreter runs the rewritten IR too, so both backends agree.
+#include <utility>
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/passes.h"
+#include "tilejit/error.h"
+
+namespace tilejit::ir {
+namespace {
+
+int64_t elements(const Type &t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  return n;
+}
+
+/// The ops that only replicate their operand's elements (broadcast, splat, expand_dims), from the divisor back
+/// to the value they replicate: the chain outermost first.
+std::vector<const Op *> replication_chain(const Value *divisor, const Value *&source) {
+  std::vector<const Op *> chain;
+  source = divisor;
+  while (source->def && (source->def->kind == OpKind::Broadcast || source->def->kind == OpKind::Splat ||
+                         source->def->kind == OpKind::ExpandDims)) {
+    chain.push_back(source->def);
+    source = source->def->operand(0);
+  }
+  return chain;
+}
+
+/// Where a value computed from `v` alone can go: right after its definition, or first in the block whose
+/// argument it is.
+std::pair<Block *, size_t> just_after(const Value *v) {
+  if (!v->def) return {v->block, 0};
+  Block *b = v->def->parent;
+  for (size_t i = 0; i < b->ops.size(); ++i)
+    if (b->ops[i].get() == v->def) return {b, i + 1};
+  throw VerifyError("reciprocal_division: a definition is missing from its block");
+}
+
+}  // namespace
+
+void reciprocal_division(Function &fn) {
+  std::vector<Op *> divisions;
+  walk(*fn.body, [&](Op &op) {
+    if (op.kind == OpKind::Div && !op.result()->type.is_ptr() && is_float(op.result()->type.dtype()))
+      divisions.push_back(&op);
+  });
+  for (Op *div : divisions) {
+    const Value *source = nullptr;
+    std::vector<const Op *> chain = replication_chain(div->operand(1), source);
+    if (chain.empty() || elements(source->type) >= elements(div->result()->type)) continue;
+    // 1 / source where source is defined.
+    auto [block, at] = just_after(source);
+    Builder b(block);
+    b.set_insertion_point(block, at);
+    Attrs one;
+    one.fvalue = 1.0;
+    Value *c1 = b.create1(OpKind::Constant, {}, source->type, one, div->loc);
+    Value *r = b.create1(OpKind::Div, {c1, const_cast<Value *>(source)}, source->type, {}, div->loc);
+    // The same replication of the reciprocal, then the product, where the division was.
+    Block *here = div->parent;
+    size_t pos = 0;
+    while (here->ops[pos].get() != div) ++pos;
+    b.set_insertion_point(here, pos);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+      r = b.create1((*it)->kind, {r}, (*it)->result()->type, (*it)->attrs, div->loc);
+    div->kind = OpKind::Mul;
+    div->operands[1] = r;
+  }
+}
+
+}  // namespace tilejit::ir
