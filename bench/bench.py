@@ -2321,9 +2321,9 @@ def run_compile(ctx: Context):
         "  2. **cold**: a cache directory holding only the tuner's winners (its autotune-*.json files): the first "
         "call finds the pick on disk and compiles only that config. codegen (IR → LLVM → PTX), driver link "
         "(PTX → cubin), load: tilejit_last_compile_stats of the call's last kernel (for the document mask, the "
-        "flex kernel; its block-mask kernel compiles just before, inside 'rest'; for the backward rows, the dQ "
-        "kernel, the delta and dK/dV kernels' compiles inside 'rest': their cold call is the whole backward's, "
-        "its forward compiled and run before the timing). rest = call − codegen − link − "
+        "flex kernel; its block-mask kernel compiles just before, inside 'rest'; for the backward rows, whichever "
+        "of its three kernels, compiled at once on host threads, finished last: their cold call is the whole "
+        "backward's, its forward compiled and run before the timing). rest = call − codegen − link − "
         "load − one run: tracing, cache look-ups, block masks, launch.",
         "  3. **warm**: a second process on the same directory: the cubin comes from the disk cache.",
         "- 'cold source' should read 'compiled' and 'warm source' 'cubin cache'. 'kernel run ms': the picked "

@@ -6,6 +6,7 @@
 //    its own. Only float operands that depend on wrt receive one.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -74,22 +75,45 @@ class ReverseSweep {
     return captures_ != CaptureGrads::Ignore && op.kind == ir::OpKind::Load && is_float(op.result()->type.dtype()) &&
            learnable(op.operand(0)) != nullptr;
   }
-  /// g (f32) in units of 2^-kCaptureGradFractionBits as i64, rounded half away from zero and saturated at
-  /// ±2^62 (float-to-integer conversion is undefined out of range).
-  Tile to_fixed_point(const Tile &g) const {
-    const float limit = 0x1p62f;
-    Tile t = g * std::ldexp(1.f, kCaptureGradFractionBits);
-    t = t + where(t >= 0.f, 0.5f, -0.5f, loc_);
-    return minimum(maximum(t, -limit, loc_), limit, loc_).to(DType::i64, loc_);
+  /// Adds g into the fixed-point accumulator of a learnable capture (CaptureGrads::ScatterFixedPoint): four i64
+  /// per gradient element at acc + 4·offset. Slot 0 sums round(g·2^20), slot 1 the rounded remainders in units
+  /// of 2^-52 (below 2^31 each), slots 2 and 3 count +inf and −inf terms (a NaN counts in both, so that the sum
+  /// comes out NaN); non-finite terms, and terms too large for the sum (|g| ≥ 2^41, which count as ±inf, an
+  /// overflow), add 0 to slots 0 and 1. Rounding is half away from zero, in f64, where every step is exact.
+  void add_fixed_point(const ir::Value *ptr, ir::Value *acc, const Tile &g, const Tile &mask) {
+    const float inf = std::numeric_limits<float>::infinity();
+    const Tile at = rebase(ptr, acc, 4);
+    auto round_to_i64 = [&](const Tile &t) {
+      const double limit = 0x1p62;  // float-to-integer conversion is undefined out of range
+      Tile r = t + where(t >= 0.0, 0.5, -0.5, loc_);
+      return minimum(maximum(r, -limit, loc_), limit, loc_).to(DType::i64, loc_);
+    };
+    const float too_large = 0x1p41f;
+    const Tile fits = abs(g, loc_) < too_large;  // false for NaN and ±inf too
+    const Tile g64 = where(fits, g, 0.f, loc_).to(DType::f64, loc_);
+    const Tile hi = round_to_i64(g64 * std::ldexp(1.0, kFixedPointHighBits));
+    const Tile rest = g64 - hi.to(DType::f64, loc_) * std::ldexp(1.0, -kFixedPointHighBits);
+    const Tile lo = round_to_i64(rest * std::ldexp(1.0, kFixedPointLowBits));
+    const Tile nan = g != g, large = !fits & !nan;
+    atomic_add(at, hi, mask, loc_);
+    atomic_add(at + 1, lo, mask, loc_);
+    const Tile one = full(at.shape(), 1, DType::i64, loc_);
+    auto masked = [&](const Tile &m) { return mask.valid() ? mask & m : m; };
+    atomic_add(at + 2, one, masked((large & (g > 0.f)) | nan), loc_);
+    atomic_add(at + 3, one, masked((large & (g < 0.f)) | nan), loc_);
   }
-  /// ptr's address expression with the capture's parameter replaced by its gradient buffer's.
-  Tile rebase(const ir::Value *ptr, ir::Value *grad) {
+  /// ptr's address expression with the capture's parameter replaced by `base` (its gradient buffer's, or its
+  /// accumulator's) and the element offsets multiplied by `stride`.
+  Tile rebase(const ir::Value *ptr, ir::Value *base, int stride = 1) {
     using K = ir::OpKind;
-    if (!ptr->def) return TileAccess::from_value(grad);
+    if (!ptr->def) return TileAccess::from_value(base);
     const ir::Op &d = *ptr->def;
-    Tile inner = rebase(d.operand(0), grad);
+    Tile inner = rebase(d.operand(0), base, stride);
     switch (d.kind) {
-      case K::PtrAdd: return inner + TileAccess::from_value(d.operand(1));
+      case K::PtrAdd: {
+        Tile offset = TileAccess::from_value(d.operand(1));
+        return inner + (stride == 1 ? offset : offset.to(DType::i64, loc_) * int64_t(stride));
+      }
       case K::Splat:
       case K::Broadcast: return broadcast_to(inner, ptr->type.shape, loc_);
       case K::ExpandDims: return expand_dims(inner, int(d.attrs.axis), loc_);
@@ -242,7 +266,7 @@ class ReverseSweep {
           return;
         }
         // Integer additions commute and associate: the sums come out the same whatever the order.
-        atomic_add(rebase(x(0), ctx_.capture_param(capture->grad_fixed_point)), to_fixed_point(g), mask, loc_);
+        add_fixed_point(x(0), ctx_.capture_param(capture->grad_fixed_point), g, mask);
         return;
       }
       case K::Rem: reject(op, "fmod has no derivative here");

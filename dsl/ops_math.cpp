@@ -140,6 +140,16 @@ Tile fma_index(const Tile &index, const Tile &a, const Tile &c, SrcLoc loc) {
   return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Fma, u.values, u.type, loc, attrs));
 }
 
+Tile div_rn(const Tile &a, const Tile &b, SrcLoc loc) {
+  auto &ctx = TraceContext::require("div_rn", loc);
+  auto u = dsl::unify(ctx, {&a, &b}, "div_rn", loc);
+  if (!is_float(u.type.dtype()))
+    dsl::fail(loc, fmt::format("div_rn: needs float operands, got {} and {}", dsl::describe(a), dsl::describe(b)));
+  ir::Attrs rn;
+  rn.flag = true;
+  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Div, u.values, u.type, loc, rn));
+}
+
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc) {
   auto &ctx = TraceContext::require("cdiv", loc);
   auto u = dsl::unify(ctx, {&a, &b}, "cdiv", loc);

@@ -22,9 +22,10 @@ void dce(Function &fn);              // removes unused pure ops and unused loop-
 /// Moves loads whose operands do not change across a for loop's iterations (and the pure ops computing
 /// them) in front of the loop, when the loop writes no memory; the moved load's mask gains `lb < ub`.
 void hoist_invariant_loads(Function &fn);
-/// A float division by a divisor broadcast from fewer elements (a scalar, a row's or a column's value) becomes
-/// a multiplication by the reciprocal, computed once per divisor element where the divisor is defined: a
-/// relative error of at most 2^-23 + 2^-48 (see ir/passes/reciprocal_division.cpp for special values).
+/// An f32 division (not div_rn's) by a divisor broadcast from fewer elements (a scalar, a row's or a column's
+/// value) becomes a multiplication by the reciprocal, computed once per divisor element where the divisor is
+/// defined: a relative error of at most 2^-23 + 2^-48 where 1/b is normal (see
+/// ir/passes/reciprocal_division.cpp for the rest).
 void reciprocal_division(Function &fn);
 /// The standard pipeline: verify, fold, canonicalize, reciprocal_division, hoist_invariant_loads, cse, dce (to a
 /// fixed point), verify.

@@ -2,6 +2,7 @@
 #include "runtime/prepare_concurrently.h"
 
 #include <exception>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -13,6 +14,9 @@ void prepare_concurrently(std::span<KernelBase *const> kernels, const LaunchConf
   for (KernelBase *k : kernels)
     if (!k->prepared(cfg, args)) todo.push_back(k);
   if (todo.empty()) return;
+  // Traced here, one after another: the user's functions a trace calls (a score_mod, a mask) are never run
+  // on two threads at once. Only codegen, the driver's link and the load go to the threads.
+  for (KernelBase *k : todo) k->function(args);
   std::vector<std::exception_ptr> errors(todo.size());
   auto prepare = [&](size_t i) {
     try {
@@ -22,8 +26,14 @@ void prepare_concurrently(std::span<KernelBase *const> kernels, const LaunchConf
     }
   };
   std::vector<std::thread> threads;
-  for (size_t i = 1; i < todo.size(); ++i) threads.emplace_back(prepare, i);
+  size_t started = 1;
+  try {
+    for (; started < todo.size(); ++started) threads.emplace_back(prepare, started);
+  } catch (const std::system_error &) {
+    // No thread to be had: the rest run here.
+  }
   prepare(0);
+  for (size_t i = started; i < todo.size(); ++i) prepare(i);
   for (std::thread &t : threads) t.join();
   for (const std::exception_ptr &e : errors)
     if (e) std::rethrow_exception(e);

@@ -7,10 +7,12 @@
 
 namespace tilejit::runtime {
 
-/// KernelBase::prepare(cfg, args) for each kernel not yet prepared, each on a thread of its own (the calling
-/// thread takes one); returns at once when at most one needs it, which it prepares itself. Tracing takes each
-/// kernel's own lock; codegen and the driver's link run outside any lock, as for the autotuner's candidates.
-/// Rethrows the first kernel's error (in `kernels` order) after every thread has finished.
+/// KernelBase::prepare(cfg, args) for each kernel not yet prepared: traced first on the calling thread, one
+/// after another (the user's functions a trace calls never run concurrently), then compiled and loaded each on
+/// a thread of its own (the calling thread takes one; where no thread can be started, the calling thread
+/// does the rest). Codegen and the driver's link run outside any lock, as for the autotuner's candidates.
+/// Rethrows a trace's error at once, a compile's (the first in `kernels` order) after every thread has
+/// finished.
 void prepare_concurrently(std::span<KernelBase *const> kernels, const LaunchConfig &cfg,
                           std::span<const detail::ArgValue> args);
 

@@ -21,7 +21,7 @@ class StreamScratch {
   StreamScratch &operator=(const StreamScratch &) = delete;
 
   /// Zeroes `bytes` bytes from `address` (inside this scratch), ordered on the stream (cuMemsetD8Async); a
-  /// memset on the interpreter. Throws DriverError naming the call.
+  /// memset on the interpreter. Throws DriverError naming the call, Error for a range outside the scratch.
   void zero(uint64_t address, size_t bytes);
 
   uint64_t address() const { return addr_; }  // 0 when bytes is 0

@@ -98,7 +98,7 @@ inline void check_backward_variants(Backend be, const FlexCase &c) {
     slopes.upload(slopes_host);
     // A capture's gradient is a sum of dZ terms that largely cancel (Σ_j dZ_ij = 0 in every row), so each
     // entry's error is bounded relative to the sum of its terms' magnitudes (tolerance(dt) of it), not to
-    // the small sum itself; summed in fixed point, each term may also be rounded by 2^-33 (half the unit).
+    // the small sum itself; summed in fixed point, each term may also be rounded by 2^-53 (half the low unit).
     struct Sums {
       std::vector<double> want, magnitude, terms;
       explicit Sums(size_t n) : want(n), magnitude(n), terms(n) {}
@@ -109,7 +109,7 @@ inline void check_backward_variants(Backend be, const FlexCase &c) {
       }
     };
     auto check_sums = [&](const char *what, const std::vector<float> &got, const Sums &ref, bool atomics) {
-      const double rounding = atomics ? 0.0 : std::ldexp(1.0, -kCaptureGradFractionBits - 1);
+      const double rounding = atomics ? 0.0 : std::ldexp(1.0, -kFixedPointLowBits - 1);
       for (size_t e = 0; e < got.size(); ++e) {
         INFO(what << (atomics ? " (f32 atomics)" : " (fixed point)") << " entry " << e << ": got " << got[e]
                   << ", float64 " << ref.want[e] << ", Σ|terms| " << ref.magnitude[e] << " over " << ref.terms[e]

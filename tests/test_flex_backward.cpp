@@ -4,7 +4,9 @@
 // errors.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "flex_backward_checks.h"
 #include "kernels/flex/flex_internal.h"
@@ -221,20 +223,65 @@ TEST_CASE("flex_backward: two runs give bitwise the same gradients; unsupported 
   no_total_k.total_q = 40;
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, no_total_k, varlen),
                     Contains("varlen needs FlexShape::total_q and total_k (the last cu_seqlens entries); got 40 and 0"));
-  // A learnable capture whose gradient buffer's size is unknown: its fixed-point sums need scratch of that size.
+  // A learnable capture whose sizes are both unknown: its fixed-point sums need scratch of the gradient's size.
   std::vector<float> table_host(64, 0.5f);
   Buffer table(64 * 4, be), table_grad(64 * 4, be);
   table.upload(table_host);
   FlexOptions learnable = o;
-  Captured tab = capture(DevicePtr{table.address(), table.bytes()}, DType::f32, DevicePtr{table_grad.address(), 0});
+  Captured tab = capture(DevicePtr{table.address(), 0}, DType::f32, DevicePtr{table_grad.address(), 0});
   learnable.score_mod = [tab](Tile sc, Tile, Tile, Tile q, Tile kv) { return sc + load(tab() + ((q - kv) & 63)); };
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, learnable),
-                    Contains("attention::flex_backward: a learnable capture's gradient buffer at 0x") &&
-                        Contains("was given as a DevicePtr without its size"));
+                    Contains("attention::flex_backward: a learnable capture and its gradient buffer (at 0x") &&
+                        Contains("were both given as DevicePtrs without their sizes"));
   attention::FlexShape bad = s;
   bad.heads_kv = 3;
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, bad, o),
                     Contains("attention::flex_backward"));
+}
+
+TEST_CASE("flex_backward: a NaN or an infinity in a capture's gradient terms reaches its gradient in both modes",
+          "[flex][backward]") {
+  const Backend be = Backend::Interpreter;
+  FlexCase c = small_case(2, 2, 24, 24, 32);
+  const auto &s = c.shape;
+  const size_t n = size_t(2) * 2 * 24 * 32;
+  std::vector<float> dout_host = random_values(n, c.dtype);
+  auto bq = upload_as(random_values(n, c.dtype), c.dtype, be), bk = upload_as(random_values(n, c.dtype), c.dtype, be);
+  auto bv = upload_as(random_values(n, c.dtype), c.dtype, be);
+  Buffer out(n * 2, be), lse(size_t(2) * 2 * 24 * 4, be), dq(n * 2, be), dk(n * 2, be), dv(n * 2, be);
+  Buffer table(2 * 64 * 4, be), grad(2 * 64 * 4, be);
+  table.upload(random_values(2 * 64, DType::f32));
+  Captured tab = capture(table, DType::f32, grad);
+  FlexOptions o;
+  o.backend = be;
+  o.score_mod = [tab](Tile sc, Tile, Tile h, Tile q, Tile kv) { return sc + load(tab() + h * 64 + ((q - kv) & 63)); };
+  attention::flex_forward(bq, bk, bv, out, lse, s, o);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Row 5 of (batch 0, head 1): its dP, so every dZ of that row, is NaN; with +inf in dO its dZ are ±inf or NaN.
+  for (float poison : {nan, inf}) {
+    std::vector<std::vector<float>> got;
+    for (bool atomics : {false, true}) {
+      INFO((atomics ? "f32 atomics" : "fixed point") << ", dO holds " << poison);
+      std::vector<float> d = dout_host;
+      d[(size_t(0 * 2 + 1) * 24 + 5) * 32 + 3] = poison;
+      auto bdo = upload_as(d, c.dtype, be);
+      grad.upload(std::vector<float>(2 * 64, 0.f));
+      o.atomics = atomics;
+      attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, o);
+      got.push_back(grad.download_as<float>(2 * 64));
+      int finite = 0;
+      for (size_t e = 0; e < 64; ++e) finite += std::isfinite(got.back()[e]);  // head 0: untouched by row 5
+      CHECK(finite == 64);
+      int poisoned = 0;
+      for (size_t e = 64; e < 128; ++e) poisoned += !std::isfinite(got.back()[e]);
+      CHECK(poisoned == 24);  // the 24 distances row 5 sees, (5 − j) & 63
+    }
+    for (size_t e = 0; e < 128; ++e) {
+      INFO("entry " << e << ": fixed point " << got[0][e] << ", atomics " << got[1][e]);
+      CHECK(std::isnan(got[0][e]) == std::isnan(got[1][e]));
+      CHECK(std::isinf(got[0][e]) == std::isinf(got[1][e]));
+    }
+  }
 }
 
 TEST_CASE("flex_backward: keys that no query sees get zero dk and dv", "[flex][backward]") {

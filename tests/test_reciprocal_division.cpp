@@ -44,8 +44,9 @@ TEST_CASE("reciprocal_division: a scalar, per-row or per-column divisor becomes 
         // Loop-invariant divisors: the reciprocals go in front of the loop, the loop keeps multiplications.
         Tile acc = zeros({8, 16}, DType::f32);
         for_range(0, n, 1, [&](I32) { acc = acc + tile / c + tile / per_row(_, None) + tile / per_col(None, _); });
-        // Elementwise division (as many divisor elements as results) stays a division.
-        store(out + (r * 16)(_, None) + k(None, _), acc / tile);
+        // Elementwise division (as many divisor elements as results), div_rn and f16 divisions stay divisions.
+        Tile narrow = (tile.to(DType::f16) / c.to(DType::f16)).to(DType::f32);
+        store(out + (r * 16)(_, None) + k(None, _), acc / tile + div_rn(tile, c) + narrow);
       },
       {P(DType::f32), P(DType::f32), P(DType::f32), S(DType::f32), S(DType::i32)});
   ir::optimize(*fn);
@@ -53,12 +54,18 @@ TEST_CASE("reciprocal_division: a scalar, per-row or per-column divisor becomes 
   REQUIRE(loop);
   CHECK(count_in(*loop->region(0), OpKind::Div) == 0);
   CHECK(count_in(*loop->region(0), OpKind::Mul) == 3);
-  // 1/c, 1/per_row and 1/per_col before the loop, acc / tile after it.
-  CHECK(count_in(*fn->body, OpKind::Div) == 4);
+  // 1/c, 1/per_row and 1/per_col before the loop; acc / tile, div_rn and the f16 division after it.
+  CHECK(count_in(*fn->body, OpKind::Div) == 6);
+  int rn = 0;
+  for (const auto &op : fn->body->ops) rn += op->kind == OpKind::Div && op->attrs.flag;
+  CHECK(rn == 1);
+  CHECK(ir::print(*fn).find("div %") != std::string::npos);
+  CHECK(ir::print(*fn).find(" {rn}") != std::string::npos);
   CHECK_NOTHROW(ir::verify(*fn));
 }
 
-TEST_CASE("reciprocal_division: quotients within 2^-23 relative of float64, special values as division's",
+TEST_CASE("reciprocal_division: quotients within 2^-23 relative of float64, special values as division's; div_rn "
+          "exact",
           "[ir][passes]") {
   constexpr int N = 256;
   auto k = Kernel("div_by_scalar", [](Ptr<f32> x, Ptr<f32> d, Ptr<f32> out, F32 c) {
@@ -68,6 +75,7 @@ TEST_CASE("reciprocal_division: quotients within 2^-23 relative of float64, spec
     Tile r = arange(0, 16), col = arange(0, 16);
     Tile at = (r * 16)(_, None) + col(None, _);
     store(out + N + at, load(x + at) / load(d + r)(_, None));
+    store(out + 2 * N + i, div_rn(load(x + i), c));  // correctly rounded
   });
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> mant(1.f, 2.f);
@@ -83,14 +91,14 @@ TEST_CASE("reciprocal_division: quotients within 2^-23 relative of float64, spec
   d[1] = 0.f, d[2] = inf, d[3] = -0.f;
   x[16] = 0.f;  // row 1 (divisor 0): 0/0
   x[32] = inf;  // row 2 (divisor inf): inf/inf
-  Buffer bx(N * 4, Backend::Interpreter), bd(16 * 4, Backend::Interpreter), bout(2 * N * 4, Backend::Interpreter);
+  Buffer bx(N * 4, Backend::Interpreter), bd(16 * 4, Backend::Interpreter), bout(3 * N * 4, Backend::Interpreter);
   bx.upload(x);
   bd.upload(d);
   bout.fill_bytes(0xff);
   LaunchConfig cfg;
   cfg.backend = Backend::Interpreter;
   k.launch(Grid{1}, cfg, bx, bd, bout, c);
-  const std::vector<float> got = bout.download_as<float>(2 * N);
+  const std::vector<float> got = bout.download_as<float>(3 * N);
   auto check = [&](size_t at, float num, float den) {
     const double exact = double(num) / double(den);
     INFO(num << " / " << den << ": got " << got[at] << ", float64 " << exact);
@@ -105,4 +113,9 @@ TEST_CASE("reciprocal_division: quotients within 2^-23 relative of float64, spec
   };
   for (int i = 0; i < N; ++i) check(size_t(i), x[size_t(i)], c);
   for (int i = 0; i < N; ++i) check(size_t(N + i), x[size_t(i)], d[size_t(i / 16)]);
+  // div_rn: the correctly rounded quotient, bit for bit (NaN aside).
+  for (int i = 3; i < N; ++i) {
+    INFO("div_rn " << x[size_t(i)] << " / " << c);
+    CHECK(got[size_t(2 * N + i)] == x[size_t(i)] / c);
+  }
 }

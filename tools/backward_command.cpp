@@ -67,6 +67,12 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   const CallTimes t =
       time_calls([&] { flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s, opt); }, opt.stream, a.iters);
   const double first_ms = t.first_ms, ms = t.median_ms;
+  // The timed calls added into the slopes' gradient too (it accumulates, as .grad does): check one call's.
+  if (f.learnable_slopes && opt.stream) {
+    x.mods.slopes_grad.fill_bytes(0);
+    flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s, opt);
+    if (opt.stream) opt.stream->synchronize();
+  }
   // The backward's FLOPs: 2.5× the forward's (FlashAttention-2's count), causal counted as half.
   double flops = 0;  // every sequence's pairs (varlen: its own length)
   for (int b = 0; b < s.batch; ++b)
@@ -117,9 +123,11 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   std::vector<int> checked_heads;  // a query head of each group: their slopes' gradients are checked
   for (int g = 0; g < groups; ++g) {
     const int b = int(rng() % uint64_t(s.batch)), kh = int(rng() % uint64_t(Hkv));
-    const int slope_head = kh * group + int(rng() % uint64_t(group));
-    if (std::find(checked_heads.begin(), checked_heads.end(), slope_head) == checked_heads.end())
-      checked_heads.push_back(slope_head);
+    if (f.learnable_slopes) {
+      const int slope_head = kh * group + int(rng() % uint64_t(group));
+      if (std::find(checked_heads.begin(), checked_heads.end(), slope_head) == checked_heads.end())
+        checked_heads.push_back(slope_head);
+    }
     const int sq = seq_len(b, false), sk = seq_len(b, true);
     std::vector<double> rdk(size_t(sk) * D, 0.0), rdv(size_t(sk) * D, 0.0), mdk(rdk.size(), 0.0);
     for (int h = kh * group; h < (kh + 1) * group; ++h) {
@@ -150,11 +158,12 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
              ok ? "PASS" : "FAIL");
   if (!f.learnable_slopes) return ok ? 0 : 1;
 
-  // The slopes' gradient: d slope[h] = Σ over every sequence's visible scores of dZ · (−|i − j|). Its terms
-  // cancel (Σ_j dZ_ij = 0 in every row), so each head's error is bounded by tol times the sum of the terms'
-  // magnitudes, plus, summed in fixed point, half a unit (2^-33) per term.
+  // The slopes' gradient: d slope[h] = Σ over every sequence's visible scores of dZ · ∂z/∂slope, where
+  // z = softcap(s − slope·|i − j|): ∂z/∂slope = −|i − j| · (1 − tanh²(x / cap)) with a soft-cap, −|i − j|
+  // without (s = q·k·scale recomputed from the inputs). Its terms cancel (Σ_j dZ_ij = 0 in every row), so each head's error is bounded by tol times the sum of the terms'
+  // magnitudes, plus, summed in fixed point, half a low unit (2^-53) per term.
   const std::vector<float> got = x.mods.slopes_grad.download_as<float>(size_t(Hq));
-  const double rounding = a.atomics ? 0.0 : std::ldexp(1.0, -kCaptureGradFractionBits - 1);
+  const double rounding = a.atomics ? 0.0 : std::ldexp(1.0, -kFixedPointLowBits - 1);
   bool slopes_ok = true;
   std::string heads;
   for (int h : checked_heads) {
@@ -168,7 +177,17 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
                               {vf.data() + row0(b, kh, Hkv, true), row_stride(Hkv)},
                               {dof.data() + row0(b, h, Hq, false), row_stride(Hq)}, rdq.data(), rdk.data(), rdv.data(),
                               [&](int i, int j, double dz) {
-                                const double term = -std::abs(i - j) * dz;
+                                double factor = -std::abs(i - j);
+                                if (f.softcap > 0) {
+                                  const float *qi = qf.data() + row0(b, h, Hq, false) + size_t(i) * row_stride(Hq);
+                                  const float *kj = kf.data() + row0(b, kh, Hkv, true) + size_t(j) * row_stride(Hkv);
+                                  double score = 0;
+                                  for (int d = 0; d < D; ++d) score += double(qi[d]) * kj[d];
+                                  const double th = std::tanh((score * scale + factor * x.mods.slopes_host[size_t(h)]) /
+                                                              f.softcap);
+                                  factor *= 1 - th * th;
+                                }
+                                const double term = factor * dz;
                                 want += term;
                                 magnitude += std::fabs(term);
                                 terms += 1;

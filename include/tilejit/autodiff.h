@@ -31,20 +31,25 @@ namespace tilejit {
 /// exception, with CaptureGrads::Scatter: the loaded value's gradient is added into grad at the same
 /// element offsets (f32 atomic_add; the address must be the capture plus offsets, through shape ops), so a
 /// learnable table read by a score_mod gets its gradient. The order of those additions changes from run to
-/// run, and so do the sums' last bits. CaptureGrads::ScatterFixedPoint adds instead round(g · 2^32) (half
-/// away from zero, saturated at ±2^62) as i64 into the capture's fixed-point accumulator
-/// (CaptureState::grad_fixed_point, which the launching code points at zeroed memory and converts into grad
-/// afterwards): integer sums do not depend on the order, so the result is bitwise reproducible, with each
-/// term rounded to 2^-32 (≈2.3e-10) and sums exact while they stay below 2^31 in magnitude (the technique of
-/// GPU molecular dynamics' fixed-point force sums: Le Grand, Götz & Walker, Comput. Phys. Commun. 184, 2013).
+/// run, and so do the sums' last bits. CaptureGrads::ScatterFixedPoint adds each term instead as integers
+/// into the capture's fixed-point accumulator (CaptureState::grad_fixed_point: four i64 per gradient element,
+/// which the launching code — attention::flex_backward — points at zeroed memory and adds into grad afterwards;
+/// unbound, the adds go to address 0): round(g·2^20) and the remainder in units of 2^-52 (half away from
+/// zero), and counts of +inf and −inf terms (a NaN counts as both, so the result is NaN, as a float sum would
+/// be; a term with |g| ≥ 2^41 counts as an infinity of its sign: an overflow). Integer sums do not depend on
+/// the order, so the result is bitwise reproducible; each term is rounded to 2^-53 (absolute), and the sums
+/// are exact while |Σ| < 2^42 and a gradient element has fewer than 2^32 terms (past that they wrap around,
+/// unseen). The technique of GPU molecular dynamics' fixed-point force sums (Le
+/// Grand, Götz & Walker, Comput. Phys. Commun. 184, 2013), with a second word for the low bits.
 /// CaptureGrads::Ignore leaves them constants (a second sweep over the same ops, e.g. for dQ, must not add
 /// them twice).
 ///
 /// Throws TraceError naming the op and its source line for an op on the path without a derivative here
 /// (rem, max/min reductions, dot, atomic_add, control flow), and for non-float out, wrt or dout.
 enum class CaptureGrads { Scatter, ScatterFixedPoint, Ignore };
-/// The fixed-point unit of CaptureGrads::ScatterFixedPoint: 2^-kCaptureGradFractionBits.
-inline constexpr int kCaptureGradFractionBits = 32;
+/// CaptureGrads::ScatterFixedPoint's units: 2^-kFixedPointHighBits for the high word, 2^-kFixedPointLowBits
+/// for the low one.
+inline constexpr int kFixedPointHighBits = 20, kFixedPointLowBits = 52;
 Tile vjp(const Tile &out, const Tile &wrt, const Tile &dout, CaptureGrads captures = CaptureGrads::Scatter,
          SrcLoc loc = SrcLoc::current());
 

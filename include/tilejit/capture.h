@@ -42,9 +42,10 @@ struct CaptureState {
   /// backward of a mod reading this buffer adds its gradient into. Fixed when the capture is made, so that
   /// every trace of a mod sees the same kind of capture.
   std::shared_ptr<CaptureState> grad;
-  /// With grad: a Ptr capture to i64 elements, one per gradient element, that a backward summing in fixed
+  /// With grad: a Ptr capture to i64 elements, four per gradient element, that a backward summing in fixed
   /// point (CaptureGrads::ScatterFixedPoint, tilejit/autodiff.h) adds into instead of grad; the code that
-  /// launches such a kernel points it at zeroed scratch memory per call and adds the sums into grad after.
+  /// launches such a kernel points it at zeroed scratch memory per call and adds the sums into grad after
+  /// (so, as set(), not while another thread launches a kernel that uses this capture).
   std::shared_ptr<CaptureState> grad_fixed_point;
 };
 }  // namespace detail

@@ -250,10 +250,11 @@ struct FlexOptions {
   /// may mix sequences prefilling a chunk with sequences decoding one token (varlen queries).
   const PagedKVCache *kv_cache = nullptr;
   /// flex_backward only. false (the default): deterministic. dQ in a pass of its own over the key blocks
-  /// (recomputing P and dP), and learnable captures' gradients summed as 64-bit fixed-point integers
-  /// (CaptureGrads::ScatterFixedPoint, tilejit/autodiff.h: each term rounded to 2^-32, sums exact below 2^31
-  /// in magnitude) in per-call scratch, then added into their gradient buffers; dq, dk, dv and the capture
-  /// gradients are bitwise the same from run to run. true: the dK/dV kernel adds each tile's dQ into an f32
+  /// (recomputing P and dP), and learnable captures' gradients summed as fixed-point integers
+  /// (CaptureGrads::ScatterFixedPoint, tilejit/autodiff.h: two i64 words, each term rounded to 2^-53, sums
+  /// exact below 2^42 in magnitude, NaN and ±inf kept) in per-call scratch, then added into their gradient
+  /// buffers; dq, dk, dv and the capture gradients are bitwise the same from run to run (concurrent calls
+  /// from two threads must not share a learnable capture). true: the dK/dV kernel adds each tile's dQ into an f32
   /// accumulator, and the capture gradients into their buffers, with f32 atomics (a third fewer FLOPs for
   /// dQ, but an order that changes from run to run; on the H200 slower at every shape of
   /// bench/results/backward.md).
@@ -281,8 +282,8 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// group in the program; then dQ per query block over the key blocks it sees, without atomics (bitwise
 /// reproducible), or with FlexOptions::atomics converted from the accumulator the dK/dV kernel added each
 /// tile's dQ into. Allocates a scratch per call on opt.stream with CUDA's stream-ordered allocator (one f32
-/// per query row, with atomics one per dq element, without them one i64 per element of each learnable
-/// capture's gradient buffer, and with a block mask its transposed lists), so that
+/// per query row, with atomics one per dq element, and with a block mask its transposed lists; without atomics
+/// a second one with four i64 per element of each learnable capture's gradient buffer), so that
 /// freeing it does not wait for the device; a block mask built for this call alone (varlen, or a mask
 /// reading memory: see BlockMaskMode) is still freed with a wait. Block sizes, num_warps and num_stages come
 /// from opt (autotune is not used); varlen batches as in the forward (cu_seqlens; total_q and total_k).
@@ -293,7 +294,8 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// Errors (TraceError): everything flex_forward rejects (a block mask made for another mask, band, layout,
 /// shape or block sizes among them), a block mask without its status bytes (BlockMask), a gradient starting at
 /// the address of an input or of another gradient, a paged cache, which the backward does not take, and
-/// (without atomics) a learnable capture whose gradient buffer's size is unknown (a DevicePtr of 0 bytes).
+/// (without atomics) a learnable capture whose gradient buffer's and captured buffer's sizes are both unknown
+/// (DevicePtrs of 0 bytes).
 void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
                    DevicePtr dk, DevicePtr dv, const FlexShape &shape, const FlexOptions &opt);
 void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,

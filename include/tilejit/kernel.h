@@ -193,7 +193,8 @@ class KernelBase {
   /// launches (no compilation, no module load: safe inside CUDA graph capture). Throws as launch() does.
   void prepare(const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
   /// Whether a launch with these arguments and cfg would only launch: its specialization is traced and, on
-  /// the GPU, loaded (so prepare() would do nothing). Never traces or compiles; throws as binding does.
+  /// the GPU, loaded (so prepare() would do nothing). Never traces or compiles; throws as binding does, and
+  /// DriverError when cfg names no arch and the device cannot be asked for one.
   bool prepared(const LaunchConfig &cfg, std::span<const detail::ArgValue> args);
   const ir::Function &function(std::span<const detail::ArgValue> args);
   /// The captured values (tilejit/capture.h) that the traced function for args uses, in the order of their

@@ -96,6 +96,11 @@ Tile index_to_f32(const Tile &t, SrcLoc loc = SrcLoc::current());
 /// ±2^24 they are not), the GPU may give NaN (inf − inf) where the fma gives ±inf; a consumer's infinite
 /// factor likewise. Throws TraceError where index_to_f32 or fma would, or when `a` or `c` is not a float.
 Tile fma_index(const Tile &index, const Tile &a, const Tile &c, SrcLoc loc = SrcLoc::current());
+/// a / b correctly rounded (IEEE division) for float tiles, broadcast and promoted as `/`, which may instead
+/// multiply by a reciprocal where b is broadcast from fewer elements (tile.h; 2 ulp). Use it where the last
+/// bit matters: floor() or an integer cast of a quotient that should be exact. Throws TraceError for
+/// non-float operands.
+Tile div_rn(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
 /// Ceiling division of int tiles: (a + b - 1) / b.
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
 

@@ -158,9 +158,10 @@ struct F32 : Tile {
 };
 
 // ---- operators (numpy broadcasting and Triton type promotion; see ops.h) ----
-// Arithmetic: floats and ints (int / and % truncate as in C). Float a / b is IEEE division, except where b is
-// broadcast from fewer elements (a scalar, or one value per row or column): then a·(1/b), the reciprocal once
-// per element of b, within 2^-23 relative (ir/passes/reciprocal_division.cpp). ptr + int and ptr - int offset
+// Arithmetic: floats and ints (int / and % truncate as in C). Float a / b is IEEE division, except for f32
+// where b is broadcast from fewer elements (a scalar, or one value per row or column): then a·(1/b), the
+// reciprocal once per element of b, within 2^-23 + 2^-48 relative where 1/b is a normal f32
+// (ir/passes/reciprocal_division.cpp); div_rn (ops.h) keeps the division. ptr + int and ptr - int offset
 // pointers by elements. Comparisons give i1. & | ^ << >> need ints or i1; && || need i1 (both sides are evaluated).
 Tile operator+(const TileOperand &a, const TileOperand &b);
 Tile operator-(const TileOperand &a, const TileOperand &b);

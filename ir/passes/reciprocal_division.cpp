@@ -1,11 +1,14 @@
-// reciprocal_division: a float division whose divisor is broadcast from fewer elements — a scalar (a captured
+// reciprocal_division: an f32 division whose divisor is broadcast from fewer elements — a scalar (a captured
 // cap: `score / cap`), one value per row or per column — becomes a multiplication by the divisor's reciprocal,
 // computed once per element of the divisor where the divisor is defined (outside the loop when it is). An IEEE
 // division costs a dozen instructions and a slow path per element; this is one multiplication. Two roundings
-// instead of one: a relative error of at most 2^-23 + 2^-48 (2 ulp; CUDA's -prec-div=false and Triton's
-// div.full.f32 allow 2 ulp too), and the same special values (NaN, ±inf, ±0) as the division, except for a
-// divisor so small that its reciprocal overflows (|b| < 2^-126 for f32: a/b may be finite where a·(1/b) is
-// ±inf). The interpreter runs the rewritten IR too, so both backends agree.
+// instead of one: where 1/b is a normal f32 (2^-126 < |b| < 2^126), a relative error of at most
+// 2^-23 + 2^-48 (2 ulp; CUDA's -prec-div=false and Triton's div.full.f32 allow 2 ulp too), and the same
+// special values (NaN, ±inf, ±0) as the division. Outside that range a·(1/b) may be ±inf or lose precision
+// where a/b is finite. An exact quotient may come out an ulp low (41/41 = 0.99999994): floor() or an integer
+// cast of a quotient wants div_rn (tilejit/ops.h), which this pass leaves alone. Only f32: a reciprocal
+// rounded to f16 or bf16 overflows early (1/b for |b| < 2^-16 in f16) and doubles a narrow type's error, and
+// f64 divisions are rare. The interpreter runs the rewritten IR too, so both backends agree.
 #include <utility>
 #include <vector>
 
@@ -50,7 +53,8 @@ std::pair<Block *, size_t> just_after(const Value *v) {
 void reciprocal_division(Function &fn) {
   std::vector<Op *> divisions;
   walk(*fn.body, [&](Op &op) {
-    if (op.kind == OpKind::Div && !op.result()->type.is_ptr() && is_float(op.result()->type.dtype()))
+    if (op.kind == OpKind::Div && !op.attrs.flag && !op.result()->type.is_ptr() &&
+        op.result()->type.dtype() == DType::f32)
       divisions.push_back(&op);
   });
   for (Op *div : divisions) {

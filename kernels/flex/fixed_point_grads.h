@@ -10,10 +10,11 @@
 
 namespace tilejit::attention::flex {
 
-/// For each learnable capture among `used` (a kernel's captures, KernelBase::captures): an i64 accumulator
-/// with one element per f32 of its gradient buffer, zeroed on `stream` and bound to the capture's
-/// grad_fixed_point, so that launches traced with CaptureGrads::ScatterFixedPoint add into it. Throws
-/// TraceError naming `op` when a gradient buffer's size is unknown (a DevicePtr of 0 bytes).
+/// For each learnable capture among `used` (a kernel's captures, KernelBase::captures): an accumulator of
+/// four i64 per f32 of its gradient buffer (of the captured buffer where the gradient buffer's size is
+/// unknown), zeroed on `stream` and bound to the capture's grad_fixed_point, so that launches traced with
+/// CaptureGrads::ScatterFixedPoint add into it. Throws TraceError naming `op` when both sizes are unknown
+/// (DevicePtrs of 0 bytes).
 class FixedPointGrads {
  public:
   FixedPointGrads(const std::vector<std::shared_ptr<detail::CaptureState>> &used, Backend backend, Stream *stream,
@@ -22,8 +23,9 @@ class FixedPointGrads {
   FixedPointGrads(const FixedPointGrads &) = delete;
   FixedPointGrads &operator=(const FixedPointGrads &) = delete;
 
-  /// grad[i] += acc[i] · 2^-kCaptureGradFractionBits for every accumulator, in one elementwise launch each
-  /// (cfg's backend and stream; after the kernels that add into the accumulators).
+  /// grad[i] += the accumulated sum of element i (f64, rounded once; NaN or ±inf where such terms were
+  /// counted) for every accumulator, in one elementwise launch each (cfg's backend and stream; after the
+  /// kernels that add into the accumulators).
   void add_into_grads(const LaunchConfig &cfg) const;
 
  private:
