@@ -60,15 +60,16 @@ CaptureState &state_of(const std::shared_ptr<CaptureState> &c, const char *what)
 }  // namespace
 
 void Captured::set(const Buffer &b) {
-  state_of(state_, "a buffer");
-  require_kind(*state_, state_->kind == CaptureState::Kind::Ptr, "a buffer");
-  state_->address = b.address();
-  state_->bytes = b.bytes();
+  set(DevicePtr{b.address(), b.bytes()});
   state_->on_gpu = b.on_gpu() ? 1 : 0;
 }
 void Captured::set(DevicePtr p) {
   state_of(state_, "a pointer");
   require_kind(*state_, state_->kind == CaptureState::Kind::Ptr, "a pointer");
+  if (state_->grad && state_->grad->bytes != 0 && p.bytes > state_->grad->bytes)
+    throw Error(fmt::format("Captured::set: the buffer holds {} bytes, more than the {} of its gradient buffer; "
+                            "set_grad a larger one first",
+                            p.bytes, state_->grad->bytes));
   state_->address = p.address;
   state_->bytes = p.bytes;
   state_->on_gpu = -1;

@@ -233,6 +233,29 @@ TEST_CASE("flex_backward: two runs give bitwise the same gradients; unsupported 
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, learnable),
                     Contains("attention::flex_backward: a learnable capture and its gradient buffer (at 0x") &&
                         Contains("were both given as DevicePtrs without their sizes"));
+  // Gradient buffers that are not memory of their own, in both modes.
+  for (bool atomics : {false, true}) {
+    INFO((atomics ? "f32 atomics" : "fixed point"));
+    learnable.atomics = atomics;
+    tab.set(table);
+    tab.set_grad(DevicePtr{table.address(), table.bytes()});
+    CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, learnable),
+                      Contains("attention::flex_backward: a learnable capture's gradient buffer is the captured "
+                               "buffer itself"));
+    tab.set_grad(DevicePtr{dq.address(), 64 * 4});
+    CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, learnable),
+                      Contains("attention::flex_backward: a learnable capture's gradient buffer starts at the "
+                               "address of 'dq'"));
+    tab.set_grad(DevicePtr{});
+    CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, learnable),
+                      Contains("attention::flex_backward: a learnable capture (at 0x") &&
+                          Contains("has a null gradient buffer"));
+  }
+  // A table larger than its gradient buffer is refused where it is set.
+  tab.set_grad(table_grad);
+  Buffer larger(128 * 4, be);
+  CHECK_THROWS_WITH(tab.set(larger), Contains("Captured::set: the buffer holds 512 bytes, more than the 256 of its "
+                                              "gradient buffer"));
   attention::FlexShape bad = s;
   bad.heads_kv = 3;
   CHECK_THROWS_WITH(attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, bad, o),

@@ -62,7 +62,9 @@ class Captured {
   operator Tile() const { return tile(); }
 
   /// Replace the value seen by later launches (the kind must stay the same: pointer or scalar type). Throws
-  /// Error for another kind, or for an empty Captured (default-constructed: make one with capture()).
+  /// Error for another kind, for an empty Captured (default-constructed: make one with capture()), and for a
+  /// buffer larger than the capture's gradient buffer (where both sizes are known: set_grad a larger one
+  /// first).
   void set(const Buffer &b);
   void set(DevicePtr p);
   void set(double value);     // F32 captures (rounded to f32 at launch)

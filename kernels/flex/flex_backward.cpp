@@ -133,10 +133,32 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
     if (key_work) kernels.push_back(dkdv.get());
     runtime::prepare_concurrently(kernels, cfg, a);
   }
-  // Without atomics, the gradients of learnable captures that the mod reads are summed in fixed point, in
-  // accumulators zeroed here and added into their buffers after the dK/dV kernel.
+  // The learnable captures the mod reads: their gradient buffers are written while the kernels read the
+  // captured tables and the inputs, so each must be memory of its own.
+  std::vector<std::shared_ptr<detail::CaptureState>> learnable;
+  if (key_work && opt.score_mod)
+    for (const auto &c : dkdv->captures(a))
+      if (c->grad) learnable.push_back(c);
+  for (const auto &c : learnable) {
+    const uint64_t g = c->grad->address;
+    if (g == 0)
+      throw TraceError(fmt::format("{}: a learnable capture (at {:#x}) has a null gradient buffer; give it one with "
+                                   "Captured::set_grad",
+                                   kOp, c->address));
+    if (g == c->address)
+      throw TraceError(fmt::format("{}: a learnable capture's gradient buffer is the captured buffer itself ({:#x}); "
+                                   "the gradient needs memory of its own",
+                                   kOp, g));
+    for (const auto &t : tensors)
+      if (t.last >= 0 && t.ptr.address == g)
+        throw TraceError(fmt::format("{}: a learnable capture's gradient buffer starts at the address of '{}' "
+                                     "({:#x}); the gradient needs memory of its own",
+                                     kOp, t.name, g));
+  }
+  // Without atomics, their gradients are summed in fixed point, in accumulators zeroed here and added into
+  // their buffers after the dK/dV kernel.
   std::optional<FixedPointGrads> fixed_point;
-  if (key_work && !opt.atomics && opt.score_mod) fixed_point.emplace(dkdv->captures(a), backend, opt.stream, kOp);
+  if (!learnable.empty() && !opt.atomics) fixed_point.emplace(learnable, backend, opt.stream, kOp);
   if (p.work) delta_kernel->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
   if (key_work) dkdv->launch(Grid{uint32_t(p.nkb), uint32_t(p.heads_kv), batch}, cfg, a);
   if (fixed_point) fixed_point->add_into_grads(cfg);
