@@ -6,7 +6,6 @@
 //    its own. Only float operands that depend on wrt receive one.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -81,7 +80,6 @@ class ReverseSweep {
   /// comes out NaN); non-finite terms, and terms too large for the sum (|g| ≥ 2^41, which count as ±inf, an
   /// overflow), add 0 to slots 0 and 1. Rounding is half away from zero, in f64, where every step is exact.
   void add_fixed_point(const ir::Value *ptr, ir::Value *acc, const Tile &g, const Tile &mask) {
-    const float inf = std::numeric_limits<float>::infinity();
     const Tile at = rebase(ptr, acc, 4);
     auto round_to_i64 = [&](const Tile &t) {
       const double limit = 0x1p62;  // float-to-integer conversion is undefined out of range
@@ -94,7 +92,7 @@ class ReverseSweep {
     const Tile hi = round_to_i64(g64 * std::ldexp(1.0, kFixedPointHighBits));
     const Tile rest = g64 - hi.to(DType::f64, loc_) * std::ldexp(1.0, -kFixedPointHighBits);
     const Tile lo = round_to_i64(rest * std::ldexp(1.0, kFixedPointLowBits));
-    const Tile nan = g != g, large = !fits & !nan;
+    const Tile nan = g != g, large = (!fits) & (!nan);
     atomic_add(at, hi, mask, loc_);
     atomic_add(at + 1, lo, mask, loc_);
     const Tile one = full(at.shape(), 1, DType::i64, loc_);

@@ -225,6 +225,7 @@ int main(int argc, char **argv) {
         throw Error(fmt::format("the tensors would hold {:.3g} elements each; at most 2^31", total));
     }
     if (att->parsed() && flex.learnable_slopes && !a.backward) throw Error("--learn-slopes needs --backward");
+    if (att->parsed() && a.atomics && !a.backward) throw Error("--atomics needs --backward");
     bool plain_cannot = (a.causal && a.seqlen_k > 0 && a.seqlen_k != a.seqlen_q) || !plain_head_dim(a.head_dim);
     // The backward runs on the flex kernels (plain attention is flex attention without mods).
     if (att->parsed() && (tools::flex_requested(flex) || plain_cannot || a.backward)) {
