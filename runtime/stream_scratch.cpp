@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "runtime/driver.h"
-#include "tilejit/error.h"
 #include "tilejit/launch.h"
 
 namespace tilejit::runtime {
@@ -25,17 +24,14 @@ StreamScratch::StreamScratch(size_t bytes, Backend where, Stream *stream) : byte
   addr_ = p;
 }
 
-void StreamScratch::zero(uint64_t address, size_t bytes) {
-  if (bytes == 0) return;
-  if (address < addr_ || address + bytes > addr_ + bytes_)
-    throw Error(fmt::format("internal: zeroing [{:#x}, +{}) outside the scratch [{:#x}, +{})", address, bytes, addr_,
-                            bytes_));
+void StreamScratch::zero() {
+  if (bytes_ == 0) return;
   if (host_.bytes()) {
-    std::memset(reinterpret_cast<void *>(address), 0, bytes);
+    std::memset(reinterpret_cast<void *>(addr_), 0, bytes_);
     return;
   }
-  check(driver().cuMemsetD8Async(address, 0, bytes, static_cast<cu::CUstream>(stream_)), "cuMemsetD8Async", {},
-        fmt::format("zeroing {} bytes of scratch", bytes));
+  check(driver().cuMemsetD8Async(addr_, 0, bytes_, static_cast<cu::CUstream>(stream_)), "cuMemsetD8Async", {},
+        fmt::format("zeroing {} bytes of scratch", bytes_));
 }
 
 StreamScratch::~StreamScratch() {

@@ -20,9 +20,9 @@ class StreamScratch {
   StreamScratch(const StreamScratch &) = delete;
   StreamScratch &operator=(const StreamScratch &) = delete;
 
-  /// Zeroes `bytes` bytes from `address` (inside this scratch), ordered on the stream (cuMemsetD8Async); a
-  /// memset on the interpreter. Throws DriverError naming the call, Error for a range outside the scratch.
-  void zero(uint64_t address, size_t bytes);
+  /// Zeroes the whole scratch, ordered on the stream (cuMemsetD8Async); a memset on the interpreter. Throws
+  /// DriverError naming the call.
+  void zero();
 
   uint64_t address() const { return addr_; }  // 0 when bytes is 0
   size_t bytes() const { return bytes_; }

@@ -71,7 +71,7 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   if (f.learnable_slopes && opt.stream) {
     x.mods.slopes_grad.fill_bytes(0);
     flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s, opt);
-    if (opt.stream) opt.stream->synchronize();
+    opt.stream->synchronize();
   }
   // The backward's FLOPs: 2.5× the forward's (FlashAttention-2's count), causal counted as half.
   double flops = 0;  // every sequence's pairs (varlen: its own length)

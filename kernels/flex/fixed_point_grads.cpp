@@ -44,14 +44,10 @@ auto &add_fixed_point_kernel() {
 
 }  // namespace
 
-FixedPointGrads::FixedPointGrads(const std::vector<std::shared_ptr<detail::CaptureState>> &used, Backend backend,
+FixedPointGrads::FixedPointGrads(const std::vector<std::shared_ptr<detail::CaptureState>> &learnable, Backend backend,
                                  Stream *stream, const char *op) {
   size_t bytes = 0;
-  for (const auto &c : used) {
-    if (!c || !c->grad || !c->grad_fixed_point) continue;
-    bool seen = false;
-    for (const Accumulator &a : accs_) seen = seen || a.capture == c;
-    if (seen) continue;
+  for (const auto &c : learnable) {
     // The gradient buffer's elements, or where its size is unknown the captured table's (its gradient lands
     // at the offsets the mod reads).
     const size_t known = c->grad->bytes ? c->grad->bytes : c->bytes;
@@ -67,7 +63,7 @@ FixedPointGrads::FixedPointGrads(const std::vector<std::shared_ptr<detail::Captu
   }
   if (accs_.empty()) return;
   scratch_ = std::make_unique<runtime::StreamScratch>(bytes, backend, stream);
-  scratch_->zero(scratch_->address(), bytes);
+  scratch_->zero();
   for (Accumulator &a : accs_) {
     detail::CaptureState &acc = *a.capture->grad_fixed_point;
     acc.address = scratch_->address() + a.offset;

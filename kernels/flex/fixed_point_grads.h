@@ -10,15 +10,15 @@
 
 namespace tilejit::attention::flex {
 
-/// For each learnable capture among `used` (a kernel's captures, KernelBase::captures): an accumulator of
-/// four i64 per f32 of its gradient buffer (of the captured buffer where the gradient buffer's size is
-/// unknown), zeroed on `stream` and bound to the capture's grad_fixed_point, so that launches traced with
-/// CaptureGrads::ScatterFixedPoint add into it. Throws TraceError naming `op` when both sizes are unknown
+/// For each of `learnable` (a kernel's captures made with a gradient buffer, KernelBase::captures: each once):
+/// an accumulator of four i64 per f32 of its gradient buffer (of the captured buffer where the gradient
+/// buffer's size is unknown), zeroed on `stream` and bound to the capture's grad_fixed_point, so that launches
+/// traced with CaptureGrads::ScatterFixedPoint add into it. Throws TraceError naming `op` when both sizes are unknown
 /// (DevicePtrs of 0 bytes).
 class FixedPointGrads {
  public:
-  FixedPointGrads(const std::vector<std::shared_ptr<detail::CaptureState>> &used, Backend backend, Stream *stream,
-                  const char *op);
+  FixedPointGrads(const std::vector<std::shared_ptr<detail::CaptureState>> &learnable, Backend backend,
+                  Stream *stream, const char *op);
   ~FixedPointGrads();
   FixedPointGrads(const FixedPointGrads &) = delete;
   FixedPointGrads &operator=(const FixedPointGrads &) = delete;
