@@ -93,6 +93,9 @@ LoadedKernel load_kernel(const KernelArtifact &image) {
   }
   check(d.cuFuncGetAttribute(&k.num_regs, cu::CU_FUNC_ATTRIBUTE_NUM_REGS, fn), "cuFuncGetAttribute", image.entry,
         "reading NUM_REGS");
+  check(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&k.programs_per_sm, fn, k.num_threads, size_t(k.shared_bytes)),
+        "cuOccupancyMaxActiveBlocksPerMultiprocessor", image.entry,
+        fmt::format("{} threads, {} bytes of dynamic shared memory", k.num_threads, k.shared_bytes));
   return k;
 }
 

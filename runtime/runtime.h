@@ -17,6 +17,7 @@ struct LoadedKernel {
   int shared_bytes = 0;       // dynamic shared memory per launch
   int num_threads = 0;
   int num_regs = 0;           // from cuFuncGetAttribute
+  int programs_per_sm = 0;    // programs that fit on one SM at once (cuOccupancyMaxActiveBlocksPerMultiprocessor)
   int spill_stores = -1;      // bytes per thread ptxas spilled to local memory when linking (-1: not reported)
   int spill_loads = -1;       // bytes per thread reloaded from those spills (-1: not reported)
 };

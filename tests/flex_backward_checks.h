@@ -165,6 +165,24 @@ inline void check_backward_variants(Backend be, const FlexCase &c) {
         for (int i = 0; i < std::min(5, Sq); ++i)
           for (int d = 0; d < D; ++d) REQUIRE(r.dq[((size_t(b) * H + h) * Sq + i) * D + d] == 0.f);
   }
+  {
+    // No mask: every tile inside the sequence takes the arm without masking, where such rows must still get
+    // p = 0 and zero gradients (the same as a mask hiding them).
+    INFO("a score_mod that leaves rows no finite score (lse −inf), without a mask");
+    FlexOptions o;
+    o.score_mod = [](Tile s, Tile, Tile, Tile q, Tile) {
+      return where(q >= 5, s, -std::numeric_limits<float>::infinity());
+    };
+    RefMods ref{{}, [](int, int, int q, int, int, int) { return q >= 5; }};
+    auto r = run_backward_case(be, c, o, ref);
+    const int B = c.shape.batch, H = c.shape.heads_q, Sq = c.shape.seqlen_q, D = c.shape.head_dim_qk;
+    REQUIRE(r.empty_rows == B * H * std::min(5, Sq));
+    require_backward_matches(r, c.dtype);
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int i = 0; i < std::min(5, Sq); ++i)
+          for (int d = 0; d < D; ++d) REQUIRE(r.dq[((size_t(b) * H + h) * Sq + i) * D + d] == 0.f);
+  }
 }
 
 /// Runs the backward in its default mode (dQ in its own pass, capture gradients in fixed point) `runs` times

@@ -17,9 +17,10 @@
 //          (ATOMICS) converted from the accumulator.
 // Both main kernels recompute P from the forward's logsumexp. Bands bound both walks in closed form; with a
 // mask function (USE_BLOCK_MASK) the dQ kernel walks its query block's list of a block mask and the dK/dV
-// kernel its key block's transposed list, so wholly masked tiles are skipped; the function is evaluated on
-// every visited tile. Varlen: each program's sequence comes from cu_seqlens. Rows that see no key (lse −inf)
-// get P = 0: zero gradients.
+// kernel its key block's transposed list, so wholly masked tiles are skipped. Only the tiles that may hide
+// entries (partial blocks of the band or block mask, the blocks at a sequence's end) run the mask and the
+// bounds tests; the others take straight-line code without them. Varlen: each program's sequence comes from
+// cu_seqlens. Rows that see no key (lse −inf) get P = 0: zero gradients.
 #include <limits>
 #include <tuple>
 
@@ -107,14 +108,18 @@ struct Tracer {
   static Tile P(int i) { return detail::param_tile(i); }
 
   /// Walks the blocks of list (b, h, block) of a block mask (entries: block index · 2 + full) while `live`:
-  /// body(start) gets each listed block's first row / key, `block_size` apart.
+  /// body(start, full) gets each listed block's first row / key, `block_size` apart, and whether the mask
+  /// shows every entry of the tile (i1 scalar).
   template <class Body>
   void walk_list(int blocks, int counts, int stride_b, int stride_h, int list_len, const Tile &b, const Tile &h,
                  const Tile &block, const Tile &live, int block_size, Body body) const {
     Tile row = b * P(stride_b) + h * P(stride_h) + block;
     Tile count = where(live, load(P(counts) + row), 0);
     Tile list = P(blocks) + row.to(DType::i64) * P(list_len);
-    for_range(0, count, 1, [&](I32 i) { body((load(list + i) >> 1) * block_size); });
+    for_range(0, count, 1, [&](I32 i) {
+      Tile code = load(list + i);
+      body((code >> 1) * block_size, (code & 1) != 0);
+    });
   }
   Tile stride(int i) const { return large ? P(i) : P(i).to(DType::i32); }
   Tile wide(const Tile &t) const { return large ? t.to(DType::i64) : t; }
@@ -153,10 +158,11 @@ struct Tracer {
 
   // A query block's rows of query head h from start_m: q [BM, PQK], dO [BM, PV], lse and delta [BM].
   struct Rows {
-    Tile rows, ok, q, dout, lse, delta;
+    Tile start, rows, ok, q, dout, lse, delta;
   };
   Rows query_rows(const Tile &b, const Tile &h, const Tile &start_m) const {
     Rows r;
+    r.start = start_m;
     r.rows = start_m + arange(0, BM);
     r.ok = r.rows < seqlen_q;
     r.q = load(q_ptr(bQ, b, h, r.rows), mask_cols(r.ok, kq_cols), 0.f);
@@ -167,10 +173,11 @@ struct Tracer {
   }
   // A key block's keys of KV head hk from start_n: k [BN, PQK], v [BN, PV].
   struct Keys {
-    Tile cols, ok, k, v;
+    Tile start, cols, ok, k, v;
   };
   Keys key_cols(const Tile &b, const Tile &hk, const Tile &start_n) const {
     Keys c;
+    c.start = start_n;
     c.cols = start_n + arange(0, BN);
     c.ok = c.cols < seqlen_k;
     c.k = load(k_ptr(bK, b, hk, c.cols), mask_cols(c.ok, kq_cols), 0.f);
@@ -178,39 +185,71 @@ struct Tracer {
     return c;
   }
 
+  /// Whether tile (r, c) may hold an entry to mask (i1 scalar): it crosses a sequence's end or is not wholly
+  /// visible — `full` says that for a block mask's entry; else, with a band alone, the tile must lie inside it
+  /// for every row and key. An empty Tile: always (a mask function without a block mask).
+  Tile need_mask(const Rows &r, const Keys &c, const Tile &full = {}) const {
+    Tile need = (r.start + BM > seqlen_q) | (c.start + BN > seqlen_k);
+    if (full.valid()) return need | !full;
+    if (mask.fn) return Tile();
+    if (!has_band) return need;
+    Tile inside = (c.start >= r.start + (BM - 1) + band.off - band.left) &
+                  (c.start + (BN - 1) <= r.start + band.off + band.right);
+    return need | !inside;
+  }
+
   struct Grad {
     Tile p, ds;  // [BM, BN] f32: probabilities and d(score before the mod), 0 where masked or outside
   };
   // One tile's P and dS. captures: whether loads from learnable captures add their gradients (in exactly one
-  // of the two sweeps).
-  Grad tile(const Tile &b, const Tile &h, const Rows &r, const Keys &c, CaptureGrads captures) const {
+  // of the two sweeps). `need` (an i1 scalar from need_mask; empty: always) chooses between two arms, each
+  // straight-line code from the scores to dS: one that zeroes what the tile hides, and one for the tiles
+  // wholly visible (most tiles of a band or block mask, all but the last of an unmasked sequence), whose P
+  // and dS come straight from the scores.
+  Grad tile(const Tile &b, const Tile &h, const Rows &r, const Keys &c, CaptureGrads captures,
+            const Tile &need) const {
     const Tile &rows = r.rows, &cols = c.cols, &q = r.q, &k = c.k, &v = c.v, &dout = r.dout, &lse = r.lse,
                &delta = r.delta;
     const float neg_inf = -std::numeric_limits<float>::infinity();
     Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0))(_, None);
     Tile kv_idx = minimum(cols, maximum(seqlen_k - 1, 0))(None, _);
-    Tile s = dot(q, trans(k)) * P(bScale);
-    Tile z = s;
-    if (score_mod) {
-      z = traced_user_fn("score_mod", [&] { return score_mod(s, b, h, q_idx, kv_idx); });
-      if (!z.valid() || z.shape() != s.shape() || !is_float(z.dtype()))
-        throw TraceError(fmt::format(
-            "flex attention backward: the score_mod returned {} (it must return the score tile's shape [{}] as a "
-            "float, e.g. an expression of its `score` argument)",
-            z.valid() ? fmt::format("{}[{}]", dtype_name(z.dtype()), ir::shape_str(z.shape())) : "nothing",
-            ir::shape_str(s.shape())));
-      z = z.to(DType::f32);
-    }
-    Tile vis = (rows < seqlen_q)(_, None) & (cols < seqlen_k)(None, _);
-    Tile m = visible(mask, has_band, band, b, h, q_idx, kv_idx);
-    if (m.valid()) vis = vis & m;
-    // Rows that saw no key in the forward (lse −inf) get no probability at all.
-    vis = vis & (lse > neg_inf)(_, None);
-    Tile p = where(vis, exp2((z - lse(_, None)) * kLog2e), 0.f);
+    Tile qk = dot(q, trans(k));
     Tile dp = dot(dout, trans(v));
-    Tile dz = p * (dp - delta(_, None));
-    Tile ds = score_mod ? vjp(z, s, dz, captures) : dz;
-    return {p, where(vis, ds, 0.f)};
+    // A row that saw no key in the forward (lse −inf: a mod made every score −inf) gets p = exp2(z − ∞) = 0 in
+    // the unmasked arm; the masked arm zeroes it.
+    Tile lse_or_inf = where(lse > neg_inf, lse, std::numeric_limits<float>::infinity());
+    Grad g{qk, qk};  // placeholders of the arms' types, reassigned in both
+    auto arm = [&](bool masked) {
+      Tile s = qk * P(bScale);  // in the arm: vjp differentiates within one block
+      Tile z = s;
+      if (score_mod) {
+        z = traced_user_fn("score_mod", [&] { return score_mod(s, b, h, q_idx, kv_idx); });
+        if (!z.valid() || z.shape() != s.shape() || !is_float(z.dtype()))
+          throw TraceError(fmt::format(
+              "flex attention backward: the score_mod returned {} (it must return the score tile's shape [{}] as "
+              "a float, e.g. an expression of its `score` argument)",
+              z.valid() ? fmt::format("{}[{}]", dtype_name(z.dtype()), ir::shape_str(z.shape())) : "nothing",
+              ir::shape_str(s.shape())));
+        z = z.to(DType::f32);
+      }
+      Tile vis;  // outside the sequence, masked, or in a row that saw no key: hidden
+      if (masked) {
+        vis = (rows < seqlen_q)(_, None) & (cols < seqlen_k)(None, _) & (lse > neg_inf)(_, None);
+        Tile m = visible(mask, has_band, band, b, h, q_idx, kv_idx);
+        if (m.valid()) vis = vis & m;
+      }
+      Tile p = exp2((z - lse_or_inf(_, None)) * kLog2e);
+      if (masked) p = where(vis, p, 0.f);
+      Tile dz = p * (dp - delta(_, None));
+      Tile ds = score_mod ? vjp(z, s, dz, captures) : dz;
+      // dS zeroed again: dZ is 0·(dP − D) where p is, not 0 where a hidden key's dP or the mod's derivative is
+      // not finite.
+      if (masked) ds = where(vis, ds, 0.f);
+      g = {p, ds};
+    };
+    if (need.valid()) if_(need, [&] { arm(true); }, [&] { arm(false); });
+    else arm(true);
+    return g;
   }
 };
 
@@ -238,10 +277,10 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   Tile start_n = n * t.BN;
   const Tracer::Keys keys = t.key_cols(b, hk, start_n);
   Tile dk = zeros({t.BN, t.PQK}, DType::f32), dv = zeros({t.BN, t.PV}, DType::f32);
-  auto query_block = [&](const Tile &h, const Tile &start_m) {
+  auto query_block = [&](const Tile &h, const Tile &start_m, const Tile &full = {}) {
     const Tracer::Rows rows = t.query_rows(b, h, start_m);
     const CaptureGrads captures = t.atomics ? CaptureGrads::Scatter : CaptureGrads::ScatterFixedPoint;
-    Tracer::Grad gr = t.tile(b, h, rows, keys, captures);
+    Tracer::Grad gr = t.tile(b, h, rows, keys, captures, t.need_mask(rows, keys, full));
     Tile ds = gr.ds.to(dt);
     dv = dot(trans(gr.p.to(dt)), rows.dout, dv);
     dk = dot(trans(ds), rows.q, dk);
@@ -253,7 +292,7 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile h = hk * group + g;
     if (t.use_block_mask) {
       t.walk_list(bQBlocks, bQCounts, bTListsStrideB, bTListsStrideH, bNumQBlocks, b, h, n, live, t.BM,
-                  [&](const Tile &start_m) { query_block(h, start_m); });
+                  [&](const Tile &start_m, const Tile &full) { query_block(h, start_m, full); });
       return;
     }
     // The queries that can see keys [start_n, start_n + BN): q + off − left ≤ kv and kv ≤ q + off + right.
@@ -285,9 +324,9 @@ void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<c
   }
   const Tracer::Rows rows = t.query_rows(b, h, start_m);
   Tile dq = zeros({t.BM, t.PQK}, DType::f32);
-  auto key_block = [&](const Tile &start_n) {
+  auto key_block = [&](const Tile &start_n, const Tile &full = {}) {
     const Tracer::Keys keys = t.key_cols(b, hk, start_n);
-    Tracer::Grad gr = t.tile(b, h, rows, keys, CaptureGrads::Ignore);
+    Tracer::Grad gr = t.tile(b, h, rows, keys, CaptureGrads::Ignore, t.need_mask(rows, keys, full));
     dq = dot(gr.ds.to(dt), keys.k, dq);
   };
   Tile live = start_m < t.seqlen_q;  // a block past its sequence's queries (varlen) visits nothing

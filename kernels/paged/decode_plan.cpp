@@ -12,6 +12,7 @@
 #include "kernels/flex/flex_internal.h"
 #include "kernels/paged/decode_combine.h"
 #include "kernels/paged/paged_cache.h"
+#include "runtime/runtime.h"
 #include "tilejit/device.h"
 #include "tilejit/error.h"
 #include "tilejit/paged_attention.h"
@@ -25,16 +26,32 @@ namespace {
 constexpr const char *kOp = "attention::DecodePlan";
 constexpr int kMaxSplits = 128;  // the combine kernel loads a row's splits at once
 
-/// The split count when the caller leaves it to us: as many as fit in one wave of two programs per SM (the
-/// GPU's SMs, or a nominal 132 without one, so that the interpreter tests the same splits) — a partial second
-/// wave would leave most SMs idle while it runs —, each split at least four key blocks long (a shorter split's
-/// partial output costs more to write and combine than it saves).
-int auto_splits(int programs, int max_len, int block_n, int sms) {
+/// The split count when the caller leaves it to us: as many as fit in one wave of `slots` programs (the
+/// kernel's programs per SM times the GPU's SMs; on the interpreter two per SM of a nominal 132, so that it
+/// tests the same splits) — a partial second wave would leave most SMs idle while it runs —, each split at
+/// least four key blocks long (a shorter split's partial output costs more to write and combine than it saves).
+int auto_splits(int64_t programs, int max_len, int block_n, int64_t slots) {
   if (programs <= 0) return 1;
-  int want = 2 * sms / programs;
+  int64_t want = slots / programs;
   int64_t blocks = (int64_t(max_len) + block_n - 1) / block_n;
   return int(std::clamp<int64_t>(std::min<int64_t>(want, blocks / 4), 1, kMaxSplits));
 }
+
+/// A decode kernel's tiling: keys per block, warps, pipeline stages, and the programs per SM ptxas must fit
+/// (registers capped; 0: uncapped).
+struct Tiling {
+  int block_n, num_warps, num_stages, min_ctas_per_sm;
+};
+/// The library's tilings, most keys per program first. 64 keys × 4 warps × 3 stages streams K/V best wherever
+/// its programs (two per SM) fill the GPU in one wave or in many. Where one wave of them is too few and two
+/// are too many (batch × KV heads between two and about six per SM) and the sequences are short, each wave's
+/// start (the first loads' latency) is a large part of a program's time; smaller tiles that fit four or six
+/// programs per SM run them all in one wave instead. With long sequences the start is paid once in hundreds
+/// of microseconds and the larger tile's faster streaming wins (bench/results/LEARNED.md, decode).
+constexpr Tiling kTilings[] = {{64, 4, 3, 0}, {32, 4, 3, 4}, {16, 1, 4, 0}};
+/// The longest sequence (keys) for which the plan looks past the first tiling: one wave of smaller tiles
+/// measured 1–3% faster at 1024 keys and 2% slower at 8192.
+constexpr int kOneWaveMaxKeys = 2048;
 
 bool same_layout(const PagedKVCache &a, const PagedKVCache &b) {
   return a.dtype == b.dtype && a.num_pages == b.num_pages && a.page_size == b.page_size && a.heads_kv == b.heads_kv &&
@@ -101,24 +118,52 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   // rows than that only add registers; the K/V reads are what count).
   const int rows_wanted = int(std::bit_ceil(unsigned(group * shape.seqlen_q)));
   o.block_m = std::clamp(rows_wanted, 16, std::max(64, int(std::bit_ceil(unsigned(group)))));
-  o.block_n = opt.block_n > 0 ? opt.block_n : 64;
-  o.num_warps = opt.num_warps > 0 ? opt.num_warps : 4;
-  o.num_stages = opt.num_stages > 0 ? opt.num_stages : 3;
   o.backend = opt.backend;
   o.arch = opt.arch;
-  m.p = plan(m.s, o, kOp);
-  pack_gqa(m.p, m.s, o.block_m, kOp);
-  m.rows = int64_t(shape.batch) * shape.seqlen_q * hq;
-  // lse [batch, seqlen_q, heads_q].
-  m.p.lse_b = shape.seqlen_q * hq;
-  m.p.lse_h = 1;
-  m.p.lse_s = hq;
-  m.p.last_lse = m.rows - 1;
-
   const Backend backend = resolve_backend(opt.backend);
-  int sms = backend == Backend::GPU ? device_info().sm_count : 132;
-  int programs = m.p.nqb * c.heads_kv * shape.batch;
-  m.p.num_splits = opt.num_splits > 0 ? opt.num_splits : auto_splits(programs, max_len, o.block_n, sms);
+  const int sms = backend == Backend::GPU ? device_info().sm_count : 132;
+  const DevicePtr aligned{256, 0};  // the kernels are compiled for 16-byte aligned pointers; run() binds the real ones
+  m.attention = flex_kernel(o.dtype, o.score_mod, o.mask);
+
+  // The tiling: the caller's, or the first of kTilings whose programs (splits included) fit in one wave on
+  // the GPU, else the first. Each candidate is compiled to learn its programs per SM (registers and shared
+  // memory decide it); on the interpreter two per SM are assumed and the first is taken.
+  const bool caller_tiles = opt.block_n > 0 || opt.num_warps > 0 || opt.num_stages > 0;
+  const Tiling first = caller_tiles ? Tiling{opt.block_n > 0 ? opt.block_n : kTilings[0].block_n,
+                                             opt.num_warps > 0 ? opt.num_warps : kTilings[0].num_warps,
+                                             opt.num_stages > 0 ? opt.num_stages : kTilings[0].num_stages, 0}
+                                    : kTilings[0];
+  const bool search = !caller_tiles && backend == Backend::GPU && max_len <= kOneWaveMaxKeys;
+  auto configure = [&](const Tiling &t) {
+    o.block_n = t.block_n;
+    o.num_warps = t.num_warps;
+    o.num_stages = t.num_stages;
+    o.min_ctas_per_sm = t.min_ctas_per_sm;
+    m.p = plan(m.s, o, kOp);
+    pack_gqa(m.p, m.s, o.block_m, kOp);
+    // lse [batch, seqlen_q, heads_q].
+    m.p.lse_b = shape.seqlen_q * hq;
+    m.p.lse_h = 1;
+    m.p.lse_s = hq;
+    m.p.last_lse = m.rows - 1;
+    m.cfg = launch_config(o);
+    int per_sm = 2;
+    bool spills = false;
+    if (search && m.rows > 0) {
+      std::vector<detail::ArgValue> args =
+          kernel_args(m.p, m.s, o, aligned, cache.k_pages, cache.v_pages, aligned, aligned, nullptr);
+      const runtime::LoadedKernel &k = runtime::get_kernel(m.attention->function(args), m.cfg);
+      per_sm = std::max(k.programs_per_sm, 1);
+      spills = k.spill_stores > 0;  // a candidate that spills never wins
+    }
+    const int64_t programs = int64_t(m.p.nqb) * c.heads_kv * shape.batch, slots = int64_t(per_sm) * sms;
+    m.p.num_splits = opt.num_splits > 0 ? opt.num_splits : auto_splits(programs, max_len, o.block_n, slots);
+    return !spills && programs * m.p.num_splits <= slots;
+  };
+  m.rows = int64_t(shape.batch) * shape.seqlen_q * hq;
+  bool fits = configure(first);
+  for (size_t i = 1; search && !fits && i < std::size(kTilings); ++i) fits = configure(kTilings[i]);
+  if (search && !fits) configure(first);
   if (int64_t(m.p.nqb) * m.p.num_splits > INT32_MAX)
     throw fail(fmt::format("{} query blocks × {} splits exceed the grid", m.p.nqb, m.p.num_splits));
   if (m.p.num_splits > 1) {
@@ -136,10 +181,7 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
 
   // The kernels, traced, compiled and loaded now for pointers of the given alignment (16 bytes where the cache's
   // pointers have it; run() binds the real ones).
-  m.attention = flex_kernel(o.dtype, o.score_mod, o.mask);
-  m.cfg = launch_config(o);
   m.grid = grid(m.p, m.s);
-  const DevicePtr aligned{256, 0};
   m.args = kernel_args(m.p, m.s, o, aligned, cache.k_pages, cache.v_pages, aligned, aligned, nullptr);
   if (m.rows > 0) m.attention->prepare(m.cfg, m.args);
   if (m.p.num_splits > 1) {

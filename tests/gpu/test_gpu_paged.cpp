@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "paged_checks.h"
+#include "tilejit/device.h"
 #include "tilejit/graph.h"
 
 using namespace tilejit;
@@ -37,6 +38,24 @@ TEST_CASE("paged decode on the GPU: every split count, empty splits, plan reuse,
   check_decode_plan_reuse(kBe, 128, 10000, 0);
   check_decode_errors(kBe);
   for (int P : {3, 0, 512}) check_decode_rejects_page_size(kBe, P);
+}
+
+TEST_CASE("paged decode on the GPU: the one-wave tiling of a large batch of short sequences", "[gpu][paged]") {
+  // 64 sequences × 8 KV heads are 512 programs, more than one wave of the first tiling's two per SM on any
+  // GPU of up to 255 SMs: the plan takes a smaller tiling (fewer keys per block) that fits them in one wave.
+  std::vector<int> lens(64, 1024);
+  for (int i = 0; i < 8; ++i) lens[size_t(i)] = std::vector<int>{0, 1, 4, 15, 16, 17, 513, 1000}[size_t(i)];
+  DeviceCache d = make_device_cache(kBe, paged_spec(lens, 16, 8, 128));
+  for (int sq : {1, 4}) {
+    INFO("seqlen_q " << sq);
+    DecodeOptions o = decode_options(0);
+    if (sq > 1) o.mask = attention::causal_top_left();
+    o.backend = kBe;
+    attention::DecodePlan plan({.batch = 64, .heads_q = 32, .seqlen_q = sq}, d.cache, o);
+    REQUIRE(device_info().sm_count < 256);
+    CHECK(plan.block_n() < 64);
+    check_decode(kBe, d, 32, sq, o, sq > 1 ? ref_causal() : RefMods{});
+  }
 }
 
 TEST_CASE("chunked prefill on the GPU", "[gpu][paged]") {
