@@ -95,16 +95,16 @@ struct DecodeOptions {
   ScoreMod score_mod;
   Mask mask;
   float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim); else as FlexOptions::softmax_scale
-  /// KV splits per sequence; 0: chosen from the shape and the SM count (as many as fill one wave of the
-  /// kernel's programs per SM, each split at least four key blocks long). 1: no split (the kernel writes out
-  /// and lse directly).
+  /// KV splits per sequence; 0: chosen from the shape and the SM count (as many as fill one wave of two
+  /// programs per SM — of the compiled kernel's programs per SM where the plan compares tilings, below —,
+  /// each split at least four key blocks long). 1: no split (the kernel writes out and lse directly).
   int num_splits = 0;
   /// Keys per block (a power of two ≥ 16), warps, pipelining stages; 0: the library's choice for the shape.
   /// All three 0: 64 keys × 4 warps × 3 stages, except on the GPU for sequences of at most 2048 keys
-  /// (max_seq_len) whose programs need more than one wave of it: the plan then compiles 32 × 4 × 3 (four
-  /// programs per SM) and 16 × 1 × 4 in turn and takes the first whose programs, splits included, run in one
-  /// wave (the driver's occupancy of the compiled kernel). Any of them given: that tiling, the others' defaults
-  /// 64, 4, 3.
+  /// (max_seq_len) whose programs need more than one wave of it: the plan then compiles 32 × 4 × 3 (registers
+  /// capped for four programs per SM) and 16 × 1 × 4 in turn and takes the first whose programs, splits
+  /// included, run in one wave (the driver's occupancy of the compiled kernel; one that spills is passed
+  /// over). Any of them given: that tiling, the others' defaults 64, 4, 3.
   int block_n = 0, num_warps = 0, num_stages = 0;
   Backend backend = Backend::Auto;
   std::string arch;  // GPU arch to compile for; empty: the device's own

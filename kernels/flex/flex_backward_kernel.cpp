@@ -18,8 +18,9 @@
 // Both main kernels recompute P from the forward's logsumexp. Bands bound both walks in closed form; with a
 // mask function (USE_BLOCK_MASK) the dQ kernel walks its query block's list of a block mask and the dK/dV
 // kernel its key block's transposed list, so wholly masked tiles are skipped. Only the tiles that may hide
-// entries (partial blocks of the band or block mask, the blocks at a sequence's end) run the mask and the
-// bounds tests; the others take straight-line code without them. Varlen: each program's sequence comes from
+// entries (partial blocks of the band or block mask, the blocks at a sequence's end; every tile of a mask
+// function walked without a block mask) run the mask and the bounds tests; the others take straight-line code
+// without them. Varlen: each program's sequence comes from
 // cu_seqlens. Rows that see no key (lse −inf) get P = 0: zero gradients.
 #include <limits>
 #include <tuple>
@@ -193,9 +194,7 @@ struct Tracer {
     if (full.valid()) return need | !full;
     if (mask.fn) return Tile();
     if (!has_band) return need;
-    Tile inside = (c.start >= r.start + (BM - 1) + band.off - band.left) &
-                  (c.start + (BN - 1) <= r.start + band.off + band.right);
-    return need | !inside;
+    return need | !band_holds_tile(band, r.start, r.start + (BM - 1), c.start, BN);
   }
 
   struct Grad {

@@ -90,6 +90,9 @@ constexpr int64_t kUnbounded = int64_t(1) << 30;
 
 /// Band test for broadcastable q_idx / kv_idx (i1).
 Tile in_band(const BandTiles &band, const Tile &q_idx, const Tile &kv_idx);
+/// Whether the band holds every pair of a tile (i1 scalar): queries q_first … q_last, keys kv_first …
+/// kv_first + keys − 1 (a tile wholly inside needs no band test).
+Tile band_holds_tile(const BandTiles &band, const Tile &q_first, const Tile &q_last, const Tile &kv_first, int keys);
 /// band ∧ fn at (b, h, q_idx, kv_idx); `has_band` says whether band is used. Returns an empty Tile when the
 /// mask has neither (everything visible).
 Tile visible(const Mask &mask, bool has_band, const BandTiles &band, const Tile &b, const Tile &h,

@@ -389,8 +389,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
         block(start_n, Masking::Always, {}, Cols::WithMask);
       } else {
         // Blocks wholly inside the band for every row of this block, and inside the sequence, need no test.
-        Tile inside = (start_n >= hi_q + band.off - band.left) &
-                      (start_n + (BN - 1) <= first_q + band.off + band.right) & (start_n + BN <= seqlen_k);
+        Tile inside = band_holds_tile(band, first_q, hi_q, start_n, BN) & (start_n + BN <= seqlen_k);
         block(start_n, Masking::When, !inside, Cols::WithMask);
       }
     });

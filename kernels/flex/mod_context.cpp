@@ -47,6 +47,10 @@ Tile traced_user_fn(const char *what, const std::function<Tile()> &f) {
   return out;
 }
 
+Tile band_holds_tile(const BandTiles &band, const Tile &q_first, const Tile &q_last, const Tile &kv_first, int keys) {
+  return (kv_first >= q_last + band.off - band.left) & (kv_first + (keys - 1) <= q_first + band.off + band.right);
+}
+
 Tile visible(const Mask &mask, bool has_band, const BandTiles &band, const Tile &b, const Tile &h,
              const Tile &q_idx, const Tile &kv_idx) {
   Tile vis;

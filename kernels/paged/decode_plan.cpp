@@ -26,9 +26,8 @@ namespace {
 constexpr const char *kOp = "attention::DecodePlan";
 constexpr int kMaxSplits = 128;  // the combine kernel loads a row's splits at once
 
-/// The split count when the caller leaves it to us: as many as fit in one wave of `slots` programs (the
-/// kernel's programs per SM times the GPU's SMs; on the interpreter two per SM of a nominal 132, so that it
-/// tests the same splits) — a partial second wave would leave most SMs idle while it runs —, each split at
+/// The split count when the caller leaves it to us: as many as fit in one wave of `slots` programs (programs
+/// per SM times the SMs) — a partial second wave would leave most SMs idle while it runs —, each split at
 /// least four key blocks long (a shorter split's partial output costs more to write and combine than it saves).
 int auto_splits(int64_t programs, int max_len, int block_n, int64_t slots) {
   if (programs <= 0) return 1;
@@ -45,8 +44,8 @@ struct Tiling {
 /// The library's tilings, most keys per program first. 64 keys × 4 warps × 3 stages streams K/V best wherever
 /// its programs (two per SM) fill the GPU in one wave or in many. Where one wave of them is too few and two
 /// are too many (batch × KV heads between two and about six per SM) and the sequences are short, each wave's
-/// start (the first loads' latency) is a large part of a program's time; smaller tiles that fit four or six
-/// programs per SM run them all in one wave instead. With long sequences the start is paid once in hundreds
+/// start (the first loads' latency) is a large part of a program's time; smaller tiles that fit more programs
+/// per SM (registers capped for four, or one warp each) run them all in one wave instead. With long sequences the start is paid once in hundreds
 /// of microseconds and the larger tile's faster streaming wins (bench/results/LEARNED.md, decode).
 constexpr Tiling kTilings[] = {{64, 4, 3, 0}, {32, 4, 3, 4}, {16, 1, 4, 0}};
 /// The longest sequence (keys) for which the plan looks past the first tiling: one wave of smaller tiles
@@ -126,15 +125,18 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   m.attention = flex_kernel(o.dtype, o.score_mod, o.mask);
 
   // The tiling: the caller's, or the first of kTilings whose programs (splits included) fit in one wave on
-  // the GPU, else the first. Each candidate is compiled to learn its programs per SM (registers and shared
-  // memory decide it); on the interpreter two per SM are assumed and the first is taken.
+  // the GPU, else the first. When the plan searches, each candidate is compiled to learn its programs per SM
+  // (registers and shared memory decide it) and its splits fill one wave of those; otherwise the splits assume
+  // two per SM (of a nominal 132 SMs on the interpreter, so that it tests the GPU's splits).
   const bool caller_tiles = opt.block_n > 0 || opt.num_warps > 0 || opt.num_stages > 0;
   const Tiling first = caller_tiles ? Tiling{opt.block_n > 0 ? opt.block_n : kTilings[0].block_n,
                                              opt.num_warps > 0 ? opt.num_warps : kTilings[0].num_warps,
                                              opt.num_stages > 0 ? opt.num_stages : kTilings[0].num_stages, 0}
                                     : kTilings[0];
-  const bool search = !caller_tiles && backend == Backend::GPU && max_len <= kOneWaveMaxKeys;
-  auto configure = [&](const Tiling &t) {
+  m.rows = int64_t(shape.batch) * shape.seqlen_q * hq;
+  const bool search = !caller_tiles && backend == Backend::GPU && max_len <= kOneWaveMaxKeys && m.rows > 0;
+  // The plan for tiling t and n splits (the partial outputs' pointers placeholders until the scratch exists).
+  auto derive = [&](const Tiling &t, int n) {
     o.block_n = t.block_n;
     o.num_warps = t.num_warps;
     o.num_stages = t.num_stages;
@@ -147,35 +149,52 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
     m.p.lse_s = hq;
     m.p.last_lse = m.rows - 1;
     m.cfg = launch_config(o);
-    int per_sm = 2;
-    bool spills = false;
-    if (search && m.rows > 0) {
-      std::vector<detail::ArgValue> args =
-          kernel_args(m.p, m.s, o, aligned, cache.k_pages, cache.v_pages, aligned, aligned, nullptr);
-      const runtime::LoadedKernel &k = runtime::get_kernel(m.attention->function(args), m.cfg);
-      per_sm = std::max(k.programs_per_sm, 1);
-      spills = k.spill_stores > 0;  // a candidate that spills never wins
+    if (int64_t(m.p.nqb) * n > INT32_MAX)
+      throw fail(fmt::format("{} query blocks × {} splits exceed the grid", m.p.nqb, n));
+    m.p.num_splits = n;
+    if (n > 1) {
+      m.p.part_stride_o = m.rows * dv;
+      m.p.part_stride_l = m.rows;
+      m.p.o_part = m.p.lse_part = aligned;
+      if (std::max(n * m.p.part_stride_o, n * m.p.part_stride_l) + 256 > INT32_MAX) m.p.large = true;
     }
-    const int64_t programs = int64_t(m.p.nqb) * c.heads_kv * shape.batch, slots = int64_t(per_sm) * sms;
-    m.p.num_splits = opt.num_splits > 0 ? opt.num_splits : auto_splits(programs, max_len, o.block_n, slots);
-    return !spills && programs * m.p.num_splits <= slots;
   };
-  m.rows = int64_t(shape.batch) * shape.seqlen_q * hq;
-  bool fits = configure(first);
-  for (size_t i = 1; search && !fits && i < std::size(kTilings); ++i) fits = configure(kTilings[i]);
-  if (search && !fits) configure(first);
-  if (int64_t(m.p.nqb) * m.p.num_splits > INT32_MAX)
-    throw fail(fmt::format("{} query blocks × {} splits exceed the grid", m.p.nqb, m.p.num_splits));
+  auto splits_for = [&](int64_t slots) {
+    const int64_t programs = int64_t(m.p.nqb) * c.heads_kv * shape.batch;
+    return opt.num_splits > 0 ? opt.num_splits : auto_splits(programs, max_len, o.block_n, slots);
+  };
+  // The compiled kernel of the current plan: its programs per SM, 0 when it spills (it never wins then).
+  auto programs_per_sm = [&] {
+    std::vector<detail::ArgValue> args =
+        kernel_args(m.p, m.s, o, aligned, cache.k_pages, cache.v_pages, aligned, aligned, nullptr);
+    const runtime::LoadedKernel &k = runtime::get_kernel(m.attention->function(args), m.cfg);
+    return k.spill_stores > 0 ? 0 : std::max(k.programs_per_sm, 1);
+  };
+  // Tiling t with the splits that fill one wave of its programs; whether they all fit in it.
+  auto one_wave = [&](const Tiling &t) {
+    derive(t, 1);
+    derive(t, splits_for(2 * int64_t(sms)));
+    int per_sm = programs_per_sm();
+    const int n = splits_for(int64_t(std::max(per_sm, 1)) * sms);
+    if (n != m.p.num_splits) {
+      const bool split_before = m.p.num_splits > 1;
+      derive(t, n);
+      if ((n > 1) != split_before) per_sm = programs_per_sm();  // another kernel: a split's writes partials
+    }
+    return per_sm > 0 && int64_t(m.p.nqb) * c.heads_kv * shape.batch * n <= int64_t(per_sm) * sms;
+  };
+  bool fits = false;
+  for (size_t i = 0; search && !fits && i < std::size(kTilings); ++i) fits = one_wave(kTilings[i]);
+  if (!fits) {
+    derive(first, 1);
+    derive(first, splits_for(2 * int64_t(sms)));
+  }
   if (m.p.num_splits > 1) {
-    m.p.part_stride_o = m.rows * dv;
-    m.p.part_stride_l = m.rows;
     size_t o_bytes = size_t(m.p.num_splits) * size_t(m.p.part_stride_o) * 4;
     size_t l_bytes = size_t(m.p.num_splits) * size_t(m.p.part_stride_l) * 4;
     if (o_bytes + l_bytes > 0) m.scratch = Buffer(o_bytes + l_bytes, backend);
     m.p.o_part = DevicePtr{m.scratch.address(), o_bytes};
     m.p.lse_part = DevicePtr{m.scratch.address() + o_bytes, l_bytes};
-    if (std::max(m.p.num_splits * m.p.part_stride_o, m.p.num_splits * m.p.part_stride_l) + 256 > INT32_MAX)
-      m.p.large = true;
   }
   if (m.rows > 0) m.lse_scratch = Buffer(size_t(m.rows) * 4, backend);
 

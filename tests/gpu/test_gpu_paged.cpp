@@ -41,8 +41,9 @@ TEST_CASE("paged decode on the GPU: every split count, empty splits, plan reuse,
 }
 
 TEST_CASE("paged decode on the GPU: the one-wave tiling of a large batch of short sequences", "[gpu][paged]") {
-  // 64 sequences × 8 KV heads are 512 programs, more than one wave of the first tiling's two per SM on any
-  // GPU of up to 255 SMs: the plan takes a smaller tiling (fewer keys per block) that fits them in one wave.
+  // 64 sequences × 8 KV heads are 512 programs. On a GPU of 128 to 255 SMs (the H100 and H200 have 132) that
+  // is more than one wave of the 64-key tiling's two per SM, and a 32-key tiling (four per SM) or a 16-key
+  // one-warp tiling fits them in one: the plan takes the smaller tiling. Elsewhere only the results are checked.
   std::vector<int> lens(64, 1024);
   for (int i = 0; i < 8; ++i) lens[size_t(i)] = std::vector<int>{0, 1, 4, 15, 16, 17, 513, 1000}[size_t(i)];
   DeviceCache d = make_device_cache(kBe, paged_spec(lens, 16, 8, 128));
@@ -52,8 +53,8 @@ TEST_CASE("paged decode on the GPU: the one-wave tiling of a large batch of shor
     if (sq > 1) o.mask = attention::causal_top_left();
     o.backend = kBe;
     attention::DecodePlan plan({.batch = 64, .heads_q = 32, .seqlen_q = sq}, d.cache, o);
-    REQUIRE(device_info().sm_count < 256);
-    CHECK(plan.block_n() < 64);
+    const int sms = device_info().sm_count;
+    if (sms >= 128 && sms < 256) CHECK(plan.block_n() < 64);
     check_decode(kBe, d, 32, sq, o, sq > 1 ? ref_causal() : RefMods{});
   }
 }
