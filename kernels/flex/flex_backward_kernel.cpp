@@ -220,17 +220,7 @@ struct Tracer {
     Grad g{qk, qk};  // placeholders of the arms' types, reassigned in both
     auto arm = [&](bool masked) {
       Tile s = qk * P(bScale);  // in the arm: vjp differentiates within one block
-      Tile z = s;
-      if (score_mod) {
-        z = traced_user_fn("score_mod", [&] { return score_mod(s, b, h, q_idx, kv_idx); });
-        if (!z.valid() || z.shape() != s.shape() || !is_float(z.dtype()))
-          throw TraceError(fmt::format(
-              "flex attention backward: the score_mod returned {} (it must return the score tile's shape [{}] as "
-              "a float, e.g. an expression of its `score` argument)",
-              z.valid() ? fmt::format("{}[{}]", dtype_name(z.dtype()), ir::shape_str(z.shape())) : "nothing",
-              ir::shape_str(s.shape())));
-        z = z.to(DType::f32);
-      }
+      Tile z = score_mod ? traced_score_mod("flex attention backward", score_mod, s, b, h, q_idx, kv_idx) : s;
       Tile vis;  // outside the sequence, masked, or in a row that saw no key: hidden
       if (masked) {
         vis = (rows < seqlen_q)(_, None) & (cols < seqlen_k)(None, _) & (lse > neg_inf)(_, None);

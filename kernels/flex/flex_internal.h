@@ -81,6 +81,10 @@ Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &
 /// q_idx, kv_idx), since the kernels that trace it (attention, block masks, the range and mask analyses) run on
 /// different grids.
 Tile traced_user_fn(const char *what, const std::function<Tile()> &f);
+/// The user's score_mod on the score tile s (through traced_user_fn), as f32. Throws TraceError starting with
+/// `op` when it returns nothing, another shape than s's, or a non-float.
+Tile traced_score_mod(const char *op, const ScoreMod &score_mod, const Tile &s, const Tile &b, const Tile &h,
+                      const Tile &q_idx, const Tile &kv_idx);
 
 struct BandTiles {
   Tile left, right, off;

@@ -292,15 +292,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
         s = tanh(s * minimum(P(kScale) / cap, kFltMax));
       }
     } else if (score_mod) {
-      Tile out = traced_user_fn("score_mod", [&] { return score_mod(s * P(kScale), b, mod_h, q_idx, kv_idx); });
-      if (!out.valid() || out.shape() != s.shape() || (out.dtype() != DType::f32 && out.dtype() != DType::f16 &&
-                                                    out.dtype() != DType::bf16))
-        throw TraceError(fmt::format(
-            "flex attention: the score_mod returned {} (it must return the score tile's shape [{}] as a float, "
-            "e.g. an expression of its `score` argument)",
-            out.valid() ? fmt::format("{}[{}]", dtype_name(out.dtype()), ir::shape_str(out.shape())) : "nothing",
-            ir::shape_str(s.shape())));
-      s = out.to(DType::f32);
+      s = traced_score_mod("flex attention", score_mod, s * P(kScale), b, mod_h, q_idx, kv_idx);
     }
     if (cols_check == Cols::Always) s = where(ks.col_ok(None, _), s, neg_inf);
     auto apply = [&] {

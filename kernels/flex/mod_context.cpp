@@ -47,6 +47,18 @@ Tile traced_user_fn(const char *what, const std::function<Tile()> &f) {
   return out;
 }
 
+Tile traced_score_mod(const char *op, const ScoreMod &score_mod, const Tile &s, const Tile &b, const Tile &h,
+                      const Tile &q_idx, const Tile &kv_idx) {
+  Tile out = traced_user_fn("score_mod", [&] { return score_mod(s, b, h, q_idx, kv_idx); });
+  if (!out.valid() || out.shape() != s.shape() || !is_float(out.dtype()))
+    throw TraceError(fmt::format(
+        "{}: the score_mod returned {} (it must return the score tile's shape [{}] as a float, e.g. an expression "
+        "of its `score` argument)",
+        op, out.valid() ? fmt::format("{}[{}]", dtype_name(out.dtype()), ir::shape_str(out.shape())) : "nothing",
+        ir::shape_str(s.shape())));
+  return out.to(DType::f32);
+}
+
 Tile band_holds_tile(const BandTiles &band, const Tile &q_first, const Tile &q_last, const Tile &kv_first, int keys) {
   return (kv_first >= q_last + band.off - band.left) & (kv_first + (keys - 1) <= q_first + band.off + band.right);
 }
