@@ -11,6 +11,7 @@
 
 #include "kernels/flex/flex_internal.h"
 #include "kernels/paged/decode_combine.h"
+#include "kernels/paged/decode_tiling.h"
 #include "kernels/paged/paged_cache.h"
 #include "runtime/runtime.h"
 #include "tilejit/device.h"
@@ -24,33 +25,6 @@ using namespace flex;
 namespace {
 
 constexpr const char *kOp = "attention::DecodePlan";
-constexpr int kMaxSplits = 128;  // the combine kernel loads a row's splits at once
-
-/// The split count when the caller leaves it to us: as many as fit in one wave of `slots` programs (programs
-/// per SM times the SMs) — a partial second wave would leave most SMs idle while it runs —, each split at
-/// least four key blocks long (a shorter split's partial output costs more to write and combine than it saves).
-int auto_splits(int64_t programs, int max_len, int block_n, int64_t slots) {
-  if (programs <= 0) return 1;
-  int64_t want = slots / programs;
-  int64_t blocks = (int64_t(max_len) + block_n - 1) / block_n;
-  return int(std::clamp<int64_t>(std::min<int64_t>(want, blocks / 4), 1, kMaxSplits));
-}
-
-/// A decode kernel's tiling: keys per block, warps, pipeline stages, and the programs per SM ptxas must fit
-/// (registers capped; 0: uncapped).
-struct Tiling {
-  int block_n, num_warps, num_stages, min_ctas_per_sm;
-};
-/// The library's tilings, most keys per program first. 64 keys × 4 warps × 3 stages streams K/V best wherever
-/// its programs (two per SM) fill the GPU in one wave or in many. Where one wave of them is too few and two
-/// are too many (batch × KV heads between two and about six per SM) and the sequences are short, each wave's
-/// start (the first loads' latency) is a large part of a program's time; smaller tiles that fit more programs
-/// per SM (registers capped for four, or one warp each) run them all in one wave instead. With long sequences the start is paid once in hundreds
-/// of microseconds and the larger tile's faster streaming wins (bench/results/LEARNED.md, decode).
-constexpr Tiling kTilings[] = {{64, 4, 3, 0}, {32, 4, 3, 4}, {16, 1, 4, 0}};
-/// The longest sequence (keys) for which the plan looks past the first tiling: one wave of smaller tiles
-/// measured 1–3% faster at 1024 keys and 2% slower at 8192.
-constexpr int kOneWaveMaxKeys = 2048;
 
 bool same_layout(const PagedKVCache &a, const PagedKVCache &b) {
   return a.dtype == b.dtype && a.num_pages == b.num_pages && a.page_size == b.page_size && a.heads_kv == b.heads_kv &&
@@ -88,8 +62,8 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
     throw fail(fmt::format("seqlen_q {} must be in 1 … 16 (new tokens per sequence)", shape.seqlen_q));
   if (shape.heads_q % c.heads_kv != 0)
     throw fail(fmt::format("heads_q ({}) must be a multiple of the cache's heads_kv ({})", shape.heads_q, c.heads_kv));
-  if (opt.num_splits > kMaxSplits)
-    throw fail(fmt::format("num_splits {} is above the largest supported, {}", opt.num_splits, kMaxSplits));
+  if (opt.num_splits > paged::kMaxSplits)
+    throw fail(fmt::format("num_splits {} is above the largest supported, {}", opt.num_splits, paged::kMaxSplits));
   if (opt.num_splits < 0 || opt.block_n < 0 || opt.num_warps < 0 || opt.num_stages < 0)
     throw fail(fmt::format("num_splits {}, block_n {}, num_warps {}, num_stages {} must not be negative",
                            opt.num_splits, opt.block_n, opt.num_warps, opt.num_stages));
@@ -124,17 +98,16 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   const DevicePtr aligned{256, 0};  // the kernels are compiled for 16-byte aligned pointers; run() binds the real ones
   m.attention = flex_kernel(o.dtype, o.score_mod, o.mask);
 
-  // The tiling: the caller's, or the first of kTilings whose programs (splits included) fit in one wave on
-  // the GPU, else the first. When the plan searches, each candidate is compiled to learn its programs per SM
-  // (registers and shared memory decide it) and its splits fill one wave of those; otherwise the splits assume
-  // two per SM (of a nominal 132 SMs on the interpreter, so that it tests the GPU's splits).
+  // The tiling and splits (decode_tiling.h): on the GPU, for short sequences, each candidate is compiled to
+  // learn its programs per SM (registers and shared memory decide it).
+  using paged::kTilings;
+  using paged::Tiling;
   const bool caller_tiles = opt.block_n > 0 || opt.num_warps > 0 || opt.num_stages > 0;
   const Tiling first = caller_tiles ? Tiling{opt.block_n > 0 ? opt.block_n : kTilings[0].block_n,
                                              opt.num_warps > 0 ? opt.num_warps : kTilings[0].num_warps,
                                              opt.num_stages > 0 ? opt.num_stages : kTilings[0].num_stages, 0}
                                     : kTilings[0];
   m.rows = int64_t(shape.batch) * shape.seqlen_q * hq;
-  const bool search = !caller_tiles && backend == Backend::GPU && max_len <= kOneWaveMaxKeys && m.rows > 0;
   // The plan for tiling t and n splits (the partial outputs' pointers placeholders until the scratch exists).
   auto derive = [&](const Tiling &t, int n) {
     o.block_n = t.block_n;
@@ -159,36 +132,22 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
       if (std::max(n * m.p.part_stride_o, n * m.p.part_stride_l) + 256 > INT32_MAX) m.p.large = true;
     }
   };
-  auto splits_for = [&](int64_t slots) {
-    const int64_t programs = int64_t(m.p.nqb) * c.heads_kv * shape.batch;
-    return opt.num_splits > 0 ? opt.num_splits : auto_splits(programs, max_len, o.block_n, slots);
-  };
-  // The compiled kernel of the current plan: its programs per SM, 0 when it spills (it never wins then).
-  auto programs_per_sm = [&] {
+  derive(first, 1);
+  paged::TilingProblem problem;
+  problem.programs = int64_t(m.p.nqb) * c.heads_kv * shape.batch;  // the query blocks do not depend on the tiling
+  problem.max_len = max_len;
+  problem.num_splits = opt.num_splits;
+  problem.sms = sms;
+  problem.search = !caller_tiles && backend == Backend::GPU && max_len <= paged::kOneWaveMaxKeys && m.rows > 0;
+  problem.first = first;
+  const paged::TilingChoice choice = paged::choose_tiling(problem, [&](const Tiling &t, int n) {
+    derive(t, n);
     std::vector<detail::ArgValue> args =
         kernel_args(m.p, m.s, o, aligned, cache.k_pages, cache.v_pages, aligned, aligned, nullptr);
     const runtime::LoadedKernel &k = runtime::get_kernel(m.attention->function(args), m.cfg);
     return k.spill_stores > 0 ? 0 : std::max(k.programs_per_sm, 1);
-  };
-  // Tiling t with the splits that fill one wave of its programs; whether they all fit in it.
-  auto one_wave = [&](const Tiling &t) {
-    derive(t, 1);
-    derive(t, splits_for(2 * int64_t(sms)));
-    int per_sm = programs_per_sm();
-    const int n = splits_for(int64_t(std::max(per_sm, 1)) * sms);
-    if (n != m.p.num_splits) {
-      const bool split_before = m.p.num_splits > 1;
-      derive(t, n);
-      if ((n > 1) != split_before) per_sm = programs_per_sm();  // another kernel: a split's writes partials
-    }
-    return per_sm > 0 && int64_t(m.p.nqb) * c.heads_kv * shape.batch * n <= int64_t(per_sm) * sms;
-  };
-  bool fits = false;
-  for (size_t i = 0; search && !fits && i < std::size(kTilings); ++i) fits = one_wave(kTilings[i]);
-  if (!fits) {
-    derive(first, 1);
-    derive(first, splits_for(2 * int64_t(sms)));
-  }
+  });
+  derive(choice.tiling, choice.num_splits);
   if (m.p.num_splits > 1) {
     size_t o_bytes = size_t(m.p.num_splits) * size_t(m.p.part_stride_o) * 4;
     size_t l_bytes = size_t(m.p.num_splits) * size_t(m.p.part_stride_l) * 4;
