@@ -80,7 +80,7 @@ class ReverseSweep {
   /// comes out NaN); non-finite terms, and terms too large for the sum (|g| ≥ 2^41, which count as ±inf, an
   /// overflow), add 0 to slots 0 and 1. Rounding is half away from zero, in f64, where every step is exact.
   void add_fixed_point(const ir::Value *ptr, ir::Value *acc, const Tile &g, const Tile &mask) {
-    const Tile at = rebase(ptr, acc, 4);
+    const Tile at = rebase(ptr, acc, kFixedPointSlots);
     auto round_to_i64 = [&](const Tile &t) {
       const double limit = 0x1p62;  // float-to-integer conversion is undefined out of range
       Tile r = t + where(t >= 0.0, 0.5, -0.5, loc_);

@@ -160,8 +160,9 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
 
   // The slopes' gradient: d slope[h] = Σ over every sequence's visible scores of dZ · ∂z/∂slope, where
   // z = softcap(s − slope·|i − j|): ∂z/∂slope = −|i − j| · (1 − tanh²(x / cap)) with a soft-cap, −|i − j|
-  // without (s = q·k·scale recomputed from the inputs). Its terms cancel (Σ_j dZ_ij = 0 in every row), so each head's error is bounded by tol times the sum of the terms'
-  // magnitudes, plus, summed in fixed point, half a low unit (2^-53) per term.
+  // without (s = q·k·scale recomputed from the inputs). Its terms cancel (Σ_j dZ_ij = 0 in every row), so each
+  // head's error is bounded by tol times the sum of the terms' magnitudes, plus, summed in fixed point, half a
+  // low unit (2^-53) per term.
   const std::vector<float> got = x.mods.slopes_grad.download_as<float>(size_t(Hq));
   const double rounding = a.atomics ? 0.0 : std::ldexp(1.0, -kFixedPointLowBits - 1);
   bool slopes_ok = true;

@@ -48,8 +48,8 @@ namespace tilejit {
 /// (rem, max/min reductions, dot, atomic_add, control flow), and for non-float out, wrt or dout.
 enum class CaptureGrads { Scatter, ScatterFixedPoint, Ignore };
 /// CaptureGrads::ScatterFixedPoint's units: 2^-kFixedPointHighBits for the high word, 2^-kFixedPointLowBits
-/// for the low one.
-inline constexpr int kFixedPointHighBits = 20, kFixedPointLowBits = 52;
+/// for the low one; kFixedPointSlots i64 per gradient element (high, low, +inf count, −inf count).
+inline constexpr int kFixedPointHighBits = 20, kFixedPointLowBits = 52, kFixedPointSlots = 4;
 Tile vjp(const Tile &out, const Tile &wrt, const Tile &dout, CaptureGrads captures = CaptureGrads::Scatter,
          SrcLoc loc = SrcLoc::current());
 

@@ -19,8 +19,6 @@ namespace {
 
 constexpr int kBlock = 1024;
 
-constexpr int kSlots = 4;  // i64 per gradient element (CaptureGrads::ScatterFixedPoint, tilejit/autodiff.h)
-
 // grad[i] += the fixed-point sum at acc + 4i: high and low words in f64 (exact up to 2^53 units each), added to
 // the old value in f64 and rounded to f32 once; then +inf where +inf terms were counted and −inf where −inf
 // terms were, so that both (a NaN counts as both), or an old NaN, give NaN as a float sum would.
@@ -31,7 +29,7 @@ auto &add_fixed_point_kernel() {
         const float inf = std::numeric_limits<float>::infinity();
         Tile offs = program_id(0).to(DType::i64) * BLOCK + arange(0, BLOCK);
         Tile in = offs < n;
-        Tile at = acc + offs * kSlots;
+        Tile at = acc + offs * kFixedPointSlots;
         Tile sum = load(at, in, 0).to(DType::f64) * std::ldexp(1.0, -kFixedPointHighBits) +
                    load(at + 1, in, 0).to(DType::f64) * std::ldexp(1.0, -kFixedPointLowBits);
         Tile value = (load(grad + offs, in, 0.f).to(DType::f64) + sum).to(DType::f32);
@@ -59,7 +57,7 @@ FixedPointGrads::FixedPointGrads(const std::vector<std::shared_ptr<detail::Captu
           op, c->grad->address));
     const int64_t n = int64_t(known / 4);
     accs_.push_back({c, n, bytes});
-    bytes += (size_t(n) * kSlots * 8 + 255) / 256 * 256;
+    bytes += (size_t(n) * kFixedPointSlots * 8 + 255) / 256 * 256;
   }
   if (accs_.empty()) return;
   scratch_ = std::make_unique<runtime::StreamScratch>(bytes, backend, stream);
@@ -67,7 +65,7 @@ FixedPointGrads::FixedPointGrads(const std::vector<std::shared_ptr<detail::Captu
   for (Accumulator &a : accs_) {
     detail::CaptureState &acc = *a.capture->grad_fixed_point;
     acc.address = scratch_->address() + a.offset;
-    acc.bytes = size_t(a.n) * kSlots * 8;
+    acc.bytes = size_t(a.n) * kFixedPointSlots * 8;
     acc.on_gpu = resolve_backend(backend) == Backend::GPU ? 1 : 0;
   }
 }
@@ -89,7 +87,7 @@ void FixedPointGrads::add_into_grads(const LaunchConfig &cfg) const {
     c.num_warps = 4;
     c.num_stages = 1;
     add_fixed_point_kernel().launch(Grid{uint32_t((a.n + kBlock - 1) / kBlock)}, c,
-                                    DevicePtr{scratch_->address() + a.offset, size_t(a.n) * kSlots * 8},
+                                    DevicePtr{scratch_->address() + a.offset, size_t(a.n) * kFixedPointSlots * 8},
                                     DevicePtr{grad.address, size_t(a.n) * 4}, a.n, kBlock);
   }
 }

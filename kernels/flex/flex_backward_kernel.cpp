@@ -20,8 +20,8 @@
 // kernel its key block's transposed list, so wholly masked tiles are skipped. Only the tiles that may hide
 // entries (partial blocks of the band or block mask, the blocks at a sequence's end; every tile of a mask
 // function walked without a block mask) run the mask and the bounds tests; the others take straight-line code
-// without them. Varlen: each program's sequence comes from
-// cu_seqlens. Rows that see no key (lse −inf) get P = 0: zero gradients.
+// without them. Varlen: each program's sequence comes from cu_seqlens. Rows that see no key (lse −inf) get
+// P = 0: zero gradients.
 #include <limits>
 #include <tuple>
 

@@ -132,6 +132,10 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
       if (std::max(n * m.p.part_stride_o, n * m.p.part_stride_l) + 256 > INT32_MAX) m.p.large = true;
     }
   };
+  // The kernel's arguments for the current plan: the probes and the final kernel are specialized alike.
+  auto plan_args = [&] {
+    return kernel_args(m.p, m.s, o, aligned, cache.k_pages, cache.v_pages, aligned, aligned, nullptr);
+  };
   derive(first, 1);
   paged::TilingProblem problem;
   problem.programs = int64_t(m.p.nqb) * c.heads_kv * shape.batch;  // the query blocks do not depend on the tiling
@@ -142,9 +146,7 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   problem.first = first;
   const paged::TilingChoice choice = paged::choose_tiling(problem, [&](const Tiling &t, int n) {
     derive(t, n);
-    std::vector<detail::ArgValue> args =
-        kernel_args(m.p, m.s, o, aligned, cache.k_pages, cache.v_pages, aligned, aligned, nullptr);
-    const runtime::LoadedKernel &k = runtime::get_kernel(m.attention->function(args), m.cfg);
+    const runtime::LoadedKernel &k = runtime::get_kernel(m.attention->function(plan_args()), m.cfg);
     return k.spill_stores > 0 ? 0 : std::max(k.programs_per_sm, 1);
   });
   derive(choice.tiling, choice.num_splits);
@@ -160,7 +162,7 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   // The kernels, traced, compiled and loaded now for pointers of the given alignment (16 bytes where the cache's
   // pointers have it; run() binds the real ones).
   m.grid = grid(m.p, m.s);
-  m.args = kernel_args(m.p, m.s, o, aligned, cache.k_pages, cache.v_pages, aligned, aligned, nullptr);
+  m.args = plan_args();
   if (m.rows > 0) m.attention->prepare(m.cfg, m.args);
   if (m.p.num_splits > 1) {
     m.combine = paged::combine_kernel(o.dtype);
