@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/InlineAsm.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include <algorithm>
 
@@ -258,6 +259,12 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
     L.fail(fmt::format("atomic_add of {} is not supported (use i32, i64, f16, bf16, f32 or f64)", elem_type_name(et)));
   bool fl = is_float(et.dtype);
   int64_t esize = dtype_bytes(et.dtype);
+  // AcqRel for the whole program (ops.h MemOrder): the barrier orders every thread's earlier accesses before
+  // the performing thread's fence (cumulativity, PTX ISA §8.8), the fence after the atomic orders it before
+  // every later access, and the barrier after lets the other threads follow (the pattern of a grid-wide
+  // barrier). membar.gl is fence.sc.gpu (PTX ISA §9.7.13.4).
+  const bool acq_rel = op.attrs.flag;
+  auto fence = [&] { b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_membar_gl)); };
   auto atomic = [&](llvm::Value *addr, llvm::Value *x, llvm::Value *cond) -> llvm::Value * {
     llvm::BasicBlock *before = b.GetInsertBlock();
     llvm::BasicBlock *then = L.new_block("atomic.then"), *done = L.new_block("atomic.end");
@@ -274,9 +281,15 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
   };
   if (ptr->type.is_scalar()) {
     // One thread performs it; the old value is broadcast through shared memory.
-    llvm::Value *cond = b.CreateICmpEQ(L.tid(), L.i32(0));
+    llvm::Value *one = b.CreateICmpEQ(L.tid(), L.i32(0));
+    llvm::Value *cond = one;
     if (mask) cond = b.CreateAnd(cond, L.get(mask).regs[0]);
+    if (acq_rel) {
+      L.barrier();
+      L.emit_if(one, fence);
+    }
     llvm::Value *old = atomic(L.get(ptr).regs[0], L.get(val).regs[0], cond);
+    if (acq_rel) L.emit_if(one, fence);
     L.reserve_smem(esize);
     L.barrier();
     L.emit_if(b.CreateICmpEQ(L.tid(), L.i32(0)), [&] { b.CreateAlignedStore(old, L.smem_addr(L.i32(0), rt), llvm::Align(uint64_t(esize))); });
@@ -302,6 +315,10 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
   const bool vector_red = !used && et.dtype == DType::f32 && sm_version(L.opts.arch) >= 90;
   const int64_t v = vector_red ? vector_width(L, l, ptr, mask, esize) : 1;
   int last = l.rank() - 1;
+  if (acq_rel) {
+    L.barrier();
+    fence();
+  }
   for (int64_t r = 0; r < l.num_regs(); ++r) {
     if (l.reg_is_duplicate(r)) {
       replicated = true;
@@ -313,6 +330,10 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
     } else if (l.reg_index(r)[size_t(last)] % v == 0) {
       red_add_f32(L, p.regs[size_t(r)], {x.regs.begin() + r, x.regs.begin() + r + v}, cond);
     }
+  }
+  if (acq_rel) {
+    fence();
+    L.barrier();
   }
   if (!used || !replicated) return out;
   // Copies held by non-owner threads (or duplicate registers) get the owner's old value.

@@ -93,12 +93,12 @@ class ReverseSweep {
     const Tile rest = g64 - hi.to(DType::f64, loc_) * std::ldexp(1.0, -kFixedPointHighBits);
     const Tile lo = round_to_i64(rest * std::ldexp(1.0, kFixedPointLowBits));
     const Tile nan = g != g, large = (!fits) & (!nan);
-    atomic_add(at, hi, mask, loc_);
-    atomic_add(at + 1, lo, mask, loc_);
+    atomic_add(at, hi, mask, MemOrder::Relaxed, loc_);
+    atomic_add(at + 1, lo, mask, MemOrder::Relaxed, loc_);
     const Tile one = full(at.shape(), 1, DType::i64, loc_);
     auto masked = [&](const Tile &m) { return mask.valid() ? mask & m : m; };
-    atomic_add(at + 2, one, masked((large & (g > 0.f)) | nan), loc_);
-    atomic_add(at + 3, one, masked((large & (g < 0.f)) | nan), loc_);
+    atomic_add(at + 2, one, masked((large & (g > 0.f)) | nan), MemOrder::Relaxed, loc_);
+    atomic_add(at + 3, one, masked((large & (g < 0.f)) | nan), MemOrder::Relaxed, loc_);
   }
   /// ptr's address expression with the capture's parameter replaced by `base` (its gradient buffer's, or its
   /// accumulator's) and the element offsets multiplied by `stride`.
@@ -260,7 +260,7 @@ class ReverseSweep {
         Tile mask = op.num_operands() > 1 ? TileAccess::from_value(x(1)) : Tile();
         const auto &capture = learnable(x(0));
         if (captures_ == CaptureGrads::Scatter) {
-          atomic_add(rebase(x(0), ctx_.capture_param(capture->grad)), g, mask, loc_);
+          atomic_add(rebase(x(0), ctx_.capture_param(capture->grad)), g, mask, MemOrder::Relaxed, loc_);
           return;
         }
         // Integer additions commute and associate: the sums come out the same whatever the order.

@@ -91,11 +91,13 @@ void store(const Tile &ptr, const Tile &value, const Tile &mask, SrcLoc loc) {
   ctx.builder.create(ir::OpKind::Store, ops, {}, {}, dsl::ir_loc(loc));
 }
 
-Tile atomic_add(const Tile &ptr, const Tile &value, const Tile &mask, SrcLoc loc) {
+Tile atomic_add(const Tile &ptr, const Tile &value, const Tile &mask, MemOrder order, SrcLoc loc) {
   auto &ctx = TraceContext::require("atomic_add", loc);
   auto ops = write_operands(ctx, ptr, value, mask, "atomic_add", loc);
   ir::Type rt = ops[1]->type;
-  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::AtomicAdd, ops, rt, loc));
+  ir::Attrs attrs;
+  attrs.flag = order == MemOrder::AcqRel;
+  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::AtomicAdd, ops, rt, loc, attrs));
 }
 
 }  // namespace tilejit

@@ -99,6 +99,7 @@ std::string attr_text(const Op &op) {
     case OpKind::Cast: return a.flag ? " {index}" : "";
     case OpKind::Fma: return a.flag ? " {split}" : "";
     case OpKind::Div: return a.flag ? " {rn}" : "";
+    case OpKind::AtomicAdd: return a.flag ? " {acq_rel}" : "";
     default: return "";
   }
 }

@@ -5,12 +5,14 @@
 // paths cannot run here: they stay with the GPU tests.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <random>
 
 #include "sim_lli.h"
 #include "test_codegen_kernels.h"
+#include "test_dsl_helpers.h"
 
 using namespace tilejit;
 using namespace tilejit::codegen::testing;
@@ -189,7 +191,7 @@ TEST_CASE("codegen simulated on the CPU: masked add, softmax, branches, casts, a
     INFO("softmax " << bm << "x" << bn << " warps " << warps);
     std::vector<sim::SimArg> args{sim::buffer(floats(size_t(rows * bn), -4, 4)), sim::poisoned(size_t(rows * bn) * 4),
                                   sim::i32(rows), sim::i32(cols), sim::i32(bn)};
-    Function fn = softmax(bm, bn, F32);
+    Function fn = softmax(bm, bn, codegen::testing::F32);
     Grid grid{uint32_t((rows + bm - 1) / bm)};
     close(floats_of(sim::run_interpreted(fn, grid, args)[1]), floats_of(sim::run_simulated(fn, grid, warps, args)[1]),
           2e-5, 1e-7, "softmax");
@@ -215,4 +217,54 @@ TEST_CASE("codegen simulated on the CPU: masked add, softmax, branches, casts, a
     require_bitwise(r[1], g[1], "atomic counters");
   }
   // unary_math is not here: lli-19's x86 backend aborts on its IR (X86 FP Stackifier); the GPU test covers it.
+}
+
+TEST_CASE("codegen simulated on the CPU: the last program to count its arrival (AcqRel) merges the others' parts",
+          "[codegen][sim]") {
+  // Each program writes its part, counts its arrival on a scalar counter with an acquire-release atomic_add,
+  // and the program that arrives last sums every part (in program order) and puts the counter back to 0.
+  using namespace dsl_testing;
+  auto fn = trace(
+      [] {
+        Tile x = param(0), parts = param(1), out = param(2), counter = param(3), arrivals = param(4);
+        Tile pid = program_id(0), n = num_programs(0), offs = arange(0, 64);
+        store(parts + pid * 64 + offs, load(x + pid * 64 + offs) * 2.f);
+        Tile arrived = atomic_add(counter, Tile(1), {}, MemOrder::AcqRel);
+        store(arrivals + pid, arrived);
+        if_(arrived == n - 1, [&] {
+          store(counter, Tile(0));
+          Tile acc = full({64}, 0.0, DType::f32);
+          for_range(0, n, 1, [&](tilejit::I32 p) { acc = acc + load(parts + p * 64 + offs); });
+          store(out + offs, acc);
+        });
+      },
+      {P(DType::f32), P(DType::f32), P(DType::f32), P(DType::i32), P(DType::i32)});
+  REQUIRE(ir::print(*fn).find("atomic_add") != std::string::npos);
+  REQUIRE(ir::print(*fn).find("{acq_rel}") != std::string::npos);
+  const int n = 6;
+  std::mt19937 gen(47);
+  std::vector<float> x(64 * n);
+  for (auto &v : x) v = std::uniform_real_distribution<float>(-3, 3)(gen);
+  std::vector<sim::SimArg> args{sim::buffer(x), sim::poisoned(64 * n * 4), sim::poisoned(64 * 4),
+                                sim::buffer(std::vector<int32_t>{0}), sim::poisoned(n * 4)};
+  auto interp = sim::run_interpreted(*fn, Grid{uint32_t(n)}, args);
+  for (int warps : {1, 4}) {
+    INFO("num_warps " << warps);
+    auto simulated = sim::run_simulated(*fn, Grid{uint32_t(n)}, warps, args);
+    require_bitwise(interp[2], simulated[2], "merged parts");
+    REQUIRE(simulated[3] == std::vector<uint8_t>(4, 0));  // the counter is back to 0
+    require_bitwise(interp[4], simulated[4], "arrivals");
+  }
+  REQUIRE(interp[3] == std::vector<uint8_t>(4, 0));
+  std::vector<float> merged = floats_of(interp[2]);
+  for (int i = 0; i < 64; ++i) {
+    float want = 0;
+    for (int p = 0; p < n; ++p) want += x[size_t(p * 64 + i)] * 2.f;
+    REQUIRE(merged[size_t(i)] == want);
+  }
+  // The arrivals' old values are 0 … n − 1, each once.
+  std::vector<int32_t> arrivals(interp[4].size() / 4);
+  std::memcpy(arrivals.data(), interp[4].data(), interp[4].size());
+  std::sort(arrivals.begin(), arrivals.end());
+  for (int p = 0; p < n; ++p) REQUIRE(arrivals[size_t(p)] == p);
 }

@@ -125,8 +125,22 @@ Tile load(const Tile &ptr, const Tile &mask = {}, const Tile &other = {}, SrcLoc
 /// Stores `value` (pointee dtype, or a literal; broadcast to ptr's shape) where mask is on (all lanes when
 /// absent). A value of another dtype is an error: cast it explicitly.
 void store(const Tile &ptr, const Tile &value, const Tile &mask = {}, SrcLoc loc = SrcLoc::current());
-/// Atomically adds `value` at ptr (relaxed, device scope) where mask is on; returns the old values.
-Tile atomic_add(const Tile &ptr, const Tile &value, const Tile &mask = {}, SrcLoc loc = SrcLoc::current());
+/// The memory ordering of an atomic (PTX ISA §8, memory consistency model), at device scope.
+enum class MemOrder {
+  /// Orders nothing but the atomic itself (e.g. summing gradients).
+  Relaxed,
+  /// Release and acquire for the whole program: every memory access the program made before the atomic (by
+  /// any of its threads) is visible to a program that later observes the atomic's result with AcqRel, and
+  /// every access after it sees what such programs made visible before their own AcqRel atomic. This is what
+  /// "the last program to arrive combines the others' results" needs (a counter, e.g. split-KV decoding).
+  /// Costs a barrier and a fence (membar.gl) before and after.
+  AcqRel,
+};
+/// Atomically adds `value` at ptr (device scope, ordered by `order`) where mask is on; returns the old values.
+/// On a scalar pointer one thread of the program performs it and every thread gets the old value.
+/// Errors: pointee i1, i8 or i16 (at lowering), value not of the pointee's dtype, mask not i1.
+Tile atomic_add(const Tile &ptr, const Tile &value, const Tile &mask = {}, MemOrder order = MemOrder::Relaxed,
+                SrcLoc loc = SrcLoc::current());
 
 // ---- reductions (axis may be negative; the result drops that axis) ----
 /// Sum along axis; ints narrower than i32 are summed as i32; floats keep their dtype.

@@ -34,6 +34,7 @@ int sim_nvvm_read_ptx_sreg_nctaid_z(void) { return nctaid[2]; }
 int sim_nvvm_read_ptx_sreg_laneid(void) { return sim_nvvm_read_ptx_sreg_tid_x() & 31; }
 int sim_nvvm_read_ptx_sreg_warpid(void) { return sim_nvvm_read_ptx_sreg_tid_x() >> 5; }
 void sim_nvvm_barrier0(void) { pthread_barrier_wait(&cta_barrier); }
+void sim_nvvm_membar_gl(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 void sim_nvvm_barrier_cta_sync_aligned_all(int id) { (void)id; pthread_barrier_wait(&cta_barrier); }
 void sim_nvvm_bar_sync(int id) { (void)id; pthread_barrier_wait(&cta_barrier); }
 void sim_nvvm_barrier_sync(int id) { (void)id; pthread_barrier_wait(&cta_barrier); }
