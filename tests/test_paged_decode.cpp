@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include "paged_checks.h"
-#include "test_codegen_util.h"
 
 using namespace tilejit;
 using namespace tilejit::testing;
@@ -47,28 +46,6 @@ TEST_CASE("paged decode: every built-in mod, compositions, user score_mod and ma
 
 TEST_CASE("paged decode: every split count gives the same result; empty splits", "[paged][decode][cpu]") {
   check_decode_split_counts(kBe, 32, 1000, 16);
-}
-
-TEST_CASE("paged decode: a split plan is one kernel whose splits count their arrivals in acquire-release order",
-          "[paged][decode][ptx]") {
-  DeviceCache d = make_device_cache(kBe, paged_spec({300, 40}, 16, 2, 128));
-  DecodeOptions o = decode_options(0, 3);
-  o.backend = kBe;
-  attention::DecodePlan plan(attention::DecodeShape{.batch = 2, .heads_q = 8, .seqlen_q = 1}, d.cache, o);
-  REQUIRE(plan.num_splits() == 3);
-  for (const char *arch : {"sm_80", "sm_90a"}) {
-    INFO(arch);
-    std::string ptx = plan.ptx(arch);
-    auto lines_with = [&](const char *what) {
-      return codegen::testing::count_lines(ptx, [&](const std::string &l) { return l.find(what) != std::string::npos; });
-    };
-    REQUIRE(lines_with(".entry") == 1);  // the merge runs in the attention kernel: no second launch
-    REQUIRE(lines_with("atom.global.add") == 1);
-    REQUIRE(lines_with("membar.gl") == 2);  // before and after the arrival's atomic
-    auto [rc, log] = codegen::testing::run_ptxas(codegen::testing::dump_ptx(ptx, std::string("decode_split_") + arch), arch);
-    INFO("ptxas: " << log);
-    REQUIRE(rc == 0);
-  }
 }
 
 TEST_CASE("paged decode: a plan runs again on new contents at the same addresses; lse optional",

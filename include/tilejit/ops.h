@@ -132,7 +132,7 @@ enum class MemOrder {
   /// Release and acquire for the whole program: every memory access the program made before the atomic (by
   /// any of its threads) is visible to a program that later observes the atomic's result with AcqRel, and
   /// every access after it sees what such programs made visible before their own AcqRel atomic. This is what
-  /// "the last program to arrive combines the others' results" needs (a counter, e.g. split-KV decoding).
+  /// "the last program to arrive combines the others' results" needs (an arrival counter).
   /// Costs a barrier and a fence (membar.gl) before and after.
   AcqRel,
 };

@@ -29,10 +29,9 @@
 // sequence as the rows of one tile ("GQA packing": each K/V page is read once per group), so the rows are
 // seqlen_q · heads_q / heads_kv (padded to a power of two ≥ 16). When batch · heads_kv programs cannot fill
 // the GPU, each sequence's keys are split into num_splits equal ranges of whole key blocks, each program
-// writes its partial output and logsumexp (f32, to the plan's scratch), and the last of a sequence's splits
-// to finish (an arrival counter per program block, atomic_add with MemOrder::AcqRel) merges them in the same
-// kernel, weighted by exp(lse_split − lse) (a split that sees no key has lse −inf and weight 0; a row that
-// sees no key at all gets output 0 and lse −inf): one launch per decode step.
+// writes its partial output and logsumexp (f32, to the plan's scratch), and a combine kernel merges them
+// weighted by exp(lse_split − lse) (a split that sees no key has lse −inf and weight 0; a row that sees no
+// key at all gets output 0 and lse −inf).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -136,13 +135,13 @@ class DecodePlan {
   /// differs from the plan's.
   void run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCache &cache, Stream *stream = nullptr) const;
 
-  /// KV splits per sequence (1: none).
+  /// KV splits per sequence (1: none, no combine kernel).
   int num_splits() const;
   /// Keys per block of the attention kernel.
   int block_n() const;
-  size_t scratch_bytes() const;  // the partial outputs' scratch (0 without a split; arrival counters not counted)
-  /// The PTX of the plan's kernel for `arch` (default sm_90a); no GPU needed (plan with Backend::Interpreter on
-  /// a machine without one).
+  size_t scratch_bytes() const;  // the partial outputs' scratch (0 without a split)
+  /// The PTX of the plan's kernels for `arch` (default sm_90a), the attention kernel's module then, with a
+  /// split, the combine kernel's; no GPU needed (plan with Backend::Interpreter on a machine without one).
   std::string ptx(const std::string &arch = "sm_90a") const;
 
  private:

@@ -212,7 +212,6 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kSeqLens] = ptr_arg(p.paged ? opt.kv_cache->seq_lens : DevicePtr{});
   a[kOPart] = ptr_arg(p.o_part);
   a[kLsePart] = ptr_arg(p.lse_part);
-  a[kSplitCounters] = ptr_arg(p.split_counters);
   a[kKvBlocks] = ptr_arg(bm ? DevicePtr{bm->kv_blocks.address(), bm->kv_blocks.bytes()} : DevicePtr{});
   a[kKvCounts] = ptr_arg(bm ? DevicePtr{bm->counts.address(), bm->counts.bytes()} : DevicePtr{});
   a[kScale] = float_arg(effective_scale(s, opt));

@@ -121,7 +121,7 @@ LaunchConfig launch_config(const FlexOptions &opt);
 /// Parameters of the flex attention kernel, in order (see flex_kernel.cpp for their meaning).
 /// With PAGED, K/V strides are (page, head, token) instead of (batch, head, seq).
 enum FlexParam : int {
-  kQ, kK, kV, kO, kLse, kCuQ, kCuK, kKvBlocks, kKvCounts, kBlockTable, kSeqLens, kOPart, kLsePart, kSplitCounters,
+  kQ, kK, kV, kO, kLse, kCuQ, kCuK, kKvBlocks, kKvCounts, kBlockTable, kSeqLens, kOPart, kLsePart,
   kScale, kBmStrideB, kBmStrideH, kGroup, kSeqlenQ, kSeqlenK,
   kQb, kQh, kQs, kKb, kKh, kKs, kVb, kVh, kVs, kOb, kOh, kOs, kLb, kLh, kLs,
   kBandLeft, kBandRight, kBandBottomRight, kNumQBlocks, kNumKBlocks,
@@ -243,11 +243,10 @@ struct Plan {
   /// GQA packing: one program per KV head holds the group's query heads × BLOCK_M / group tokens as its rows.
   bool pack_gqa = false;
   /// KV split: each program covers 1/num_splits of its key blocks and writes f32 partial outputs and lse to
-  /// o_part / lse_part (laid out as out and lse, split s at s·part_stride_o / s·part_stride_l); the last split
-  /// of a (query block, head, batch) to finish, counted in split_counters (one i32 per query block × grid's
-  /// heads × batch, zero before the launch and left zero after it), merges them into out and lse.
+  /// o_part / lse_part (laid out as out and lse, split s at s·part_stride_o / s·part_stride_l), merged by the
+  /// combine kernel (decode_combine.cpp).
   int num_splits = 1;
-  DevicePtr o_part, lse_part, split_counters;
+  DevicePtr o_part, lse_part;
   int64_t part_stride_o = 0, part_stride_l = 0;
 };
 /// Validates (shape, options) and derives the plan; throws TraceError naming `op` and what is wrong.

@@ -9,8 +9,7 @@
 // units, exp2(s·c − R) with one fma per score (c = scale·log2e on raw scores without a score_mod, log2e after
 // one; the built-in ALiBi and soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end
 // with l = 0 → output 0 and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32
-// otherwise. KV split (SPLIT, flash-decoding): each program covers a share of the key blocks and writes its
-// partial output and lse; the last of a query block's splits to finish merges them.
+// otherwise.
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -45,7 +44,6 @@ ParamTable flex_params(DType dt) {
   for (const char *n : {"CU_SEQLENS_Q", "CU_SEQLENS_K", "KV_BLOCKS", "KV_COUNTS", "BLOCK_TABLE", "SEQ_LENS"})
     t.add(n, K::Ptr, DType::i32);
   for (const char *n : {"O_PART", "LSE_PART"}) t.add(n, K::Ptr, DType::f32);
-  t.add("SPLIT_COUNTERS", K::Ptr, DType::i32);
   // Lengths and what derives from them (block counts, the logsumexp's strides) change from call to call and
   // gain nothing from divisibility (row masks and scalar offsets), so they are not specialized: any set of
   // lengths compiles at most two kernels per variant (seqlen_k divisible by 16 or not).
@@ -418,59 +416,15 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   Tile lse_base = b * stride(kLb), lse_rows = (q_start_w + rows) * stride(kLs);
   if (pack) lse_rows = lse_rows + wide(heads) * stride(kLh);
   else lse_base = lse_base + h * stride(kLh);
-  auto write = [&](const Tile &o, const Tile &l) {
-    store(P(kO) + o_base + o_rows(_, None) + dv(None, _), o.to(dt), o_mask);
-    store(P(kLse) + lse_base + lse_rows, l, row_ok);
-  };
-  if (!split) {
-    write(out, lse);
-    return;
+  if (split) {
+    // The split's partial result in f32, normalized by its own l (the combine kernel weighs it by its lse).
+    Tile at = wide(split_id);
+    store(P(kOPart) + (at * stride(kPartStrideO) + o_base) + o_rows(_, None) + dv(None, _), out, o_mask);
+    store(P(kLsePart) + (at * stride(kPartStrideL) + lse_base) + lse_rows, lse, row_ok);
+  } else {
+    store(P(kO) + o_base + o_rows(_, None) + dv(None, _), out.to(dt), o_mask);
+    store(P(kLse) + lse_base + lse_rows, lse, row_ok);
   }
-  // KV split (flash-decoding): the split's partial result in f32, normalized by its own l, and its lse.
-  auto o_part = [&](const Tile &at) {
-    return P(kOPart) + (wide(at) * stride(kPartStrideO) + o_base) + o_rows(_, None) + dv(None, _);
-  };
-  auto lse_part = [&](const Tile &at) { return P(kLsePart) + (wide(at) * stride(kPartStrideL) + lse_base) + lse_rows; };
-  store(o_part(split_id), out, o_mask);
-  store(lse_part(split_id), lse, row_ok);
-  // The last of the block's splits to arrive merges them (the partials are still in L2): no second kernel, and
-  // no launch between the two. AcqRel: the other splits' partials are visible once their arrivals are
-  // counted. It puts the counter back to 0 for the next launch.
-  Tile ticket = P(kSplitCounters) + (b * num_programs(1) + h) * (num_programs(0) / P(kNumSplits)) + pid_m;
-  Tile arrived = atomic_add(ticket, Tile(1), {}, MemOrder::AcqRel);
-  if_(arrived == P(kNumSplits) - 1, [&] {
-    store(ticket, Tile(0));
-    // Split s weighs exp(lse_s − m), m the largest lse so far (rescaling what is merged when m grows, as the
-    // online softmax does); a split without keys (lse −inf) weighs 0. kMergeLoads splits are loaded at once,
-    // so their L2 latencies overlap.
-    constexpr int kMergeLoads = 4;
-    Tile m = full({BM}, neg_inf, DType::f32);
-    Tile merged = full({BM, PV}, 0.0, DType::f32), w_sum = full({BM}, 0.0, DType::f32);
-    for_range(0, P(kNumSplits), kMergeLoads, [&](I32 first) {
-      Tile lse_s[kMergeLoads], o_s[kMergeLoads];
-      Tile m_new = m;
-      for (int j = 0; j < kMergeLoads; ++j) {
-        Tile s = first + j, here = s < P(kNumSplits);
-        lse_s[j] = load(lse_part(s), row_ok & here, neg_inf);
-        o_s[j] = load(o_part(s), o_mask & here, 0.f);
-        m_new = maximum(m_new, lse_s[j]);
-      }
-      Tile frame = where(m_new == neg_inf, 0.f, m_new);  // no key yet: every weight so far is 0
-      Tile rescale = exp2((m - frame) * kLog2e);
-      merged = merged * rescale(_, None);
-      w_sum = w_sum * rescale;
-      for (int j = 0; j < kMergeLoads; ++j) {
-        Tile w = exp2((lse_s[j] - frame) * kLog2e);
-        merged = merged + o_s[j] * w(_, None);
-        w_sum = w_sum + w;
-      }
-      m = m_new;
-    });
-    Tile none = w_sum == 0.f;
-    Tile w_safe = where(none, 1.f, w_sum);
-    Tile frame = where(m == neg_inf, 0.f, m);
-    write(merged * (1.f / w_safe)(_, None), where(none, neg_inf, frame + log2(w_safe) * kLn2));
-  });
 }
 
 }  // namespace

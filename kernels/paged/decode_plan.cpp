@@ -1,6 +1,6 @@
-// DecodePlan: a decode step over a paged KV cache, as the flex kernel with GQA packing and a KV split (its last
-// split merges the others). Everything that can fail, allocate or compile happens in the constructor; run()
-// binds the pointers and launches one kernel.
+// DecodePlan: a decode step over a paged KV cache, as the flex kernel with GQA packing and a KV split, plus the
+// combine kernel. Everything that can fail, allocate or compile happens in the constructor; run() binds the
+// pointers and launches.
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/flex/flex_internal.h"
+#include "kernels/paged/decode_combine.h"
 #include "kernels/paged/decode_tiling.h"
 #include "kernels/paged/paged_cache.h"
 #include "runtime/runtime.h"
@@ -40,12 +41,11 @@ struct DecodePlan::Impl {
   FlexShape s;
   FlexOptions o;
   Plan p;
-  std::shared_ptr<KernelBase> attention;
-  std::vector<detail::ArgValue> args;
-  Grid grid;
-  LaunchConfig cfg;
+  std::shared_ptr<KernelBase> attention, combine;
+  std::vector<detail::ArgValue> args, combine_args;
+  Grid grid, combine_grid;
+  LaunchConfig cfg, combine_cfg;
   Buffer scratch;      // partial outputs, then partial lse (splits only)
-  Buffer counters;     // the splits' arrival counters, zero between launches (splits only)
   Buffer lse_scratch;  // the final lse when run() is given none
   int64_t rows = 0;    // batch · seqlen_q · heads_q
 };
@@ -156,20 +156,36 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
     if (o_bytes + l_bytes > 0) m.scratch = Buffer(o_bytes + l_bytes, backend);
     m.p.o_part = DevicePtr{m.scratch.address(), o_bytes};
     m.p.lse_part = DevicePtr{m.scratch.address() + o_bytes, l_bytes};
-    const size_t c_bytes = size_t(m.p.nqb) * size_t(c.heads_kv) * size_t(shape.batch) * 4;
-    if (c_bytes > 0) {
-      m.counters = Buffer(c_bytes, backend);
-      m.counters.fill_bytes(0);
-    }
-    m.p.split_counters = DevicePtr{m.counters.address(), c_bytes};
   }
   if (m.rows > 0) m.lse_scratch = Buffer(size_t(m.rows) * 4, backend);
 
-  // The kernel, traced, compiled and loaded now for pointers of the given alignment (16 bytes where the cache's
+  // The kernels, traced, compiled and loaded now for pointers of the given alignment (16 bytes where the cache's
   // pointers have it; run() binds the real ones).
   m.grid = grid(m.p, m.s);
   m.args = plan_args();
   if (m.rows > 0) m.attention->prepare(m.cfg, m.args);
+  if (m.p.num_splits > 1) {
+    m.combine = paged::combine_kernel(o.dtype);
+    m.combine_args.resize(paged::kNumCombineParams);
+    m.combine_args[paged::cOPart] = ptr_arg(m.p.o_part);
+    m.combine_args[paged::cLsePart] = ptr_arg(m.p.lse_part);
+    m.combine_args[paged::cO] = ptr_arg(aligned);
+    m.combine_args[paged::cLse] = ptr_arg(aligned);
+    m.combine_args[paged::cNumSplits] = int_arg(m.p.num_splits);
+    m.combine_args[paged::cPartStrideO] = int_arg(m.p.part_stride_o);
+    m.combine_args[paged::cPartStrideL] = int_arg(m.p.part_stride_l);
+    m.combine_args[paged::cDimV] = int_arg(dv);
+    m.combine_args[paged::cPadV] = int_arg(next_pow2_at_least_16(dv));
+    m.combine_args[paged::cSplitsPad] = int_arg(int(std::bit_ceil(unsigned(m.p.num_splits))));
+    m.combine_args[paged::cLarge] = int_arg(m.p.large);
+    if (m.rows > INT32_MAX) throw fail(fmt::format("{} rows exceed the combine kernel's grid", m.rows));
+    m.combine_grid = Grid{uint32_t(m.rows)};
+    // One row's splits × head dim in f32: about 16 values per thread.
+    m.combine_cfg.num_warps = std::clamp(int(std::bit_ceil(unsigned(m.p.num_splits))) * dv / 512, 4, 16);
+    m.combine_cfg.backend = opt.backend;
+    m.combine_cfg.arch = opt.arch;
+    if (m.rows > 0) m.combine->prepare(m.combine_cfg, m.combine_args);
+  }
 }
 
 DecodePlan::~DecodePlan() = default;
@@ -182,9 +198,11 @@ size_t DecodePlan::scratch_bytes() const { return impl_->scratch.bytes(); }
 
 std::string DecodePlan::ptx(const std::string &arch) const {
   const Impl &m = *impl_;
-  LaunchConfig cfg = m.cfg;
-  cfg.arch = arch;
-  return m.attention->ptx(cfg, m.args).ptx;
+  LaunchConfig cfg = m.cfg, ccfg = m.combine_cfg;
+  cfg.arch = ccfg.arch = arch;
+  std::string text = m.attention->ptx(cfg, m.args).ptx;
+  if (m.combine) text += m.combine->ptx(ccfg, m.combine_args).ptx;
+  return text;
 }
 
 void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCache &cache, Stream *stream) const {
@@ -231,6 +249,14 @@ void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCac
   LaunchConfig cfg = m.cfg;
   cfg.stream = stream;
   m.attention->launch(m.grid, cfg, a);
+  if (m.combine) {
+    std::vector<detail::ArgValue> ca = m.combine_args;
+    ca[paged::cO] = ptr_arg(out);
+    ca[paged::cLse] = ptr_arg(lse_out);
+    LaunchConfig ccfg = m.combine_cfg;
+    ccfg.stream = stream;
+    m.combine->launch(m.combine_grid, ccfg, ca);
+  }
 }
 
 void paged_decode(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCache &cache, const DecodeShape &shape,

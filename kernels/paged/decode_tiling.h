@@ -24,12 +24,12 @@ inline constexpr Tiling kTilings[] = {{64, 4, 3, 0}, {32, 4, 3, 4}, {16, 1, 4, 0
 /// The longest sequence (keys) for which a plan looks past the first tiling: one wave of smaller tiles
 /// measured 1–3% faster at 1024 keys and 2% slower at 8192.
 inline constexpr int kOneWaveMaxKeys = 2048;
-/// The most splits per sequence (the last split to finish merges them, one after another).
+/// The most splits per sequence: the combine kernel loads a row's splits at once.
 inline constexpr int kMaxSplits = 128;
 
 /// The split count when the caller leaves it to us: as many as fit in one wave of `slots` programs (programs
 /// per SM times the SMs) — a partial second wave would leave most SMs idle while it runs —, each split at
-/// least four key blocks long (a shorter split's partial output costs more to write and merge than it
+/// least four key blocks long (a shorter split's partial output costs more to write and combine than it
 /// saves); 1 … kMaxSplits.
 int auto_splits(int64_t programs, int max_len, int block_n, int64_t slots);
 
