@@ -12,7 +12,7 @@
 
 #include "sim_lli.h"
 #include "test_codegen_kernels.h"
-#include "test_dsl_helpers.h"
+#include "last_arrival_kernel.h"
 
 using namespace tilejit;
 using namespace tilejit::codegen::testing;
@@ -221,32 +221,14 @@ TEST_CASE("codegen simulated on the CPU: masked add, softmax, branches, casts, a
 
 TEST_CASE("codegen simulated on the CPU: the last program to count its arrival (AcqRel) merges the others' parts",
           "[codegen][sim]") {
-  // Each program writes its part, counts its arrival on a scalar counter with an acquire-release atomic_add,
-  // and the program that arrives last sums every part (in program order) and puts the counter back to 0.
-  using namespace dsl_testing;
-  auto fn = trace(
-      [] {
-        Tile x = param(0), parts = param(1), out = param(2), counter = param(3), arrivals = param(4);
-        Tile pid = program_id(0), n = num_programs(0), offs = arange(0, 64);
-        store(parts + pid * 64 + offs, load(x + pid * 64 + offs) * 2.f);
-        Tile arrived = atomic_add(counter, Tile(1), {}, MemOrder::AcqRel);
-        store(arrivals + pid, arrived);
-        if_(arrived == n - 1, [&] {
-          store(counter, Tile(0));
-          Tile acc = full({64}, 0.0, DType::f32);
-          for_range(0, n, 1, [&](tilejit::I32 p) { acc = acc + load(parts + p * 64 + offs); });
-          store(out + offs, acc);
-        });
-      },
-      {P(DType::f32), P(DType::f32), P(DType::f32), P(DType::i32), P(DType::i32)});
-  REQUIRE(ir::print(*fn).find("atomic_add") != std::string::npos);
+  auto fn = tilejit::testing::last_arrival_merge(64);
   REQUIRE(ir::print(*fn).find("{acq_rel}") != std::string::npos);
   const int n = 6;
   std::mt19937 gen(47);
   std::vector<float> x(64 * n);
   for (auto &v : x) v = std::uniform_real_distribution<float>(-3, 3)(gen);
   std::vector<sim::SimArg> args{sim::buffer(x), sim::poisoned(64 * n * 4), sim::poisoned(64 * 4),
-                                sim::buffer(std::vector<int32_t>{0}), sim::poisoned(n * 4)};
+                                sim::buffer(std::vector<int32_t>{0}), sim::poisoned(n * 4), sim::f32(1.5f)};
   auto interp = sim::run_interpreted(*fn, Grid{uint32_t(n)}, args);
   for (int warps : {1, 4}) {
     INFO("num_warps " << warps);
@@ -259,7 +241,7 @@ TEST_CASE("codegen simulated on the CPU: the last program to count its arrival (
   std::vector<float> merged = floats_of(interp[2]);
   for (int i = 0; i < 64; ++i) {
     float want = 0;
-    for (int p = 0; p < n; ++p) want += x[size_t(p * 64 + i)] * 2.f;
+    for (int p = 0; p < n; ++p) want += x[size_t(p * 64 + i)] * 1.5f * 2.f;
     REQUIRE(merged[size_t(i)] == want);
   }
   // The arrivals' old values are 0 … n − 1, each once.
