@@ -278,43 +278,12 @@ class Assigner {
       }
       if (!changed) break;
     }
-    const ir::Op &y = *body.ops.back();
     for (int i = 0; i < n; ++i) {
       const ir::Value *arg = body.arg(1 + i);
       tentative_.erase(arg);
-      if (arg->type.is_scalar()) continue;
-      set(op.result(i), plan_.of(arg));
-      // A gathered value carried from one iteration to the next (a load issued an iteration early,
-      // prefetch_loop_loads) is open like the gathers it comes from: it takes its readers' layout.
-      if (i < y.num_operands() && open(op.operand(3 + i)) && open(y.operand(i))) {
-        mark_open(arg, true);
-        carried_gathers_.push_back({&op, i});
-      }
+      if (!arg->type.is_scalar()) set(op.result(i), plan_.of(arg));
     }
   }
-  std::vector<std::pair<const ir::Op *, int>> carried_gathers_;  // (for op, carried index) of open loop args
-
- public:
-  // After resolve_open: each open loop arg takes the layout its first reader that cares needs, and its init,
-  // the value its body yields and the loop's result follow (all loads, recomputed in any layout).
-  void resolve_carried_gathers() {
-    for (auto [op, i] : carried_gathers_) {
-      const ir::Block &body = *op->region(0);
-      const ir::Value *arg = body.arg(1 + i);
-      for (const ir::Op *u : users_[arg])
-        if (u->kind != ir::OpKind::Yield)
-          if (std::optional<Layout> want = wanted_by(*u, arg)) {
-            set(arg, *want);
-            break;
-          }
-      const Layout l = plan_.of(arg);
-      set(op->result(i), l);
-      set(op->operand(3 + i), l);
-      set(body.ops.back()->operand(i), l);
-    }
-  }
-
- private:
 };
 
 }  // namespace
@@ -325,7 +294,6 @@ LayoutPlan assign_layouts(const ir::Function &fn, int num_warps) {
   a.collect_uses(*fn.body);
   a.block(*fn.body);
   a.resolve_open(*fn.body);
-  a.resolve_carried_gathers();
   return plan;
 }
 

@@ -27,12 +27,8 @@ void hoist_invariant_loads(Function &fn);
 /// defined: a relative error of at most 2^-23 + 2^-48 where 1/b is normal (see
 /// ir/passes/reciprocal_division.cpp for the rest).
 void reciprocal_division(Function &fn);
-/// A small load in a for loop (at most 256 elements, not read by a dot, feeding no address) whose address depends
-/// only on the induction variable and values from outside is issued one iteration early and carried into its
-/// iteration (ir/passes/prefetch_loop_loads.cpp), when the loop writes no memory. Flags the loads it makes.
-void prefetch_loop_loads(Function &fn);
 /// The standard pipeline: verify, fold, canonicalize, reciprocal_division, hoist_invariant_loads, cse, dce (to a
-/// fixed point), then prefetch_loop_loads and those rounds again, and verify.
+/// fixed point), verify.
 void optimize(Function &fn);
 
 }  // namespace tilejit::ir

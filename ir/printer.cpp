@@ -100,7 +100,6 @@ std::string attr_text(const Op &op) {
     case OpKind::Fma: return a.flag ? " {split}" : "";
     case OpKind::Div: return a.flag ? " {rn}" : "";
     case OpKind::AtomicAdd: return a.flag ? " {acq_rel}" : "";
-    case OpKind::Load: return a.flag ? " {prefetch}" : "";
     default: return "";
   }
 }

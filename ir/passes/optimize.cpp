@@ -1,14 +1,13 @@
 // optimize: the standard pipeline. Verifies the input (a failure there is a DSL bug), runs fold,
 // canonicalize, reciprocal_division, hoist_invariant_loads, cse and dce until the printed IR stops changing
-// (bounded: each round only shrinks, simplifies or hoists, the bound is a guard against a rewrite cycle),
-// then prefetch_loop_loads once on the simplified loops and the rounds again (its copies in front of the
-// loops fold with the lower bounds), and verifies the result (a failure there is a pass bug).
+// (bounded: each round only shrinks, simplifies or hoists, the bound is a guard against a rewrite cycle), and
+// verifies the result (a failure there is a pass bug).
 #include "ir/passes.h"
 
 namespace tilejit::ir {
-namespace {
 
-void simplify(Function &fn) {
+void optimize(Function &fn) {
+  verify(fn);
   constexpr int kMaxRounds = 16;
   std::string before = print(fn);
   for (int round = 0; round < kMaxRounds; ++round) {
@@ -22,15 +21,6 @@ void simplify(Function &fn) {
     if (after == before) break;
     before = std::move(after);
   }
-}
-
-}  // namespace
-
-void optimize(Function &fn) {
-  verify(fn);
-  simplify(fn);
-  prefetch_loop_loads(fn);  // its loads are flagged: a later call leaves them alone
-  simplify(fn);
   verify(fn);
 }
 
