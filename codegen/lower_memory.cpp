@@ -260,9 +260,9 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
   bool fl = is_float(et.dtype);
   int64_t esize = dtype_bytes(et.dtype);
   // AcqRel for the whole program (ops.h MemOrder): the barrier orders every thread's earlier accesses before
-  // the performing thread's fence (cumulativity, PTX ISA §8.8), the fence after the atomic orders it before
-  // every later access, and the barrier after lets the other threads follow (the pattern of a grid-wide
-  // barrier). membar.gl is fence.sc.gpu (PTX ISA §9.7.13.4).
+  // the performing thread's fence (cumulativity: PTX ISA, "Memory Consistency Model"), the fence after the
+  // atomic orders it before every later access, and the barrier after lets the other threads follow (the
+  // pattern of a grid-wide barrier). membar.gl is fence.sc.gpu (PTX ISA, "membar / fence").
   const bool acq_rel = op.attrs.flag;
   auto fence = [&] { b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_membar_gl)); };
   auto atomic = [&](llvm::Value *addr, llvm::Value *x, llvm::Value *cond) -> llvm::Value * {

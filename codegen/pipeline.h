@@ -17,7 +17,8 @@
 // The address slice may also contain unmasked scalar loads (a block-sparse loop's `load(list + i)`): they are
 // re-lowered too, executed only when that iteration is in range (0 otherwise).
 //
-// Requirements checked by plan_pipeline (otherwise the loop keeps the register path): num_stages ≥ 2, arch
+// Requirements checked by plan_pipeline (otherwise the loop keeps the register path): no acquire-release
+// atomic in the body (the copies run ahead of it), num_stages ≥ 2, arch
 // ≥ sm_80, a rank-2 f16/bf16 tile with ≥ 8 columns, pointers proven contiguous and 16-byte aligned in
 // groups of 8 elements along the last dim (axis info), a mask constant over those groups, `other` zero.
 #pragma once

@@ -125,20 +125,26 @@ Tile load(const Tile &ptr, const Tile &mask = {}, const Tile &other = {}, SrcLoc
 /// Stores `value` (pointee dtype, or a literal; broadcast to ptr's shape) where mask is on (all lanes when
 /// absent). A value of another dtype is an error: cast it explicitly.
 void store(const Tile &ptr, const Tile &value, const Tile &mask = {}, SrcLoc loc = SrcLoc::current());
-/// The memory ordering of an atomic (PTX ISA §8, memory consistency model), at device scope.
+/// The memory ordering of an atomic at device scope (not system scope: the host does not take part). Semantics
+/// from the PTX ISA's "Memory Consistency Model" chapter (release and acquire patterns, fence cumulativity).
 enum class MemOrder {
   /// Orders nothing but the atomic itself (e.g. summing gradients).
   Relaxed,
   /// Release and acquire for the whole program: every memory access the program made before the atomic (by
   /// any of its threads) is visible to a program that later observes the atomic's result with AcqRel, and
   /// every access after it sees what such programs made visible before their own AcqRel atomic. This is what
-  /// "the last program to arrive combines the others' results" needs (an arrival counter).
-  /// Costs a barrier and a fence (membar.gl) before and after.
+  /// "the last program to arrive combines the others' results" needs (an arrival counter). Branch on the
+  /// returned value (the same in every thread of the program), not on a scalar load of memory other programs
+  /// change (each thread loads it on its own and may see another value). Never wait for another program to
+  /// arrive: programs are not guaranteed to be resident together (the interpreter runs them one by one).
+  /// Costs a barrier before and after, and a fence (membar.gl) in the threads that perform the atomic; a loop
+  /// holding one is not software-pipelined.
   AcqRel,
 };
-/// Atomically adds `value` at ptr (device scope, ordered by `order`) where mask is on; returns the old values.
-/// On a scalar pointer one thread of the program performs it and every thread gets the old value.
-/// Errors: pointee i1, i8 or i16 (at lowering), value not of the pointee's dtype, mask not i1.
+/// Atomically adds `value` at ptr (device scope, ordered by `order`) where mask is on; returns the old values
+/// (0 in masked-off lanes). On a scalar pointer one thread of the program performs it and every thread gets
+/// the old value. Throws TraceError naming the op and the user's line when value is not of the pointee's dtype
+/// (a literal takes it) or mask is not i1; CompileError at lowering for a pointee of i1, i8, i16 or pointer.
 Tile atomic_add(const Tile &ptr, const Tile &value, const Tile &mask = {}, MemOrder order = MemOrder::Relaxed,
                 SrcLoc loc = SrcLoc::current());
 

@@ -300,8 +300,9 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
 void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<const detail::ArgValue> a) {
   Tracer t(dt, score_mod, mask, a);
   Tile m = program_id(0), h = program_id(1), b = program_id(2);
-  // With a band (causal) a later query block sees more key blocks; programs start in order of program_id(0),
-  // so the longest start first and the grid's tail is made of short ones.
+  // Under a causal band or a sliding window a later query block sees at least as many key blocks; programs start
+  // in order of program_id(0), so the longest start first and the grid's tail is made of short ones (a band
+  // open only to the right, rare, runs shortest first instead: correct, only ordered worse).
   if (t.has_band) m = num_programs(0) - 1 - m;
   Sequence sq = t.bind_sequence(b);
   ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);

@@ -1,0 +1,58 @@
+// Acquire-release atomics in codegen: the fences around the atomic, and no software pipeline across one (the
+// copies of later iterations would be issued before the acquire).
+#include <catch2/catch.hpp>
+
+#include "test_codegen_util.h"
+#include "test_dsl_helpers.h"
+
+using namespace tilejit;
+
+namespace {
+
+// A K loop of 32×32 bf16 dots whose iterations also count on a scalar counter with `order`.
+std::unique_ptr<ir::Function> counted_k_loop(MemOrder order) {
+  using namespace dsl_testing;
+  auto fn = trace(
+      [order] {
+        Tile a = param(0), out = param(1), counter = param(2), n = param(3);
+        Tile r = arange(0, 32);
+        Tile acc = zeros({32, 32}, DType::f32);
+        for_range(0, n, 32, [&](tilejit::I32 k) {
+          Tile t = load(a + (k + r)(_, None) * 32 + r(None, _));
+          acc = dot(t, t, acc);
+          atomic_add(counter, Tile(1), {}, order);
+        });
+        store(out + r(_, None) * 32 + r(None, _), acc);
+      },
+      {P(DType::bf16), P(DType::f32), P(DType::i32), S(DType::i32)});
+  fn->params[0].align16 = true;  // as a launch with a 16-byte aligned buffer specializes it
+  fn->params[3].div16 = true;
+  return fn;
+}
+
+}  // namespace
+
+TEST_CASE("codegen: an AcqRel atomic_add is fenced, and its loop is not software-pipelined", "[codegen][ptx]") {
+  for (std::string arch : {"sm_80", "sm_90a"}) {
+    INFO(arch);
+    for (MemOrder order : {MemOrder::Relaxed, MemOrder::AcqRel}) {
+      const bool acq_rel = order == MemOrder::AcqRel;
+      INFO((acq_rel ? "AcqRel" : "Relaxed"));
+      auto fn = counted_k_loop(order);
+      codegen::CodegenOptions opts;
+      opts.arch = arch;
+      opts.num_warps = 4;
+      opts.num_stages = 3;
+      std::string ptx = codegen::compile_to_ptx(*fn, opts).ptx;
+      auto lines_with = [&](const char *what) {
+        return codegen::testing::count_lines(ptx, [&](const std::string &l) { return l.find(what) != std::string::npos; });
+      };
+      CHECK((lines_with("membar.gl") == 2) == acq_rel);  // one thread's fence before and after
+      CHECK((lines_with("cp.async") > 0) == !acq_rel);   // the dot operand's pipeline, only without the acquire
+      auto [rc, log] = codegen::testing::run_ptxas(
+          codegen::testing::dump_ptx(ptx, std::string("acq_rel_loop_") + (acq_rel ? "1_" : "0_") + arch), arch);
+      INFO("ptxas: " << log);
+      CHECK(rc == 0);
+    }
+  }
+}
