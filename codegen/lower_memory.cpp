@@ -292,7 +292,7 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
     if (acq_rel) L.emit_if(one, fence);
     L.reserve_smem(esize);
     L.barrier();
-    L.emit_if(b.CreateICmpEQ(L.tid(), L.i32(0)), [&] { b.CreateAlignedStore(old, L.smem_addr(L.i32(0), rt), llvm::Align(uint64_t(esize))); });
+    L.emit_if(one, [&] { b.CreateAlignedStore(old, L.smem_addr(L.i32(0), rt), llvm::Align(uint64_t(esize))); });
     L.barrier();
     return Tile{std::nullopt, {b.CreateAlignedLoad(rt, L.smem_addr(L.i32(0), rt), llvm::Align(uint64_t(esize)))}};
   }

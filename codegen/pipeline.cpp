@@ -70,15 +70,15 @@ bool is_zero_tile(const ir::Value *v) {
 std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
   if (L.opts.num_stages < 2 || sm_version(L.opts.arch) < 80) return std::nullopt;
   const ir::Block &body = *for_op.region(0);
-  // The copies of later iterations are issued before this iteration's ops: an acquire-release atomic in the
-  // body (ops.h MemOrder::AcqRel) must precede the loads that follow it, so such a loop is not pipelined.
-  bool acquires = false;
-  ir::walk(const_cast<ir::Block &>(body), [&](ir::Op &op) { acquires |= op.kind == ir::OpKind::AtomicAdd && op.attrs.flag; });
-  if (acquires) return std::nullopt;
   std::unordered_map<const ir::Value *, std::vector<std::pair<const ir::Op *, int>>> uses;
+  bool acquires = false;
   ir::walk(const_cast<ir::Block &>(body), [&](ir::Op &op) {
     for (int i = 0; i < op.num_operands(); ++i) uses[op.operand(i)].push_back({&op, i});
+    acquires |= op.kind == ir::OpKind::AtomicAdd && op.attrs.flag;
   });
+  // The copies of later iterations are issued before this iteration's ops: an acquire-release atomic in the
+  // body (ops.h MemOrder::AcqRel) must precede the loads that follow it, so such a loop is not pipelined.
+  if (acquires) return std::nullopt;
   auto is_body_dot_operand = [&](const ir::Op *user, int i) {
     return user->kind == ir::OpKind::Dot && user->parent == &body && (i == 0 || i == 1) &&
            dot_uses_mma(*user, L.opts.num_warps);
