@@ -15,9 +15,10 @@
 //          gradients of learnable captures the mod reads are added here;
 //   dq:    a query block's dQ (program: query block, query head, batch), walking the key blocks it sees, or
 //          (ATOMICS) converted from the accumulator.
-// Both main kernels recompute P from the forward's logsumexp. Bands bound both walks in closed form; with a
-// mask function (USE_BLOCK_MASK) the dQ kernel walks its query block's list of a block mask and the dK/dV
-// kernel its key block's transposed list, so wholly masked tiles are skipped. Only the tiles that may hide
+// Both main kernels recompute P from the forward's logsumexp (the dK/dV kernel as Pᵀ, a key per row, except with
+// ATOMICS). Bands bound both walks in closed form; with a mask function (USE_BLOCK_MASK) the dQ kernel walks
+// its query block's list of a block mask and the dK/dV kernel its key block's transposed list, so wholly
+// masked tiles are skipped. Only the tiles that may hide
 // entries (partial blocks of the band or block mask, the blocks at a sequence's end; every tile of a mask
 // function walked without a block mask) run the mask and the bounds tests; the others take straight-line code
 // without them. Varlen: each program's sequence comes from cu_seqlens. Rows that see no key (lse −inf) get
@@ -197,23 +198,33 @@ struct Tracer {
     return need | !band_holds_tile(band, r.start, r.start + (BM - 1), c.start, BN);
   }
 
+  /// Which way a tile's rows run. The dQ kernel's tiles are [BM, BN], a query per row. The dK/dV kernel's are
+  /// transposed, [BN, BM], a key per row (as FlashAttention-3's backward computes Sᵀ = K·Qᵀ): Pᵀ and dSᵀ then
+  /// come out of their dots in the accumulator layout, which is the register A operand of dV += Pᵀ·dO and
+  /// dK += dSᵀ·Q, instead of going through shared memory to be read transposed. The mods see q_idx and kv_idx
+  /// broadcast the other way round; they are elementwise, so their values do not change.
+  enum class RowsAre { Queries, Keys };
   struct Grad {
-    Tile p, ds;  // [BM, BN] f32: probabilities and d(score before the mod), 0 where masked or outside
+    Tile p, ds;  // f32 [BM, BN] or [BN, BM]: probabilities and d(score before the mod), 0 where masked or outside
   };
   // One tile's P and dS. captures: whether loads from learnable captures add their gradients (in exactly one
   // of the two sweeps). `need` (an i1 scalar from need_mask; empty: always) chooses between two arms, each
   // straight-line code from the scores to dS: one that zeroes what the tile hides, and one for the tiles
   // wholly visible (most tiles of a band or block mask, all but the last of an unmasked sequence), whose P
   // and dS come straight from the scores.
-  Grad tile(const Tile &b, const Tile &h, const Rows &r, const Keys &c, CaptureGrads captures,
-            const Tile &need) const {
+  Grad tile(const Tile &b, const Tile &h, const Rows &r, const Keys &c, CaptureGrads captures, const Tile &need,
+            RowsAre orient) const {
     const Tile &rows = r.rows, &cols = c.cols, &q = r.q, &k = c.k, &v = c.v, &dout = r.dout, &lse = r.lse,
                &delta = r.delta;
     const float neg_inf = -std::numeric_limits<float>::infinity();
-    Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0))(_, None);
-    Tile kv_idx = minimum(cols, maximum(seqlen_k - 1, 0))(None, _);
-    Tile qk = dot(q, trans(k));
-    Tile dp = dot(dout, trans(v));
+    const bool by_key = orient == RowsAre::Keys;
+    // A per-query vector and a per-key vector, broadcast along the tile's other axis.
+    auto per_q = [&](const Tile &t) { return by_key ? t(None, _) : t(_, None); };
+    auto per_k = [&](const Tile &t) { return by_key ? t(_, None) : t(None, _); };
+    Tile q_idx = per_q(minimum(rows, maximum(seqlen_q - 1, 0)));
+    Tile kv_idx = per_k(minimum(cols, maximum(seqlen_k - 1, 0)));
+    Tile qk = by_key ? dot(k, trans(q)) : dot(q, trans(k));
+    Tile dp = by_key ? dot(v, trans(dout)) : dot(dout, trans(v));
     // A row that saw no key in the forward (lse −inf: a mod made every score −inf) gets p = exp2(z − ∞) = 0 in
     // the unmasked arm; the masked arm zeroes it.
     Tile lse_or_inf = where(lse > neg_inf, lse, std::numeric_limits<float>::infinity());
@@ -223,13 +234,13 @@ struct Tracer {
       Tile z = score_mod ? traced_score_mod("flex attention backward", score_mod, s, b, h, q_idx, kv_idx) : s;
       Tile vis;  // outside the sequence, masked, or in a row that saw no key: hidden
       if (masked) {
-        vis = (rows < seqlen_q)(_, None) & (cols < seqlen_k)(None, _) & (lse > neg_inf)(_, None);
+        vis = per_q(rows < seqlen_q) & per_k(cols < seqlen_k) & per_q(lse > neg_inf);
         Tile m = visible(mask, has_band, band, b, h, q_idx, kv_idx);
         if (m.valid()) vis = vis & m;
       }
-      Tile p = exp2((z - lse_or_inf(_, None)) * kLog2e);
+      Tile p = exp2((z - per_q(lse_or_inf)) * kLog2e);
       if (masked) p = where(vis, p, 0.f);
-      Tile dz = p * (dp - delta(_, None));
+      Tile dz = p * (dp - per_q(delta));
       Tile ds = score_mod ? vjp(z, s, dz, captures) : dz;
       // dS zeroed again: dZ is 0·(dP − D) where p is, not 0 where a hidden key's dP or the mod's derivative is
       // not finite.
@@ -269,11 +280,18 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   auto query_block = [&](const Tile &h, const Tile &start_m, const Tile &full = {}) {
     const Tracer::Rows rows = t.query_rows(b, h, start_m);
     const CaptureGrads captures = t.atomics ? CaptureGrads::Scatter : CaptureGrads::ScatterFixedPoint;
-    Tracer::Grad gr = t.tile(b, h, rows, keys, captures, t.need_mask(rows, keys, full));
-    Tile ds = gr.ds.to(dt);
-    dv = dot(trans(gr.p.to(dt)), rows.dout, dv);
-    dk = dot(trans(ds), rows.q, dk);
-    if (t.atomics) atomic_add(t.acc_ptr(b, h, rows.rows), dot(ds, keys.k), rows.ok(_, None));
+    // With ATOMICS the tile's dQ = dS·K wants dS a query per row, so the tiles keep that orientation there.
+    if (t.atomics) {
+      Tracer::Grad gr = t.tile(b, h, rows, keys, captures, t.need_mask(rows, keys, full), Tracer::RowsAre::Queries);
+      Tile ds = gr.ds.to(dt);
+      dv = dot(trans(gr.p.to(dt)), rows.dout, dv);
+      dk = dot(trans(ds), rows.q, dk);
+      atomic_add(t.acc_ptr(b, h, rows.rows), dot(ds, keys.k), rows.ok(_, None));
+      return;
+    }
+    Tracer::Grad gr = t.tile(b, h, rows, keys, captures, t.need_mask(rows, keys, full), Tracer::RowsAre::Keys);
+    dv = dot(gr.p.to(dt), rows.dout, dv);
+    dk = dot(gr.ds.to(dt), rows.q, dk);
   };
   Tile live = start_n < t.seqlen_k;  // a block past its sequence's keys (varlen) visits nothing
   Tile group = Tracer::P(bGroup);
@@ -319,7 +337,8 @@ void trace_dq(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span<c
   Tile dq = zeros({t.BM, t.PQK}, DType::f32);
   auto key_block = [&](const Tile &start_n, const Tile &full = {}) {
     const Tracer::Keys keys = t.key_cols(b, hk, start_n);
-    Tracer::Grad gr = t.tile(b, h, rows, keys, CaptureGrads::Ignore, t.need_mask(rows, keys, full));
+    Tracer::Grad gr =
+        t.tile(b, h, rows, keys, CaptureGrads::Ignore, t.need_mask(rows, keys, full), Tracer::RowsAre::Queries);
     dq = dot(gr.ds.to(dt), keys.k, dq);
   };
   Tile live = start_m < t.seqlen_q;  // a block past its sequence's queries (varlen) visits nothing
