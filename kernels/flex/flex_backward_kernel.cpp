@@ -18,11 +18,10 @@
 // Both main kernels recompute P from the forward's logsumexp (the dK/dV kernel as Pᵀ, a key per row, except with
 // ATOMICS). Bands bound both walks in closed form; with a mask function (USE_BLOCK_MASK) the dQ kernel walks
 // its query block's list of a block mask and the dK/dV kernel its key block's transposed list, so wholly
-// masked tiles are skipped. Only the tiles that may hide
-// entries (partial blocks of the band or block mask, the blocks at a sequence's end; every tile of a mask
-// function walked without a block mask) run the mask and the bounds tests; the others take straight-line code
-// without them. Varlen: each program's sequence comes from cu_seqlens. Rows that see no key (lse −inf) get
-// P = 0: zero gradients.
+// masked tiles are skipped. Only the tiles that may hide entries (partial blocks of the band or block mask,
+// the blocks at a sequence's end; every tile of a mask function walked without a block mask) run the mask and
+// the bounds tests; the others take straight-line code without them. Varlen: each program's sequence comes from
+// cu_seqlens. Rows that see no key (lse −inf) get P = 0: zero gradients.
 #include <limits>
 #include <tuple>
 
@@ -280,18 +279,14 @@ void trace_dkdv(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   auto query_block = [&](const Tile &h, const Tile &start_m, const Tile &full = {}) {
     const Tracer::Rows rows = t.query_rows(b, h, start_m);
     const CaptureGrads captures = t.atomics ? CaptureGrads::Scatter : CaptureGrads::ScatterFixedPoint;
-    // With ATOMICS the tile's dQ = dS·K wants dS a query per row, so the tiles keep that orientation there.
-    if (t.atomics) {
-      Tracer::Grad gr = t.tile(b, h, rows, keys, captures, t.need_mask(rows, keys, full), Tracer::RowsAre::Queries);
-      Tile ds = gr.ds.to(dt);
-      dv = dot(trans(gr.p.to(dt)), rows.dout, dv);
-      dk = dot(trans(ds), rows.q, dk);
-      atomic_add(t.acc_ptr(b, h, rows.rows), dot(ds, keys.k), rows.ok(_, None));
-      return;
-    }
-    Tracer::Grad gr = t.tile(b, h, rows, keys, captures, t.need_mask(rows, keys, full), Tracer::RowsAre::Keys);
-    dv = dot(gr.p.to(dt), rows.dout, dv);
-    dk = dot(gr.ds.to(dt), rows.q, dk);
+    // A key per row, except with ATOMICS: the tile's dQ = dS·K wants dS a query per row.
+    const auto orient = t.atomics ? Tracer::RowsAre::Queries : Tracer::RowsAre::Keys;
+    Tracer::Grad gr = t.tile(b, h, rows, keys, captures, t.need_mask(rows, keys, full), orient);
+    Tile p = gr.p.to(dt);
+    dv = dot(t.atomics ? trans(p) : p, rows.dout, dv);  // Pᵀ·dO
+    Tile ds = gr.ds.to(dt);
+    dk = dot(t.atomics ? trans(ds) : ds, rows.q, dk);  // dSᵀ·Q
+    if (t.atomics) atomic_add(t.acc_ptr(b, h, rows.rows), dot(ds, keys.k), rows.ok(_, None));
   };
   Tile live = start_n < t.seqlen_k;  // a block past its sequence's keys (varlen) visits nothing
   Tile group = Tracer::P(bGroup);
