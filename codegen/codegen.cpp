@@ -315,6 +315,21 @@ llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
   return g;
 }
 
+llvm::Value *Lowering::new_persistent_smem(int64_t bytes, int64_t align) {
+  if (llvm::GlobalVariable *g = new_static_smem(bytes, align)) return g;
+  // The dynamic buffer's start is 1024-byte aligned only for wgmma kernels (shared_bytes() adds the slack).
+  if (align > 16 && !use_wgmma) return nullptr;
+  // Past about 160 KB the stage buffers and scratch of the loops would no longer fit beside it (227 KB per
+  // block on sm_90, 163 KB on sm_80): such an operand is cheaper in registers than a kernel that cannot launch.
+  constexpr int64_t kDynamicBudget = 160 * 1024;
+  int64_t at = (scratch_offset + align - 1) / align * align;
+  bytes = (bytes + 15) / 16 * 16;
+  if (at + bytes > kDynamicBudget) return nullptr;
+  scratch_offset = persistent_end_ = at + bytes;
+  reserve_smem_total(scratch_offset);
+  return smem_raw(at);
+}
+
 void Lowering::barrier() {
   if (use_wgmma) fence_proxy_async(*this);  // shared-memory writes before the barrier may be read by wgmma after it
   b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_barrier0));

@@ -1,6 +1,7 @@
 // Structured control flow. For → an LLVM loop with one phi per register of every carried value (the induction
 // variable has the type of the lower bound); If → branches and phis. Conditions and bounds are scalars, which
 // every thread of the program holds with the same value, so barriers inside the regions are safe.
+#include <algorithm>
 #include <fmt/format.h>
 #include <llvm/IR/Constants.h>
 
@@ -139,7 +140,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   b.SetInsertPoint(exit);
   if (pipe) {
     wait_copies(L, 0);  // copies of iterations past the end must not land in reused shared memory
-    L.scratch_offset = saved_scratch;
+    L.scratch_offset = std::max(saved_scratch, L.persistent_end());
     for (const PipelinedLoad &ld : pipe->loads) L.smem_operands.erase(ld.load->result());
   }
   for (int i = 0; i < n; ++i) L.set(op.result(i), carried[size_t(i)]);

@@ -56,7 +56,7 @@ void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op) {
       const Tile &t = L.get(v);
       if (t.is_scalar()) continue;
       int64_t bytes = v->type.numel() * dtype_bytes(v->type.dtype());
-      llvm::GlobalVariable *g = L.new_static_smem(bytes);
+      llvm::Value *g = L.new_persistent_smem(bytes);
       if (!g) continue;
       stage(L, t, v->type.elem, v->type.shape[1], g, false);
       L.persistent_operands[v] = g;

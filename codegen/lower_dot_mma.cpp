@@ -209,7 +209,7 @@ std::pair<const ir::Value *, bool> operand_source(Lowering &L, const ir::Value *
   return {v, false};
 }
 
-llvm::GlobalVariable *persistent(Lowering &L, const ir::Value *v) {
+llvm::Value *persistent(Lowering &L, const ir::Value *v) {
   auto it = L.persistent_operands.find(v);
   return it == L.persistent_operands.end() ? nullptr : it->second;
 }
@@ -338,7 +338,7 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
         wgmma_rows = std::make_pair(wm, rl->shape[0] / (16 * int64_t(wm)));
       wgmma_b = i == 1 && wg;
     }
-    llvm::GlobalVariable *g = L.new_static_smem(src->type.numel() * 2, wgmma_rows || wgmma_b ? 1024 : 16);
+    llvm::Value *g = L.new_persistent_smem(src->type.numel() * 2, wgmma_rows || wgmma_b ? 1024 : 16);
     if (!g) continue;
     stage_swizzled(L, t, src->type.elem, g, wgmma_rows);
     if (wgmma_b) L.wgmma_smem_b.insert(v);
@@ -351,7 +351,7 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
 
 void preload_mma_fragments(Lowering &L, const ir::Op &dot) {
   const ir::Value *av = dot.operand(0);
-  llvm::GlobalVariable *base = persistent(L, av);
+  llvm::Value *base = persistent(L, av);
   if (!base || L.mma_a_fragments.count(av)) return;
   auto l = mma_layout(dot.result()->type.shape, L.opts.num_warps);
   Geometry g = geometry(L, *l, av->type.shape[1]);

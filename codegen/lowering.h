@@ -119,11 +119,17 @@ class Lowering {
                     const std::vector<int64_t> &dst_strides, bool owners_only = false);
 
   // ---- loop-invariant dot operands ----
-  /// Dot operands defined outside a loop are staged once, before the loop, in a static shared array of
-  /// their own (row-major, their dtype); the dot inside the loop reads them from there.
-  std::unordered_map<const ir::Value *, llvm::GlobalVariable *> persistent_operands;
+  /// Dot operands defined outside a loop are staged once, before the loop, in shared memory of their own
+  /// (new_persistent_smem; row-major, their dtype); the dot inside the loop reads them from there.
+  std::unordered_map<const ir::Value *, llvm::Value *> persistent_operands;
   /// A new static shared array of `bytes` (`align`-byte aligned), or null when the static budget is exhausted.
   llvm::GlobalVariable *new_static_smem(int64_t bytes, int64_t align = 16);
+  /// Shared memory for a loop-invariant operand: a static array while the static budget lasts (48 KB per
+  /// kernel), else a region of the dynamic buffer above the scratch in use, kept for the rest of the kernel
+  /// (scratch and later stage buffers start past it). Null when neither fits: the operand stays in registers.
+  llvm::Value *new_persistent_smem(int64_t bytes, int64_t align = 16);
+  /// Where scratch may start once a loop ends: past the dynamic regions new_persistent_smem handed out.
+  int64_t persistent_end() const { return persistent_end_; }
   /// Loop-invariant A operands staged for wgmma's shared-memory A (rows in the order wgmma reads them,
   /// 1024-byte aligned): the dot passes a descriptor instead of registers.
   std::unordered_set<const ir::Value *> wgmma_smem_a;
@@ -234,6 +240,7 @@ class Lowering {
   llvm::Value *tid_ = nullptr, *lane_ = nullptr, *warp_ = nullptr;
   std::string entry_;
   int64_t static_smem_bytes_ = 0;
+  int64_t persistent_end_ = 0;
 };
 
 // ---- per-family lowering (each returns the result Tile(s) in its natural layout; Lowering::set converts) --

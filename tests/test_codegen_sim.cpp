@@ -13,6 +13,8 @@
 #include "sim_lli.h"
 #include "test_codegen_kernels.h"
 #include "last_arrival_kernel.h"
+#include "test_codegen_util.h"
+#include "test_dsl_helpers.h"
 
 using namespace tilejit;
 using namespace tilejit::codegen::testing;
@@ -249,4 +251,67 @@ TEST_CASE("codegen simulated on the CPU: the last program to count its arrival (
   std::memcpy(arrivals.data(), interp[4].data(), interp[4].size());
   std::sort(arrivals.begin(), arrivals.end());
   for (int p = 0; p < n; ++p) REQUIRE(arrivals[size_t(p)] == p);
+}
+
+TEST_CASE("codegen simulated on the CPU: loop-invariant dot operands past the static shared-memory budget",
+          "[codegen][sim]") {
+  // Two f32 [64, 128] operands (32 KB each) read by dots in a loop: the first is staged in a static array; the
+  // second does not fit the 48 KB static limit and is staged in the dynamic buffer, below the scratch where
+  // each iteration stages x. Both stay there across iterations while x's staging comes and goes.
+  using dsl_testing::param;
+  using dsl_testing::trace;
+  const int64_t M = 64, K = 128, N = 16;
+  const int iters = 3;
+  auto fn = trace(
+      [&] {
+        Tile a = param(0), b = param(1), x = param(2), out = param(3), n = param(4);
+        Tile r = arange(0, M), k = arange(0, K), c = arange(0, N);
+        Tile ta = load(a + r(_, None) * K + k(None, _)), tb = load(b + r(_, None) * K + k(None, _));
+        Tile acc = zeros({M, N}, DType::f32);
+        for_range(0, n, 1, [&](tilejit::I32 i) {
+          Tile tx = load(x + i * (K * N) + k(_, None) * N + c(None, _));
+          acc = dot(ta, tx, acc) - dot(tb, tx) * 0.5f;
+        });
+        store(out + r(_, None) * N + c(None, _), acc);
+      },
+      {dsl_testing::P(DType::f32), dsl_testing::P(DType::f32), dsl_testing::P(DType::f32), dsl_testing::P(DType::f32),
+       dsl_testing::S(DType::i32)});
+  codegen::CodegenOptions opts;
+  opts.arch = "sm_80";
+  opts.num_warps = 4;
+  codegen::PtxResult ptx = codegen::compile_to_ptx(*fn, opts);
+  auto n_static = codegen::testing::count_lines(ptx.ptx, [](auto &l) {
+    return codegen::testing::contains(l, ".shared .align") && codegen::testing::contains(l, "tilejit_staged");
+  });
+  REQUIRE(n_static == 1);
+  REQUIRE(ptx.shared_bytes >= M * K * 4 + K * N * 4);  // b and x's staging above it
+
+  std::mt19937 gen(53);
+  auto floats = [&](size_t len) {
+    std::vector<float> v(len);
+    for (auto &e : v) e = std::uniform_real_distribution<float>(-2, 2)(gen);
+    return v;
+  };
+  std::vector<float> av = floats(size_t(M * K)), bv = floats(size_t(M * K)), xv = floats(size_t(iters * K * N));
+  std::vector<sim::SimArg> args{sim::buffer(av), sim::buffer(bv), sim::buffer(xv), sim::poisoned(size_t(M * N) * 4),
+                                sim::i32(iters)};
+  auto interp = floats_of(sim::run_interpreted(*fn, Grid{1}, args)[3]);
+  auto simulated = floats_of(sim::run_simulated(*fn, Grid{1}, 4, args)[3]);
+  // Against float64: an f32 sum of n = 2·iters·K products, in any order, is within n·2⁻²⁴·Σ|terms|.
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double want = 0, magnitude = 0;
+      for (int it = 0; it < iters; ++it)
+        for (int64_t kk = 0; kk < K; ++kk) {
+          double xe = xv[size_t(it * K * N + kk * N + j)];
+          double ta = double(av[size_t(i * K + kk)]) * xe, tb = 0.5 * double(bv[size_t(i * K + kk)]) * xe;
+          want += ta - tb;
+          magnitude += std::abs(ta) + std::abs(tb);
+        }
+      const double bound = 2.0 * iters * K * std::ldexp(1.0, -24) * magnitude;
+      INFO("element (" << i << ", " << j << "): want " << want << ", interpreter " << interp[size_t(i * N + j)]
+                       << ", simulated " << simulated[size_t(i * N + j)] << ", bound " << bound);
+      REQUIRE(std::abs(interp[size_t(i * N + j)] - want) <= bound);
+      REQUIRE(std::abs(simulated[size_t(i * N + j)] - want) <= bound);
+    }
 }
