@@ -8,19 +8,18 @@
 
 namespace tilejit::runtime {
 
-void prepare_concurrently(std::span<KernelBase *const> kernels, const LaunchConfig &cfg,
-                          std::span<const detail::ArgValue> args) {
-  std::vector<KernelBase *> todo;
-  for (KernelBase *k : kernels)
-    if (!k->prepared(cfg, args)) todo.push_back(k);
+void prepare_concurrently(std::span<const PrepareJob> jobs, const LaunchConfig &cfg) {
+  std::vector<PrepareJob> todo;
+  for (const PrepareJob &j : jobs)
+    if (!j.kernel->prepared(cfg, j.args)) todo.push_back(j);
   if (todo.empty()) return;
   // Traced here, one after another: the user's functions a trace calls (a score_mod, a mask) are never run
   // on two threads at once. Only codegen, the driver's link and the load go to the threads.
-  for (KernelBase *k : todo) k->function(args);
+  for (const PrepareJob &j : todo) j.kernel->function(j.args);
   std::vector<std::exception_ptr> errors(todo.size());
   auto prepare = [&](size_t i) {
     try {
-      todo[i]->prepare(cfg, args);
+      todo[i].kernel->prepare(cfg, todo[i].args);
     } catch (...) {
       errors[i] = std::current_exception();
     }

@@ -42,6 +42,10 @@ FlexCase small_case(int heads_q, int heads_kv, int sq, int sk, int d, int dv = 0
 
 TEST_CASE("flex_backward (interpreter): gradients of every mod and mask kind against float64", "[flex][backward]") {
   check_backward_variants(Backend::Interpreter, small_case(4, 2, 37, 53, 32));
+  // BLOCK_N = 2·BLOCK_M: the dQ kernel tiles the other way round (programs own 32 queries, step 16 keys).
+  FlexCase wide = small_case(4, 2, 37, 53, 32);
+  wide.block_n = 32;
+  check_backward_variants(Backend::Interpreter, wide);
 }
 
 TEST_CASE("flex_backward (interpreter): GQA/MQA, odd lengths, padded and unequal head dims, both dQ modes",
@@ -85,73 +89,79 @@ TEST_CASE("flex_backward (interpreter): mask functions walk a block mask and its
   attention::Mask mask;
   mask.fn = [](Tile, Tile h, Tile q, Tile kv) { return ((q / 24) == (kv / 30)) | ((h == 1) & (kv < 5)); };
   RefMods ref{{}, [](int, int h, int q, int kv, int, int) { return q / 24 == kv / 30 || (h == 1 && kv < 5); }};
-  FlexCase c = small_case(4, 2, 70, 90, 32);
-  auto uses = [] {
-    auto st = attention::flex::block_mask_stats();
-    return st.builds + st.cache_hits;
-  };
-  for (bool atomics : {false, true}) {
-    INFO((atomics ? "dQ by atomics" : "dQ pass"));
-    FlexOptions o;
-    o.mask = mask;
-    o.atomics = atomics;
-    {
-      INFO("the block mask built (or reused) by the call: forward and backward each take one");
-      const uint64_t before = uses();
-      require_backward_matches(run_backward_case(be, c, o, ref), c.dtype);
-      CHECK(uses() - before == 2);
-    }
-    {
-      INFO("BlockMaskMode::Off: the function on every tile");
-      FlexCase off = c;
-      off.block_mask_mode = attention::BlockMaskMode::Off;
-      const uint64_t before = uses();
-      require_backward_matches(run_backward_case(be, off, o, ref), c.dtype);
-      CHECK(uses() == before);
-    }
-    {
-      INFO("a precomputed block mask");
-      FlexOptions mk;
-      mk.block_m = c.block_m;
-      mk.block_n = c.block_n;
-      mk.backend = be;
-      attention::BlockMask bm = attention::create_block_mask(mask, c.shape, mk);
-      FlexOptions pre = o;
-      pre.block_mask = &bm;
-      require_backward_matches(run_backward_case(be, c, pre, ref), c.dtype);
-      // One assembled by hand without the statuses after its lists is refused, not read past its end.
-      const size_t entries = size_t(bm.shared_batches ? 1 : bm.batch) * (bm.shared_heads ? 1 : bm.heads) *
-                             bm.num_q_blocks * bm.num_k_blocks;
-      bm.kv_blocks = Buffer(entries * 4, be);  // the lists alone
-      const size_t bytes = size_t(2) * 4 * 90 * 32 * 4;  // ample for every tensor
-      Buffer any(bytes, be), dq(bytes, be), dk(bytes, be), dv(bytes, be);
-      pre.backend = be;
-      pre.block_m = c.block_m;
-      pre.block_n = c.block_n;
-      CHECK_THROWS_WITH(attention::flex_backward(any, any, any, any, any, any, dq, dk, dv, c.shape, pre),
-                        Contains("pass a block mask made by create_block_mask"));
-    }
-    {
-      INFO("varlen: lists per sequence");
-      FlexCase var = small_case(4, 2, 0, 0, 32);
-      var.seqlens_q = {70, 0, 17, 49};
-      var.seqlens_k = {90, 12, 0, 61};
-      require_backward_matches(run_backward_case(be, var, o, ref), var.dtype);
-      // A dense call's block mask does not fit a varlen call.
-      FlexOptions mk;
-      mk.block_m = var.block_m;
-      mk.block_n = var.block_n;
-      mk.backend = be;
-      attention::BlockMask dense = attention::create_block_mask(mask, CaseLayout(var).s, mk);
-      FlexOptions pre = o;
-      pre.block_mask = &dense;
-      CaseLayout lay(var);
-      apply_case(pre, var, lay, be);
-      const size_t bytes = size_t(lay.s.total_q + lay.s.total_k) * 4 * 32 * 4;  // ample for every tensor
-      Buffer any(bytes, be), dq(bytes, be), dk(bytes, be), dv(bytes, be);
-      CHECK_THROWS_WITH(attention::flex_backward(any, any, any, any, any, any, dq, dk, dv, lay.s, pre),
-                        Contains("attention::flex_backward: the block mask was made for cu_seqlens at 0x0/0x0 "
-                                 "(dense)"));
+  for (int block_n : {16, 32}) {
+    INFO("blocks 16x" << block_n << (block_n == 16 ? "" : ": the dQ kernel's block mask is made at 32x16"));
+    FlexCase c = small_case(4, 2, 70, 90, 32);
+    c.block_n = block_n;
+    const uint64_t backward_masks = block_n == 16 ? 1 : 2;
+    auto uses = [] {
+      auto st = attention::flex::block_mask_stats();
+      return st.builds + st.cache_hits;
+    };
+    for (bool atomics : {false, true}) {
+      INFO((atomics ? "dQ by atomics" : "dQ pass"));
+      FlexOptions o;
+      o.mask = mask;
+      o.atomics = atomics;
+      {
+        INFO("the block mask built (or reused) by the call: forward and backward each take one");
+        const uint64_t before = uses();
+        require_backward_matches(run_backward_case(be, c, o, ref), c.dtype);
+        CHECK(uses() - before == 1 + backward_masks);
+      }
+      {
+        INFO("BlockMaskMode::Off: the function on every tile");
+        FlexCase off = c;
+        off.block_mask_mode = attention::BlockMaskMode::Off;
+        const uint64_t before = uses();
+        require_backward_matches(run_backward_case(be, off, o, ref), c.dtype);
+        CHECK(uses() == before);
+      }
+      {
+        INFO("a precomputed block mask");
+        FlexOptions mk;
+        mk.block_m = c.block_m;
+        mk.block_n = c.block_n;
+        mk.backend = be;
+        attention::BlockMask bm = attention::create_block_mask(mask, c.shape, mk);
+        FlexOptions pre = o;
+        pre.block_mask = &bm;
+        require_backward_matches(run_backward_case(be, c, pre, ref), c.dtype);
+        // One assembled by hand without the statuses after its lists is refused, not read past its end.
+        const size_t entries = size_t(bm.shared_batches ? 1 : bm.batch) * (bm.shared_heads ? 1 : bm.heads) *
+                               bm.num_q_blocks * bm.num_k_blocks;
+        bm.kv_blocks = Buffer(entries * 4, be);  // the lists alone
+        const size_t bytes = size_t(2) * 4 * 90 * 32 * 4;  // ample for every tensor
+        Buffer any(bytes, be), dq(bytes, be), dk(bytes, be), dv(bytes, be);
+        pre.backend = be;
+        pre.block_m = c.block_m;
+        pre.block_n = c.block_n;
+        CHECK_THROWS_WITH(attention::flex_backward(any, any, any, any, any, any, dq, dk, dv, c.shape, pre),
+                          Contains("pass a block mask made by create_block_mask"));
+      }
+      {
+        INFO("varlen: lists per sequence");
+        FlexCase var = small_case(4, 2, 0, 0, 32);
+        var.block_n = block_n;
+        var.seqlens_q = {70, 0, 17, 49};
+        var.seqlens_k = {90, 12, 0, 61};
+        require_backward_matches(run_backward_case(be, var, o, ref), var.dtype);
+        // A dense call's block mask does not fit a varlen call.
+        FlexOptions mk;
+        mk.block_m = var.block_m;
+        mk.block_n = var.block_n;
+        mk.backend = be;
+        attention::BlockMask dense = attention::create_block_mask(mask, CaseLayout(var).s, mk);
+        FlexOptions pre = o;
+        pre.block_mask = &dense;
+        CaseLayout lay(var);
+        apply_case(pre, var, lay, be);
+        const size_t bytes = size_t(lay.s.total_q + lay.s.total_k) * 4 * 32 * 4;  // ample for every tensor
+        Buffer any(bytes, be), dq(bytes, be), dk(bytes, be), dv(bytes, be);
+        CHECK_THROWS_WITH(attention::flex_backward(any, any, any, any, any, any, dq, dk, dv, lay.s, pre),
+                          Contains("attention::flex_backward: the block mask was made for cu_seqlens at 0x0/0x0 "
+                                   "(dense)"));
+      }
     }
   }
 }
@@ -405,4 +415,41 @@ TEST_CASE("flex_backward: a score_mod with control flow is rejected by name; a n
   FlexOptions w;
   w.mask = attention::sliding_window(9, 2, Align::BottomRight);
   require_backward_matches(run_backward_case(be, c, w, {{}, band_visible({9, 2, Align::BottomRight})}), c.dtype);
+}
+
+TEST_CASE("flex_backward with 128-key blocks on two warpgroups: both kernels run on wgmma, K and V stay in shared "
+          "memory", "[flex][backward][ptx]") {
+  // d128, BLOCK_M 64, BLOCK_N 128, 8 warps: the dK/dV kernel's 128 keys split between the warpgroups, and the
+  // dQ kernel (the swapped tiling) owns 128 queries stepping 64 keys, so every dot has whole warpgroups on M.
+  // K and V of the key block (64 KB, past the 48 KB of static shared memory) are staged once in the dynamic
+  // buffer and read by descriptor: no ldmatrix restaging them each iteration.
+  attention::FlexShape s;
+  s.batch = 2;
+  s.heads_q = s.heads_kv = 4;
+  s.seqlen_q = s.seqlen_k = 1024;
+  s.head_dim_qk = 128;
+  FlexOptions o;
+  o.arch = "sm_90a";
+  o.block_m = 64;
+  o.block_n = 128;
+  o.num_warps = 8;
+  for (bool causal : {false, true}) {
+    INFO((causal ? "causal" : "full"));
+    o.mask = causal ? attention::causal(Align::TopLeft) : attention::Mask{};
+    const std::string ptx = attention::flex_backward_ptx(s, o);
+    const size_t dkdv = ptx.find(".entry flex_attention_bwd_dkdv"), dq = ptx.find(".entry flex_attention_bwd_dq");
+    REQUIRE(dkdv != std::string::npos);
+    REQUIRE(dq != std::string::npos);
+    REQUIRE(dkdv < dq);
+    const std::string dkdv_ptx = ptx.substr(dkdv, dq - dkdv), dq_ptx = ptx.substr(dq);
+    for (const std::string *m : {&dkdv_ptx, &dq_ptx}) {
+      CHECK(contains(*m, "wgmma.mma_async"));
+      CHECK_FALSE(contains(*m, "mma.sync.aligned"));
+    }
+    CHECK_FALSE(contains(dkdv_ptx, "ldmatrix"));
+    const size_t begin = ptx.rfind("//\n// Generated", dkdv), end = ptx.find("//\n// Generated", dkdv);
+    auto [rc, log] = ptxas_v(ptx.substr(begin, end - begin), "sm_90a", "flex_attention_bwd_dkdv");
+    INFO("ptxas says:\n" << log);
+    REQUIRE(rc == 0);
+  }
 }

@@ -31,6 +31,7 @@ struct AttentionArgs {
   bool causal = false, check = false, backward = false, atomics = false;
   std::string dtype = "bf16", backend = "auto", arch;
   int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, iters = 10, check_rows = 64;
+  int min_ctas = 0;
   bool autotune = false;
   uint64_t seed = 0;
 };
@@ -50,6 +51,7 @@ int run_attention(const AttentionArgs &a) {
   opt.block_n = a.block_n;
   opt.num_warps = a.num_warps;
   opt.num_stages = a.num_stages;
+  opt.min_ctas_per_sm = a.min_ctas;
   opt.autotune = a.autotune;
   opt.backend = parse_backend(a.backend);
   opt.arch = a.arch;
@@ -157,6 +159,8 @@ int main(int argc, char **argv) {
   att->add_option("--block-n", a.block_n, "BLOCK_N");
   att->add_option("--num-warps", a.num_warps, "num_warps");
   att->add_option("--num-stages", a.num_stages, "num_stages (software pipeline depth)");
+  att->add_option("--min-ctas", a.min_ctas, "programs per SM to cap registers for (0: no cap)")
+      ->check(CLI::Range(0, 32));
   att->add_flag("--autotune", a.autotune,
                 "GPU: pick BLOCK_M/BLOCK_N/num_warps/num_stages by measuring (the first call per shape bucket "
                 "tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); the four flags above are then validated but not used");
@@ -231,7 +235,7 @@ int main(int argc, char **argv) {
     if (att->parsed() && (tools::flex_requested(flex) || plain_cannot || a.backward)) {
       tools::FlexRunArgs fa{a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
                             a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
-                            a.autotune, a.check_rows, a.atomics};
+                            a.autotune, a.check_rows, a.atomics, a.min_ctas};
       return a.backward ? tools::run_flex_backward(flex, fa) : tools::run_flex(flex, fa);
     }
     if (att->parsed()) return run_attention(a);

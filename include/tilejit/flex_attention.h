@@ -286,11 +286,15 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// a second one with four i64 per element of each learnable capture's gradient buffer), so that
 /// freeing it does not wait for the device; a block mask built for this call alone (varlen, or a mask
 /// reading memory: see BlockMaskMode) is still freed with a wait. Block sizes, num_warps and num_stages come
-/// from opt (autotune is not used); varlen batches as in the forward (cu_seqlens; total_q and total_k).
+/// from opt (autotune is not used): a dK/dV program owns BLOCK_N keys and steps through BLOCK_M queries, a dQ
+/// program owns BLOCK_N queries and steps through BLOCK_M keys (the transposed tiling, so that with BLOCK_N =
+/// 2·BLOCK_M on 8 warps each warpgroup of either kernel owns 64 rows and both share each stepped block's
+/// loads); varlen batches as in the forward (cu_seqlens; total_q and total_k).
 /// Sparsity: bands bound both walks in closed form; a mask function's block mask (FlexOptions::block_mask, or
 /// with BlockMaskMode::Auto the one flex_forward builds and caches) gives the dQ pass each query block's key
 /// blocks, and its transposed lists, built on the device per call, give the dK/dV kernel each key block's
-/// query blocks: wholly masked tiles are skipped. Keys that no query sees get zero dk and dv.
+/// query blocks: wholly masked tiles are skipped. When BLOCK_M ≠ BLOCK_N the dQ pass walks a second block mask
+/// made at the swapped sizes (built from the mask function as in Auto; none with BlockMaskMode::Off). Keys that no query sees get zero dk and dv.
 /// Errors (TraceError): everything flex_forward rejects (a block mask made for another mask, band, layout,
 /// shape or block sizes among them), a block mask without its status bytes (BlockMask), a gradient starting at
 /// the address of an input or of another gradient, a paged cache, which the backward does not take, and

@@ -1,8 +1,15 @@
 // attention::flex_backward: validates through the forward's plan, takes a mask function's block mask (given, or
 // built as the forward builds it) and builds its transposed lists, computes D = rowsum(dO ∘ O) into a scratch
 // buffer, then launches the dK/dV and dQ kernels (flex_backward_kernel.cpp).
+//
+// The two main kernels tile the score matrix the transposed ways: a dK/dV program owns BLOCK_N keys and steps
+// through BLOCK_M queries, a dQ program owns BLOCK_N queries and steps through BLOCK_M keys. With BLOCK_N =
+// 2·BLOCK_M and two warpgroups, each kernel's owned rows split between the warpgroups, which share every
+// stepped block's loads (FlashAttention-2's backward blocking, arXiv 2307.08691 §3.2); the dQ kernel's plan is
+// the forward plan of the swapped block sizes, and with a block mask it walks one made at those sizes.
 #include <cmath>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -49,6 +56,15 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   return a;
 }
 
+// The dQ kernel's options: the block sizes swapped (see the top of this file); a given block mask is made at
+// the dK/dV kernel's sizes, so the dQ kernel's comes from the mask function unless the blocks are square.
+FlexOptions dq_options(const FlexOptions &opt) {
+  FlexOptions o = opt;
+  std::swap(o.block_m, o.block_n);
+  if (opt.block_m != opt.block_n) o.block_mask = nullptr;
+  return o;
+}
+
 }  // namespace
 
 void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
@@ -86,10 +102,24 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   const BlockMask *bm = opt.block_mask;
   if (bm) check_block_mask(*bm, s, opt, p.nqb, p.nkb, kOp);
   if (!p.work) bm = nullptr;
+  const bool auto_mask = p.work && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
   std::shared_ptr<const BlockMask> computed;  // released after the launches: cuMemFree waits for the kernels
-  if (!bm && p.work && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
+  if (!bm && auto_mask) {
     computed = auto_block_mask(opt.mask, s, opt);
     bm = computed.get();
+  }
+  // The dQ kernel's tiling: the swapped block sizes, with the block mask made at them (the same one when the
+  // blocks are square).
+  const FlexOptions dq_opt = dq_options(opt);
+  const Plan dq_plan = plan(s, dq_opt, kOp);
+  const BlockMask *dq_bm = bm;
+  std::shared_ptr<const BlockMask> dq_computed;
+  if (bm && opt.block_m != opt.block_n) {
+    dq_bm = nullptr;
+    if (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
+      dq_computed = auto_block_mask(opt.mask, s, dq_opt);
+      dq_bm = dq_computed.get();
+    }
   }
   const Backend backend = resolve_backend(opt.backend);
   // One scratch allocation, each part 256-byte aligned: delta (one f32 per query row); with atomics the dQ
@@ -116,11 +146,13 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   const DevicePtr q_blocks = part(t_blocks_bytes), q_counts = part(t_counts_bytes);
   if (bm) build_transposed_lists(*bm, s, opt, q_blocks, q_counts);
 
-  const DevicePtr kv_blocks = bm ? DevicePtr{bm->kv_blocks.address(), bm->kv_blocks.bytes()} : DevicePtr{};
-  const DevicePtr kv_counts = bm ? DevicePtr{bm->counts.address(), bm->counts.bytes()} : DevicePtr{};
+  // The dK/dV kernel walks bm's transposed lists, the dQ kernel dq_bm's lists.
+  const DevicePtr kv_blocks = dq_bm ? DevicePtr{dq_bm->kv_blocks.address(), dq_bm->kv_blocks.bytes()} : DevicePtr{};
+  const DevicePtr kv_counts = dq_bm ? DevicePtr{dq_bm->counts.address(), dq_bm->counts.bytes()} : DevicePtr{};
   const DevicePtr ptrs[] = {q,     k,     v,  out, dout, dq, dk, dv, lse, delta, opt.cu_seqlens_q, opt.cu_seqlens_k,
                             dq_acc, kv_blocks, kv_counts, q_blocks, q_counts};
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs, bm);
+  const std::vector<detail::ArgValue> dq_a = backward_args(dq_plan, s, dq_opt, ptrs, dq_bm);
   const LaunchConfig cfg = launch_config(opt);
   const uint32_t batch = uint32_t(s.batch);
   const auto delta_kernel = backward_kernel(BackwardKernel::Delta, opt.dtype, opt.score_mod, opt.mask);
@@ -128,10 +160,10 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   const auto dq_kernel = backward_kernel(BackwardKernel::Dq, opt.dtype, opt.score_mod, opt.mask);
   // A new shape's or variant's first call compiles the kernels it launches at once.
   if (backend == Backend::GPU) {
-    std::vector<KernelBase *> kernels;
-    if (p.work) kernels = {delta_kernel.get(), dq_kernel.get()};
-    if (key_work) kernels.push_back(dkdv.get());
-    runtime::prepare_concurrently(kernels, cfg, a);
+    std::vector<runtime::PrepareJob> jobs;
+    if (p.work) jobs = {{delta_kernel.get(), a}, {dq_kernel.get(), dq_a}};
+    if (key_work) jobs.push_back({dkdv.get(), a});
+    runtime::prepare_concurrently(jobs, cfg);
   }
   // The learnable captures the mod reads: their gradient buffers are written while the kernels read the
   // captured tables and the inputs, so each must be memory of its own.
@@ -162,7 +194,7 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   if (p.work) delta_kernel->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
   if (key_work) dkdv->launch(Grid{uint32_t(p.nkb), uint32_t(p.heads_kv), batch}, cfg, a);
   if (fixed_point) fixed_point->add_into_grads(cfg);
-  if (p.work) dq_kernel->launch(Grid{uint32_t(p.nqb), uint32_t(s.heads_q), batch}, cfg, a);
+  if (p.work) dq_kernel->launch(Grid{uint32_t(dq_plan.nqb), uint32_t(s.heads_q), batch}, cfg, dq_a);
 }
 
 void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,
@@ -189,9 +221,12 @@ std::string flex_backward_ptx(const FlexShape &s, const FlexOptions &opt) {
   const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake, cu, cu, acc,
                             lists, lists, lists, lists};
   const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs, use_bm ? &placeholder : nullptr);
+  const FlexOptions dq_opt = dq_options(opt);
+  const std::vector<detail::ArgValue> dq_a =
+      backward_args(plan(s, dq_opt, kOp), s, dq_opt, ptrs, use_bm ? &placeholder : nullptr);
   std::string ptx;
   for (BackwardKernel which : {BackwardKernel::Delta, BackwardKernel::DkDv, BackwardKernel::Dq})
-    ptx += backward_kernel(which, opt.dtype, opt.score_mod, opt.mask)->ptx(cfg, a).ptx;
+    ptx += backward_kernel(which, opt.dtype, opt.score_mod, opt.mask)->ptx(cfg, which == BackwardKernel::Dq ? dq_a : a).ptx;
   return ptx;
 }
 

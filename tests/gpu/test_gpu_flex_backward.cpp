@@ -50,10 +50,12 @@ TEST_CASE("flex_backward on the GPU: GQA, odd lengths, varlen, head dims", "[gpu
 TEST_CASE("flex_backward on the GPU: block shapes and warp counts that take the other tensor-core paths",
           "[gpu][flex][backward]") {
   // 8 warps on 64-row tiles: no dot fits wgmma (mma.sync, transposed operands read with ldmatrix.trans);
-  // 128-key blocks on 4 warps: two m16 tiles per warp in wgmma's row order; 32-row query blocks: mixed.
+  // 128-key blocks on 4 warps: two m16 tiles per warp in wgmma's row order; 32-row query blocks: mixed;
+  // 128-key blocks on 8 warps: both kernels on two warpgroups (the dQ kernel owns 128 queries), K and V of
+  // the key block staged in dynamic shared memory at d128 (past the static limit).
   const struct {
     int block_m, block_n, num_warps;
-  } configs[] = {{64, 64, 8}, {64, 128, 4}, {32, 64, 4}, {128, 128, 8}};
+  } configs[] = {{64, 64, 8}, {64, 128, 4}, {32, 64, 4}, {128, 128, 8}, {64, 128, 8}};
   for (auto cfg : configs) {
     for (int d : {64, 128}) {
       INFO("BLOCK_M " << cfg.block_m << ", BLOCK_N " << cfg.block_n << ", " << cfg.num_warps << " warps, d " << d);
