@@ -7,8 +7,10 @@
 //   - registers loaded once before the enclosing loop (loop-invariant a, e.g. attention's q);
 //   - shared memory otherwise: the operand is stored row-major with 16-byte chunks XOR-swizzled by row
 //     (swizzled_offset) and read with ldmatrix.x4 (a; b stored [N,K] when it is a folded Trans) or
-//     ldmatrix.x4.trans (b stored [K,N]; a stored [K,M] when it is a folded Trans, the backward's Pᵀ). Loop-invariant operands live in static shared memory of their own,
-//     staged once before the loop; the others go through the dynamic scratch buffer.
+//     ldmatrix.x4.trans (b stored [K,N]; a stored [K,M] when it is a folded Trans, the backward's Pᵀ).
+//     Loop-invariant operands live in shared memory of their own (static while the 48 KB static budget
+//     lasts, then a region of the dynamic buffer below the scratch), staged once before the loop; the others
+//     go through the dynamic scratch buffer.
 //
 // Hopper (sm_90a): when the warps tile M only (whole warpgroups) and B can be read in 128-byte-swizzled panels
 // (wgmma_shape_ok), the same dot is issued as wgmma.mma_async (codegen/wgmma.h). Nothing around the dot
