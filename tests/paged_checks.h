@@ -165,6 +165,29 @@ inline void check_decode_mods(Backend be, int head_dim, int long_len, int block_
   }
 }
 
+/// A sliding window written as a lambda over a captured size: its implied band skips the pages outside the
+/// window, and one plan follows the capture's value from run to run (the band's sides are taken at each run).
+inline void check_decode_captured_window(Backend be, int head_dim, int long_len, int block_n = 16) {
+  const int Hq = 8, Hkv = 2, sq = 2;
+  DeviceCache d = make_device_cache(be, paged_spec({0, sq, 17, 40, long_len}, 16, Hkv, head_dim));
+  Captured w = capture(int32_t(5));
+  DecodeOptions o = decode_options(block_n);
+  o.backend = be;
+  o.mask = attention::Mask([w](Tile, Tile, Tile q, Tile kv) { return (kv <= q) & (q - kv <= w()); });
+  DecodeRun run = prepare_decode(be, d, Hq, sq);
+  attention::DecodeShape shape{.batch = d.host.batch, .heads_q = Hq, .seqlen_q = sq};
+  attention::DecodePlan plan(shape, d.cache, o);
+  for (int window : {5, 40, 3, 0, long_len}) {
+    INFO("window " << window << " (captured), one plan");
+    w.set_int(window);
+    run.out.fill_bytes(0xff);
+    run.lse.fill_bytes(0xff);
+    plan.run(device_ptr(run.q.buffer), device_ptr(run.out), device_ptr(run.lse), d.cache);
+    FlexResult r = decode_result(run, d, Hq, o.softmax_scale, ref_band_positions(window, 0));
+    require_paged_matches(r, d.host.dtype, run.layout, Hq, d.host.head_dim_v);
+  }
+}
+
 /// One set of queries run with each split count 1 … max_splits, and 0 (the library's choice): each within the
 /// tolerance of float64, and each the same as the unsplit run up to rounding (require_same_within_rounding).
 /// `max_seq_len` (0: the cache's bound) sizes the splits; larger than the sequences, it leaves splits empty.

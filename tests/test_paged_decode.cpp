@@ -44,6 +44,11 @@ TEST_CASE("paged decode: every built-in mod, compositions, user score_mod and ma
   check_decode_mods(kBe, 32, 300);
 }
 
+TEST_CASE("paged decode: a window lambda over a captured size follows the capture from run to run",
+          "[paged][decode][cpu]") {
+  check_decode_captured_window(Backend::Interpreter, 16, 70);
+}
+
 TEST_CASE("paged decode: every split count gives the same result; empty splits", "[paged][decode][cpu]") {
   check_decode_split_counts(kBe, 32, 1000, 16);
 }

@@ -29,7 +29,12 @@
 // (create_block_mask, DSL kernels): per (batch, head, query block), the list of non-empty key blocks, each
 // flagged full or partial; the attention kernel visits only those and applies the mask only on partial
 // blocks. A function whose traced IR does not use b (or h) gets one set of lists shared by every batch (or
-// head), and one that reads no memory keeps its block mask between calls (see BlockMaskMode).
+// head), and one that reads no memory keeps its block mask between calls (see BlockMaskMode). A function
+// given without a band gets the band it implies: its result is split at its ANDs, and each comparison of
+// expressions affine in q and kv whose difference is ±(kv − q) + c (c a constant, plus at most one captured
+// integer such as a window's size, read at each call) bounds kv − q. So `(kv <= q) & (q - kv <= w())` is
+// the band [q − w, q] as well as its function: key blocks, and a paged cache's pages, outside it are never
+// visited, as with attention::sliding_window (the function still decides every entry inside).
 //
 // Edge semantics: a query row that sees no key gets output 0 and lse −inf (never NaN); batch 0, heads 0 and
 // zero-length sequences are no-ops; out-of-range rows/cols are never read. A score_mod may return any finite

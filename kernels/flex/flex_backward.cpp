@@ -68,8 +68,9 @@ FlexOptions dq_options(const FlexOptions &opt) {
 }  // namespace
 
 void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
-                   DevicePtr dk, DevicePtr dv, const FlexShape &s, const FlexOptions &opt) {
+                   DevicePtr dk, DevicePtr dv, const FlexShape &s, const FlexOptions &options) {
   using namespace flex;
+  const FlexOptions opt = with_implied_band(options);
   if (opt.kv_cache)
     throw TraceError(fmt::format("{}: a paged KV cache (FlexOptions::kv_cache) serves inference; the backward "
                                  "takes dense k and v",
@@ -206,8 +207,9 @@ void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buff
   flex_backward(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(dout), ptr(dq), ptr(dk), ptr(dv), s, opt);
 }
 
-std::string flex_backward_ptx(const FlexShape &s, const FlexOptions &opt) {
+std::string flex_backward_ptx(const FlexShape &s, const FlexOptions &options) {
   using namespace flex;
+  const FlexOptions opt = with_implied_band(options);
   LaunchConfig cfg = launch_config(opt);
   if (cfg.arch.empty()) cfg.arch = "sm_90a";
   const Plan p = plan(s, opt, kOp);

@@ -272,7 +272,8 @@ std::vector<detail::ArgValue> placeholder_kernel_args(const Plan &p, const FlexS
 using namespace flex;
 
 void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, const FlexShape &s,
-                  const FlexOptions &opt) {
+                  const FlexOptions &options) {
+  const FlexOptions opt = with_implied_band(options);
   Plan p = plan(s, opt);
   if (!p.work) return;
   // Everything is checked before tuning too: the tuner copies out/lse aside and times launches on them.
@@ -315,11 +316,13 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
   flex_forward(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), s, opt);
 }
 
-std::string flex_forward_ir(const FlexShape &s, const FlexOptions &opt) {
+std::string flex_forward_ir(const FlexShape &s, const FlexOptions &options) {
+  const FlexOptions opt = with_implied_band(options);
   return flex_kernel(opt.dtype, opt.score_mod, opt.mask)->ir(placeholder_kernel_args(plan(s, opt), s, opt));
 }
 
-std::string flex_forward_ptx(const FlexShape &s, const FlexOptions &opt, bool block_mask) {
+std::string flex_forward_ptx(const FlexShape &s, const FlexOptions &options, bool block_mask) {
+  const FlexOptions opt = with_implied_band(options);
   LaunchConfig cfg = launch_config(opt);
   if (cfg.arch.empty()) cfg.arch = "sm_90a";
   Plan p = plan(s, opt);

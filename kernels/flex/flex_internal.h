@@ -161,6 +161,30 @@ struct MaskAnalysis {
 /// num_programs() (the block-mask kernels' grids are not the attention kernel's).
 std::shared_ptr<const MaskAnalysis> analyze_mask(const MaskFn &fn, bool varlen);
 
+/// The band a mask function implies (mask_band.cpp): bounds on kv − q that every visible entry satisfies,
+/// read from the function's traced and optimized IR. Each bound of a side is c, plus the current value of one
+/// captured integer when `cap` ≥ 0 (an index into captures; its coefficient is 1); the tightest applies.
+struct BandSide {
+  int64_t c = 0;
+  int cap = -1;
+  int64_t cap_coef = 0;
+};
+struct ImpliedBand {
+  std::vector<BandSide> left, right;  // left: kv − q ≥ −value; right: kv − q ≤ value
+  std::vector<std::shared_ptr<detail::CaptureState>> captures;  // the probe's captures in order (null: not an integer)
+  MaskFn fn;  // kept so that the function's identity stays unique while the analysis is cached
+};
+/// The analysis of fn, cached per identity. Never throws for a function it cannot trace on scalar positions:
+/// such a function implies no band.
+std::shared_ptr<const ImpliedBand> implied_band(const MaskFn &fn);
+/// The band at the captures' current values; nullopt when neither side is bounded.
+std::optional<Band> band_at_call(const ImpliedBand &band);
+/// `mask` with the band its function implies when it has a function and no band of its own (else `mask`):
+/// the kernels then skip the key blocks and pages outside the band, the function still decides each entry.
+Mask with_implied_band(const Mask &mask);
+/// opt with its mask's implied band (the public entry points take their options through this).
+FlexOptions with_implied_band(const FlexOptions &opt);
+
 /// Parameters of the block-mask kernels, in order (block_mask.cpp). The first evaluates the mask on one
 /// (query block, key block) tile per program and writes its status; the second compacts one row of statuses
 /// per program into the list of non-empty key blocks.

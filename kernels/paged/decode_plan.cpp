@@ -48,6 +48,9 @@ struct DecodePlan::Impl {
   Buffer scratch;      // partial outputs, then partial lse (splits only)
   Buffer lse_scratch;  // the final lse when run() is given none
   int64_t rows = 0;    // batch · seqlen_q · heads_q
+  /// The band the mask function implies (mask_band.cpp), when the plan uses one: run() takes its sides at the
+  /// captures' values of the call (a window's size captured as an integer).
+  std::shared_ptr<const ImpliedBand> implied_band;
 };
 
 DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, const DecodeOptions &opt)
@@ -79,7 +82,8 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
   m.s = FlexShape{shape.batch, shape.heads_q, c.heads_kv, shape.seqlen_q, std::max(max_len, 1), dq, dv};
   FlexOptions &o = m.o;
   o.score_mod = opt.score_mod;
-  o.mask = opt.mask;
+  o.mask = with_implied_band(opt.mask);
+  if (o.mask.band && !opt.mask.band) m.implied_band = implied_band(opt.mask.fn);
   o.softmax_scale = opt.softmax_scale;
   o.dtype = cache.dtype;
   o.kv_cache = &m.layout;
@@ -245,6 +249,11 @@ void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCac
                                    "match a plan made with them)",
                                    kOp, m.attention->param_name(i), a[size_t(i)].address, now ? "" : "not ",
                                    planned ? "aligned" : "not"));
+  }
+  if (m.implied_band) {  // unbounded sides where the captures' values no longer bound them
+    const BandArgs band = band_args(band_at_call(*m.implied_band));
+    a[kBandLeft] = int_arg(band.left);
+    a[kBandRight] = int_arg(band.right);
   }
   LaunchConfig cfg = m.cfg;
   cfg.stream = stream;

@@ -30,6 +30,7 @@ TEST_CASE("paged decode on the GPU: GQA groups, seqlen_q, mods", "[gpu][paged]")
   for (int sq : {1, 2, 4, 16}) check_decode_seqlen_q(kBe, sq, 16, 128, 5000, 0);
   check_decode_mods(kBe, 128, 3000, 0);
   check_decode_mods(kBe, 64, 1000, 64);
+  check_decode_captured_window(kBe, 128, 3000, 0);
 }
 
 TEST_CASE("paged decode on the GPU: every split count, empty splits, plan reuse, errors", "[gpu][paged]") {
