@@ -317,6 +317,7 @@ llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
 
 llvm::Value *Lowering::new_persistent_smem(int64_t bytes, int64_t align) {
   if (llvm::GlobalVariable *g = new_static_smem(bytes, align)) return g;
+  if (!allow_dynamic_persistent) return nullptr;
   // The dynamic buffer's start is 1024-byte aligned only for wgmma kernels (shared_bytes() adds the slack).
   if (align > 16 && !use_wgmma) return nullptr;
   // Past about 160 KB the stage buffers and scratch of the loops would no longer fit beside it (227 KB per
@@ -501,18 +502,43 @@ struct Lowered {
   std::unique_ptr<llvm::LLVMContext> ctx = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> mod;
   std::string entry;
-  int64_t shared_bytes = 0;
+  int64_t shared_bytes = 0, static_shared_bytes = 0;
+  bool dynamic_persistent = false;  // some loop-invariant operand went to the dynamic buffer
 };
 
+// The shared memory one block may use on `arch`, static and dynamic together (the opt-in maximum; CUDA C
+// Programming Guide, compute capabilities table).
+int64_t max_shared_per_block(const std::string &arch) {
+  const int sm = std::atoi(arch.c_str() + (arch.rfind("sm_", 0) == 0 ? 3 : 0));
+  if (sm >= 90) return 227 * 1024;
+  if (sm == 80 || sm == 87) return 163 * 1024;
+  if (sm == 86 || sm == 89) return 99 * 1024;
+  if (sm == 75) return 64 * 1024;
+  return 96 * 1024;
+}
+
 Lowered lower(const ir::Function &fn, const CodegenOptions &opts) {
-  Lowered out;
-  out.mod = std::make_unique<llvm::Module>(fn.name, *out.ctx);
-  prepare_module(*out.mod, target_machine(opts.arch));
-  Lowering l(fn, opts, *out.ctx, *out.mod);
-  l.run();
-  out.entry = l.entry_name();
-  out.shared_bytes = l.shared_bytes();
-  verify_or_throw(*out.mod, fn.name);
+  auto attempt = [&](bool dynamic_persistent) {
+    Lowered out;
+    out.mod = std::make_unique<llvm::Module>(fn.name, *out.ctx);
+    prepare_module(*out.mod, target_machine(opts.arch));
+    Lowering l(fn, opts, *out.ctx, *out.mod);
+    l.allow_dynamic_persistent = dynamic_persistent;
+    l.run();
+    out.entry = l.entry_name();
+    out.shared_bytes = l.shared_bytes();
+    out.static_shared_bytes = l.static_shared_bytes();
+    out.dynamic_persistent = l.persistent_end() > 0;
+    verify_or_throw(*out.mod, fn.name);
+    return out;
+  };
+  Lowered out = attempt(true);
+  // Loop-invariant operands in the dynamic buffer push the loops' stage buffers and scratch up; where that
+  // no longer fits a block, they stay in registers (restaged each iteration) as before.
+  if (out.dynamic_persistent && out.shared_bytes + out.static_shared_bytes > max_shared_per_block(opts.arch)) {
+    out.mod.reset();  // before its context, which the move below destroys first
+    out = attempt(false);
+  }
   return out;
 }
 

@@ -21,8 +21,9 @@ struct CodegenOptions {
 /// Kernel ABI (what the runtime passes): one .param per ir::Function param, in order: pointers as 64-bit
 /// device addresses (.u64), i32/i64/f32 scalars by value in their natural size. Launch with a 1-D block of
 /// num_threads threads, the grid = programs (program_id(a) = %ctaid.{x,y,z}), and shared_bytes of dynamic
-/// shared memory. Loop-invariant dot operands additionally use static shared memory (at most 40 KB, declared
-/// in the PTX, so the driver accounts for it; the launch only provides shared_bytes).
+/// shared memory. Loop-invariant dot operands additionally use static shared memory (at most 44 KB, declared
+/// in the PTX, so the driver accounts for it; the launch only provides shared_bytes); past that they are
+/// staged in the dynamic buffer (in shared_bytes), unless the block would then exceed the arch's shared memory.
 struct PtxResult {
   std::string ptx;            // PTX text (.version 8.5)
   std::string entry;          // the .entry name (the kernel's function name, sanitized)

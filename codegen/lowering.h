@@ -130,6 +130,10 @@ class Lowering {
   llvm::Value *new_persistent_smem(int64_t bytes, int64_t align = 16);
   /// Where scratch may start once a loop ends: past the dynamic regions new_persistent_smem handed out.
   int64_t persistent_end() const { return persistent_end_; }
+  /// false: new_persistent_smem hands out static memory only (a kernel that did not fit a block otherwise).
+  bool allow_dynamic_persistent = true;
+  /// Static shared memory declared so far (the staged operands' arrays, worst-case padding included).
+  int64_t static_shared_bytes() const { return static_smem_bytes_; }
   /// Loop-invariant A operands staged for wgmma's shared-memory A (rows in the order wgmma reads them,
   /// 1024-byte aligned): the dot passes a descriptor instead of registers.
   std::unordered_set<const ir::Value *> wgmma_smem_a;

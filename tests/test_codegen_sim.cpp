@@ -253,16 +253,13 @@ TEST_CASE("codegen simulated on the CPU: the last program to count its arrival (
   for (int p = 0; p < n; ++p) REQUIRE(arrivals[size_t(p)] == p);
 }
 
-TEST_CASE("codegen simulated on the CPU: loop-invariant dot operands past the static shared-memory budget",
-          "[codegen][sim]") {
-  // Two f32 [64, 128] operands (32 KB each) read by dots in a loop: the first is staged in a static array; the
-  // second does not fit the 48 KB static limit and is staged in the dynamic buffer, below the scratch where
-  // each iteration stages x. Both stay there across iterations while x's staging comes and goes.
+namespace {
+
+// out[M, N] = Σ_i a·x_i − 0.5·b·x_i over n iterations: a and b [M, K] f32 are loop-invariant dot operands,
+// x_i [K, N] is loaded in the loop.
+std::unique_ptr<ir::Function> invariant_operands_kernel(int64_t M, int64_t K, int64_t N) {
   using dsl_testing::param;
-  using dsl_testing::trace;
-  const int64_t M = 64, K = 128, N = 16;
-  const int iters = 3;
-  auto fn = trace(
+  return dsl_testing::trace(
       [&] {
         Tile a = param(0), b = param(1), x = param(2), out = param(3), n = param(4);
         Tile r = arange(0, M), k = arange(0, K), c = arange(0, N);
@@ -276,6 +273,18 @@ TEST_CASE("codegen simulated on the CPU: loop-invariant dot operands past the st
       },
       {dsl_testing::P(DType::f32), dsl_testing::P(DType::f32), dsl_testing::P(DType::f32), dsl_testing::P(DType::f32),
        dsl_testing::S(DType::i32)});
+}
+
+}  // namespace
+
+TEST_CASE("codegen simulated on the CPU: loop-invariant dot operands past the static shared-memory budget",
+          "[codegen][sim]") {
+  // Two f32 [64, 128] operands (32 KB each) read by dots in a loop: the first is staged in a static array; the
+  // second does not fit the 48 KB static limit and is staged in the dynamic buffer, below the scratch where
+  // each iteration stages x. Both stay there across iterations while x's staging comes and goes.
+  const int64_t M = 64, K = 128, N = 16;
+  const int iters = 3;
+  auto fn = invariant_operands_kernel(M, K, N);
   codegen::CodegenOptions opts;
   opts.arch = "sm_80";
   opts.num_warps = 4;
@@ -314,4 +323,20 @@ TEST_CASE("codegen simulated on the CPU: loop-invariant dot operands past the st
       REQUIRE(std::abs(interp[size_t(i * N + j)] - want) <= bound);
       REQUIRE(std::abs(simulated[size_t(i * N + j)] - want) <= bound);
     }
+}
+
+TEST_CASE("codegen: loop-invariant operands stay in registers where the dynamic buffer would outgrow a block",
+          "[codegen]") {
+  // Two f32 [64, 256] operands (64 KB each, past the static budget) and x's staging (16 KB): 144 KB of shared
+  // memory fits a block on sm_80 (163 KB) but not on sm_86 (99 KB), where both operands stay in registers and
+  // each dot stages its operand in the scratch (64 KB + 16 KB).
+  auto fn = invariant_operands_kernel(64, 256, 16);
+  codegen::CodegenOptions opts;
+  opts.num_warps = 4;
+  opts.arch = "sm_80";
+  CHECK(codegen::compile_to_ptx(*fn, opts).shared_bytes >= 2 * 64 * 256 * 4 + 256 * 16 * 4);
+  opts.arch = "sm_86";
+  const int sm86 = codegen::compile_to_ptx(*fn, opts).shared_bytes;
+  CHECK(sm86 <= 99 * 1024);
+  CHECK(sm86 < 2 * 64 * 256 * 4);
 }
