@@ -510,11 +510,12 @@ struct Lowered {
 // Programming Guide, compute capabilities table).
 int64_t max_shared_per_block(const std::string &arch) {
   const int sm = std::atoi(arch.c_str() + (arch.rfind("sm_", 0) == 0 ? 3 : 0));
-  if (sm >= 90) return 227 * 1024;
+  if (sm == 90) return 227 * 1024;
   if (sm == 80 || sm == 87) return 163 * 1024;
   if (sm == 86 || sm == 89) return 99 * 1024;
+  if (sm == 70 || sm == 72) return 96 * 1024;
   if (sm == 75) return 64 * 1024;
-  return 96 * 1024;
+  return 48 * 1024;  // any other: the limit every arch has
 }
 
 Lowered lower(const ir::Function &fn, const CodegenOptions &opts) {

@@ -2,7 +2,10 @@
 // causal mask or a sliding window written as a lambda skips the blocks outside it as the built-in band does.
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <optional>
+#include <stdexcept>
+#include <vector>
 
 #include "kernels/flex/flex_internal.h"
 #include "tilejit/capture.h"
@@ -54,6 +57,41 @@ TEST_CASE("flex: a mask function's implied band", "[flex]") {
     CHECK_FALSE(band_of([w](Tile, Tile, Tile q, Tile kv) { return q - kv <= 2 * w(); }));  // coefficient 2
     Captured f = capture(4.f);
     CHECK_FALSE(band_of([f](Tile, Tile, Tile q, Tile kv) { return (q - kv).to(DType::f32) <= f(); }));
+  }
+  SECTION("nothing that i32 wraparound or token offsets could make true outside the band") {
+    Captured off = capture(int32_t(5));
+    MaskFn shifted = [off](Tile, Tile, Tile q, Tile kv) { return kv + off() <= q + off(); };
+    require_band(shifted, -1, 0);
+    off.set_int(INT32_MAX - 3);  // kv + off wraps: true for kv > q
+    CHECK_FALSE(band_of(shifted));
+    CHECK_FALSE(band_of([](Tile, Tile, Tile q, Tile kv) { return q + kv <= q + q; }));  // q + kv may pass 2^31
+    // Token indices add each sequence's offset in the packed tensors, which differ between q and k.
+    CHECK_FALSE(band_of([](Tile, Tile, Tile q, Tile kv) {
+      return attention::mod_k_token(kv) <= attention::mod_q_token(q);
+    }));
+  }
+  SECTION("a function that cannot run on scalar positions implies nothing and raises nothing") {
+    CHECK_FALSE(band_of([](Tile, Tile, Tile q, Tile kv) -> Tile {
+      if (q.rank() != 2) throw std::runtime_error("2-D positions only");
+      return kv <= q;
+    }));
+  }
+  SECTION("a block mask the caller made is taken with the mask as given") {
+    attention::Mask m([](Tile, Tile, Tile q, Tile kv) { return kv <= q; });
+    attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 40, .seqlen_k = 40, .head_dim_qk = 16};
+    attention::FlexOptions o;
+    o.mask = m;
+    o.block_m = o.block_n = 16;
+    o.backend = Backend::Interpreter;
+    attention::BlockMask bm = attention::create_block_mask(m, s, o);
+    CHECK_FALSE(bm.band.has_value());
+    o.block_mask = &bm;
+    const size_t elems = size_t(2 * 40 * 16);
+    std::vector<uint16_t> ones(elems, 0x3f80);  // bf16 1.0
+    Buffer q(elems * 2, Backend::Interpreter), k(elems * 2, Backend::Interpreter), v(elems * 2, Backend::Interpreter),
+        out(elems * 2, Backend::Interpreter), lse(2 * 40 * 4, Backend::Interpreter);
+    for (Buffer *b : {&q, &k, &v}) b->upload(ones);
+    CHECK_NOTHROW(attention::flex_forward(q, k, v, out, lse, s, o));
   }
   SECTION("a mask's own band is kept as given") {
     attention::Mask m([](Tile, Tile, Tile q, Tile kv) { return kv <= q; });

@@ -278,9 +278,8 @@ BlockMaskStats block_mask_stats() {
 
 }  // namespace flex
 
-BlockMask create_block_mask(const Mask &mask_in, const FlexShape &s, const FlexOptions &opt) {
+BlockMask create_block_mask(const Mask &mask, const FlexShape &s, const FlexOptions &opt) {
   using namespace flex;
-  const Mask mask = with_implied_band(mask_in);  // as flex_forward and flex_backward see it
   bool varlen = opt.cu_seqlens_q.address != 0;
   if (varlen != (opt.cu_seqlens_k.address != 0))
     throw TraceError("create_block_mask: give both cu_seqlens_q and cu_seqlens_k, or neither");

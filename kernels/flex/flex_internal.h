@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -164,10 +165,30 @@ std::shared_ptr<const MaskAnalysis> analyze_mask(const MaskFn &fn, bool varlen);
 /// The band a mask function implies (mask_band.cpp): bounds on kv − q that every visible entry satisfies,
 /// read from the function's traced and optimized IR. Each bound of a side is c, plus the current value of one
 /// captured integer when `cap` ≥ 0 (an index into captures; its coefficient is 1); the tightest applies.
+/// How large the expressions behind a bound may get (so that i32 wraparound cannot make it wrong): positions
+/// in units of 2^30, the largest |constant|, and per captured integer the largest |coefficient|.
+struct Guard {
+  int64_t units = 0, c = 0;
+  std::vector<std::pair<int, int64_t>> caps;
+  void touch(int cap, int64_t coef) {
+    for (auto &[i, k] : caps)
+      if (i == cap) {
+        k = std::max(k, coef);
+        return;
+      }
+    caps.emplace_back(cap, coef);
+  }
+  void merge(const Guard &g) {
+    units = std::max(units, g.units);
+    c = std::max(c, g.c);
+    for (const auto &[i, k] : g.caps) touch(i, k);
+  }
+};
 struct BandSide {
   int64_t c = 0;
   int cap = -1;
   int64_t cap_coef = 0;
+  Guard guard;
 };
 struct ImpliedBand {
   std::vector<BandSide> left, right;  // left: kv − q ≥ −value; right: kv − q ≤ value
@@ -182,7 +203,8 @@ std::optional<Band> band_at_call(const ImpliedBand &band);
 /// `mask` with the band its function implies when it has a function and no band of its own (else `mask`):
 /// the kernels then skip the key blocks and pages outside the band, the function still decides each entry.
 Mask with_implied_band(const Mask &mask);
-/// opt with its mask's implied band (the public entry points take their options through this).
+/// opt with its mask's implied band, unless opt carries a block mask of the caller's (made for the mask as
+/// given); the public entry points take their options through this.
 FlexOptions with_implied_band(const FlexOptions &opt);
 
 /// Parameters of the block-mask kernels, in order (block_mask.cpp). The first evaluates the mask on one

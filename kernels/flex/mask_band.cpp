@@ -5,7 +5,10 @@
 // q and kv, whose difference is ±(kv − q) + c with c a constant plus at most one captured integer, bounds
 // kv − q on one side (or both). A visible entry satisfies every conjunct, so the band holds every visible
 // entry; the kernels still evaluate the function, so adding the band changes which blocks are visited, never
-// a value. Conjuncts of any other form are left to the function.
+// a value. Conjuncts of any other form are left to the function. The kernels compute in i32 with wraparound:
+// a conjunct counts only where none of its intermediate values can leave the i32 range, for positions below
+// 2^30 and the captures' values at the call (else it could be true outside the band).
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -20,41 +23,57 @@
 namespace tilejit::attention::flex {
 namespace {
 
-enum BandProbeParam : int { pOut, pB, pH, pQ, pK, pSeqlenQ, pSeqlenK, kNumBandProbeParams };
+enum BandProbeParam : int { pOut, pB, pH, pQ, pK, pSeqlenQ, pSeqlenK, pQStart, pKStart, kNumBandProbeParams };
 
 ParamTable band_probe_params() {
   using K = detail::ParamKind;
   ParamTable t;
   t.add("OUT", K::Ptr, DType::i32);
   // Not specialized: nothing may be assumed about these values.
-  for (const char *n : {"b", "h", "q", "kv", "seqlen_q", "seqlen_k"}) t.add(n, K::I32, DType::i32, false);
+  for (const char *n : {"b", "h", "q", "kv", "seqlen_q", "seqlen_k", "q_start", "k_start"})
+    t.add(n, K::I32, DType::i32, false);
   return t;
 }
 
 void trace_band_probe(const MaskFn &fn, std::vector<std::shared_ptr<detail::CaptureState>> &captures) {
   auto P = [](int i) { return detail::param_tile(i); };
-  ModScope scope(P(pSeqlenQ), P(pSeqlenK), Tile(0), Tile(0));
+  // The sequences' token offsets (mod_q_token, mod_k_token) are opaque too: a position plus an offset is not
+  // a position.
+  ModScope scope(P(pSeqlenQ), P(pSeqlenK), P(pQStart), P(pKStart));
   Tile vis = fn(P(pB), P(pH), P(pQ), P(pK));
   if (vis.dtype() != DType::i1 || vis.rank() != 0) throw TraceError("not a scalar mask");
   store(P(pOut), vis.to(DType::i32));
   for (const auto &c : dsl::TraceContext::current()->captures) captures.push_back(c.state);
 }
 
-// c + (cap ≥ 0 ? coef · capture[cap] : 0) + q_coef · q + kv_coef · kv.
+// c + (cap ≥ 0 ? cap_coef · capture[cap] : 0) + q_coef · q + kv_coef · kv; and, over the expression and every
+// intermediate value of it, how large it may get: `units` (of 2^30, the positions' bound), the largest |c|, and
+// the largest |coefficient| of each capture it touched (the one left in the form or not).
 struct Affine {
   int64_t q = 0, kv = 0, c = 0;
   int cap = -1;
   int64_t cap_coef = 0;
+  Guard guard;
 };
 constexpr int64_t kLimit = int64_t(1) << 30;  // constants and coefficients beyond this are not analyzed
+
+// Folds the form's own magnitude into its guard.
+Affine guarded(Affine a) {
+  const int64_t pos = (a.q > 0 ? a.q : 0) + (a.kv > 0 ? a.kv : 0), neg = (a.q < 0 ? -a.q : 0) + (a.kv < 0 ? -a.kv : 0);
+  a.guard.units = std::max({a.guard.units, pos, neg});
+  a.guard.c = std::max<int64_t>(a.guard.c, std::llabs(a.c));
+  if (a.cap >= 0) a.guard.touch(a.cap, int64_t(std::llabs(a.cap_coef)));
+  return a;
+}
 
 std::optional<Affine> combine(const Affine &a, const Affine &b, int64_t sign) {
   if (a.cap >= 0 && b.cap >= 0 && a.cap != b.cap) return std::nullopt;
   Affine r{a.q + sign * b.q, a.kv + sign * b.kv, a.c + sign * b.c, a.cap >= 0 ? a.cap : b.cap,
-           a.cap_coef + sign * b.cap_coef};
+           a.cap_coef + sign * b.cap_coef, a.guard};
+  r.guard.merge(b.guard);
   if (r.cap_coef == 0) r.cap = -1;
   if (std::llabs(r.c) > kLimit || std::llabs(r.q) > 2 || std::llabs(r.kv) > 2) return std::nullopt;
-  return r;
+  return guarded(r);
 }
 
 struct Walker {
@@ -67,10 +86,10 @@ struct Walker {
     if (!v->def) {  // a block argument: a parameter of the probe
       for (int i = 0; i < int(f.params.size()); ++i)
         if (f.param(i) == v) {
-          if (i == pQ) return Affine{1, 0, 0};
-          if (i == pK) return Affine{0, 1, 0};
+          if (i == pQ) return guarded(Affine{1, 0, 0});
+          if (i == pK) return guarded(Affine{0, 1, 0});
           const int cap = i - kNumBandProbeParams;
-          if (cap >= 0 && cap < num_captures) return Affine{0, 0, 0, cap, 1};
+          if (cap >= 0 && cap < num_captures) return guarded(Affine{0, 0, 0, cap, 1});
         }
       return std::nullopt;
     }
@@ -78,7 +97,7 @@ struct Walker {
     switch (op.kind) {
       case ir::OpKind::Constant:
         if (std::llabs(op.attrs.ivalue) > kLimit) return std::nullopt;
-        return Affine{0, 0, op.attrs.ivalue};
+        return guarded(Affine{0, 0, op.attrs.ivalue});
       case ir::OpKind::Cast: {  // a widening integer cast keeps the value
         const ir::Value *src = op.operand(0);
         if (!is_int(src->type.dtype()) || src->type.dtype() == DType::i1 ||
@@ -104,10 +123,11 @@ struct Walker {
         const Affine &x = a_const ? *b : *a;
         const int64_t k = a_const ? a->c : b->c;
         if (std::llabs(k) > 2) return std::nullopt;
-        Affine r{x.q * k, x.kv * k, x.c * k, x.cap, x.cap_coef * k};
+        Affine r{x.q * k, x.kv * k, x.c * k, x.cap, x.cap_coef * k, x.guard};
+        r.guard.merge(a_const ? a->guard : b->guard);
         if (r.cap_coef == 0) r.cap = -1;
         if (std::llabs(r.c) > kLimit) return std::nullopt;
-        return r;
+        return guarded(r);
       }
       default:
         return std::nullopt;
@@ -126,7 +146,7 @@ struct Walker {
     if (op.kind != ir::OpKind::Cmp) return;
     auto a = affine(op.operand(0)), b = affine(op.operand(1));
     if (!a || !b) return;
-    auto d = combine(*a, *b, -1);  // d PRED 0
+    auto d = combine(*a, *b, -1);  // d PRED 0 (the comparison itself is of a and b: both are in d's guard)
     if (!d || d->kv == 0 || d->q != -d->kv || std::llabs(d->kv) != 1) return;
     ir::CmpPred pred = op.attrs.pred;
     if (d->kv < 0) {  // −(kv − q) + c PRED 0  ⇔  (kv − q) − c PRED' 0
@@ -140,9 +160,9 @@ struct Walker {
       }
     }
     // Now (kv − q) + e PRED 0 with e = c + cap_coef · capture: kv − q PRED −e.
-    const BandSide e{d->c, d->cap, d->cap_coef};
-    auto upper = [&](int64_t adjust) { band.right.push_back(BandSide{-e.c + adjust, e.cap, -e.cap_coef}); };
-    auto lower = [&](int64_t adjust) { band.left.push_back(BandSide{e.c + adjust, e.cap, e.cap_coef}); };
+    const BandSide e{d->c, d->cap, d->cap_coef, d->guard};
+    auto upper = [&](int64_t adjust) { band.right.push_back(BandSide{-e.c + adjust, e.cap, -e.cap_coef, e.guard}); };
+    auto lower = [&](int64_t adjust) { band.left.push_back(BandSide{e.c + adjust, e.cap, e.cap_coef, e.guard}); };
     switch (pred) {
       case ir::CmpPred::lt: upper(-1); break;  // kv − q ≤ −e − 1: right = −e − 1
       case ir::CmpPred::le: upper(0); break;
@@ -167,7 +187,7 @@ ImpliedBand analyze(const MaskFn &fn) {
   const ir::Function *f = nullptr;
   try {
     f = &probe.function(args);
-  } catch (const Error &) {
+  } catch (const std::exception &) {
     return r;  // not traceable on scalar positions (a tile-shaped op, say): no band
   }
   const ir::Op *st = nullptr;
@@ -186,7 +206,10 @@ ImpliedBand analyze(const MaskFn &fn) {
   w.conjuncts(v, r);
   auto drop_unusable = [&](std::vector<BandSide> &sides) {
     std::erase_if(sides, [&](const BandSide &s) {
-      return s.cap >= 0 && (s.cap_coef != 1 || !r.captures[size_t(s.cap)]);
+      if (s.cap >= 0 && (s.cap_coef != 1 || !r.captures[size_t(s.cap)])) return true;
+      for (const auto &[cap, coef] : s.guard.caps)
+        if (!r.captures[size_t(cap)]) return true;  // a float capture cannot be bounded here
+      return false;
     });
   };
   drop_unusable(r.left);
@@ -198,12 +221,17 @@ ImpliedBand analyze(const MaskFn &fn) {
 int64_t side_value(const std::vector<BandSide> &sides, const ImpliedBand &band) {
   int64_t best = -1;
   for (const BandSide &s : sides) {
-    int64_t v = s.c;
-    if (s.cap >= 0) {
-      const int64_t x = band.captures[size_t(s.cap)]->i;
-      if (std::llabs(x) > kLimit) continue;
-      v += x;
+    // No intermediate value may wrap in i32: positions below 2^30, the captures at their values now.
+    int64_t worst = s.guard.units * kLimit + s.guard.c;
+    bool bounded = true;
+    for (const auto &[cap, coef] : s.guard.caps) {
+      const int64_t x = band.captures[size_t(cap)]->i;
+      if (std::llabs(x) > kLimit) bounded = false;
+      else worst += coef * std::llabs(x);
     }
+    if (!bounded || worst > std::numeric_limits<int32_t>::max()) continue;
+    int64_t v = s.c;
+    if (s.cap >= 0) v += band.captures[size_t(s.cap)]->i;
     if (v < 0) continue;  // a band side cannot say "beyond the diagonal": unbounded is the sound superset
     if (best < 0 || v < best) best = v;
   }
@@ -224,6 +252,8 @@ std::optional<Band> band_at_call(const ImpliedBand &band) {
 }
 
 FlexOptions with_implied_band(const FlexOptions &opt) {
+  // A block mask the caller made is checked against the mask as given (its band among the rest).
+  if (opt.block_mask) return opt;
   FlexOptions o = opt;
   o.mask = with_implied_band(opt.mask);
   return o;

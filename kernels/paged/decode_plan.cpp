@@ -251,9 +251,15 @@ void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCac
                                    planned ? "aligned" : "not"));
   }
   if (m.implied_band) {  // unbounded sides where the captures' values no longer bound them
+    // Each side keeps the plan's divisibility by 16, part of the compiled kernel's specialization, so that run()
+    // compiles nothing: a side widened to the next value of that kind still holds every visible key.
+    auto planned_kind = [](int64_t planned, int64_t now) {
+      if ((planned % 16 == 0) == (now % 16 == 0)) return now;
+      return planned % 16 == 0 ? (now + 15) / 16 * 16 : now + 1;
+    };
     const BandArgs band = band_args(band_at_call(*m.implied_band));
-    a[kBandLeft] = int_arg(band.left);
-    a[kBandRight] = int_arg(band.right);
+    a[kBandLeft] = int_arg(planned_kind(m.args[kBandLeft].i, band.left));
+    a[kBandRight] = int_arg(planned_kind(m.args[kBandRight].i, band.right));
   }
   LaunchConfig cfg = m.cfg;
   cfg.stream = stream;
