@@ -34,7 +34,11 @@
 // expressions affine in q and kv whose difference is ±(kv − q) + c (c a constant, plus at most one captured
 // integer such as a window's size, read at each call) bounds kv − q. So `(kv <= q) & (q - kv <= w())` is
 // the band [q − w, q] as well as its function: key blocks, and a paged cache's pages, outside it are never
-// visited, as with attention::sliding_window (the function still decides every entry inside).
+// visited, as with attention::sliding_window (the function still decides every entry inside). A comparison
+// counts only where no intermediate value can wrap in i32 (positions below 2^30, the captures' values at the
+// call), and not with token indices (mod_q_token); a call given a block mask of the caller's takes the mask as
+// given. A DecodePlan takes the band's sides at each run, widened where needed to keep the planned sides'
+// divisibility by 16 (so that run never compiles).
 //
 // Edge semantics: a query row that sees no key gets output 0 and lse −inf (never NaN); batch 0, heads 0 and
 // zero-length sequences are no-ops; out-of-range rows/cols are never read. A score_mod may return any finite
