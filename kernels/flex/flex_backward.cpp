@@ -117,7 +117,7 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   std::shared_ptr<const BlockMask> dq_computed;
   if (bm && opt.block_m != opt.block_n) {
     dq_bm = nullptr;
-    if (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
+    if (auto_mask) {
       dq_computed = auto_block_mask(opt.mask, s, dq_opt);
       dq_bm = dq_computed.get();
     }

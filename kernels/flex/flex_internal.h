@@ -8,7 +8,6 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -162,39 +161,9 @@ struct MaskAnalysis {
 /// num_programs() (the block-mask kernels' grids are not the attention kernel's).
 std::shared_ptr<const MaskAnalysis> analyze_mask(const MaskFn &fn, bool varlen);
 
-/// The band a mask function implies (mask_band.cpp): bounds on kv − q that every visible entry satisfies,
-/// read from the function's traced and optimized IR. Each bound of a side is c, plus the current value of one
-/// captured integer when `cap` ≥ 0 (an index into captures; its coefficient is 1); the tightest applies.
-/// How large the expressions behind a bound may get (so that i32 wraparound cannot make it wrong): positions
-/// in units of 2^30, the largest |constant|, and per captured integer the largest |coefficient|.
-struct Guard {
-  int64_t units = 0, c = 0;
-  std::vector<std::pair<int, int64_t>> caps;
-  void touch(int cap, int64_t coef) {
-    for (auto &[i, k] : caps)
-      if (i == cap) {
-        k = std::max(k, coef);
-        return;
-      }
-    caps.emplace_back(cap, coef);
-  }
-  void merge(const Guard &g) {
-    units = std::max(units, g.units);
-    c = std::max(c, g.c);
-    for (const auto &[i, k] : g.caps) touch(i, k);
-  }
-};
-struct BandSide {
-  int64_t c = 0;
-  int cap = -1;
-  int64_t cap_coef = 0;
-  Guard guard;
-};
-struct ImpliedBand {
-  std::vector<BandSide> left, right;  // left: kv − q ≥ −value; right: kv − q ≤ value
-  std::vector<std::shared_ptr<detail::CaptureState>> captures;  // the probe's captures in order (null: not an integer)
-  MaskFn fn;  // kept so that the function's identity stays unique while the analysis is cached
-};
+/// The band a mask function implies (mask_band.cpp): bounds on kv − q that every visible entry satisfies, read
+/// from the function's traced and optimized IR, some of them through captured integers read at each call.
+struct ImpliedBand;
 /// The analysis of fn, cached per identity. Never throws for a function it cannot trace on scalar positions:
 /// such a function implies no band.
 std::shared_ptr<const ImpliedBand> implied_band(const MaskFn &fn);

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "dsl/trace_context.h"
 #include "ir/ir.h"
@@ -21,6 +23,40 @@
 #include "tilejit/ops.h"
 
 namespace tilejit::attention::flex {
+
+// How large the expressions behind a bound may get (so that i32 wraparound cannot make it wrong): positions in
+// units of 2^30, the largest |constant|, and per captured integer the largest |coefficient|.
+struct Guard {
+  int64_t units = 0, c = 0;
+  std::vector<std::pair<int, int64_t>> caps;
+  void touch(int cap, int64_t coef) {
+    for (auto &[i, k] : caps)
+      if (i == cap) {
+        k = std::max(k, coef);
+        return;
+      }
+    caps.emplace_back(cap, coef);
+  }
+  void merge(const Guard &g) {
+    units = std::max(units, g.units);
+    c = std::max(c, g.c);
+    for (const auto &[i, k] : g.caps) touch(i, k);
+  }
+};
+// One bound of a side: c, plus the current value of captured integer `cap` (an index into captures; its
+// coefficient is 1) when cap ≥ 0. The tightest bound of a side applies.
+struct BandSide {
+  int64_t c = 0;
+  int cap = -1;
+  int64_t cap_coef = 0;
+  Guard guard;
+};
+struct ImpliedBand {
+  std::vector<BandSide> left, right;  // left: kv − q ≥ −value; right: kv − q ≤ value
+  std::vector<std::shared_ptr<detail::CaptureState>> captures;  // the probe's captures in order (null: not an integer)
+  MaskFn fn;  // kept so that the function's identity stays unique while the analysis is cached
+};
+
 namespace {
 
 enum BandProbeParam : int { pOut, pB, pH, pQ, pK, pSeqlenQ, pSeqlenK, pQStart, pKStart, kNumBandProbeParams };
