@@ -81,19 +81,6 @@ Geometry geometry(Lowering &L, const Layout &l, int64_t K) {
   return g;
 }
 
-/// The shared-memory row of logical row `row` of an A operand staged for wgmma: the MMA layout gives warp w
-/// (warpgroup g = w/4, w' = w%4) rows 8·w + i + 8·Wm·rep (i < 8, rep = 2·mt + h); wgmma reads warp w''s rows
-/// 16·w' + 8·h + i of the 64-row slab of instruction (g, mt). Slabs are stored in the order (g, mt).
-llvm::Value *wgmma_a_row(Lowering &L, llvm::Value *row, int wm, int64_t mt_count) {
-  auto &b = L.b;
-  llvm::Value *i = b.CreateAnd(row, 7), *grp = b.CreateLShr(row, 3);
-  llvm::Value *w = b.CreateAnd(grp, L.i32(wm - 1)), *rep = b.CreateLShr(grp, log2_exact(wm));
-  llvm::Value *mt = b.CreateLShr(rep, 1), *h = b.CreateAnd(rep, 1);
-  llvm::Value *slab = b.CreateAdd(b.CreateMul(b.CreateLShr(w, 2), L.i32(mt_count)), mt);
-  llvm::Value *in_slab = b.CreateOr(b.CreateShl(b.CreateAnd(w, 3), 4), b.CreateOr(b.CreateShl(h, 3), i));
-  return b.CreateOr(b.CreateShl(slab, 6), in_slab);
-}
-
 /// Stores tile t ([rows, cols], 16-bit) swizzled at `base` (shared), vectors of up to 8 elements. With
 /// wgmma_rows (Wm, MT), the coordinates along dimension wgmma_dim go where wgmma_a_row puts them: A's rows
 /// (dimension 0), or the columns of a transposed A's [K, M] source (dimension 1; groups of 8 columns move
@@ -304,6 +291,7 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
     wgmma_commit(L);
     L.dot_left_pending = true;
     L.dot_pending_n = int(b_nk ? g.N : 64);
+    L.dot_pending_reads_registers = !a_smem;
   } else {
     wgmma_commit_and_wait(L, c);
   }
@@ -311,6 +299,28 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
 }
 
 }  // namespace
+
+/// The shared-memory row of logical row `row` of an A operand staged for wgmma: the MMA layout gives warp w
+/// (warpgroup g = w/4, w' = w%4) rows 8·w + i + 8·Wm·rep (i < 8, rep = 2·mt + h); wgmma reads warp w''s rows
+/// 16·w' + 8·h + i of the 64-row slab of instruction (g, mt). Slabs are stored in the order (g, mt).
+llvm::Value *wgmma_a_row(Lowering &L, llvm::Value *row, int wm, int64_t mt_count) {
+  auto &b = L.b;
+  llvm::Value *i = b.CreateAnd(row, 7), *grp = b.CreateLShr(row, 3);
+  llvm::Value *w = b.CreateAnd(grp, L.i32(wm - 1)), *rep = b.CreateLShr(grp, log2_exact(wm));
+  llvm::Value *mt = b.CreateLShr(rep, 1), *h = b.CreateAnd(rep, 1);
+  llvm::Value *slab = b.CreateAdd(b.CreateMul(b.CreateLShr(w, 2), L.i32(mt_count)), mt);
+  llvm::Value *in_slab = b.CreateOr(b.CreateShl(b.CreateAnd(w, 3), 4), b.CreateOr(b.CreateShl(h, 3), i));
+  return b.CreateOr(b.CreateShl(slab, 6), in_slab);
+}
+
+std::optional<std::pair<int, int64_t>> wgmma_a_order(Lowering &L, const ir::Op &dot) {
+  if (!L.use_wgmma || !dot_uses_mma(dot, L.opts.num_warps) || L.folded_trans.count(dot.operand(0)))
+    return std::nullopt;
+  if (!dot_fits_wgmma(dot, operand_source(L, dot.operand(1)).second, L.opts.num_warps)) return std::nullopt;
+  auto l = mma_layout(dot.result()->type.shape, L.opts.num_warps);
+  int wm = l->parent.warps_per_cta[0];
+  return std::make_pair(wm, l->shape[0] / (16 * int64_t(wm)));
+}
 
 bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
   bool staged = false;
@@ -412,7 +422,8 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   }
   // The accumulator: a running wgmma dot's result read only here is continued without a wait (chained) when
   // this dot reads A from shared memory too (no register of it to fence) and issues wgmmas of the same shape.
-  bool a_smem = wg && (L.wgmma_smem_a.count(av) != 0 || a_trans);
+  if (!wg && L.wgmma_stage_a.count(av)) L.fail("internal: an A stage buffer in wgmma's row order read by mma.sync");
+  bool a_smem = wg && (L.wgmma_smem_a.count(av) != 0 || L.wgmma_stage_a.count(av) != 0 || a_trans);
   std::optional<Tile> chained;
   if (wg && a_smem && !stage_a && L.use_count(cv) == 1) chained = L.take_pending(cv, int(b_nk ? g.N : 64));
   Tile acc = chained ? *chained : L.get_in(cv, l);

@@ -139,6 +139,8 @@ class Lowering {
   std::unordered_set<const ir::Value *> wgmma_smem_a;
   /// Loop-invariant B operands staged 1024-byte aligned for a wgmma dot, which reads them by descriptor.
   std::unordered_set<const ir::Value *> wgmma_smem_b;
+  /// Pipelined loads (pipeline.h) whose stage buffers hold A in wgmma's row order: read by the wgmma itself.
+  std::unordered_set<const ir::Value *> wgmma_stage_a;
   /// Loop-invariant A operands of tensor-core dots whose fragments were loaded into registers before the
   /// loop: per m16 tile mt and k16 tile kt, 4 registers (index (mt·KT + kt)·4 + i).
   std::unordered_map<const ir::Value *, std::vector<llvm::Value *>> mma_a_fragments;
@@ -180,14 +182,17 @@ class Lowering {
   /// of one block's softmax with the next tensor-core work of the same warpgroup (arXiv 2407.08608, 3.2).
   /// Control flow waits first for the pending values its regions read, for all of them when a region holds
   /// a dot, and a loop body or if region waits for all its own before it ends, so the pending set is the
-  /// same on every path and no group survives into the pipeline's refill of the buffers it reads.
-  void defer_wgmma(const ir::Value *result, int instr_n);
+  /// same on every path and no group survives into the pipeline's refill of the buffers it reads. The one
+  /// exception: a loop's accumulator continued by the same dot in the next iteration, with A in shared memory,
+  /// keeps running across the back edge (lower_for, running_accumulator).
+  void defer_wgmma(const ir::Value *result, int instr_n, bool reads_registers);
   /// Commits counted so far (wgmma.commit_group); dot_wgmma bumps it.
   int wgmma_groups = 0;
   /// Set by lower_dot_mma when its wgmma group was committed without a wait (lower_op then defers it), with
   /// the N of its wgmma instructions (a chained dot must use the same shape).
   bool dot_left_pending = false;
   int dot_pending_n = 0;
+  bool dot_pending_reads_registers = false;  // its A fragments are registers (not a shared-memory descriptor)
   /// Enclosing for loops of the op being lowered.
   int loop_depth = 0;
   /// Waits for the pending values read by `op`'s regions (all when `all`, or when a region holds a dot).
@@ -198,6 +203,14 @@ class Lowering {
   /// (still running) lowering: a wgmma dot whose accumulator is v continues v's accumulation, ordered after it
   /// by the hardware only for the same accumulator registers and shape (PTX ISA 9.7.15.5.2). Null otherwise.
   std::optional<Tile> take_pending(const ir::Value *v, int instr_n);
+  /// v's lowering without a wait when v is pending (its registers still being written) and its wgmma reads no
+  /// register but its accumulator, else null: registers holding A fragments may not be written before the
+  /// wgmma completes (PTX ISA 9.7.15.5.2), and a loop's next iteration would write them.
+  std::optional<Tile> running_accumulator(const ir::Value *v) const;
+  /// At the end of a loop body: waits for every pending group except those of `keep` that are newer than all
+  /// others, then forgets the pending set. Returns the values of `keep` left running (lower_for waits for
+  /// them at the next iteration's top and at the loop's exit).
+  std::vector<const ir::Value *> wait_wgmma_except(const std::vector<const ir::Value *> &keep);
   /// Uses of v anywhere in the function (counted once, on first call).
   int use_count(const ir::Value *v);
 
@@ -235,6 +248,7 @@ class Lowering {
     const ir::Value *v;
     int group;    // its commit group
     int instr_n;  // N of its wgmma instructions
+    bool reads_registers;  // A fragments in registers
   };
   std::vector<PendingDot> pending_wgmma_;  // oldest first
   std::unordered_map<const ir::Value *, int> use_counts_;
@@ -277,6 +291,12 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op);
 Tile lower_reduce(Lowering &L, const ir::Op &op);                 // Reduce and ArgReduce
 // lower_dot.cpp
 Tile lower_dot(Lowering &L, const ir::Op &op);
+// lower_dot_mma.cpp: where an A operand staged for wgmma keeps row `row` (the MMA layout's rows in wgmma's
+// order; wm warps along M, mt_count m16 tiles per warp).
+llvm::Value *wgmma_a_row(Lowering &L, llvm::Value *row, int wm, int64_t mt_count);
+// (wm, mt_count) of wgmma_a_row when `dot` runs on wgmma and reads an untransposed A, which it then reads from
+// shared memory staged in that order; nullopt otherwise.
+std::optional<std::pair<int, int64_t>> wgmma_a_order(Lowering &L, const ir::Op &dot);
 // lower_dot_mma.cpp: dots for which dot_uses_mma holds (codegen/mma.h).
 Tile lower_dot_mma(Lowering &L, const ir::Op &op);
 /// Before a loop: stages the loop-invariant operands of one tensor-core dot inside it in swizzled static

@@ -140,7 +140,12 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
     if (mask && ai(mask).constancy < kChunkElems) continue;
     if (other && !is_zero_tile(other)) continue;
     if (!collect(ptr) || (mask && !collect(mask))) continue;
-    PipelinedLoad pl{&op, rows, cols, p.stage_bytes};
+    PipelinedLoad pl{&op, rows, cols, p.stage_bytes, std::nullopt};
+    if (!us.empty() && std::all_of(us.begin(), us.end(), [&](const auto &u) { return u.second == 0; })) {
+      pl.wgmma_a_rows = wgmma_a_order(L, *us.front().first);
+      for (auto [user, i] : us)
+        if (wgmma_a_order(L, *user) != pl.wgmma_a_rows) pl.wgmma_a_rows.reset();
+    }
     p.stage_bytes += (rows * cols * 2 + align - 1) / align * align;
     p.loads.push_back(pl);
   }
@@ -227,6 +232,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
     for (int64_t r = 0; r < cl.num_regs(); ++r) {
       if (cl.reg_index(r)[1] % kChunkElems || cl.reg_is_duplicate(r)) continue;
       llvm::Value *row = L.coord(cl, 0, r), *col = L.coord(cl, 1, r);
+      if (ld.wgmma_a_rows) row = wgmma_a_row(L, row, ld.wgmma_a_rows->first, ld.wgmma_a_rows->second);
       llvm::Value *off = swizzled_chunk(L, row, b.CreateLShr(col, 3), ld.cols, ld.rows);
       llvm::Value *dst = b.CreateInBoundsGEP(b.getInt16Ty(), buf, off);
       llvm::Value *ok = mask ? b.CreateAnd(valid, mt.regs[size_t(r)]) : valid;
@@ -247,8 +253,10 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
 void bind_stage(Lowering &L, const LoopPipeline &p, llvm::Value *stage) {
   auto &b = L.b;
   llvm::Value *stage_off = b.CreateMul(stage, L.i32(p.stage_bytes));
-  for (const PipelinedLoad &ld : p.loads)
+  for (const PipelinedLoad &ld : p.loads) {
     L.smem_operands[ld.load->result()] = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(p.base + ld.offset), stage_off);
+    if (ld.wgmma_a_rows) L.wgmma_stage_a.insert(ld.load->result());
+  }
 }
 
 void wait_copies(Lowering &L, int pending) {

@@ -58,8 +58,8 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   t.kernel = "matmul";
   t.key = key;
   t.arch = arch;
-  t.configs = autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128}}, {"BLOCK_K", {32, 64}}}, {4, 8},
-                                  {1, 2, 3});
+  t.configs = autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128, 256}}, {"BLOCK_K", {32, 64}}}, {4, 8},
+                                  {1, 2, 3, 4});
   t.stream = stream;
   t.flops = 2.0 * M * N * K;
   t.compile = [&](const autotune::Config &cf) {

@@ -1,10 +1,14 @@
 // PTX checks of chained and deferred wgmma dots (codegen/lower_dot_mma.cpp, Lowering::defer_wgmma) on a DSL
 // kernel shaped like the flex kernel's ALiBi through the tensor cores (tests/chained_dot_kernel.h).
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <array>
 
 #include "chained_dot_kernel.h"
 #include "codegen/codegen.h"
 #include "test_codegen_util.h"
+#include "tilejit/kernels.h"
 
 using namespace tilejit;
 using codegen::CodegenOptions;
@@ -158,4 +162,55 @@ TEST_CASE("codegen: an inner loop's operands staged in an outer loop's body come
   size_t barrier = ll.find("@llvm.nvvm.barrier0()", label);
   REQUIRE(barrier < use);  // in the same basic block, before the store
   REQUIRE_NOTHROW(sm90a(k.function(p, p, p, 4, 3), 8, 1));
+}
+
+namespace {
+
+/// The text of the first loop whose body issues a wgmma: from its header label to the branch back to it.
+std::string first_wgmma_loop(const std::string &ptx) {
+  size_t mma = ptx.find("wgmma.mma_async");
+  size_t label = ptx.rfind("\n$L__BB", mma);
+  REQUIRE(label != std::string::npos);
+  std::string name = ptx.substr(label + 1, ptx.find(':', label) - label - 1);
+  size_t back = ptx.find("bra.uni \t" + name + ";", mma);
+  if (back == std::string::npos) back = ptx.find("bra \t" + name + ";", mma);
+  REQUIRE(back != std::string::npos);
+  return ptx.substr(label, back - label);
+}
+
+}  // namespace
+
+TEST_CASE("codegen: a K loop's wgmma accumulator keeps running into the next iteration (3 or more stages)",
+          "[codegen][mma][pipeline]") {
+  // matmul's acc = dot(a, b, acc) with a and b in stage buffers: a is copied in wgmma's row order and read by
+  // descriptor (no ldmatrix, no A registers a later iteration would overwrite). With 3+ buffers the copies run
+  // S-2 iterations ahead, the body starts with wait_group 1 (the previous iteration's group keeps running,
+  // the one before it has completed before its buffer is refilled) and never waits for 0 inside the loop; the
+  // exit waits. With 2 buffers the body waits for its group before the next refill, as before.
+  kernels::BuiltinSpec spec;
+  spec.dtype = DType::bf16;
+  spec.num_warps = 8;
+  for (auto [bm, bn, bk] : {std::array{128, 128, 64}, std::array{128, 256, 64}, std::array{128, 256, 32}})
+    for (int stages : {2, 3, 4}) {
+      if ((bm + bn) * bk * 2 * stages > 160 * 1024) continue;  // past the stage buffers' budget: fewer stages
+      spec.block_m = bm, spec.block_n = bn, spec.block_k = bk, spec.num_stages = stages;
+      std::string ptx = kernels::builtin_ptx("matmul", spec);
+      INFO(bm << "x" << bn << "x" << bk << ", num_stages " << stages);
+      std::string loop = first_wgmma_loop(ptx);
+      REQUIRE_FALSE(contains(ptx, "ldmatrix"));
+      if (stages >= 3) {
+        REQUIRE(loop.find("wgmma.wait_group.sync.aligned 1;") < loop.find("bar.sync"));
+        REQUIRE_FALSE(contains(loop, "wgmma.wait_group.sync.aligned 0;"));
+        REQUIRE(contains(loop, fmt::format("cp.async.wait_group {};", stages - 3)));
+        REQUIRE(contains(ptx, "wgmma.wait_group.sync.aligned 0;"));  // at the exit
+      } else {
+        REQUIRE(contains(loop, "wgmma.wait_group.sync.aligned 0;"));
+        REQUIRE(contains(loop, "cp.async.wait_group 0;"));
+      }
+      auto [rc, log] = ptxas_v(ptx, "sm_90a", fmt::format("matmul_{}x{}x{}_s{}", bm, bn, bk, stages));
+      INFO(log);
+      REQUIRE(rc == 0);
+      REQUIRE_FALSE(contains(log, "serialized"));
+      REQUIRE(contains(log, "0 bytes spill stores"));
+    }
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -127,6 +128,28 @@ TEST_CASE("codegen on the GPU: dot in a K loop (bf16, f16, f32)", "[gpu][codegen
   }
 }
 
+namespace {
+
+/// v rounded to multiples of 1/64 as 16-bit dt (bf16 or f16): exact there, and every product and partial sum of
+/// such values in [-1, 1] is exact in f32 over a few hundred terms.
+Arg sixty_fourths(const std::vector<float> &v, DType dt) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    float q = std::round(v[i] * 64) / 64;
+    if (dt == BF16) {
+      uint32_t bits;
+      std::memcpy(&bits, &q, 4);
+      h[i] = uint16_t(bits >> 16);
+    } else {
+      _Float16 f = static_cast<_Float16>(q);
+      std::memcpy(&h[i], &f, 2);
+    }
+  }
+  return buffer_arg(h);
+}
+
+}  // namespace
+
 // Tensor-core dots (mma.sync m16n8k16) against the interpreter: every block shape in {16..128}³ that has
 // an MMA layout for 4 warps, bf16 and f16, a loaded (random) accumulator, two K-loop steps, b as [K,N] and as
 // trans([N,K]). Inputs are multiples of 1/64 in [-1, 1] so every product and partial sum is exact in f32: the
@@ -144,21 +167,7 @@ TEST_CASE("codegen on the GPU: dot on tensor cores for many shapes (bf16, f16, a
             int stages = 1 + (cases % 3);
             const int64_t M = bm * 2, N = bn, K = bk * 3;
             uint32_t seed = uint32_t(bm * 7 + bn * 13 + bk * 17 + trans_b);
-            auto quant = [&](std::vector<float> v) {
-              std::vector<uint16_t> h(v.size());
-              for (size_t i = 0; i < v.size(); ++i) {
-                float q = std::round(v[i] * 64) / 64;
-                if (dt == BF16) {
-                  uint32_t bits;
-                  std::memcpy(&bits, &q, 4);
-                  h[i] = uint16_t(bits >> 16);
-                } else {
-                  _Float16 f = static_cast<_Float16>(q);
-                  std::memcpy(&h[i], &f, 2);
-                }
-              }
-              return buffer_arg(h);
-            };
+            auto quant = [&](const std::vector<float> &v) { return sixty_fourths(v, dt); };
             auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
             for (auto &x : c0) x = std::round(x * 64) / 64;
             std::vector<Arg> args;
@@ -177,6 +186,36 @@ TEST_CASE("codegen on the GPU: dot on tensor cores for many shapes (bf16, f16, a
             ++cases;
           }
   REQUIRE(cases > 40);
+}
+
+// 8-warp wgmma K loops with the accumulator left running into the next iteration (3 and 4 stages; 2 waits in
+// the body) over 7 K steps, so the stage ring wraps; a copied in wgmma's row order and read by descriptor,
+// b [K,N] and trans([N,K]), N up to 256. Exact inputs: the GPU matches the interpreter bit for bit.
+TEST_CASE("codegen on the GPU: wgmma K loops with running accumulators (8 warps, 2-4 stages, N up to 256)",
+          "[gpu][codegen]") {
+  int cases = 0;
+  for (auto [bm, bn, bk] : {std::array<int64_t, 3>{128, 128, 64}, std::array<int64_t, 3>{128, 256, 64},
+                            std::array<int64_t, 3>{128, 256, 32}, std::array<int64_t, 3>{64, 128, 64}})
+    for (bool trans_b : {false, true})
+      for (int stages : {2, 3, 4}) {
+        DType dt = (stages + trans_b) % 2 ? BF16 : DType::f16;
+        const int64_t M = bm * 2, N = bn * 2, K = bk * 7;
+        uint32_t seed = uint32_t(bm + bn * 3 + bk * 5 + trans_b * 7 + stages * 11);
+        auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
+        for (auto &x : c0) x = std::round(x * 64) / 64;
+        std::vector<Arg> args;
+        args.push_back(sixty_fourths(random_floats(size_t(M * K), -1, 1, seed), dt));
+        args.push_back(sixty_fourths(random_floats(size_t(K * N), -1, 1, seed + 1), dt));
+        args.push_back(buffer_arg(c0));
+        args.push_back(int_arg(N));
+        args.push_back(int_arg(K));
+        run_both(matmul_acc(bm, bn, bk, dt, trans_b), Grid{uint32_t(M / bm), uint32_t(N / bn)}, args, 8, stages);
+        auto [cpu, gpu] = outputs<float>(args[2]);
+        require_close(cpu, gpu, 0, 0, fmt::format("dot {}x{}x{} {}{}, 8 warps, num_stages {}", bm, bn, bk,
+                                                  dtype_name(dt), trans_b ? " trans_b" : "", stages));
+        ++cases;
+      }
+  REQUIRE(cases == 24);
 }
 
 TEST_CASE("codegen on the GPU: if, casts, atomics, math, transpose/reshape", "[gpu][codegen]") {
