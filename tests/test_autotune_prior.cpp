@@ -29,8 +29,8 @@ std::vector<Config> flex_candidates() {
   return with_more_per_sm(autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {2, 3}));
 }
 std::vector<Config> matmul_candidates() {
-  return autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128}}, {"BLOCK_K", {32, 64}}}, {4, 8},
-                             {1, 2, 3});
+  return autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128, 256}}, {"BLOCK_K", {32, 64}}}, {4, 8},
+                             {1, 2, 3, 4});
 }
 
 bool contains(const std::vector<Config> &cs, const Config &c) { return std::find(cs.begin(), cs.end(), c) != cs.end(); }
