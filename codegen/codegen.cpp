@@ -122,8 +122,8 @@ void Lowering::forget_staged_since(const StagedSnapshot &before) {
 
 // ------------------------------------------------------------------------------ deferred wgmma waits --
 
-void Lowering::defer_wgmma(const ir::Value *result, int instr_n, bool reads_registers) {
-  pending_wgmma_.push_back({result, wgmma_groups - 1, instr_n, reads_registers});
+void Lowering::defer_wgmma(const ir::Value *result, int instr_n) {
+  pending_wgmma_.push_back({result, wgmma_groups - 1, instr_n});
 }
 
 void Lowering::wait_wgmma_through(int group) {
@@ -147,24 +147,6 @@ std::optional<Tile> Lowering::take_pending(const ir::Value *v, int instr_n) {
       return values_.at(v);
     }
   return std::nullopt;
-}
-
-std::optional<Tile> Lowering::running_accumulator(const ir::Value *v) const {
-  for (const PendingDot &pd : pending_wgmma_)
-    if (pd.v == v && !pd.reads_registers) return values_.at(v);
-  return std::nullopt;
-}
-
-std::vector<const ir::Value *> Lowering::wait_wgmma_except(const std::vector<const ir::Value *> &keep) {
-  auto kept = [&](const ir::Value *v) { return std::find(keep.begin(), keep.end(), v) != keep.end(); };
-  int newest_other = -1;
-  for (const PendingDot &pd : pending_wgmma_)
-    if (!kept(pd.v)) newest_other = std::max(newest_other, pd.group);
-  if (newest_other >= 0) wait_wgmma_through(newest_other);
-  std::vector<const ir::Value *> running;
-  for (const PendingDot &pd : pending_wgmma_) running.push_back(pd.v);
-  pending_wgmma_.clear();
-  return running;
 }
 
 int Lowering::use_count(const ir::Value *v) {
@@ -491,7 +473,7 @@ void Lowering::lower_op(const ir::Op &op) {
     case K::Dot:
       dot_left_pending = false;
       set(op.result(), lower_dot(*this, op));
-      if (dot_left_pending) defer_wgmma(op.result(), dot_pending_n, dot_pending_reads_registers);
+      if (dot_left_pending) defer_wgmma(op.result(), dot_pending_n);
       return;
     case K::For:
       wait_wgmma_for_regions(op);

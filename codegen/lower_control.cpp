@@ -6,9 +6,7 @@
 #include <llvm/IR/Constants.h>
 
 #include "codegen/lowering.h"
-#include "codegen/mma.h"
 #include "codegen/pipeline.h"
-#include "codegen/wgmma.h"
 
 namespace tilejit::codegen {
 namespace {
@@ -36,26 +34,6 @@ bool blk_has_dot(const ir::Block &blk) {
   return dot;
 }
 
-/// The carried values (their indices) that are a wgmma accumulator continued across iterations: yielded
-/// straight from a tensor-core dot of the body whose accumulator is that same carried value, and read by
-/// nothing else. Their wgmma groups may still run when the next iteration starts, whose dot continues the
-/// accumulation: the hardware orders wgmmas on the same accumulator registers (PTX ISA 9.7.15.5.2), and no
-/// other instruction reads them before the loop's exit waits. As FlashAttention-3's and CUTLASS's mainloops
-/// keep one wgmma group in flight across k-blocks (wgmma.wait_group 1).
-std::vector<int> continued_accumulators(Lowering &L, const ir::Block &body, int n) {
-  std::vector<int> out;
-  const ir::Op *y = yield_of(body);
-  if (!L.use_wgmma || !y) return out;
-  for (int i = 0; i < n && i < y->num_operands(); ++i) {
-    const ir::Value *v = y->operand(i), *arg = body.arg(1 + i);
-    const ir::Op *d = v->def;
-    if (!d || d->kind != ir::OpKind::Dot || d->parent != &body || d->num_operands() < 3 || d->operand(2) != arg)
-      continue;
-    if (L.use_count(v) == 1 && L.use_count(arg) == 1 && dot_uses_mma(*d, L.opts.num_warps)) out.push_back(i);
-  }
-  return out;
-}
-
 }  // namespace
 
 void lower_for(Lowering &L, const ir::Op &op) {
@@ -78,15 +56,8 @@ void lower_for(Lowering &L, const ir::Op &op) {
   bool down = cstep && cstep->isNegative();
   auto in_range = [&](llvm::Value *i) { return down ? b.CreateICmpSGT(i, ub) : b.CreateICmpSLT(i, ub); };
 
-  // Software pipeline (codegen/pipeline.h): the prologue issues iterations 0..ahead-1. With accumulators
-  // continued across iterations, a wgmma of iteration i may still read buffer i mod S while iteration i+1
-  // refills: the copies run S-2 iterations ahead instead of S-1, so the refill overwrites buffer i-1, whose
-  // wgmmas the wait at iteration i+1's top has completed. With two buffers that leaves no copy ahead: the
-  // body waits for its accumulators instead.
+  // Software pipeline (codegen/pipeline.h): prologue issues iterations 0..S-2.
   std::optional<LoopPipeline> pipe = plan_pipeline(L, op);
-  std::vector<int> continued = continued_accumulators(L, body, n);
-  if (pipe && pipe->stages < 3) continued.clear();
-  const int ahead = pipe ? pipe->stages - (continued.empty() ? 1 : 2) : 0;
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
     L.barrier();  // earlier readers of the scratch space the stage buffers overlap are done
@@ -95,7 +66,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
     // Scratch past the stage buffers from here on, the prologue included: a layout conversion while issuing a
     // stage (a gathered index tile, e.g. a paged cache's page numbers) must not overwrite the copies in flight.
     L.scratch_offset = pipe->end();
-    for (int s = 0; s < ahead; ++s) {
+    for (int s = 0; s < pipe->stages - 1; ++s) {
       llvm::Value *iv_s = b.CreateAdd(lb, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(s))));
       issue_stage(L, op, *pipe, iv_s, in_range(iv_s), L.i32(s));
     }
@@ -135,11 +106,10 @@ void lower_for(Lowering &L, const ir::Op &op) {
   b.SetInsertPoint(loop);
   if (pipe) {
     int S = pipe->stages;
-    wait_copies(L, ahead - 1);  // this iteration's copies have landed (for this thread)...
-    L.barrier();  // ...for every thread; and all are done reading the buffer refilled next (iteration i+ahead-S)
-    llvm::Value *sum = b.CreateAdd(stage, L.i32(ahead));
-    llvm::Value *refill = b.CreateSelect(b.CreateICmpSGE(sum, L.i32(S)), b.CreateSub(sum, L.i32(S)), sum);
-    llvm::Value *iv_f = b.CreateAdd(iv, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(ahead))));
+    wait_copies(L, S - 2);  // this iteration's copies have landed (for this thread)...
+    L.barrier();            // ...for every thread; and all are done reading the previous iteration's buffer
+    llvm::Value *refill = b.CreateSelect(b.CreateICmpEQ(stage, L.i32(0)), L.i32(S - 1), b.CreateSub(stage, L.i32(1)));
+    llvm::Value *iv_f = b.CreateAdd(iv, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(S - 1))));
     issue_stage(L, op, *pipe, iv_f, in_range(iv_f), refill);
     bind_stage(L, *pipe, stage);
   }
@@ -151,31 +121,10 @@ void lower_for(Lowering &L, const ir::Op &op) {
   --L.loop_depth;
   L.cur_op = saved;
   const ir::Op *y = yield_of(body);
-  auto is_continued = [&](int i) { return std::find(continued.begin(), continued.end(), i) != continued.end(); };
-  std::vector<Tile> next(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i)
-    if (!is_continued(i)) next[size_t(i)] = yielded(L, y, i, body.arg(1 + i));
-  // A continued accumulator still running is carried as it is (no wait, no conversion); every other group of
-  // this iteration is waited for here: none may still read the buffer the next iteration's refill overwrites.
-  std::vector<const ir::Value *> keep;
-  for (int i : continued)
-    if (std::optional<Tile> t = L.running_accumulator(y->operand(i)); t && *t->layout == L.layout_of(body.arg(1 + i))) {
-      next[size_t(i)] = *t;
-      keep.push_back(y->operand(i));
-    }
-  const std::vector<const ir::Value *> running = L.wait_wgmma_except(keep);
-  std::vector<int> carried_running;
-  for (int i : continued) {
-    if (std::find(running.begin(), running.end(), y->operand(i)) != running.end()) carried_running.push_back(i);
-    else next[size_t(i)] = yielded(L, y, i, body.arg(1 + i));  // waited for (or never deferred): pinned
-  }
-  if (!carried_running.empty()) {
-    // The next iteration's top waits for everything older than this iteration's running groups (its refill
-    // overwrites the buffer the iteration before read); each continued dot commits one group per iteration.
-    llvm::IRBuilderBase::InsertPointGuard guard(b);
-    b.SetInsertPoint(loop, loop->getFirstInsertionPt());
-    wgmma_wait(L, std::min<int>(int(carried_running.size()), 7));
-  }
+  std::vector<Tile> next;
+  for (int i = 0; i < n; ++i) next.push_back(yielded(L, y, i, body.arg(1 + i)));
+  // No wgmma group of this iteration may still read the stage buffer the next iteration's refill overwrites.
+  L.wait_all_wgmma();
   L.forget_staged_since(staged);  // staged in the body (a nested loop's operands): not run when it runs 0 times
   llvm::Value *iv_next = b.CreateAdd(iv, step);
   llvm::BasicBlock *latch = b.GetInsertBlock();
@@ -189,10 +138,6 @@ void lower_for(Lowering &L, const ir::Op &op) {
   b.CreateBr(header);
 
   b.SetInsertPoint(exit);
-  if (!carried_running.empty()) {
-    wgmma_wait(L, 0);  // the last iteration's continued accumulators
-    for (int i : carried_running) pin_registers(L, carried[size_t(i)].regs);
-  }
   if (pipe) {
     wait_copies(L, 0);  // copies of iterations past the end must not land in reused shared memory
     L.scratch_offset = std::max(saved_scratch, L.persistent_end());

@@ -291,7 +291,6 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
     wgmma_commit(L);
     L.dot_left_pending = true;
     L.dot_pending_n = int(b_nk ? g.N : 64);
-    L.dot_pending_reads_registers = !a_smem;
   } else {
     wgmma_commit_and_wait(L, c);
   }

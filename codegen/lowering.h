@@ -182,17 +182,14 @@ class Lowering {
   /// of one block's softmax with the next tensor-core work of the same warpgroup (arXiv 2407.08608, 3.2).
   /// Control flow waits first for the pending values its regions read, for all of them when a region holds
   /// a dot, and a loop body or if region waits for all its own before it ends, so the pending set is the
-  /// same on every path and no group survives into the pipeline's refill of the buffers it reads. The one
-  /// exception: a loop's accumulator continued by the same dot in the next iteration, with A in shared memory,
-  /// keeps running across the back edge (lower_for, running_accumulator).
-  void defer_wgmma(const ir::Value *result, int instr_n, bool reads_registers);
+  /// same on every path and no group survives into the pipeline's refill of the buffers it reads.
+  void defer_wgmma(const ir::Value *result, int instr_n);
   /// Commits counted so far (wgmma.commit_group); dot_wgmma bumps it.
   int wgmma_groups = 0;
   /// Set by lower_dot_mma when its wgmma group was committed without a wait (lower_op then defers it), with
   /// the N of its wgmma instructions (a chained dot must use the same shape).
   bool dot_left_pending = false;
   int dot_pending_n = 0;
-  bool dot_pending_reads_registers = false;  // its A fragments are registers (not a shared-memory descriptor)
   /// Enclosing for loops of the op being lowered.
   int loop_depth = 0;
   /// Waits for the pending values read by `op`'s regions (all when `all`, or when a region holds a dot).
@@ -203,14 +200,6 @@ class Lowering {
   /// (still running) lowering: a wgmma dot whose accumulator is v continues v's accumulation, ordered after it
   /// by the hardware only for the same accumulator registers and shape (PTX ISA 9.7.15.5.2). Null otherwise.
   std::optional<Tile> take_pending(const ir::Value *v, int instr_n);
-  /// v's lowering without a wait when v is pending (its registers still being written) and its wgmma reads no
-  /// register but its accumulator, else null: registers holding A fragments may not be written before the
-  /// wgmma completes (PTX ISA 9.7.15.5.2), and a loop's next iteration would write them.
-  std::optional<Tile> running_accumulator(const ir::Value *v) const;
-  /// At the end of a loop body: waits for every pending group except those of `keep` that are newer than all
-  /// others, then forgets the pending set. Returns the values of `keep` left running (lower_for waits for
-  /// them at the next iteration's top and at the loop's exit).
-  std::vector<const ir::Value *> wait_wgmma_except(const std::vector<const ir::Value *> &keep);
   /// Uses of v anywhere in the function (counted once, on first call).
   int use_count(const ir::Value *v);
 
@@ -248,7 +237,6 @@ class Lowering {
     const ir::Value *v;
     int group;    // its commit group
     int instr_n;  // N of its wgmma instructions
-    bool reads_registers;  // A fragments in registers
   };
   std::vector<PendingDot> pending_wgmma_;  // oldest first
   std::unordered_map<const ir::Value *, int> use_counts_;

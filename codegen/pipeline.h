@@ -4,12 +4,10 @@
 // the b operand through a folded Trans) is not lowered to registers: its tile goes global → shared with
 // 16-byte cp.async straight into the swizzled staging the dot reads (with ldmatrix, or by wgmma's descriptor:
 // stage buffers are then 1024-byte aligned; an A read by wgmma has its rows copied in wgmma's order). With
-// S = num_stages buffers per load, the copies run D = S-1 iterations ahead (S-2 when a wgmma accumulator
-// keeps running into the next iteration, lower_control.cpp, so that its reads of buffer i mod S are not
-// overwritten by the next refill):
-//   prologue:     barrier; issue iterations 0..D-1 into buffers 0..D-1 (one commit group each)
-//   iteration i:  cp.async.wait_group D-1 (iteration i's group has landed); barrier (its data is visible, and
-//                 every thread is done reading buffer (i+D) mod S); issue iteration i+D into that buffer;
+// S = num_stages buffers per load:
+//   prologue:     barrier; issue iterations 0..S-2 into buffers 0..S-2 (one commit group each)
+//   iteration i:  cp.async.wait_group S-2 (iteration i's group has landed); barrier (its data is visible, and
+//                 every thread is done reading buffer (i-1) mod S); issue iteration i+S-1 into that buffer;
 //                 the dots read buffer i mod S
 //   exit:         cp.async.wait_group 0 (no copy may land in shared memory reused after the loop)
 // Iterations past the upper bound and masked-off 16-byte chunks are zero-filled (src-size 0: nothing is

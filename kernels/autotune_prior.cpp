@@ -135,9 +135,10 @@ std::vector<autotune::Config> matmul_prior(const std::string &arch, DType dtype,
   if (arch != kArch || (dtype != DType::bf16 && dtype != DType::f16)) return {};
   if (M < 4096 || N < 4096 || K < 4096) return {};
   return parse_all({
-      "BLOCK_M=128 BLOCK_N=256 BLOCK_K=64 num_warps=8 num_stages=2",  // 8192³
-      "BLOCK_M=128 BLOCK_N=256 BLOCK_K=64 num_warps=8 num_stages=3",  // 4096³ (even with 4 stages)
-      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=2",  // within 3.5% at both
+      "BLOCK_M=128 BLOCK_N=256 BLOCK_K=64 num_warps=8 num_stages=2",  // 4096³, 8192³
+      "BLOCK_M=128 BLOCK_N=256 BLOCK_K=64 num_warps=8 num_stages=3",
+      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=2",  // within 3.5% of it
+      "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 num_warps=8 num_stages=3",  // 16384x4096x4096
   });
 }
 

@@ -188,10 +188,10 @@ TEST_CASE("codegen on the GPU: dot on tensor cores for many shapes (bf16, f16, a
   REQUIRE(cases > 40);
 }
 
-// 8-warp wgmma K loops with the accumulator left running into the next iteration (3 and 4 stages; 2 waits in
-// the body) over 7 K steps, so the stage ring wraps; a copied in wgmma's row order and read by descriptor,
-// b [K,N] and trans([N,K]), N up to 256. Exact inputs: the GPU matches the interpreter bit for bit.
-TEST_CASE("codegen on the GPU: wgmma K loops with running accumulators (8 warps, 2-4 stages, N up to 256)",
+// 8-warp wgmma K loops over 7 K steps with 2-4 stage buffers, so the ring wraps; a copied in wgmma's row
+// order and read by descriptor, b [K,N] and trans([N,K]), N up to 256. Exact inputs: the GPU matches the
+// interpreter bit for bit.
+TEST_CASE("codegen on the GPU: wgmma K loops reading A from stage buffers (8 warps, 2-4 stages, N up to 256)",
           "[gpu][codegen]") {
   int cases = 0;
   for (auto [bm, bn, bk] : {std::array<int64_t, 3>{128, 128, 64}, std::array<int64_t, 3>{128, 256, 64},
