@@ -276,7 +276,7 @@ class UserMods:
         lib.user_mods_drop_block_masks.argtypes = []
         self.has_backward = hasattr(lib, "user_mods_backward")
         if self.has_backward:
-            lib.user_mods_backward.argtypes = [ctypes.c_char_p, pp] + [vp] * 9 + [ci] * 4 + [vp]
+            lib.user_mods_backward.argtypes = [ctypes.c_char_p, pp, ci] + [vp] * 9 + [ci] * 4 + [vp]
         lib.user_mods_last_error.restype = ctypes.c_char_p
         self.has_decode = hasattr(lib, "user_mods_decode_plan_create")
         if self.has_decode:
@@ -296,11 +296,12 @@ class UserMods:
                                                k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), b, h, s,
                                                d, int(autotune), _stream()), f"user_mods_forward({mod})")
 
-    def backward(self, mod: str, params: UserModsParams, q, k, v, out, lse, dout, dq, dk, dv):
+    def backward(self, mod: str, params: UserModsParams, q, k, v, out, lse, dout, dq, dk, dv, block_mask: int = 0):
         if not self.has_backward:
             raise Unavailable(f"{self.path} has no user_mods_backward")
         b, h, s, d = q.shape
-        self._check(self.lib.user_mods_backward(mod.encode(), ctypes.byref(params), q.data_ptr(), k.data_ptr(),
+        self._check(self.lib.user_mods_backward(mod.encode(), ctypes.byref(params), block_mask, q.data_ptr(),
+                                                k.data_ptr(),
                                                 v.data_ptr(), out.data_ptr(), lse.data_ptr(), dout.data_ptr(),
                                                 dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), b, h, s, d, _stream()),
                     f"user_mods_backward({mod})")
@@ -1005,6 +1006,8 @@ def run_backward(ctx: Context):
 BACKWARD_MOD_SEQLEN = 4096
 BACKWARD_MODS = {"alibi": "alibi", "softcap": "softcap", "rel. bias": "relbias", "document": "document",
                  "prefix-LM": "prefix_lm", "causal window": "window"}
+BACKWARD_MASK_MODS = ("document", "prefix-LM", "causal window")  # mask functions, but builtin:window is a band
+BACKWARD_BLOCK = 64  # FlexOptions' default block_m and block_n, the backward's tiles
 
 
 def backward_mods(ctx: Context, skipped: list) -> list:
@@ -1048,8 +1051,12 @@ def backward_mods(ctx: Context, skipped: list) -> list:
             try:
                 um.forward(name, mi.params, mi.q, mi.k, mi.v, mi.out, mi.lse, autotune=False)
                 grads = tuple(torch.empty_like(mi.q) for _ in range(3))
-                call = lambda name=name, grads=grads: um.backward(  # noqa: E731
-                    name, mi.params, mi.q, mi.k, mi.v, mi.out, mi.lse, dout, *grads)
+                # A mask function's block mask built once outside the timing, as FlexAttention's, at the
+                # backward's default blocks (a band, as the built-in window, needs none).
+                handle = (um.build_block_mask(name, mi.params, mi.q.shape, BACKWARD_BLOCK, BACKWARD_BLOCK)
+                          if mod in BACKWARD_MASK_MODS and name != "builtin:window" else 0)
+                call = lambda name=name, grads=grads, handle=handle: um.backward(  # noqa: E731
+                    name, mi.params, mi.q, mi.k, mi.v, mi.out, mi.lse, dout, *grads, block_mask=handle)
                 for g in grads:
                     g.fill_(float("nan"))
                 row["first_call_s"] = first_call_s(call)
@@ -1066,6 +1073,7 @@ def backward_mods(ctx: Context, skipped: list) -> list:
                                                         "err") +
                     (f", Flex {row['flex_tflops']:.1f}" if row.get("flex_tflops") else "") +
                     (f", vs Flex {row['vs_flex']:.1e}" if row.get("vs_flex") is not None else ""))
+    um.drop_block_masks()
     return rows
 
 
@@ -1096,9 +1104,10 @@ def backward_mods_notes() -> list:
         "vjp), library default blocks, on its own forward's out and lse; FlexAttention: autograd of "
         "torch.compile(flex_attention) with the same score_mod / mask_mod and a block mask built once. FLOPs = "
         "2.5 × 4·batch·heads·pairs·head_dim over the attended pairs. 'vs Flex': the largest relative Frobenius "
-        "difference of tilejit's dq, dk, dv from FlexAttention's (both bf16). The document mask reads memory, so "
-        "tilejit builds its block mask inside every timed call (attention::BlockMaskMode::Auto); FlexAttention's "
-        "is built once outside the timing.",
+        "difference of tilejit's dq, dk, dv from FlexAttention's (both bf16). Block masks of mask functions "
+        "(document, prefix-LM, the window's lambda) are built once outside the timing for both, as "
+        "create_block_mask (tilejit: user_mods_build_block_mask at 64x64, the backward's default blocks, whose "
+        "dK/dV pass then transposes it in every call); the built-in window is a band and needs none.",
     ]
 
 

@@ -18,10 +18,10 @@
 // 1024-byte aligned (the dynamic buffer is aligned at kernel entry, static operands are declared so), and
 // the wgmma accumulator is the MMA layout. A is read from registers (attention's p, or ldmatrix from its
 // staging), by the wgmma from a folded Trans's [K,M] staging through an M-major descriptor (transpose-a, the
-// columns in wgmma's row order), or, for a loop-invariant A such as attention's q, by the wgmma itself from
-// shared memory, rows
-// staged in the order wgmma reads them (an A of 16 or 32 columns in 32- or 64-byte swizzled rows); that is
-// 4-10% faster on the H200 than re-reading it with ldmatrix (bench/results/LEARNED.md), and keeping it in
+// columns in wgmma's row order), or by the wgmma itself from shared memory, its rows stored in the order wgmma
+// reads them (wgmma_a_row; an A of 16 or 32 columns in 32- or 64-byte swizzled rows): a loop-invariant A such
+// as attention's q staged once before the loop, or an A the loop's pipeline copies (matmul's a), copied into
+// its stage buffer in that order. For q that is 4-10% faster on the H200 than re-reading it with ldmatrix (bench/results/LEARNED.md), and keeping it in
 // registers across iterations is unsafe (see preload_mma_fragments). A dot that reads no scratch-staged
 // operand commits its group without waiting; the wait moves to the first use of its result, and a dot
 // continuing that accumulator chains onto it (Lowering::defer_wgmma, take_pending).
@@ -209,10 +209,6 @@ llvm::Value *pipelined(Lowering &L, const ir::Value *v) {
   return it == L.smem_operands.end() ? nullptr : it->second;
 }
 
-bool wgmma_shape_ok(const Geometry &g, bool b_nk, int num_warps) {
-  return codegen::wgmma_shape_ok(g.wm, g.wn, g.K, g.N, b_nk, num_warps);
-}
-
 /// acc (MMA layout registers) += a · b on wgmma. Each warpgroup issues, per k16 tile and m16 tile of its warps,
 /// one m64nNk16 (K-major B, all N columns) or one m64n64k16 per 64-column panel (N-major B: with one panel per
 /// instruction only the stride between 8-row groups along K is used, 1024 bytes). All A fragments and the
@@ -312,10 +308,14 @@ llvm::Value *wgmma_a_row(Lowering &L, llvm::Value *row, int wm, int64_t mt_count
   return b.CreateOr(b.CreateShl(slab, 6), in_slab);
 }
 
+bool runs_on_wgmma(Lowering &L, const ir::Op &dot) {
+  return L.use_wgmma && dot.kind == ir::OpKind::Dot && dot_uses_mma(dot, L.opts.num_warps) &&
+         dot_fits_wgmma(dot, operand_source(L, dot.operand(1)).second, L.opts.num_warps);
+}
+
 std::optional<std::pair<int, int64_t>> wgmma_a_order(Lowering &L, const ir::Op &dot) {
-  if (!L.use_wgmma || !dot_uses_mma(dot, L.opts.num_warps) || L.folded_trans.count(dot.operand(0)))
-    return std::nullopt;
-  if (!dot_fits_wgmma(dot, operand_source(L, dot.operand(1)).second, L.opts.num_warps)) return std::nullopt;
+  // A folded trans(x) is read through its own [K, M] staging (a_trans), not in this row order.
+  if (!runs_on_wgmma(L, dot) || L.folded_trans.count(dot.operand(0))) return std::nullopt;
   auto l = mma_layout(dot.result()->type.shape, L.opts.num_warps);
   int wm = l->parent.warps_per_cta[0];
   return std::make_pair(wm, l->shape[0] / (16 * int64_t(wm)));
@@ -336,19 +336,8 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
     // A loop-invariant A of a dot that will run on wgmma is stored in the rows order wgmma reads and read by it
     // from shared memory, and a loop-invariant B 1024-byte aligned for its descriptor (lower_dot_mma must then
     // take the wgmma path: same conditions).
-    std::optional<std::pair<int, int64_t>> wgmma_rows;
-    bool wgmma_b = false;
-    if (L.use_wgmma) {
-      auto rl = mma_layout(dot.result()->type.shape, L.opts.num_warps);
-      auto [bsrc, b_nk] = operand_source(L, dot.operand(1));
-      int wm = rl->parent.warps_per_cta[0];
-      int64_t K = dot.operand(0)->type.shape[1];
-      bool wg = dot_fits_wgmma(dot, b_nk, L.opts.num_warps);
-      // A's rows of 16, 32 or a multiple of 64 elements: the 32-, 64- and 128-byte swizzles.
-      if (i == 0 && wg && (K % 64 == 0 || K == 16 || K == 32))
-        wgmma_rows = std::make_pair(wm, rl->shape[0] / (16 * int64_t(wm)));
-      wgmma_b = i == 1 && wg;
-    }
+    std::optional<std::pair<int, int64_t>> wgmma_rows = i == 0 ? wgmma_a_order(L, dot) : std::nullopt;
+    const bool wgmma_b = i == 1 && runs_on_wgmma(L, dot);
     llvm::Value *g = L.new_persistent_smem(src->type.numel() * 2, wgmma_rows || wgmma_b ? 1024 : 16);
     if (!g) continue;
     stage_swizzled(L, t, src->type.elem, g, wgmma_rows);
@@ -410,7 +399,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   // dot reading them, in the form the first of them wanted: a B staged for ldmatrix is restaged here for
   // wgmma, and an A staged in wgmma's row order is restaged here (or read from registers) by a dot that
   // cannot use wgmma.
-  bool wg = L.use_wgmma && wgmma_shape_ok(g, b_nk, L.opts.num_warps);
+  bool wg = runs_on_wgmma(L, op);
   if (wg && persistent(L, bv) && !L.wgmma_smem_b.count(bv)) b_base = nullptr, stage_b = true;
   if (!wg && !a_pre && L.wgmma_smem_a.count(av)) {
     a_base = nullptr;
@@ -419,9 +408,9 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     a_regs = a_in_mma_registers(*ta.layout, L.opts.num_warps) ? &ta : nullptr;
     stage_a = !a_regs;
   }
+  if (!wg && L.wgmma_stage_a.count(av)) L.fail("internal: an A stage buffer in wgmma's row order read by mma.sync");
   // The accumulator: a running wgmma dot's result read only here is continued without a wait (chained) when
   // this dot reads A from shared memory too (no register of it to fence) and issues wgmmas of the same shape.
-  if (!wg && L.wgmma_stage_a.count(av)) L.fail("internal: an A stage buffer in wgmma's row order read by mma.sync");
   bool a_smem = wg && (L.wgmma_smem_a.count(av) != 0 || L.wgmma_stage_a.count(av) != 0 || a_trans);
   std::optional<Tile> chained;
   if (wg && a_smem && !stage_a && L.use_count(cv) == 1) chained = L.take_pending(cv, int(b_nk ? g.N : 64));

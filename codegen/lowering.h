@@ -282,6 +282,8 @@ Tile lower_dot(Lowering &L, const ir::Op &op);
 // lower_dot_mma.cpp: where an A operand staged for wgmma keeps row `row` (the MMA layout's rows in wgmma's
 // order; wm warps along M, mt_count m16 tiles per warp).
 llvm::Value *wgmma_a_row(Lowering &L, llvm::Value *row, int wm, int64_t mt_count);
+// Whether tensor-core dot `dot` is issued as wgmma (sm_90a, its shape fits: dot_fits_wgmma).
+bool runs_on_wgmma(Lowering &L, const ir::Op &dot);
 // (wm, mt_count) of wgmma_a_row when `dot` runs on wgmma and reads an untransposed A, which it then reads from
 // shared memory staged in that order; nullopt otherwise.
 std::optional<std::pair<int, int64_t>> wgmma_a_order(Lowering &L, const ir::Op &dot);

@@ -10,11 +10,11 @@
 #include <unordered_set>
 
 #include "codegen/mma.h"
+#include "tilejit/launch.h"
 
 namespace tilejit::codegen {
 namespace {
 
-constexpr int64_t kMaxPipelineBytes = 160 * 1024;  // stage buffers; leaves room for scratch and static smem
 constexpr int64_t kChunkElems = 8;                  // 16 bytes of 16-bit elements per cp.async
 
 /// Ops that may be re-lowered for another iteration: pure, no regions, no memory.
@@ -141,11 +141,12 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
     if (other && !is_zero_tile(other)) continue;
     if (!collect(ptr) || (mask && !collect(mask))) continue;
     PipelinedLoad pl{&op, rows, cols, p.stage_bytes, std::nullopt};
-    if (!us.empty() && std::all_of(us.begin(), us.end(), [&](const auto &u) { return u.second == 0; })) {
-      pl.wgmma_a_rows = wgmma_a_order(L, *us.front().first);
-      for (auto [user, i] : us)
-        if (wgmma_a_order(L, *user) != pl.wgmma_a_rows) pl.wgmma_a_rows.reset();
-    }
+    // A of wgmma dots only (all in the same row order): the wgmma reads it from the stage buffer.
+    const auto order = wgmma_a_order(L, *us.front().first);
+    if (order && std::all_of(us.begin(), us.end(), [&](const auto &u) {
+          return u.second == 0 && u.first->kind == ir::OpKind::Dot && wgmma_a_order(L, *u.first) == order;
+        }))
+      pl.wgmma_a_rows = order;
     p.stage_bytes += (rows * cols * 2 + align - 1) / align * align;
     p.loads.push_back(pl);
   }

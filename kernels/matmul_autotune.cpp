@@ -32,6 +32,19 @@ MatmulBlocks blocks(const autotune::Config &c) { return {c.get("BLOCK_M"), c.get
 
 }  // namespace
 
+std::vector<autotune::Config> matmul_candidates(DType dtype) {
+  std::vector<autotune::Config> cs = autotune::cartesian(
+      {{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128, 256}}, {"BLOCK_K", {32, 64}}}, {4, 8}, {1, 2, 3, 4});
+  // A 16-bit config whose stage buffers outgrow the pipeline's budget compiles to its twin with fewer stages.
+  if (dtype != DType::f32)
+    std::erase_if(cs, [](const autotune::Config &c) {
+      return c.num_stages > 2 &&
+             int64_t(c.num_stages) * (c.get("BLOCK_M") + c.get("BLOCK_N")) * c.get("BLOCK_K") * 2 >
+                 kMaxPipelineBytes;
+    });
+  return cs;
+}
+
 void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K, DType dtype, Stream *stream,
                       const autotune::Settings &settings, autotune::Result *result, autotune::Config *chosen) {
   if (M <= 0 || N <= 0 || K <= 0) throw TraceError("matmul: M, N, K must be positive");
@@ -58,8 +71,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   t.kernel = "matmul";
   t.key = key;
   t.arch = arch;
-  t.configs = autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128, 256}}, {"BLOCK_K", {32, 64}}}, {4, 8},
-                                  {1, 2, 3, 4});
+  t.configs = matmul_candidates(dtype);
   t.stream = stream;
   t.flops = 2.0 * M * N * K;
   t.compile = [&](const autotune::Config &cf) {

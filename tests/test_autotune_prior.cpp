@@ -8,6 +8,7 @@
 
 #include "kernels/autotune_prior.h"
 #include "kernels/launch_options.h"
+#include "kernels/matmul_autotune.h"
 #include "runtime/jit_log.h"
 #include "test_codegen_util.h"
 #include "tilejit/autotune.h"
@@ -20,17 +21,13 @@ using autotune::Config;
 
 namespace {
 
-// The candidate lists of kernels/attention_autotune.cpp, kernels/flex/flex_autotune.cpp and
-// kernels/matmul_autotune.cpp (register-capped configs on, their default).
+// The candidate lists of kernels/attention_autotune.cpp and kernels/flex/flex_autotune.cpp (register-capped
+// configs on, their default); matmul's comes from kernels/matmul_autotune.h.
 std::vector<Config> attention_candidates() {
   return with_more_per_sm(autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3}));
 }
 std::vector<Config> flex_candidates() {
   return with_more_per_sm(autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {2, 3}));
-}
-std::vector<Config> matmul_candidates() {
-  return autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128, 256}}, {"BLOCK_K", {32, 64}}}, {4, 8},
-                             {1, 2, 3, 4});
 }
 
 bool contains(const std::vector<Config> &cs, const Config &c) { return std::find(cs.begin(), cs.end(), c) != cs.end(); }
@@ -43,7 +40,7 @@ bool fits(const autotune::Estimate &e, const Config &c) {
 
 TEST_CASE("parse_config reads Config::str() back", "[autotune]") {
   for (const Config &c : attention_candidates()) CHECK(parse_config(c.str()) == c);
-  for (const Config &c : matmul_candidates()) CHECK(parse_config(c.str()) == c);
+  for (const Config &c : matmul_candidates(DType::bf16)) CHECK(parse_config(c.str()) == c);
   CHECK_THROWS_WITH(parse_config("BLOCK_M=128 num_warps=8"), Catch::Contains("needs num_warps and num_stages"));
   CHECK_THROWS_WITH(parse_config("BLOCK_M=12x num_warps=8 num_stages=2"),
                     Catch::Contains("'BLOCK_M=12x' is not NAME=integer"));
@@ -86,7 +83,7 @@ TEST_CASE("every prior entry is a candidate of its kernel and passes its estimat
     CHECK_FALSE(prior.empty());
     for (const Config &c : prior) {
       INFO("matmul: " << c.str());
-      CHECK(contains(matmul_candidates(), c));
+      CHECK(contains(matmul_candidates(dt), c));
       CHECK(fits(matmul_estimate(c, 2), c));
       ++entries;
     }

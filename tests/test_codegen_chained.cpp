@@ -191,7 +191,7 @@ TEST_CASE("codegen: a pipelined A operand is copied in wgmma's row order and rea
   spec.num_warps = 8;
   for (auto [bm, bn, bk] : {std::array{128, 128, 64}, std::array{128, 256, 64}, std::array{128, 256, 32}})
     for (int stages : {2, 3, 4}) {
-      if ((bm + bn) * bk * 2 * stages > 160 * 1024) continue;  // past the stage buffers' budget: fewer stages
+      if ((bm + bn) * bk * 2 * stages > kMaxPipelineBytes) continue;  // compiles with fewer stages
       spec.block_m = bm, spec.block_n = bn, spec.block_k = bk, spec.num_stages = stages;
       std::string ptx = kernels::builtin_ptx("matmul", spec);
       INFO(bm << "x" << bn << "x" << bk << ", num_stages " << stages);

@@ -133,14 +133,15 @@ void compare(const Result &got, const Result &ref, const std::string &what) {
 }
 
 /// dq, dk, dv (as doubles, [B, H, S, D] each, concatenated) of `mod`'s backward on its own forward's output,
-/// with dout = v; empty when a call failed (counted).
-std::vector<double> gradients(const Inputs &in, const std::string &mod) {
+/// with dout = v, the backward walking prebuilt block mask `block_mask` (0: none); empty when a call failed
+/// (counted).
+std::vector<double> gradients(const Inputs &in, const std::string &mod, int block_mask = 0) {
   const size_t n = in.q.size();
   std::vector<uint16_t> out(n), grads(3 * n, 0xffff);  // poisoned: NaN
   std::vector<float> lse(size_t(B) * H * S);
   if (user_mods_forward(mod.c_str(), &in.p, 0, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), B, H, S,
                         D, 0, nullptr) != 0 ||
-      user_mods_backward(mod.c_str(), &in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(),
+      user_mods_backward(mod.c_str(), &in.p, block_mask, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(),
                          in.v.data(), grads.data(), grads.data() + n, grads.data() + 2 * n, B, H, S, D,
                          nullptr) != 0) {
     expect(false, mod + " backward: " + user_mods_last_error());
@@ -462,6 +463,16 @@ int main() {
           compare(run([&](uint16_t *o, float *l) { return example_forward(in, mod, o, l); }, mod + " again",
                       user_mods_last_error),
                   ref, mod + " (block mask per call) vs float64");
+          // The backward walking the prebuilt block mask (at its block sizes) gives the gradients of one
+          // that builds its own (each checked against float64 by tilejit's tests).
+          if (bm < bn) {
+            const std::vector<double> g_pre = gradients(in, mod, handle), g_own = gradients(in, mod);
+            if (!g_pre.empty() && !g_own.empty()) {
+              double diff = rel_frobenius(g_pre, g_own);
+              std::printf("  %-44s rel. difference %.2e\n", "backward: prebuilt vs own block mask", diff);
+              expect(diff <= kOutTol, what + ": backward gradients differ by " + std::to_string(diff));
+            }
+          }
           expect(user_mods_drop_block_masks() == 0, "drop block masks");
         }
       }
@@ -493,6 +504,11 @@ int main() {
              "a block mask of another mod");
   fails_with(example_forward(in, "window", out.data(), lse.data(), handle + 1), "unknown",
              "an unknown block-mask handle");
+  std::vector<uint16_t> grads(3 * out.size());
+  fails_with(user_mods_backward("document", &p, handle, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(),
+                                in.v.data(), grads.data(), grads.data() + out.size(), grads.data() + 2 * out.size(), B,
+                                H, S, D, nullptr),
+             "was built for mod 'window'", "the backward given a block mask of another mod");
   user_mods_drop_block_masks();
 
   check_decode(p);

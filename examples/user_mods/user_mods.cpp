@@ -226,6 +226,27 @@ void with_options(const std::string &name, const user_mods_params &p, const att:
   f(opt);
 }
 
+/// With a handle (> 0), the call walks that prebuilt block mask (at its block sizes), which must be of this mod
+/// and shape; 0 leaves the mask to the call.
+void use_block_mask(int handle, const std::string &name, const att::FlexShape &s, att::FlexOptions &opt) {
+  if (handle == 0) return;
+  auto pre = state().block_masks.find(handle);
+  if (pre == state().block_masks.end())
+    throw std::invalid_argument("block mask handle " + std::to_string(handle) + " is unknown (dropped?)");
+  const att::FlexShape &b = pre->second.shape;
+  if (pre->second.mod != name)
+    throw std::invalid_argument("block mask " + std::to_string(handle) + " was built for mod '" + pre->second.mod +
+                                "', not '" + name + "'");
+  if (b.batch != s.batch || b.heads_q != s.heads_q || b.seqlen_q != s.seqlen_q)
+    throw std::invalid_argument("mod '" + name + "': its block mask was built for batch " + std::to_string(b.batch) +
+                                ", heads " + std::to_string(b.heads_q) + ", seqlen " + std::to_string(b.seqlen_q) +
+                                "; this call has " + std::to_string(s.batch) + ", " + std::to_string(s.heads_q) +
+                                ", " + std::to_string(s.seqlen_q));
+  opt.block_mask = &pre->second.mask;
+  opt.block_m = pre->second.mask.block_m;
+  opt.block_n = pre->second.mask.block_n;
+}
+
 template <class F>
 int guarded(F &&f) {
   try {
@@ -263,23 +284,7 @@ int user_mods_forward(const char *mod, const user_mods_params *params, int block
     const std::string name = mod;
     att::FlexShape s = shape_of(batch, heads, seqlen, head_dim);
     with_options(name, *params, s, stream, [&](att::FlexOptions &opt) {
-      if (block_mask != 0) {
-        auto pre = state().block_masks.find(block_mask);
-        if (pre == state().block_masks.end())
-          throw std::invalid_argument("block mask handle " + std::to_string(block_mask) + " is unknown (dropped?)");
-        const att::FlexShape &b = pre->second.shape;
-        if (pre->second.mod != name)
-          throw std::invalid_argument("block mask " + std::to_string(block_mask) + " was built for mod '" +
-                                      pre->second.mod + "', not '" + name + "'");
-        if (b.batch != s.batch || b.heads_q != s.heads_q || b.seqlen_q != s.seqlen_q)
-          throw std::invalid_argument("mod '" + name + "': its block mask was built for batch " +
-                                      std::to_string(b.batch) + ", heads " + std::to_string(b.heads_q) + ", seqlen " +
-                                      std::to_string(b.seqlen_q) + "; this call has " + std::to_string(s.batch) + ", " +
-                                      std::to_string(s.heads_q) + ", " + std::to_string(s.seqlen_q));
-        opt.block_mask = &pre->second.mask;
-        opt.block_m = pre->second.mask.block_m;
-        opt.block_n = pre->second.mask.block_n;
-      }
+      use_block_mask(block_mask, name, s, opt);
       opt.autotune = autotune != 0;
       const size_t elems = size_t(s.batch) * s.heads_q * s.seqlen_q * size_t(std::max(head_dim, 0));
       att::flex_forward(ptr(q, elems * 2, "q"), ptr(k, elems * 2, "k"), ptr(v, elems * 2, "v"),
@@ -289,14 +294,16 @@ int user_mods_forward(const char *mod, const user_mods_params *params, int block
   });
 }
 
-int user_mods_backward(const char *mod, const user_mods_params *params, const void *q, const void *k, const void *v,
-                       const void *out, const float *lse, const void *dout, void *dq, void *dk, void *dv, int batch,
-                       int heads, int seqlen, int head_dim, void *stream) {
+int user_mods_backward(const char *mod, const user_mods_params *params, int block_mask, const void *q, const void *k,
+                       const void *v, const void *out, const float *lse, const void *dout, void *dq, void *dk,
+                       void *dv, int batch, int heads, int seqlen, int head_dim, void *stream) {
   return guarded([&] {
     if (!mod || !params) throw std::invalid_argument("mod and params must not be null");
+    const std::string name = mod;
     att::FlexShape s = shape_of(batch, heads, seqlen, head_dim);
     const size_t elems = size_t(s.batch) * s.heads_q * s.seqlen_q * size_t(std::max(head_dim, 0)), bytes = elems * 2;
-    with_options(mod, *params, s, stream, [&](att::FlexOptions &opt) {
+    with_options(name, *params, s, stream, [&](att::FlexOptions &opt) {
+      use_block_mask(block_mask, name, s, opt);
       att::flex_backward(ptr(q, bytes, "q"), ptr(k, bytes, "k"), ptr(v, bytes, "v"), ptr(out, bytes, "out"),
                          ptr(lse, size_t(s.batch) * s.heads_q * s.seqlen_q * 4, "lse"), ptr(dout, bytes, "dout"),
                          ptr(dq, bytes, "dq"), ptr(dk, bytes, "dk"), ptr(dv, bytes, "dv"), s, opt);

@@ -51,22 +51,24 @@ int user_mods_forward(const char *mod, const user_mods_params *params, int block
 
 /* The gradients of user_mods_forward's output (same mod, params and shape; its out and lse): dq, dk, dv
  * (q's layout, bf16) from dout (out's layout), through attention::flex_backward; the score_mod's derivative is
- * traced from the lambda (or built-in) itself. Captures stay constants (no table gradient). A mask function's
- * block mask is built (or reused) as in the forward. Errors as user_mods_forward's, and flex_backward's. */
-int user_mods_backward(const char *mod, const user_mods_params *params, const void *q, const void *k, const void *v,
-                       const void *out, const float *lse, const void *dout, void *dq, void *dk, void *dv, int batch,
-                       int heads, int seqlen, int head_dim, void *stream);
+ * traced from the lambda (or built-in) itself. Captures stay constants (no table gradient). block_mask: 0, or
+ * a handle from user_mods_build_block_mask for this mod and shape, whose block sizes the backward then uses
+ * (its dK/dV pass walks the mask transposed); with 0 a mask function's block mask is built (or reused from
+ * the cache) as in the forward. Errors as user_mods_forward's, and flex_backward's. */
+int user_mods_backward(const char *mod, const user_mods_params *params, int block_mask, const void *q, const void *k,
+                       const void *v, const void *out, const float *lse, const void *dout, void *dq, void *dk,
+                       void *dv, int batch, int heads, int seqlen, int head_dim, void *stream);
 
 /* Builds the block mask of mask mod `mod` (window, document, prefix_lm, or their builtin: forms) once, for
  * this shape and these block sizes (powers of two ≥ 16), from params' current values — FlexAttention's
- * create_block_mask — and stores a handle (> 0) for user_mods_forward in *handle. The caller promises not
+ * create_block_mask — and stores a handle (> 0) for user_mods_forward and user_mods_backward in *handle. The caller promises not
  * to change the values the mask reads (ids, window, prefix) while using it. Errors: a mod without a mask
  * function (a band, e.g. builtin:window, needs none), bad block sizes, a null handle. */
 int user_mods_build_block_mask(const char *mod, const user_mods_params *params, int batch, int heads, int seqlen,
                                int head_dim, int block_m, int block_n, void *stream, int *handle);
 
 /* Frees every block mask built by user_mods_build_block_mask (their handles become invalid). Waits for the
- * streams they were built on; forward calls that used them on other streams must have finished. */
+ * streams they were built on; calls that used them on other streams must have finished. */
 int user_mods_drop_block_masks(void);
 
 /* Decode over a paged KV cache (tilejit/paged_attention.h): a plan for `batch` sequences of `seqlen_q` (1..16) new

@@ -24,6 +24,11 @@ bool gpu_available();
 
 class Stream;
 
+/// Shared memory a loop's software pipeline may give its stage buffers (num_stages buffers of the operand tiles
+/// its dots read): where that needs more, the loop keeps fewer stages, so a larger num_stages compiles to the
+/// same kernel.
+inline constexpr int64_t kMaxPipelineBytes = 160 * 1024;
+
 /// Per-launch options (as in Triton: num_warps threads groups per program, num_stages pipelining depth).
 struct LaunchConfig {
   int num_warps = 4;            // 1, 2, 4, 8, 16, 32 (threads per program = 32 · num_warps)

@@ -189,13 +189,15 @@ TEST_CASE("codegen on the GPU: dot on tensor cores for many shapes (bf16, f16, a
 }
 
 // 8-warp wgmma K loops over 7 K steps with 2-4 stage buffers, so the ring wraps; a copied in wgmma's row
-// order and read by descriptor, b [K,N] and trans([N,K]), N up to 256. Exact inputs: the GPU matches the
-// interpreter bit for bit.
+// order and read by descriptor (256 rows: two m64 tiles per warpgroup), b [K,N] and trans([N,K]), N up to
+// 256; the shapes wgmma does not take (K-major b of 32 columns, warps along N) run mma.sync. Exact inputs: the
+// GPU matches the interpreter bit for bit.
 TEST_CASE("codegen on the GPU: wgmma K loops reading A from stage buffers (8 warps, 2-4 stages, N up to 256)",
           "[gpu][codegen]") {
-  int cases = 0;
+  int cases = 0, on_wgmma = 0;
   for (auto [bm, bn, bk] : {std::array<int64_t, 3>{128, 128, 64}, std::array<int64_t, 3>{128, 256, 64},
-                            std::array<int64_t, 3>{128, 256, 32}, std::array<int64_t, 3>{64, 128, 64}})
+                            std::array<int64_t, 3>{128, 256, 32}, std::array<int64_t, 3>{256, 128, 64},
+                            std::array<int64_t, 3>{64, 128, 64}})
     for (bool trans_b : {false, true})
       for (int stages : {2, 3, 4}) {
         DType dt = (stages + trans_b) % 2 ? BF16 : DType::f16;
@@ -209,13 +211,16 @@ TEST_CASE("codegen on the GPU: wgmma K loops reading A from stage buffers (8 war
         args.push_back(buffer_arg(c0));
         args.push_back(int_arg(N));
         args.push_back(int_arg(K));
-        run_both(matmul_acc(bm, bn, bk, dt, trans_b), Grid{uint32_t(M / bm), uint32_t(N / bn)}, args, 8, stages);
+        auto fn = matmul_acc(bm, bn, bk, dt, trans_b);
+        on_wgmma += codegen::dot_fits_wgmma(*find_dot(fn), trans_b, 8);
+        run_both(fn, Grid{uint32_t(M / bm), uint32_t(N / bn)}, args, 8, stages);
         auto [cpu, gpu] = outputs<float>(args[2]);
         require_close(cpu, gpu, 0, 0, fmt::format("dot {}x{}x{} {}{}, 8 warps, num_stages {}", bm, bn, bk,
                                                   dtype_name(dt), trans_b ? " trans_b" : "", stages));
         ++cases;
       }
-  REQUIRE(cases == 24);
+  REQUIRE(cases == 30);
+  REQUIRE(on_wgmma == 21);  // all but the K-major b of 32 columns and the 64-row tiles (3 stage counts each)
 }
 
 TEST_CASE("codegen on the GPU: if, casts, atomics, math, transpose/reshape", "[gpu][codegen]") {
