@@ -95,39 +95,6 @@ TEST_CASE("codegen on the GPU: argmax/argmin and a cross-warp sum", "[gpu][codeg
   require_close(cs, gs, 1e-5, 1e-3, "sum");  // 512 terms of ±100 in another order
 }
 
-TEST_CASE("codegen on the GPU: dot in a K loop (bf16, f16, f32)", "[gpu][codegen]") {
-  const int64_t M = 128, N = 192, K = 96;
-  for (DType dt : {BF16, DType::f16, F32}) {
-    auto a = random_floats(size_t(M * K), -1, 1, 6), b = random_floats(size_t(K * N), -1, 1, 7);
-    std::vector<Arg> args;
-    auto narrow = [&](const std::vector<float> &v) {
-      if (dt == F32) return buffer_arg(v);
-      std::vector<uint16_t> h(v.size());
-      for (size_t i = 0; i < v.size(); ++i) {
-        // exact small multiples of 1/64 are representable in f16 and bf16
-        float q = std::round(v[i] * 64) / 64;
-        if (dt == BF16) {
-          uint32_t bits;
-          std::memcpy(&bits, &q, 4);
-          h[i] = uint16_t(bits >> 16);
-        } else {
-          _Float16 f = static_cast<_Float16>(q);
-          std::memcpy(&h[i], &f, 2);
-        }
-      }
-      return buffer_arg(h);
-    };
-    args.push_back(narrow(a));
-    args.push_back(narrow(b));
-    args.push_back(poisoned(M * N * 4));
-    args.push_back(int_arg(N));
-    args.push_back(int_arg(K));
-    run_both(matmul(64, 64, 32, dt), Grid{uint32_t(M / 64), uint32_t(N / 64)}, args);
-    auto [cpu, gpu] = outputs<float>(args[2]);
-    require_close(cpu, gpu, 1e-5, 1e-5, fmt::format("matmul {}", dtype_name(dt)));  // f32 fma, same order
-  }
-}
-
 namespace {
 
 /// v rounded to multiples of 1/64 as 16-bit dt (bf16 or f16): exact there, and every product and partial sum of
@@ -149,6 +116,23 @@ Arg sixty_fourths(const std::vector<float> &v, DType dt) {
 }
 
 }  // namespace
+
+TEST_CASE("codegen on the GPU: dot in a K loop (bf16, f16, f32)", "[gpu][codegen]") {
+  const int64_t M = 128, N = 192, K = 96;
+  for (DType dt : {BF16, DType::f16, F32}) {
+    auto a = random_floats(size_t(M * K), -1, 1, 6), b = random_floats(size_t(K * N), -1, 1, 7);
+    std::vector<Arg> args;
+    auto narrow = [&](const std::vector<float> &v) { return dt == F32 ? buffer_arg(v) : sixty_fourths(v, dt); };
+    args.push_back(narrow(a));
+    args.push_back(narrow(b));
+    args.push_back(poisoned(M * N * 4));
+    args.push_back(int_arg(N));
+    args.push_back(int_arg(K));
+    run_both(matmul(64, 64, 32, dt), Grid{uint32_t(M / 64), uint32_t(N / 64)}, args);
+    auto [cpu, gpu] = outputs<float>(args[2]);
+    require_close(cpu, gpu, 1e-5, 1e-5, fmt::format("matmul {}", dtype_name(dt)));  // f32 fma, same order
+  }
+}
 
 // Tensor-core dots (mma.sync m16n8k16) against the interpreter: every block shape in {16..128}³ that has
 // an MMA layout for 4 warps, bf16 and f16, a loaded (random) accumulator, two K-loop steps, b as [K,N] and as
