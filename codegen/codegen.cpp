@@ -509,7 +509,7 @@ struct Lowered {
 // The shared memory one block may use on `arch`, static and dynamic together (the opt-in maximum; CUDA C
 // Programming Guide, compute capabilities table).
 int64_t max_shared_per_block(const std::string &arch) {
-  const int sm = std::atoi(arch.c_str() + (arch.rfind("sm_", 0) == 0 ? 3 : 0));
+  const int sm = sm_version(arch);
   if (sm == 90) return 227 * 1024;
   if (sm == 80 || sm == 87) return 163 * 1024;
   if (sm == 86 || sm == 89) return 99 * 1024;

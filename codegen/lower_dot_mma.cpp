@@ -21,8 +21,9 @@
 // columns in wgmma's row order), or by the wgmma itself from shared memory, its rows stored in the order wgmma
 // reads them (wgmma_a_row; an A of 16 or 32 columns in 32- or 64-byte swizzled rows): a loop-invariant A such
 // as attention's q staged once before the loop, or an A the loop's pipeline copies (matmul's a), copied into
-// its stage buffer in that order. For q that is 4-10% faster on the H200 than re-reading it with ldmatrix (bench/results/LEARNED.md), and keeping it in
-// registers across iterations is unsafe (see preload_mma_fragments). A dot that reads no scratch-staged
+// its stage buffer in that order. For q that is 4-10% faster on the H200 than re-reading it with ldmatrix
+// (bench/results/LEARNED.md), and keeping it in registers across iterations is unsafe (see
+// preload_mma_fragments). A dot that reads no scratch-staged
 // operand commits its group without waiting; the wait moves to the first use of its result, and a dot
 // continuing that accumulator chains onto it (Lowering::defer_wgmma, take_pending).
 #include <fmt/format.h>

@@ -144,7 +144,7 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
     // A of wgmma dots only (all in the same row order): the wgmma reads it from the stage buffer.
     const auto order = wgmma_a_order(L, *us.front().first);
     if (order && std::all_of(us.begin(), us.end(), [&](const auto &u) {
-          return u.second == 0 && u.first->kind == ir::OpKind::Dot && wgmma_a_order(L, *u.first) == order;
+          return u.second == 0 && wgmma_a_order(L, *u.first) == order;
         }))
       pl.wgmma_a_rows = order;
     p.stage_bytes += (rows * cols * 2 + align - 1) / align * align;
