@@ -22,13 +22,22 @@ void dce(Function &fn);              // removes unused pure ops and unused loop-
 /// Moves loads whose operands do not change across a for loop's iterations (and the pure ops computing
 /// them) in front of the loop, when the loop writes no memory; the moved load's mask gains `lb < ub`.
 void hoist_invariant_loads(Function &fn);
-/// An f32 division (not div_rn's) by a divisor broadcast from fewer elements (a scalar, a row's or a column's
-/// value) becomes a multiplication by the reciprocal, computed once per divisor element where the divisor is
+/// An f32 division (not div_rn's) by a constant or by a divisor broadcast from fewer elements (a scalar, a row's
+/// or a column's value) becomes a multiplication by the reciprocal, computed once per divisor element where the divisor is
 /// defined: a relative error of at most 2^-23 + 2^-48 where 1/b is normal (see
 /// ir/passes/reciprocal_division.cpp for the rest).
 void reciprocal_division(Function &fn);
-/// The standard pipeline: verify, fold, canonicalize, reciprocal_division, hoist_invariant_loads, cse, dce (to a
-/// fixed point), verify.
-void optimize(Function &fn);
+/// An f32 tile multiplied by two uniform factors (constants or broadcast scalars) one after the other, or by one
+/// and then as an fma's multiplicand by another, is multiplied once by their product: (x·a)·b → x·(a·b),
+/// fma(x·a, b, c) → fma(x, a·b, c), where x·a has no other use. Within about 2 ulp where a·b is a normal f32 (see
+/// ir/passes/reassociate_scalar_factors.cpp for the rest).
+void reassociate_scalar_factors(Function &fn);
+/// Which float rewrites optimize may make. Exact: only those that keep every result's bits (folding,
+/// canonicalization, hoisting, CSE, DCE). Fast (what kernels get): also reciprocal_division and
+/// reassociate_scalar_factors, each within the error its header states.
+enum class FloatRewrites { Exact, Fast };
+/// The standard pipeline: verify, fold, canonicalize, reciprocal_division and reassociate_scalar_factors (Fast),
+/// hoist_invariant_loads, cse, dce (to a fixed point), verify.
+void optimize(Function &fn, FloatRewrites rewrites = FloatRewrites::Fast);
 
 }  // namespace tilejit::ir

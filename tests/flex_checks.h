@@ -16,10 +16,11 @@ namespace tilejit::testing {
 using attention::Align;
 using attention::FlexOptions;
 
-/// The built-in soft-cap at the edges of its fixed-reference softmax (SOFTCAP_BOUND: bf16, |cap| ≤ 55) and
-/// just past them (the running max): rows whose every visible score is pinned at −cap (ALiBi with slope
-/// 1000 then the cap, the diagonal masked out) must not underflow, and rows with no visible key still end
-/// with 0 and lse −inf. Caps 50 and 55 take the bound, 56 and every f16 case the online softmax.
+/// Soft-capping at the edges of the fixed-reference softmax (ScoreFrame::FixedReference: bf16, scores within
+/// 2·55·log2e log2 units) and just past them (the running max): rows whose every visible score is pinned at −cap
+/// (ALiBi with slope 1000 then the cap, the diagonal masked out) must not underflow, and rows with no visible key
+/// still end with 0 and lse −inf. Caps 50 and 55 take the fixed reference, 56 and every f16 case the online
+/// softmax. Both as flex_variants.h's compose(alibi, softcap) and as a user's lambda over a captured cap.
 inline void check_softcap_bound_edges(Backend be, int block_m, int block_n) {
   for (DType dt : {DType::bf16, DType::f16})
     for (float cap : {50.f, 55.f, 56.f}) {
@@ -32,21 +33,31 @@ inline void check_softcap_bound_edges(Backend be, int block_m, int block_n) {
       std::vector<float> slopes_host{1000.f, 0.25f};
       Buffer slopes(slopes_host.size() * 4, be);
       slopes.upload(slopes_host);
-      FlexOptions o;
-      o.score_mod = attention::compose(attention::alibi(capture(slopes, DType::f32)), attention::softcap(cap));
-      // Query i sees keys j ≤ i − 2 and j ≥ i + 2: never its own (distance 0), so with slope 1000 every score
-      // of head 0 is −cap + tiny.
-      o.mask = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return (q - kv >= 2) | (kv - q >= 2); });
-      auto score = [&](double s, int, int h, int q, int kv) {
-        return double(cap) * std::tanh((s - double(slopes_host[size_t(h)]) * std::abs(q - kv)) / cap);
-      };
-      auto visible = [](int, int, int q, int kv, int, int) { return q - kv >= 2 || kv - q >= 2; };
-      require_matches(run_flex_case(be, c, o, {score, visible}), dt);
-      // A mask that hides every key from every row: output 0, lse −inf on both paths. Without a block mask,
-      // so that the kernel visits the key blocks and masks every score (a block mask would skip them all).
-      o.mask = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return q < 0; });
-      c.block_mask_mode = attention::BlockMaskMode::Off;
-      require_matches(run_flex_case(be, c, o, {score, [](int, int, int, int, int, int) { return false; }}), dt);
+      Captured slopes_cap = capture(slopes, DType::f32), cap_cap = capture(cap);
+      for (bool lambda : {false, true}) {
+        INFO((lambda ? "user lambda" : "flex_variants.h"));
+        FlexOptions o;
+        c.block_mask_mode = attention::BlockMaskMode::Auto;
+        o.score_mod = attention::compose(attention::alibi(slopes_cap), attention::softcap(cap));
+        if (lambda)
+          o.score_mod = [slopes_cap, cap_cap](Tile s, Tile, Tile h, Tile q, Tile kv) {
+            Tile x = s - load(slopes_cap() + h) * abs(q - kv).to(DType::f32);
+            return cap_cap() * tanh(x / cap_cap());
+          };
+        // Query i sees keys j ≤ i − 2 and j ≥ i + 2: never its own (distance 0), so with slope 1000 every score
+        // of head 0 is −cap + tiny.
+        o.mask = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return (q - kv >= 2) | (kv - q >= 2); });
+        auto score = [&](double s, int, int h, int q, int kv) {
+          return double(cap) * std::tanh((s - double(slopes_host[size_t(h)]) * std::abs(q - kv)) / cap);
+        };
+        auto visible = [](int, int, int q, int kv, int, int) { return q - kv >= 2 || kv - q >= 2; };
+        require_matches(run_flex_case(be, c, o, {score, visible}), dt);
+        // A mask that hides every key from every row: output 0, lse −inf on both paths. Without a block mask,
+        // so that the kernel visits the key blocks and masks every score (a block mask would skip them all).
+        o.mask = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return q < 0; });
+        c.block_mask_mode = attention::BlockMaskMode::Off;
+        require_matches(run_flex_case(be, c, o, {score, [](int, int, int, int, int, int) { return false; }}), dt);
+      }
     }
 }
 

@@ -3,6 +3,11 @@
 // block-mask kernel itself. No GPU needed; the GPU tests run them.
 #include <catch2/catch.hpp>
 
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "kernels/flex/flex_internal.h"
 #include "tilejit/flex_attention.h"
 #include "tilejit/flex_variants.h"
@@ -71,31 +76,46 @@ TEST_CASE("flex kernels traced for distinct mod objects are a bounded cache", "[
   CHECK(mod_ir(first) == first_ir);  // evicted by now, traced again, same kernel
 }
 
-TEST_CASE("flex: the built-in soft-cap's fixed softmax reference is chosen per launch from the cap and dtype",
+TEST_CASE("flex: a score_mod's softmax frame is chosen per launch from its traced range, its captures and the dtype",
           "[flex]") {
+  using attention::flex::ScoreFrame;
   attention::FlexOptions o;
-  auto bound = [&](attention::ScoreMod m, DType dt = DType::bf16) {
+  auto frame = [&](attention::ScoreMod m, DType dt = DType::bf16) {
     o.score_mod = std::move(m);
     o.dtype = dt;
-    return attention::flex::softcap_bound(o);
+    return attention::flex::score_frame(o, false);
+  };
+  auto fixed = [&](attention::ScoreMod m, DType dt = DType::bf16) {
+    return frame(std::move(m), dt).kind == ScoreFrame::FixedReference;
   };
   Buffer slopes(16, Backend::Interpreter);
-  CHECK(bound(attention::softcap(50.f)));
-  CHECK(bound(attention::softcap(capture(-55.f))));  // the sign of a captured cap does not matter
-  CHECK_FALSE(bound(attention::softcap(55.5f)));
-  CHECK_FALSE(bound(attention::softcap(50.f), DType::f16));  // P in f16 has no room for the reference's window
-  CHECK(bound(attention::softcap(capture(0.f))));              // clamped to FLT_MIN in the kernel: all scores 0
-  CHECK(bound(attention::softcap(capture(int32_t(30)))));
-  CHECK(bound(attention::compose(attention::alibi(capture(slopes, DType::f32)), attention::softcap(30.f))));
-  CHECK_FALSE(bound(attention::alibi(capture(slopes, DType::f32))));
-  CHECK_FALSE(bound(attention::ScoreMod([](Tile s, Tile, Tile, Tile, Tile) { return 50.f * tanh(s / 50.f); })));
-  // The cap is read at each launch: a capture changed to a larger cap switches to the running max.
-  Captured cap = capture(20.f);
-  attention::ScoreMod m = attention::softcap(cap);
-  CHECK(bound(m));
-  cap.set(80.0);
-  CHECK_FALSE(bound(m));
-  // The bound's kernel has one exp2 per key block (no rescaling factor) where the running max's has two.
+  CHECK(fixed(attention::softcap(50.f)));
+  CHECK(fixed(attention::softcap(capture(-55.f))));  // the sign of a captured cap does not matter
+  CHECK_FALSE(fixed(attention::softcap(55.5f)));
+  CHECK_FALSE(fixed(attention::softcap(50.f), DType::f16));  // P in f16 has no room for the reference's window
+  CHECK(fixed(attention::softcap(capture(0.f))));              // |cap| ≥ FLT_MIN: all scores 0
+  CHECK(fixed(attention::softcap(capture(int32_t(30)))));
+  CHECK(fixed(attention::compose(attention::alibi(capture(slopes, DType::f32)), attention::softcap(30.f))));
+  // The same math written by a user, with a literal or a captured cap of either sign, and other narrow mods.
+  CHECK(fixed([](Tile s, Tile, Tile, Tile, Tile) { return 50.f * tanh(s / 50.f); }));
+  Captured user_cap = capture(-50.f);
+  attention::ScoreMod user_softcap = [user_cap](Tile s, Tile, Tile, Tile, Tile) { return user_cap() * tanh(s / user_cap()); };
+  CHECK(fixed(user_softcap));
+  user_cap.set(80.0);  // read at each launch: a larger cap switches to the running max
+  CHECK(frame(user_softcap).kind == ScoreFrame::Ordinary);
+  CHECK(fixed([](Tile s, Tile, Tile, Tile, Tile) { return sigmoid(s) * 4.f; }));
+  CHECK(std::abs(frame([](Tile s, Tile, Tile, Tile, Tile) { return sigmoid(s); }).reference - 1.4426950f) < 1e-6f);
+  // Caps near the window's middle: R = min(C, 100 − C), C = |cap|·log2e.
+  CHECK(std::abs(frame(attention::softcap(50.f)).reference - float(100 - 50 * 1.4426950408889634)) < 1e-4f);
+  CHECK(std::abs(frame(attention::softcap(20.f)).reference - float(20 * 1.4426950408889634)) < 1e-4f);
+  // Wider or unbounded: the ordinary frame, or the exact one.
+  CHECK(frame([](Tile s, Tile, Tile, Tile, Tile) { return s * 0.5f; }).kind == ScoreFrame::Ordinary);
+  CHECK(frame(attention::alibi(capture(slopes, DType::f32))).kind == ScoreFrame::Ordinary);  // its built-in form
+  CHECK(frame(attention::alibi(capture(slopes, DType::f32)), DType::bf16).kind == ScoreFrame::Ordinary);
+  CHECK(attention::flex::score_frame(o, true).kind == ScoreFrame::AnyFinite);  // packed: its function, slopes loaded
+  CHECK(frame([](Tile s, Tile, Tile, Tile, Tile) { return s - 1e10f; }).kind == ScoreFrame::AnyFinite);
+  CHECK(frame({}).kind == ScoreFrame::Ordinary);
+  // The fixed reference's kernel has one exp2 per key block (no rescaling factor) where the running max's has two.
   attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 100, .seqlen_k = 100, .head_dim_qk = 64};
   auto exp2s = [](const std::string &ir) { return occurrences(ir, "exp2"); };
   o.dtype = DType::bf16;
@@ -105,6 +125,48 @@ TEST_CASE("flex: the built-in soft-cap's fixed softmax reference is chosen per l
   std::string online = attention::flex_forward_ir(s, o);
   CHECK(exp2s(with_bound) > 0);
   CHECK(exp2s(with_bound) < exp2s(online));
+}
+
+TEST_CASE("flex: a user's soft-cap lambda gets softcap()'s loop: one multiplication, tanh, the softmax's fma, exp2",
+          "[flex]") {
+  // The softmax scale and 1/cap fold into one product before tanh, cap goes into the softmax's fma
+  // (ir reassociate_scalar_factors), and the range [−cap, cap] at this launch drops the running max (ScoreFrame):
+  // per score a mul, a tanh, an fma and an exp2, and no row max, whoever wrote the mod and however the cap is held.
+  attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 256, .seqlen_k = 256, .head_dim_qk = 64};
+  attention::FlexOptions o;
+  o.dtype = DType::bf16;
+  o.block_m = 128;
+  o.block_n = 64;
+  o.num_warps = 8;
+  // The first key loop (whole key blocks), where the time goes.
+  auto main_loop = [&](attention::ScoreMod m) {
+    o.score_mod = std::move(m);
+    std::string ir = attention::flex_forward_ir(s, o);
+    size_t from = ir.find(" = for "), to = ir.find(" = for ", from + 1);
+    REQUIRE(to != std::string::npos);
+    return ir.substr(from, to - from);
+  };
+  auto per_score = [](const std::string &loop, const char *op) {
+    std::regex re(std::string("= ") + op + R"( [^\n]*: tensor<128x64xf32>)");
+    return std::distance(std::sregex_iterator(loop.begin(), loop.end(), re), std::sregex_iterator());
+  };
+  Captured cap = capture(50.f);
+  const std::vector<std::pair<const char *, attention::ScoreMod>> mods = {
+      {"softcap()", attention::softcap(cap)},
+      {"a lambda over a captured cap", [cap](Tile x, Tile, Tile, Tile, Tile) { return cap() * tanh(x / cap()); }},
+      {"a lambda over a literal cap", [](Tile x, Tile, Tile, Tile, Tile) { return 50.f * tanh(x / 50.f); }},
+  };
+  for (const auto &[name, mod] : mods) {
+    INFO(name);
+    std::string loop = main_loop(mod);
+    INFO(loop);
+    CHECK(per_score(loop, "mul") == 1);
+    CHECK(per_score(loop, "tanh") == 1);
+    CHECK(per_score(loop, "fma") == 1);
+    CHECK(per_score(loop, "exp2") == 1);
+    CHECK(loop.find("kind = max") == std::string::npos);
+    CHECK(per_score(loop, "div") == 0);
+  }
 }
 
 TEST_CASE("flex: the built-in ALiBi converts no key positions to f32 in its loop", "[flex][ptx]") {

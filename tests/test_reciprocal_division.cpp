@@ -46,7 +46,8 @@ TEST_CASE("reciprocal_division: a scalar, per-row or per-column divisor becomes 
         for_range(0, n, 1, [&](I32) { acc = acc + tile / c + tile / per_row(_, None) + tile / per_col(None, _); });
         // Elementwise division (as many divisor elements as results), div_rn and f16 divisions stay divisions.
         Tile narrow = (tile.to(DType::f16) / c.to(DType::f16)).to(DType::f32);
-        store(out + (r * 16)(_, None) + k(None, _), acc / tile + div_rn(tile, c) + narrow);
+        // A constant divisor: a multiplication by its reciprocal, rounded at compile time.
+        store(out + (r * 16)(_, None) + k(None, _), acc / tile + div_rn(tile, c) + narrow + tile / 3.f);
       },
       {P(DType::f32), P(DType::f32), P(DType::f32), S(DType::f32), S(DType::i32)});
   ir::optimize(*fn);
@@ -61,6 +62,7 @@ TEST_CASE("reciprocal_division: a scalar, per-row or per-column divisor becomes 
   CHECK(rn == 1);
   CHECK(ir::print(*fn).find("div %") != std::string::npos);
   CHECK(ir::print(*fn).find(" {rn}") != std::string::npos);
+  CHECK(ir::print(*fn).find("constant {value = 0.3333333432674408}") != std::string::npos);  // f32(1/3)
   CHECK_NOTHROW(ir::verify(*fn));
 }
 

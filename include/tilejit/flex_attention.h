@@ -44,13 +44,17 @@
 // zero-length sequences are no-ops; out-of-range rows/cols are never read. A score_mod may return any finite
 // f32 score, however large ("soft masks" such as −1e10, −1e30 or −FLT_MAX, and positive ones), or −inf
 // (masked): each row gets the softmax of its scores as they are; a row whose every score is the same huge
-// value averages its keys' v (kernels/online_softmax.h). The score_mod is traced once more outside the key loop
-// to bound its output by interval arithmetic over its IR (kernels/flex/score_range.h): when the bound holds
-// whenever the input score's does (cap·tanh(score/cap) with a constant cap, score·0.5, where(m, score, −inf)),
-// the mod runs on the plain softmax below, otherwise on the exact one. Without a score_mod, and with the built-in
-// alibi() and softcap(), the loop keeps FlashAttention-2's softmax with nothing added: each row's largest
-// scaled score must stay below 2^30/log2(e) ≈ 7.4e8 in magnitude (bf16; 1.9e8 for f16), far beyond the q·k of
-// normalized activations, ordinary ALiBi slopes and caps; past it the row's result is undefined (write such a
+// value averages its keys' v (kernels/online_softmax.h). At each launch the score_mod's output is bounded by
+// interval arithmetic over its traced IR with its captured scalars at their current values
+// (kernels/flex/score_range.h), which picks the softmax: in bf16, scores within a range of 2·55·log2e log2 units
+// (cap·tanh(score/cap) with |cap| ≤ 55, a sigmoid) drop the running max for a fixed reference p = exp2(score·log2e
+// − R) (kernels/flex/flex_internal.h, ScoreFrame, states its two limits: a row's Σ|v| above 2^(228 − span)
+// overflows, and v below 2^-26 in rows pinned at the bottom of the range loses precision); scores bounded
+// whenever the input score is (score·0.5, where(m, score, −inf), a larger cap) run the plain softmax; anything
+// else the exact one. Without a score_mod, and with the built-in alibi(), the loop keeps FlashAttention-2's
+// softmax with nothing added: each row's largest scaled score must stay below 2^30/log2(e) ≈ 7.4e8 in magnitude
+// (bf16; 1.9e8 for f16), far beyond the q·k of normalized activations and ordinary ALiBi slopes; past it the
+// row's result is undefined (write such a
 // mod as a score_mod lambda to get the exact handling). Offsets are 64-bit when some
 // tensor spans more than 2^31 elements. Errors (TraceError): heads_q not a multiple of heads_kv, head dims
 // outside [16, 256], dtype other than bf16/f16, non-contiguous last dimension, null pointers, a softmax_scale
@@ -77,23 +81,13 @@ struct PagedKVCache;  // tilejit/paged_attention.h
 using ScoreModFn = std::function<Tile(Tile score, Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
 using MaskModFn = std::function<Tile(Tile b, Tile h, Tile q_idx, Tile kv_idx)>;
 
-/// What a built-in score_mod computes (alibi, softcap, and compose(alibi, softcap): ALiBi first). The flex
-/// kernel applies such a mod in an equivalent form with fewer operations per score instead of tracing its
-/// function: the softmax scale and the cap move into the softmax's one fma per score, and the ALiBi distance
-/// is formed from the key block's columns (kernels/flex/flex_kernel.cpp). User functions have none.
-/// With a soft-cap and bf16, when |cap| ≤ 55 at the launch, the scores' bound [−cap, cap] replaces the online
-/// softmax's running max: p = exp2(score·log2e − R) against a fixed R = min(C, 100 − C), C = |cap|·log2e, so
-/// the loop drops the row max and the rescaling of the accumulator. Each row's largest p stays ≥ 2^-100 and
-/// every p ≤ max(1, 2^(2C−100)) (1 up to |cap| ≈ 34.7, 2^44.3 at 50, 2^58.7 at 55). The outputs are as
-/// accurate as the running max's (the same bf16 rounding per p) within two limits the running max does not
-/// have: a row's Σ|v| above 2^(228 − 2C) (≈ 2^84 at cap 50) overflows the f32 accumulator to inf, and in a row
-/// whose every score sits near −cap, products p·v with |v| below 2^-26 become subnormal: they lose precision,
-/// and on the GPU flush to 0.
-/// f16 (whose P operand cannot hold that range) and larger caps keep the running max.
+/// What a built-in score_mod computes (alibi). The flex kernel applies such a mod in an equivalent form with
+/// fewer operations per score instead of tracing its function: the softmax scale moves into the softmax's one fma
+/// per score, and the ALiBi distance is formed from the key block's columns (kernels/flex/flex_kernel.cpp). User
+/// functions have none.
 struct BuiltinScoreForm {
-  Captured alibi_slopes;  // set: score − slope[h]·|q_idx − kv_idx| (f32 slopes per query head)
+  Captured alibi_slopes;  // score − slope[h]·|q_idx − kv_idx| (f32 slopes per query head)
   std::source_location alibi_loc = std::source_location::current();  // where alibi() was called (errors)
-  Captured softcap;       // set: then cap·tanh(score / cap) (f32; the sign of cap does not matter)
 };
 
 /// A score_mod; empty = identity. Copies share the function (and its traced kernels).

@@ -46,17 +46,20 @@ ScoreMod alibi(const Captured &slopes, std::source_location loc = std::source_lo
 /// The paper's slopes for `heads` heads: for a power of two n, 2^(−8/n·(i+1)); otherwise those of the
 /// largest power of two n < heads, then the even-indexed slopes of the 2n sequence for the extra heads.
 std::vector<float> alibi_slopes(int heads);
-/// tanh soft-capping (Gemma 2): cap·tanh(score / cap). cap is an f32 capture (its sign does not matter: the
-/// function is even in cap). Carries a BuiltinScoreForm: the flex kernel folds the scale and |cap| into the
-/// softmax's fma, with |cap| clamped to [FLT_MIN, 2e38] so the fold stays finite. Throws TraceError for an
-/// empty Captured.
+/// tanh soft-capping (Gemma 2): cap·tanh(score / cap), an ordinary lambda: the same code written by a user runs
+/// as fast. cap is an f32 (or integer) capture; its sign does not matter (the function is even in cap) and |cap|
+/// is taken ≥ FLT_MIN, so a cap of 0 gives scores of 0. The compiler folds the softmax scale and 1/|cap| into
+/// one multiplication before tanh and |cap| into the softmax's fma (ir reassociate_scalar_factors); in bf16,
+/// with |cap| ≤ 55 at the launch, the scores' bound [−|cap|, |cap|] replaces the softmax's running max (the
+/// fixed reference of any mod whose range is that narrow; flex_attention.h). Throws TraceError for an empty
+/// Captured.
 ScoreMod softcap(const Captured &cap);
 /// The same with a fixed cap; throws TraceError unless cap is finite and > 0.
 ScoreMod softcap(float cap);
 /// Relative-position bias from a table (T5-style, without bucketing): score + table[h, clamp(kv − q,
 /// −max_distance, max_distance) + max_distance]. table: f32 [heads_q, 2·max_distance + 1].
 ScoreMod relative_position_bias(const Captured &table, int max_distance);
-/// first, then second: second(first(score, ...), ...). compose(alibi(..), softcap(..)) keeps the built-in form.
+/// first, then second: second(first(score, ...), ...), as a function (a built-in form is not kept).
 ScoreMod compose(const ScoreMod &first, const ScoreMod &second);
 
 }  // namespace tilejit::attention

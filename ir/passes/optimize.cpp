@@ -1,19 +1,22 @@
-// optimize: the standard pipeline. Verifies the input (a failure there is a DSL bug), runs fold,
-// canonicalize, reciprocal_division, hoist_invariant_loads, cse and dce until the printed IR stops changing
-// (bounded: each round only shrinks, simplifies or hoists, the bound is a guard against a rewrite cycle), and
-// verifies the result (a failure there is a pass bug).
+// optimize: the standard pipeline. Verifies the input (a failure there is a DSL bug), runs fold, canonicalize,
+// reciprocal_division and reassociate_scalar_factors (unless Exact), hoist_invariant_loads, cse and dce until
+// the printed IR stops changing (bounded: each round only shrinks, simplifies or hoists, the bound is a guard
+// against a rewrite cycle), and verifies the result (a failure there is a pass bug).
 #include "ir/passes.h"
 
 namespace tilejit::ir {
 
-void optimize(Function &fn) {
+void optimize(Function &fn, FloatRewrites rewrites) {
   verify(fn);
   constexpr int kMaxRounds = 16;
   std::string before = print(fn);
   for (int round = 0; round < kMaxRounds; ++round) {
     fold_constants(fn);
     canonicalize(fn);
-    reciprocal_division(fn);
+    if (rewrites == FloatRewrites::Fast) {
+      reciprocal_division(fn);
+      reassociate_scalar_factors(fn);
+    }
     hoist_invariant_loads(fn);
     cse(fn);
     dce(fn);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "ir/ir.h"
 
@@ -49,6 +50,26 @@ inline void make_constant(Op &op, const ConstValue &c) {
 /// Replaces every use of op's result i by `to` in the function, for i in all results.
 inline void replace_results(Function &fn, Op &op, const std::vector<Value *> &to) {
   for (int i = 0; i < op.num_results(); ++i) replace_all_uses(*fn.body, op.result(i), to[size_t(i)]);
+}
+
+/// The number of elements of a tile type.
+inline int64_t elements(const Type &t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  return n;
+}
+
+/// The ops that only replicate their operand's elements (broadcast, splat, expand_dims), from `v` back to the
+/// value they replicate (`source`; v itself when the chain is empty): the chain outermost first.
+inline std::vector<const Op *> replication_chain(const Value *v, const Value *&source) {
+  std::vector<const Op *> chain;
+  source = v;
+  while (source->def && (source->def->kind == OpKind::Broadcast || source->def->kind == OpKind::Splat ||
+                         source->def->kind == OpKind::ExpandDims)) {
+    chain.push_back(source->def);
+    source = source->def->operand(0);
+  }
+  return chain;
 }
 
 /// Erases the op at index `i` of `b` (its results must have no uses left).

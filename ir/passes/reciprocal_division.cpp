@@ -1,6 +1,7 @@
-// reciprocal_division: an f32 division whose divisor is broadcast from fewer elements — a scalar (a captured
-// cap: `score / cap`), one value per row or per column — becomes a multiplication by the divisor's reciprocal,
-// computed once per element of the divisor where the divisor is defined (outside the loop when it is). An IEEE
+// reciprocal_division: an f32 division whose divisor is a constant (`score / 50.f`) or is broadcast from fewer
+// elements — a scalar (a captured cap: `score / cap`), one value per row or per column — becomes a
+// multiplication by the divisor's reciprocal, computed once per element of the divisor where the divisor is
+// defined (outside the loop when it is; a constant's at compile time, rounded as 1/b at run time would be). An IEEE
 // division costs a dozen instructions and a slow path per element; this is one multiplication. Two roundings
 // instead of one: where 1/b is a normal f32 (2^-126 < |b| < 2^126), a relative error of at most
 // 2^-23 + 2^-48 (2 ulp; CUDA's -prec-div=false and Triton's div.full.f32 allow 2 ulp too), and the same
@@ -14,29 +15,11 @@
 
 #include "ir/builder.h"
 #include "ir/passes.h"
+#include "ir/passes/pass_utils.h"
 #include "tilejit/error.h"
 
 namespace tilejit::ir {
 namespace {
-
-int64_t elements(const Type &t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape) n *= d;
-  return n;
-}
-
-/// The ops that only replicate their operand's elements (broadcast, splat, expand_dims), from the divisor back
-/// to the value they replicate: the chain outermost first.
-std::vector<const Op *> replication_chain(const Value *divisor, const Value *&source) {
-  std::vector<const Op *> chain;
-  source = divisor;
-  while (source->def && (source->def->kind == OpKind::Broadcast || source->def->kind == OpKind::Splat ||
-                         source->def->kind == OpKind::ExpandDims)) {
-    chain.push_back(source->def);
-    source = source->def->operand(0);
-  }
-  return chain;
-}
 
 /// Where a value computed from `v` alone can go: right after its definition, or first in the block whose
 /// argument it is.
@@ -58,9 +41,22 @@ void reciprocal_division(Function &fn) {
       divisions.push_back(&op);
   });
   for (Op *div : divisions) {
+    if (auto c = passes::constant_of(div->operand(1))) {
+      // A constant divisor (`score / 50.f`): its reciprocal, correctly rounded as 1/b at run time would be.
+      Block *here = div->parent;
+      size_t pos = 0;
+      while (here->ops[pos].get() != div) ++pos;
+      Builder b(here);
+      b.set_insertion_point(here, pos);
+      Attrs r;
+      r.fvalue = double(1.0f / float(c->f));
+      div->kind = OpKind::Mul;
+      div->operands[1] = b.create1(OpKind::Constant, {}, div->operand(1)->type, r, div->loc);
+      continue;
+    }
     const Value *source = nullptr;
-    std::vector<const Op *> chain = replication_chain(div->operand(1), source);
-    if (chain.empty() || elements(source->type) >= elements(div->result()->type)) continue;
+    std::vector<const Op *> chain = passes::replication_chain(div->operand(1), source);
+    if (chain.empty() || passes::elements(source->type) >= passes::elements(div->result()->type)) continue;
     // 1 / source where source is defined.
     auto [block, at] = just_after(source);
     Builder b(block);

@@ -44,10 +44,10 @@ std::string mods_hash(const FlexOptions &opt) {
   o.score_mod = opt.score_mod;
   o.mask = opt.mask;
   o.block_mask_mode = opt.block_mask_mode;
-  // Traced without SOFTCAP_BOUND whatever the cap's value now, so the hash does not depend on the first call's
-  // cap (shape_key adds the bound).
+  // Traced in one frame whatever the captures' values now, so the hash does not depend on the first call's
+  // (shape_key adds the frame).
   std::vector<detail::ArgValue> args = placeholder_kernel_args(plan(canonical, o), canonical, o);
-  args[kSoftcapBound] = int_arg(0);
+  args[kScoreFrame] = int_arg(ScoreFrame::AnyFinite);
   std::string ir = kernel->ir(args);
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : ir) h = (h ^ c) * 1099511628211ull;
@@ -64,10 +64,11 @@ std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p)
   auto side = [](int64_t x) {
     return x >= kUnbounded ? std::string("inf") : std::to_string(autotune::pow2_bucket(x + 1) - 1);
   };
-  // The mods' hash is of one traced IR (memoized per kernel object), which a captured soft-cap's value does not
-  // enter; whether this launch takes the soft-cap bound's kernel does, so it is in the key on its own.
-  return fmt::format("{} mods={}{} dqk={} dv={} group={} varlen={} band={}/{}/{} sq<={} sk<={} bh<={} bm={}",
-                     dtype_name(opt.dtype), mods_hash(opt), softcap_bound(opt) ? "+bound" : "", s.head_dim_qk, p.dim_v,
+  // The mods' hash is of one traced IR (memoized per kernel object), which a captured value does not enter; the
+  // frame it puts this launch in (a soft-cap's value decides whether the fixed reference applies) does, so it is
+  // in the key on its own.
+  return fmt::format("{} mods={}/f{} dqk={} dv={} group={} varlen={} band={}/{}/{} sq<={} sk<={} bh<={} bm={}",
+                     dtype_name(opt.dtype), mods_hash(opt), int(score_frame(opt, p.pack_gqa).kind), s.head_dim_qk, p.dim_v,
                      p.heads_kv ? s.heads_q / p.heads_kv : 1, p.varlen ? 1 : 0,
                      opt.mask.band ? side(band.left) : "-", opt.mask.band ? side(band.right) : "-",
                      band.bottom_right, autotune::pow2_bucket(s.seqlen_q), autotune::pow2_bucket(s.seqlen_k),

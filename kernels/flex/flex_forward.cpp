@@ -234,7 +234,9 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kHasBand] = int_arg(opt.mask.band.has_value());
   a[kUseBlockMask] = int_arg(bm != nullptr);
   a[kLarge] = int_arg(p.large);
-  a[kSoftcapBound] = int_arg(softcap_bound(opt) && !p.pack_gqa);
+  const ScoreFrame frame = score_frame(opt, p.pack_gqa);
+  a[kScoreFrame] = int_arg(frame.kind);
+  a[kScoreRef] = float_arg(frame.reference);
   a[kPaged] = int_arg(p.paged);
   a[kPageSize] = int_arg(p.paged ? p.cache.page_size : 0);
   a[kPackGqa] = int_arg(p.pack_gqa);

@@ -125,9 +125,9 @@ enum FlexParam : int {
   kScale, kBmStrideB, kBmStrideH, kGroup, kSeqlenQ, kSeqlenK,
   kQb, kQh, kQs, kKb, kKh, kKs, kVb, kVh, kVs, kOb, kOh, kOs, kLb, kLh, kLs,
   kBandLeft, kBandRight, kBandBottomRight, kNumQBlocks, kNumKBlocks,
-  kBtStride, kNumSplits, kPartStrideO, kPartStrideL,
+  kBtStride, kNumSplits, kPartStrideO, kPartStrideL, kScoreRef,
   // constexprs
-  kBlockM, kBlockN, kDimQK, kDimV, kPadQK, kPadV, kVarlen, kHasBand, kUseBlockMask, kLarge, kSoftcapBound,
+  kBlockM, kBlockN, kDimQK, kDimV, kPadQK, kPadV, kVarlen, kHasBand, kUseBlockMask, kLarge, kScoreFrame,
   kPaged, kPageSize, kPackGqa, kSplit,
   kNumFlexParams
 };
@@ -135,12 +135,29 @@ enum FlexParam : int {
 /// recently used beyond this are dropped (a later call with that mod traces again; compiled code stays
 /// cached by IR).
 constexpr size_t kMaxCachedModKernels = 64;
-/// Whether the built-in soft-capping's bound replaces the online softmax's running max for a launch with
-/// these options (SOFTCAP_BOUND, see flex_kernel.cpp): bf16, a built-in soft-cap (alone or after ALiBi) and
-/// |cap| ≤ kSoftcapBoundMaxCap, with the cap's value at this launch.
-bool softcap_bound(const FlexOptions &opt);
-/// The largest |cap| whose scores' range, 2·|cap|·log2e in log2 units, fits the fixed reference's window.
-constexpr float kSoftcapBoundMaxCap = 55.f;
+/// How a launch's online softmax keeps its scores in range (kernels/online_softmax.h), chosen per launch from
+/// the score_mod's traced range with the current values of its captured scalars (score_frame.cpp).
+struct ScoreFrame {
+  enum Kind : int {
+    AnyFinite = 0,       // the mod may return any finite score (soft masks): the running max with exact frames
+    Ordinary = 1,        // within the ordinary frame (no mod, the built-in ALiBi, s·0.5, ...): the running max
+    FixedReference = 2,  // bf16, all scores within kMaxFixedReferenceSpan: no running max (below)
+  } kind = Ordinary;
+  /// FixedReference: R in log2 units, min(hi, lo + kFixedReferenceWindow) for scores in [lo, hi] (log2 units).
+  /// p = exp2(score·log2e − R) then never exceeds 2^(hi − lo − window) and each row's largest p is at least
+  /// 2^-window, so P·V's bf16 p and the f32 accumulator keep their range without a running max; logsumexp =
+  /// (R + log2 l)·ln2. The limits the running max does not have: a row's Σ|v| above 2^(228 − span) overflows the
+  /// accumulator, and in a row whose every score sits near lo, products p·v with |v| below 2^-26 become subnormal.
+  float reference = 0;
+};
+/// The window of the fixed reference, in log2 units: each row's largest p is at least 2^-window.
+constexpr double kFixedReferenceWindow = 100;
+/// The widest range of scores, in log2 units, that the fixed reference takes: its p stay ≤ 2^(span − window)
+/// ≤ 2^58.7, well inside bf16 and f32. 2·55·log2e: a soft-cap of |cap| ≤ 55.
+constexpr double kMaxFixedReferenceSpan = 2 * 55 * 1.4426950408889634;
+/// The frame of a launch with these options. mods_as_functions: the kernel traces a built-in mod's function (GQA
+/// packing) rather than its built-in form.
+ScoreFrame score_frame(const FlexOptions &opt, bool mods_as_functions);
 /// The attention kernel for (dtype, score_mod, mask) — traced per specialization, cached per mod identity.
 std::shared_ptr<KernelBase> flex_kernel(DType dtype, const ScoreMod &score_mod, const Mask &mask);
 /// How many traced attention kernels are cached now (tests).

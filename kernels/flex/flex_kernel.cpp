@@ -7,7 +7,8 @@
 // is applied only on blocks flagged partial); the band's closed-form range (the band test only on blocks
 // crossing the band's edge); every key block. The online softmax (kernels/online_softmax.h) works in log2
 // units, exp2(s·c − R) with one fma per score (c = scale·log2e on raw scores without a score_mod, log2e after
-// one; the built-in ALiBi and soft-capping keep a factor in c, see BuiltinScoreForm). Rows seeing no key end
+// one; the built-in ALiBi keeps a factor in c, see BuiltinScoreForm). How it keeps scores in range is the
+// launch's ScoreFrame (flex_internal.h). Rows seeing no key end
 // with l = 0 → output 0 and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32
 // otherwise.
 #include <bit>
@@ -23,7 +24,6 @@
 #include "ir/ir.h"
 #include "dsl/trace_context.h"
 #include "kernels/flex/flex_internal.h"
-#include "kernels/flex/score_range.h"
 #include "kernels/flex/kernel_lru.h"
 #include "kernels/online_softmax.h"
 #include "tilejit/error.h"
@@ -59,9 +59,11 @@ ParamTable flex_params(DType dt) {
   t.add("block_table_stride", K::I64, DType::i64);
   t.add("num_splits", K::I32, DType::i32, kNoSpec);
   for (const char *n : {"part_stride_o", "part_stride_l"}) t.add(n, K::I64, DType::i64, kNoSpec);
+  t.add("score_ref", K::F32, DType::f32);  // ScoreFrame::reference
   if (add_tile_params(t) != kBlockM) throw TraceError("internal: flex parameters");
-  for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE", "SOFTCAP_BOUND", "PAGED"})
-    t.add(n, K::ConstBool, DType::i1);
+  for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE"}) t.add(n, K::ConstBool, DType::i1);
+  t.add("SCORE_FRAME", K::ConstInt);
+  t.add("PAGED", K::ConstBool, DType::i1);
   t.add("PAGE_SIZE", K::ConstInt);
   for (const char *n : {"PACK_GQA", "SPLIT"}) t.add(n, K::ConstBool, DType::i1);
   return t;
@@ -73,7 +75,8 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int BM = C(kBlockM), BN = C(kBlockN), DQK = C(kDimQK), DV = C(kDimV), PQK = C(kPadQK), PV = C(kPadV);
   const bool varlen = C(kVarlen), has_band = C(kHasBand), use_block_mask = C(kUseBlockMask), large = C(kLarge);
-  const bool softcap_bound = C(kSoftcapBound);
+  const ScoreFrame::Kind frame = ScoreFrame::Kind(C(kScoreFrame));
+  const bool fixed_ref = frame == ScoreFrame::FixedReference;
   const bool paged = C(kPaged), pack = C(kPackGqa), split = C(kSplit);
   const int page_size = C(kPageSize);
 
@@ -156,7 +159,6 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   // the raw q·k, see below), clamped to ±2^100 (below) where slope/scale is huge or overflows (a tiny scale).
   // With GQA packing the head varies by row: the built-in mods then run as their functions.
   const BuiltinScoreForm *form = pack ? nullptr : score_mod.builtin();
-  constexpr float kFltMax = std::numeric_limits<float>::max(), kFltMin = std::numeric_limits<float>::min();
   // |a| ≤ 2^100 keeps the split form below finite: its parts a·C_r (|C_r| < 2^8 within a block) and
   // a·(q_idx − kv_idx − C_r) (< 2^24) stay under 2^124, where a clamp at FLT_MAX could make them +inf and
   // −inf and their sum NaN. Past 2^100 every unit of distance already costs more than any finite q·k
@@ -174,53 +176,22 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     Tile below, above;
   };
   auto diagonal_side = [&](const Tile &start_n) { return Side{start_n + (BN - 1) <= q_first, start_n >= q_last}; };
-  // The built-in soft-cap: |cap|, clamped to a finite, nonzero value where a 0 or one past FLT_MAX / log2e
-  // would make the fold below NaN.
-  Tile cap;
-  if (form && form->softcap.shared_state())
-    cap = minimum(maximum(abs(form->softcap().to(DType::f32)), kFltMin), 2e38f);
-  // SOFTCAP_BOUND: soft-capped scores lie in [−C, C] log2 units (C = |cap|·log2e, |cap| ≤ 55 checked on the
-  // host), so a fixed reference R = min(C, W − C) replaces the running max (FlashAttention's softmax with a
-  // known bound; logsumexp = R + log2 l): the loop loses the max and the rescaling of acc and l. Each row's
-  // largest p = exp2(score − R) is then ≥ 2^-W, so its products with |v| ≥ 2^(W−126) stay normal f32 in the
-  // accumulator, and every p ≤ 2^(2C−W) ≤ 2^59 (p ≤ 1 for |cap| ≤ W/(2·log2e) ≈ 34.7), which bounds Σ|v| over
-  // a row's keys by 2^69 before acc overflows where the running max would not (flex_attention.h).
-  constexpr float kBoundWindow = 100.f;
-  static_assert(2 * kSoftcapBoundMaxCap * kLog2e - kBoundWindow <= 60.f && kBoundWindow <= 120.f,
-                "the bound's p must stay within bf16/f32 with headroom: see above");
-  Tile bound_ref;
-  if (softcap_bound) {
-    if (!cap.valid()) throw TraceError("internal: SOFTCAP_BOUND without the built-in soft-cap");
-    Tile cc = cap * kLog2e;
-    bound_ref = minimum(cc, kBoundWindow - cc);
-  }
+  // The fixed reference replaces the running max: p = exp2(score·log2e − R), logsumexp = R + log2 l (ScoreFrame).
+  Tile bound_ref = fixed_ref ? P(kScoreRef) : Tile();
 
   // c: the factor from the scores s that mods returns to log2 units, taken inside the softmax's one fma per
   // score; `natural`: to natural units (the logsumexp's). Without a score_mod s is the raw q·k and c folds in the
-  // softmax scale; the built-in mods keep s a positive multiple of the true score with the factor in c (see
-  // mods); a user score_mod's output is the score itself. c > 0 (the scale is positive), so the row max of s is
-  // that of s·c.
+  // softmax scale; the built-in ALiBi keeps s a positive multiple of the true score with the factor in c (see
+  // mods); a user score_mod's output is the score itself (a scalar factor of it reaches the fma through the IR's
+  // reassociate_scalar_factors). c > 0 (the scale is positive), so the row max of s is that of s·c.
   Tile natural = P(kScale);
-  if (cap.valid()) natural = cap;
-  else if (!form && score_mod) natural = Tile(1.f);
+  if (!form && score_mod) natural = Tile(1.f);
   const Tile c = natural * kLog2e;
   std::optional<OnlineSoftmax> online;
-  // q·k and the built-in forms are bounded. A user's score_mod may return any finite value (soft masks of
-  // −1e30, a value loaded from a table): unless its traced IR shows that its output stays within the bounded
-  // range whenever its input score does (cap·tanh(score/cap), score·0.5, ...), it gets the exact frames.
-  OnlineSoftmax::Range range = OnlineSoftmax::Range::Bounded;
-  if (!form && score_mod && !softcap_bound) {
-    // The mod traced once on a stand-in score that the tracer cannot fold (what only this feeds is removed by
-    // DCE); the input's bound is the bounded frame's, in natural units (c = log2e after a mod).
-    Tile stand_in = (rows(_, None) + offs_n(None, _)).to(DType::f32) * P(kScale);
-    Tile kv_probe = kv_index(offs_n);
-    Tile out = traced_user_fn("score_mod", [&] { return score_mod(stand_in, b, mod_h, q_idx, kv_probe); });
-    const double bound = OnlineSoftmax::ordinary_bound(dt) / double(kLog2e);
-    ir::Value *score_v = dsl::TileAccess::value(stand_in), *out_v = out.valid() ? dsl::TileAccess::value(out) : nullptr;
-    Interval r = out_v && score_v ? value_range(out_v, score_v, {-bound, bound}) : Interval{-1, 1};
-    if (!out_v || std::max(std::fabs(r.lo), std::fabs(r.hi)) > bound) range = OnlineSoftmax::Range::AnyFinite;
-  }
-  if (!softcap_bound) online.emplace(BM, c, natural, dt, range);
+  // q·k and the built-in form are bounded; a user's score_mod is unless its traced range at this launch says it
+  // may leave the ordinary frame (soft masks of −1e30, a value loaded from a table): then the exact frames.
+  const auto range = frame == ScoreFrame::AnyFinite ? OnlineSoftmax::Range::AnyFinite : OnlineSoftmax::Range::Bounded;
+  if (!fixed_ref) online.emplace(BM, c, natural, dt, range);
 
   enum class Masking { Never, Always, When };
   enum class Cols { Always, Never, WithMask };
@@ -286,11 +257,6 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
         if (crossing == Crossing::Yes) cross();
         s = fma_index(d, where(side.above, alibi_a, -alibi_a), s);
       }
-      if (cap.valid()) {
-        // tanh(s·scale/|cap|) with |cap| in c (cap·tanh(x/cap) is even in cap).
-        // scale/cap clamped: a tiny cap would make it inf and a score of 0 NaN (the lambda's tanh(0/cap) is 0).
-        s = tanh(s * minimum(P(kScale) / cap, kFltMax));
-      }
     } else if (score_mod) {
       s = traced_score_mod("flex attention", score_mod, s * P(kScale), b, mod_h, q_idx, kv_idx);
     }
@@ -305,10 +271,10 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     return s;
   };
   // The online softmax's step over one block's scores: returns p and alpha, the factor that rescales acc and l_i
-  // (block updates l_i after p·v's issue). With the soft-cap bound, whose reference never moves, there is no
-  // alpha and l_i is updated here.
+  // (block updates l_i after p·v's issue). With the fixed reference, which never moves, there is no alpha and l_i
+  // is updated here.
   auto softmax = [&](const Tile &s) {
-    if (softcap_bound) {
+    if (fixed_ref) {
       Tile p = exp2(fma(s, c, -bound_ref));
       l_i = l_i + sum(p, 1);
       return std::make_pair(p, Tile());
@@ -323,7 +289,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   auto block = [&](const Tile &start_n, Masking masking, const Tile &need_mask, Cols cols_check) {
     Keys ks = keys(start_n);
     Tile p, alpha;
-    if (alibi_a.valid() && !softcap_bound) {
+    if (alibi_a.valid()) {
       // ALiBi: one if/else on whether the block crosses the diagonal, around the mods and the softmax, so each
       // arm is straight-line code from q·k's result on. An if inside the mods alone kept ptxas from moving
       // work across it and cost ~1% more at seqlen 1024 on the H200.
@@ -412,7 +378,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   Tile o_mask = row_ok(_, None);
   if (v_cols.valid()) o_mask = o_mask & v_cols;
   auto [o_base, o_rows] = row_offsets(kOb, kOh, kOs);
-  Tile lse = softcap_bound ? where(l_i == 0.f, neg_inf, (bound_ref + log2(l_safe)) * kLn2) : online->lse(l_i);
+  Tile lse = fixed_ref ? where(l_i == 0.f, neg_inf, (bound_ref + log2(l_safe)) * kLn2) : online->lse(l_i);
   Tile lse_base = b * stride(kLb), lse_rows = (q_start_w + rows) * stride(kLs);
   if (pack) lse_rows = lse_rows + wide(heads) * stride(kLh);
   else lse_base = lse_base + h * stride(kLh);
@@ -440,17 +406,6 @@ KernelLru<FlexKernelKey> &flex_kernels() {
 }  // namespace
 
 size_t flex_kernels_cached() { return flex_kernels().size(); }
-
-bool softcap_bound(const FlexOptions &opt) {
-  const BuiltinScoreForm *form = opt.score_mod.builtin();
-  if (!form || !form->softcap.shared_state() || opt.dtype != DType::bf16) return false;
-  const detail::CaptureState &st = form->softcap.state();
-  using Kind = detail::CaptureState::Kind;
-  if (st.kind == Kind::Ptr) return false;
-  // The kernel rounds the cap to f32 and clamps it to ≥ FLT_MIN: a cap of 0 qualifies.
-  double cap = st.kind == Kind::F32 ? double(float(st.f)) : double(st.i);
-  return std::isfinite(cap) && std::fabs(cap) <= kSoftcapBoundMaxCap;
-}
 
 std::shared_ptr<KernelBase> flex_kernel(DType dt, const ScoreMod &score_mod, const Mask &mask) {
   return flex_kernels().get(FlexKernelKey{dt, score_mod.identity(), score_mod.builtin(), mask.fn.identity()}, [&] {

@@ -41,10 +41,9 @@ Interval mul(Interval a, Interval b) {
 
 class Analysis {
  public:
-  Analysis(const ir::Value *score, Interval range) : score_(score), range_(range) {}
+  explicit Analysis(const KnownRanges &known) : memo_(known) {}
 
   Interval of(const ir::Value *v) {
-    if (v == score_) return range_;
     if (auto it = memo_.find(v); it != memo_.end()) return it->second;
     Interval r = compute(v);
     if (std::isnan(r.lo) || std::isnan(r.hi)) r = kAll;
@@ -108,15 +107,11 @@ class Analysis {
     }
   }
 
-  const ir::Value *score_;
-  Interval range_;
-  std::unordered_map<const ir::Value *, Interval> memo_;
+  KnownRanges memo_;  // the given values first, then every value met
 };
 
 }  // namespace
 
-Interval value_range(const ir::Value *out, const ir::Value *score, Interval score_range) {
-  return Analysis(score, score_range).of(out);
-}
+Interval value_range(const ir::Value *out, const KnownRanges &known) { return Analysis(known).of(out); }
 
 }  // namespace tilejit::attention::flex

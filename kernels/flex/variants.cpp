@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -98,7 +99,7 @@ ScoreMod alibi(const Captured &slopes, std::source_location loc) {
     // indices (exact below 2^24), so the integer subtract and conversion are not paid per score.
     Tile slope = load(slopes(loc) + h, {}, {}, loc);
     return fma(abs(q.to(DType::f32) - kv.to(DType::f32)), -slope, s);
-  }).with_builtin({.alibi_slopes = slopes, .alibi_loc = loc, .softcap = {}});
+  }).with_builtin({.alibi_slopes = slopes, .alibi_loc = loc});
 }
 
 ScoreMod softcap(float cap) {
@@ -131,9 +132,10 @@ ScoreMod softcap(const Captured &cap) {
     throw TraceError("softcap: the cap capture is empty (default-constructed Captured); use capture(50.f) or "
                      "softcap(50.f)");
   return ScoreMod([cap](Tile s, Tile, Tile, Tile, Tile) {
-    Tile c = cap();
-    return c * tanh(s / c);  // the division by a scalar becomes a multiplication (ir reciprocal_division)
-  }).with_builtin({.alibi_slopes = {}, .alibi_loc = {}, .softcap = cap});
+    // cap·tanh(s/cap) is even in cap: |cap|, kept ≥ FLT_MIN so that a cap of 0 gives scores of 0, not 0/0.
+    Tile c = maximum(abs(cap().to(DType::f32)), std::numeric_limits<float>::min());
+    return c * tanh(s / c);
+  });
 }
 
 ScoreMod relative_position_bias(const Captured &table, int max_distance) {
@@ -148,15 +150,9 @@ ScoreMod relative_position_bias(const Captured &table, int max_distance) {
 ScoreMod compose(const ScoreMod &first, const ScoreMod &second) {
   if (!first) return second;
   if (!second) return first;
-  ScoreMod both([first, second](Tile s, Tile b, Tile h, Tile q, Tile kv) {
+  return ScoreMod([first, second](Tile s, Tile b, Tile h, Tile q, Tile kv) {
     return second(first(s, b, h, q, kv), b, h, q, kv);
   });
-  // ALiBi then soft-capping is still a built-in form; any other order or a user function is not.
-  const BuiltinScoreForm *f = first.builtin(), *g = second.builtin();
-  if (f && g && f->alibi_slopes.shared_state() && !f->softcap.shared_state() && !g->alibi_slopes.shared_state() &&
-      g->softcap.shared_state())
-    return both.with_builtin({.alibi_slopes = f->alibi_slopes, .alibi_loc = f->alibi_loc, .softcap = g->softcap});
-  return both;
 }
 
 }  // namespace tilejit::attention
