@@ -32,12 +32,16 @@ void reciprocal_division(Function &fn);
 /// fma(x·a, b, c) → fma(x, a·b, c), where x·a has no other use. Within about 2 ulp where a·b is a normal f32 (see
 /// ir/passes/reassociate_scalar_factors.cpp for the rest).
 void reassociate_scalar_factors(Function &fn);
+/// An integer tile converted to f32 is converted before the arithmetic that makes it a full tile, where exact:
+/// f32(|x|) → |f32(x)| (x never INT_MIN), f32(a ± b) → f32(a) ± f32(b) for a, b constants or replicated from fewer
+/// elements within ±2^24 (ir/value_range.h). Bit for bit the same results.
+void convert_before_broadcast(Function &fn);
 /// Which float rewrites optimize may make. Exact: only those that keep every result's bits (folding,
 /// canonicalization, hoisting, CSE, DCE). Fast (what kernels get): also reciprocal_division and
 /// reassociate_scalar_factors, each within the error its header states.
 enum class FloatRewrites { Exact, Fast };
-/// The standard pipeline: verify, fold, canonicalize, reciprocal_division and reassociate_scalar_factors (Fast),
-/// hoist_invariant_loads, cse, dce (to a fixed point), verify.
+/// The standard pipeline: verify, fold, canonicalize, convert_before_broadcast, reciprocal_division and
+/// reassociate_scalar_factors (Fast), hoist_invariant_loads, cse, dce (to a fixed point), verify.
 void optimize(Function &fn, FloatRewrites rewrites = FloatRewrites::Fast);
 
 }  // namespace tilejit::ir

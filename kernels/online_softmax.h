@@ -17,8 +17,8 @@
 // key blocks, its max changed by such a gap: the earlier blocks' weight (alpha) is 0 to that accuracy.
 //
 // Rows whose scores are all −inf so far keep m = −inf and contribute p = 0; at the end, l = 0 gives lse −inf.
-// Scores must be finite or −inf. With Range::Bounded (no score_mod, the built-in forms) nothing switches: the
-// row max must stay inside the ordinary frame.
+// Scores must be finite or −inf. With Range::Bounded (no score_mod, the built-in ALiBi, a mod whose traced range
+// stays inside the ordinary frame) nothing switches: the row max must stay inside the ordinary frame.
 #pragma once
 #include "tilejit/ops.h"
 #include "tilejit/tile.h"

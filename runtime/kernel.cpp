@@ -69,6 +69,7 @@ struct KernelBase::Impl {
   std::vector<ParamDecl> params;
   std::vector<std::string> names;
   TraceFn trace;
+  bool exact_floats = false;  // KernelOptions::exact_floats
   std::mutex mu;
   std::map<std::string, std::unique_ptr<ir::Function>> cache;  // by specialization key
   std::map<std::string, std::vector<bool>> used_params;         // by trace key: runtime params the body uses
@@ -294,7 +295,7 @@ struct KernelBase::Impl {
       trace(b.values);
       for (auto &c : ctx.captures) used.push_back(c.state);
     }
-    ir::optimize(*fn);
+    ir::optimize(*fn, exact_floats ? ir::FloatRewrites::Exact : ir::FloatRewrites::Fast);
     return {std::move(fn), std::move(used)};
   }
 };
@@ -327,6 +328,7 @@ KernelBase::KernelBase(std::string name, std::vector<ParamDecl> params, std::vec
   impl_->params = std::move(params);
   impl_->names = std::move(names);
   impl_->trace = std::move(trace);
+  impl_->exact_floats = options.exact_floats;
 }
 
 KernelBase::~KernelBase() = default;

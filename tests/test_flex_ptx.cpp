@@ -111,9 +111,16 @@ TEST_CASE("flex: a score_mod's softmax frame is chosen per launch from its trace
   // Wider or unbounded: the ordinary frame, or the exact one.
   CHECK(frame([](Tile s, Tile, Tile, Tile, Tile) { return s * 0.5f; }).kind == ScoreFrame::Ordinary);
   CHECK(frame(attention::alibi(capture(slopes, DType::f32))).kind == ScoreFrame::Ordinary);  // its built-in form
-  CHECK(frame(attention::alibi(capture(slopes, DType::f32)), DType::bf16).kind == ScoreFrame::Ordinary);
+  CHECK(frame(attention::alibi(capture(slopes, DType::f32)), DType::f16).kind == ScoreFrame::Ordinary);
   CHECK(attention::flex::score_frame(o, true).kind == ScoreFrame::AnyFinite);  // packed: its function, slopes loaded
   CHECK(frame([](Tile s, Tile, Tile, Tile, Tile) { return s - 1e10f; }).kind == ScoreFrame::AnyFinite);
+  // Narrow but far from 0 (R would not be exact in f32): the exact frames, not the fixed reference.
+  CHECK(frame([](Tile s, Tile, Tile, Tile, Tile) { return sigmoid(s) - 1e30f; }).kind == ScoreFrame::AnyFinite);
+  CHECK(frame([](Tile s, Tile, Tile, Tile, Tile) { return sigmoid(s) + 1e6f; }).kind == ScoreFrame::Ordinary);
+  // Products and quotients of captured scalars keep their ranges (the probe keeps exact floats).
+  Captured two = capture(2.f);
+  CHECK(fixed([two](Tile s, Tile, Tile, Tile, Tile) { return (tanh(s) * two()) * 3.f; }));
+  CHECK(fixed([two](Tile s, Tile, Tile, Tile, Tile) { return tanh(s) / two(); }));
   CHECK(frame({}).kind == ScoreFrame::Ordinary);
   // The fixed reference's kernel has one exp2 per key block (no rescaling factor) where the running max's has two.
   attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 100, .seqlen_k = 100, .head_dim_qk = 64};
@@ -167,6 +174,34 @@ TEST_CASE("flex: a user's soft-cap lambda gets softcap()'s loop: one multiplicat
     CHECK(loop.find("kind = max") == std::string::npos);
     CHECK(per_score(loop, "div") == 0);
   }
+}
+
+TEST_CASE("flex: a user's ALiBi lambda converts its positions per row and column, not per score", "[flex]") {
+  // abs(q_idx − kv_idx).to(f32): with every position below 2^24 (SMALL_POSITIONS) the conversion moves before the
+  // broadcast (ir convert_before_broadcast), leaving an f32 subtract and abs per score; past 2^24 it stays.
+  Buffer slopes(64, Backend::Interpreter);
+  Captured sl = capture(slopes, DType::f32);
+  attention::FlexOptions o;
+  o.block_m = 128;
+  o.block_n = 64;
+  o.num_warps = 8;
+  o.score_mod = [sl](Tile s, Tile, Tile h, Tile q, Tile kv) { return s - load(sl() + h) * abs(q - kv).to(DType::f32); };
+  auto main_loop = [&](int seqlen) {
+    attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = seqlen, .seqlen_k = seqlen, .head_dim_qk = 64};
+    std::string ir = attention::flex_forward_ir(s, o);
+    size_t from = ir.find(" = for "), to = ir.find(" = for ", from + 1);
+    REQUIRE(to != std::string::npos);
+    return ir.substr(from, to - from);
+  };
+  const std::regex per_score_cast(R"(= cast [^\n]*: tensor<128x64xi32> -> tensor<128x64xf32>)");
+  const std::regex per_score_int_abs(R"(= abs [^\n]*: tensor<128x64xi32>)");
+  std::string small = main_loop(4096);
+  INFO(small);
+  CHECK_FALSE(std::regex_search(small, per_score_cast));
+  CHECK_FALSE(std::regex_search(small, per_score_int_abs));
+  CHECK(std::regex_search(small, std::regex(R"(= abs [^\n]*: tensor<128x64xf32>)")));
+  std::string huge = main_loop((1 << 24) + 1);
+  CHECK(std::regex_search(huge, per_score_cast));
 }
 
 TEST_CASE("flex: the built-in ALiBi converts no key positions to f32 in its loop", "[flex][ptx]") {

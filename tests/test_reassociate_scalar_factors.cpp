@@ -18,10 +18,13 @@ using namespace tilejit::dsl_testing;
 using ir::OpKind;
 
 namespace {
+int matches(const std::string &ir, const std::string &pattern) {
+  const std::regex re(pattern);
+  return int(std::distance(std::sregex_iterator(ir.begin(), ir.end(), re), std::sregex_iterator()));
+}
 /// The multiplications (or fmas) over tiles of 128 f32 elements, where the per-element work is.
 int tile_ops(const std::string &ir, const char *op) {
-  std::regex re(std::string("= ") + op + R"( [^\n]*: tensor<(8x16|128)xf32>)");
-  return int(std::distance(std::sregex_iterator(ir.begin(), ir.end(), re), std::sregex_iterator()));
+  return matches(ir, std::string("= ") + op + R"( [^\n]*: tensor<(8x16|128)xf32>)");
 }
 }  // namespace
 
@@ -104,6 +107,11 @@ TEST_CASE("reassociate_scalar_factors: a product of finite factors that overflow
     Tile i = arange(0, 4);
     store(out + i, (load(x + i) * a) * b);
   });
+  // The pass fired: one multiplication per element, by the clamped product.
+  const std::string ir = ir::print(kern.function(DevicePtr{}, DevicePtr{}, 1.f, 1.f));
+  INFO(ir);
+  CHECK(std::regex_search(ir, std::regex(R"(= mul %p0, %p1 : f32|= mul %a, %b : f32|= mul %arg2, %arg3 : f32)")));
+  CHECK(matches(ir, R"(= mul [^\n]*tensor<4xf32>)") == 1);
   Buffer bx(16, Backend::Interpreter), bout(16, Backend::Interpreter);
   bx.upload(std::vector<float>{0.f, -0.f, 4.f, -4.f});
   LaunchConfig cfg;
@@ -122,4 +130,35 @@ TEST_CASE("reassociate_scalar_factors: a product of finite factors that overflow
   got = run(INFINITY, 2.f);
   CHECK(std::isnan(got[0]));
   CHECK(got[2] == INFINITY);
+}
+
+TEST_CASE("reassociate_scalar_factors: the product goes after the later scalar, inside the loop where one varies",
+          "[ir][passes]") {
+  auto fn = trace(
+      [&] {
+        Ptr<f32> x = param(0), out = param(1);
+        F32 a = param(2);
+        I32 n = param(3);
+        Tile i = arange(0, 64);
+        Tile t = load(x + i);
+        Tile acc = zeros({64}, DType::f32);
+        for_range(0, n, 1, [&](I32 it) {
+          Tile b = it.to(DType::f32);  // varies with the iteration
+          acc = acc + (t * a) * b + (t * a) * 4.f;
+        });
+        store(out + i, acc);
+      },
+      {P(DType::f32), P(DType::f32), S(DType::f32), S(DType::i32)});
+  ir::optimize(*fn);
+  const std::string ir = ir::print(*fn);
+  INFO(ir);
+  // a·4 before the loop, a·b in it; per element one multiplication each.
+  const size_t loop = ir.find(" = for ");
+  REQUIRE(loop != std::string::npos);
+  const std::string before = ir.substr(0, loop), body = ir.substr(loop);
+  CHECK(std::regex_search(before, std::regex(R"(= mul %p2, %\d+ : f32)")));
+  CHECK(std::regex_search(body, std::regex(R"(= mul %p2, %\d+ : f32)")));
+  CHECK(tile_ops(body, "mul") == 0);  // tile_ops counts 128-element tiles: none here
+  CHECK(matches(body, R"(= mul [^\n]*tensor<64xf32>)") == 2);
+  CHECK_NOTHROW(ir::verify(*fn));
 }

@@ -173,6 +173,10 @@ struct KernelOptions {
   /// assumed, so e.g. a length that changes every call compiles one kernel instead of two. The Kernel
   /// constructor throws Error naming the kernel when a name is not a parameter or is a constexpr.
   std::vector<std::string> do_not_specialize;
+  /// Keep every float result's bits as the body computes them: no rewrite that changes rounding (a division
+  /// by a constant or broadcast value as a multiplication by its reciprocal, products of scalar factors
+  /// reassociated; see ir/passes.h). Off by default, as CUDA's and Triton's default fast division is.
+  bool exact_floats = false;
 };
 
 /// The type-erased core of a Kernel (implemented in runtime/kernel.cpp): parameter declarations, the trace

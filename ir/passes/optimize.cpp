@@ -1,7 +1,8 @@
 // optimize: the standard pipeline. Verifies the input (a failure there is a DSL bug), runs fold, canonicalize,
-// reciprocal_division and reassociate_scalar_factors (unless Exact), hoist_invariant_loads, cse and dce until
-// the printed IR stops changing (bounded: each round only shrinks, simplifies or hoists, the bound is a guard
-// against a rewrite cycle), and verifies the result (a failure there is a pass bug).
+// convert_before_broadcast, reciprocal_division and reassociate_scalar_factors (unless Exact),
+// hoist_invariant_loads, cse and dce until the printed IR stops changing (bounded: each round only shrinks,
+// simplifies or hoists, the bound is a guard against a rewrite cycle), and verifies the result (a failure there
+// is a pass bug).
 #include "ir/passes.h"
 
 namespace tilejit::ir {
@@ -13,6 +14,7 @@ void optimize(Function &fn, FloatRewrites rewrites) {
   for (int round = 0; round < kMaxRounds; ++round) {
     fold_constants(fn);
     canonicalize(fn);
+    convert_before_broadcast(fn);
     if (rewrites == FloatRewrites::Fast) {
       reciprocal_division(fn);
       reassociate_scalar_factors(fn);

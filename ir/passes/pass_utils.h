@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "ir/ir.h"
@@ -52,13 +53,6 @@ inline void replace_results(Function &fn, Op &op, const std::vector<Value *> &to
   for (int i = 0; i < op.num_results(); ++i) replace_all_uses(*fn.body, op.result(i), to[size_t(i)]);
 }
 
-/// The number of elements of a tile type.
-inline int64_t elements(const Type &t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape) n *= d;
-  return n;
-}
-
 /// The ops that only replicate their operand's elements (broadcast, splat, expand_dims), from `v` back to the
 /// value they replicate (`source`; v itself when the chain is empty): the chain outermost first.
 inline std::vector<const Op *> replication_chain(const Value *v, const Value *&source) {
@@ -70,6 +64,28 @@ inline std::vector<const Op *> replication_chain(const Value *v, const Value *&s
     source = source->def->operand(0);
   }
   return chain;
+}
+
+/// The index of `op` in its block.
+inline size_t index_of(const Op *op) {
+  const Block *b = op->parent;
+  size_t i = 0;
+  while (b->ops[i].get() != op) ++i;
+  return i;
+}
+
+/// Where a value computed from `v` alone can go: right after its definition, or first in the block whose
+/// argument it is.
+inline std::pair<Block *, size_t> just_after(const Value *v) {
+  if (!v->def) return {v->block, 0};
+  return {v->def->parent, index_of(v->def) + 1};
+}
+
+/// How many ops enclose block `b` (0 for a function body).
+inline int depth(const Block *b) {
+  int d = 0;
+  for (; b->parent; b = b->parent->parent) ++d;
+  return d;
 }
 
 /// Erases the op at index `i` of `b` (its results must have no uses left).

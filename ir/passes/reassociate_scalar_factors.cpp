@@ -5,11 +5,11 @@
 // become one multiplication, and cap·tanh(…) goes into the softmax's one fma per score, whoever wrote the mod.
 // Only where the inner product has no other use (it would otherwise still be computed) and only f32 (two
 // roundings of a narrow type would double its error). Numerics: each form rounds twice, so the results differ by
-// at most about 2 ulp where a·b is a normal f32. Where a·b overflows from finite factors it is taken as ±FLT_MAX
-// (a few scalar operations, once per product), so that x = 0 still gives 0 rather than 0·inf = NaN; the result
-// for |x| < 1 there, and where a·b underflows while x·a·b would not, loses accuracy the written order kept —
-// edges this pass accepts as the reciprocal division does (LLVM's reassociating fast-math has them too). The
-// interpreter runs the rewritten IR too, so both backends agree.
+// at most about 2 ulp where a·b is a normal f32. Where a·b overflows from finite nonzero factors it is taken as
+// ±FLT_MAX, and where it underflows to 0 as ±FLT_MIN (a few scalar operations, once per product), so that x = 0
+// still gives 0 and x = ±inf still ±inf rather than NaN; the results for other x there lose accuracy the written
+// order kept — edges this pass accepts as the reciprocal division does (LLVM's reassociating fast-math has them
+// too). The interpreter runs the rewritten IR too, so both backends agree.
 #include <cfloat>
 #include <cmath>
 #include <optional>
@@ -37,7 +37,7 @@ std::optional<UniformFactor> uniform_factor(const Value *v) {
     return f;
   }
   f.chain = passes::replication_chain(v, f.source);
-  if (f.chain.empty() || passes::elements(f.source->type) != 1) return std::nullopt;
+  if (f.chain.empty() || f.source->type.numel() != 1) return std::nullopt;
   if (auto c = passes::constant_of(f.source)) {
     f.constant = c->f;
     f.chain.clear();
@@ -47,7 +47,7 @@ std::optional<UniformFactor> uniform_factor(const Value *v) {
 
 bool is_f32_tile_product(const Op *op) {
   return op && op->kind == OpKind::Mul && !op->result()->type.is_ptr() && op->result()->type.dtype() == DType::f32 &&
-         passes::elements(op->result()->type) > 1;
+         op->result()->type.numel() > 1;
 }
 
 /// The uniform factor b of `v` = y·b (either operand order), when v is an f32 tile product; y is returned in `y`.
@@ -62,17 +62,21 @@ std::optional<UniformFactor> factor_of_product(const Value *v, Value *&y) {
   return std::nullopt;
 }
 
-/// a·b, except ±FLT_MAX where it overflows from finite factors: then x·(a·b) is 0 for x = 0, as (x·a)·b is,
-/// rather than NaN (a soft-cap's scale·(1/cap) overflows for caps below scale/FLT_MAX, and a score of 0 must stay 0).
+/// a·b, except where it leaves the f32 range although a and b are finite and nonzero: ±FLT_MAX where it overflows
+/// (then x = 0 gives 0, as (x·a)·b does, not 0·inf = NaN: a soft-cap's scale·(1/cap) overflows for caps below
+/// scale/FLT_MAX, and a score of 0 must stay 0) and ±FLT_MIN where it underflows to 0 (then x = ±inf gives ±inf,
+/// as written, not inf·0 = NaN: a masked score of −inf must stay −inf).
 double clamped_product(double a, double b) {
   const double p = double(float(a * b));
-  if (std::isinf(p) && std::isfinite(a) && std::isfinite(b)) return std::copysign(double(FLT_MAX), p);
+  if (!std::isfinite(a) || !std::isfinite(b) || a == 0 || b == 0) return p;
+  if (std::isinf(p)) return std::copysign(double(FLT_MAX), p);
+  if (p == 0) return std::copysign(double(FLT_MIN), a * b);
   return p;
 }
 
-/// The same at run time, for scalars: select(|p| = inf ∧ |a| < inf ∧ |b| < inf, ±FLT_MAX, p).
-Value *clamp_overflow(Builder &b, Value *p, Value *x, Value *y, SourceLoc loc) {
-  const Type f32 = p->type, i1{{}, ElemType{DType::i1, false}};
+/// The same at run time, for scalars a and b and their product p.
+Value *clamp_product(Builder &b, Value *p, Value *x, Value *y, SourceLoc loc) {
+  const Type f32 = p->type, i1{p->type.shape, ElemType{DType::i1, false}};
   auto constant = [&](double v) {
     Attrs a;
     a.fvalue = v;
@@ -83,46 +87,32 @@ Value *clamp_overflow(Builder &b, Value *p, Value *x, Value *y, SourceLoc loc) {
     a.pred = pred;
     return b.create1(OpKind::Cmp, {l, r}, i1, a, loc);
   };
+  auto both = [&](Value *l, Value *r) { return b.create1(OpKind::And, {l, r}, i1, {}, loc); };
+  auto select = [&](Value *c, Value *t, Value *f) { return b.create1(OpKind::Select, {c, t, f}, f32, {}, loc); };
   auto abs = [&](Value *v) { return b.create1(OpKind::Abs, {v}, f32, {}, loc); };
   Value *inf = constant(INFINITY), *zero = constant(0);
-  Value *over = cmp(abs(p), inf, CmpPred::eq);
-  over = b.create1(OpKind::And, {over, cmp(abs(x), inf, CmpPred::lt)}, i1, {}, loc);
-  over = b.create1(OpKind::And, {over, cmp(abs(y), inf, CmpPred::lt)}, i1, {}, loc);
-  Value *big = b.create1(OpKind::Select, {cmp(p, zero, CmpPred::gt), constant(FLT_MAX), constant(-FLT_MAX)}, f32, {}, loc);
-  return b.create1(OpKind::Select, {over, big, p}, f32, {}, loc);
+  // Finite and nonzero (a NaN is neither: |NaN| < inf is false).
+  auto ordinary = [&](Value *v) { return both(cmp(abs(v), inf, CmpPred::lt), cmp(v, zero, CmpPred::ne)); };
+  Value *factors_ok = both(ordinary(x), ordinary(y));
+  Value *negative = b.create1(OpKind::Xor, {cmp(x, zero, CmpPred::lt), cmp(y, zero, CmpPred::lt)}, i1, {}, loc);
+  Value *over = both(factors_ok, cmp(abs(p), inf, CmpPred::eq));
+  Value *under = both(factors_ok, cmp(p, zero, CmpPred::eq));
+  p = select(over, select(negative, constant(-FLT_MAX), constant(FLT_MAX)), p);
+  return select(under, select(negative, constant(-FLT_MIN), constant(FLT_MIN)), p);
 }
 
-/// Where a value computed from `v` can go: right after its definition, or first in the block whose argument it
-/// is.
-std::pair<Block *, size_t> just_after(const Value *v) {
-  if (!v->def) return {v->block, 0};
-  Block *b = v->def->parent;
-  size_t i = 0;
-  while (b->ops[i].get() != v->def) ++i;
-  return {b, i + 1};
-}
-
-int depth(const Block *b) {
-  int d = 0;
-  for (; b->parent; b = b->parent->parent) ++d;
-  return d;
-}
-
-/// Builds a·b (overflow clamped) where both scalars are defined (in front of a loop when both are invariant),
-/// then its replication to the shape of the operand it replaces right before `outer`.
+/// Builds a·b (clamped) where both scalars are defined (in front of a loop when both are invariant), then its
+/// replication to the shape of the operand it replaces right before `outer`.
 Value *product(const UniformFactor &fa, const UniformFactor &fb, Op *outer, const Value *like) {
   const SourceLoc loc = outer->loc;
-  Block *here = outer->parent;
-  size_t pos = 0;
-  while (here->ops[pos].get() != outer) ++pos;
-  Builder b(here);
+  Builder b(outer->parent);
   auto constant = [&](double v, const Type &t) {
     Attrs a;
     a.fvalue = double(float(v));  // an f32 constant, as the trace makes them
     return b.create1(OpKind::Constant, {}, t, a, loc);
   };
   if (fa.constant && fb.constant) {
-    b.set_insertion_point(here, pos);
+    b.set_insertion_point(outer->parent, passes::index_of(outer));
     return constant(clamped_product(*fa.constant, *fb.constant), like->type);
   }
   // One replicated scalar at least: the product of the two scalars, replicated as that operand was.
@@ -131,17 +121,16 @@ Value *product(const UniformFactor &fa, const UniformFactor &fb, Op *outer, cons
   Value *o = other.constant ? nullptr : const_cast<Value *>(other.source);
   if (o && o->type != s->type) return nullptr;  // two scalars of different shapes: leave them
   // Both scalars dominate `outer`, so their blocks enclose it: the deeper one, after the later definition.
-  auto at = just_after(s);
+  auto at = passes::just_after(s);
   if (o) {
-    auto at_o = just_after(o);
-    if (depth(at_o.first) > depth(at.first) || (at_o.first == at.first && at_o.second > at.second)) at = at_o;
+    auto at_o = passes::just_after(o);
+    if (passes::depth(at_o.first) > passes::depth(at.first) || (at_o.first == at.first && at_o.second > at.second))
+      at = at_o;
   }
   b.set_insertion_point(at.first, at.second);
   if (!o) o = constant(*other.constant, s->type);
-  Value *p = clamp_overflow(b, b.create1(OpKind::Mul, {s, o}, s->type, {}, loc), s, o, loc);
-  pos = 0;
-  while (here->ops[pos].get() != outer) ++pos;  // the insertion may have been in this block
-  b.set_insertion_point(here, pos);
+  Value *p = clamp_product(b, b.create1(OpKind::Mul, {s, o}, s->type, {}, loc), s, o, loc);
+  b.set_insertion_point(outer->parent, passes::index_of(outer));
   for (auto it = rep.chain.rbegin(); it != rep.chain.rend(); ++it)
     p = b.create1((*it)->kind, {p}, (*it)->result()->type, (*it)->attrs, loc);
   return p;

@@ -10,29 +10,14 @@
 // cast of a quotient wants div_rn (tilejit/ops.h), which this pass leaves alone. Only f32: a reciprocal
 // rounded to f16 or bf16 overflows early (1/b for |b| < 2^-16 in f16) and doubles a narrow type's error, and
 // f64 divisions are rare. The interpreter runs the rewritten IR too, so both backends agree.
-#include <utility>
+#include <cmath>
 #include <vector>
 
 #include "ir/builder.h"
 #include "ir/passes.h"
 #include "ir/passes/pass_utils.h"
-#include "tilejit/error.h"
 
 namespace tilejit::ir {
-namespace {
-
-/// Where a value computed from `v` alone can go: right after its definition, or first in the block whose
-/// argument it is.
-std::pair<Block *, size_t> just_after(const Value *v) {
-  if (!v->def) return {v->block, 0};
-  Block *b = v->def->parent;
-  for (size_t i = 0; i < b->ops.size(); ++i)
-    if (b->ops[i].get() == v->def) return {b, i + 1};
-  throw VerifyError("reciprocal_division: a definition is missing from its block");
-}
-
-}  // namespace
-
 void reciprocal_division(Function &fn) {
   std::vector<Op *> divisions;
   walk(*fn.body, [&](Op &op) {
@@ -42,23 +27,23 @@ void reciprocal_division(Function &fn) {
   });
   for (Op *div : divisions) {
     if (auto c = passes::constant_of(div->operand(1))) {
-      // A constant divisor (`score / 50.f`): its reciprocal, correctly rounded as 1/b at run time would be.
-      Block *here = div->parent;
-      size_t pos = 0;
-      while (here->ops[pos].get() != div) ++pos;
-      Builder b(here);
-      b.set_insertion_point(here, pos);
+      // A constant divisor (`score / 50.f`): its reciprocal, correctly rounded as 1/b at run time would be, where
+      // that is a normal f32 (else x / b stays: 0 / 1e-40 must not become 0·inf).
+      const float r_value = 1.0f / float(c->f);
+      if (!std::isnormal(r_value)) continue;
+      Builder b(div->parent);
+      b.set_insertion_point(div->parent, passes::index_of(div));
       Attrs r;
-      r.fvalue = double(1.0f / float(c->f));
+      r.fvalue = double(r_value);
       div->kind = OpKind::Mul;
       div->operands[1] = b.create1(OpKind::Constant, {}, div->operand(1)->type, r, div->loc);
       continue;
     }
     const Value *source = nullptr;
     std::vector<const Op *> chain = passes::replication_chain(div->operand(1), source);
-    if (chain.empty() || passes::elements(source->type) >= passes::elements(div->result()->type)) continue;
+    if (chain.empty() || source->type.numel() >= div->result()->type.numel()) continue;
     // 1 / source where source is defined.
-    auto [block, at] = just_after(source);
+    auto [block, at] = passes::just_after(source);
     Builder b(block);
     b.set_insertion_point(block, at);
     Attrs one;
@@ -66,10 +51,7 @@ void reciprocal_division(Function &fn) {
     Value *c1 = b.create1(OpKind::Constant, {}, source->type, one, div->loc);
     Value *r = b.create1(OpKind::Div, {c1, const_cast<Value *>(source)}, source->type, {}, div->loc);
     // The same replication of the reciprocal, then the product, where the division was.
-    Block *here = div->parent;
-    size_t pos = 0;
-    while (here->ops[pos].get() != div) ++pos;
-    b.set_insertion_point(here, pos);
+    b.set_insertion_point(div->parent, passes::index_of(div));
     for (auto it = chain.rbegin(); it != chain.rend(); ++it)
       r = b.create1((*it)->kind, {r}, (*it)->result()->type, (*it)->attrs, div->loc);
     div->kind = OpKind::Mul;

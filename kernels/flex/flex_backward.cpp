@@ -53,6 +53,7 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   a[bLarge] = int_arg(p.large);
   a[bVarlen] = int_arg(p.varlen);
   a[bAtomics] = int_arg(opt.atomics);
+  a[bSmallPositions] = int_arg(small_positions(s));
   return a;
 }
 

@@ -20,7 +20,7 @@ enum BackwardParam : int {
   bBandLeft, bBandRight, bBandBottomRight,
   bNumQBlocks, bNumKBlocks, bListsStrideB, bListsStrideH, bTListsStrideB, bTListsStrideH,
   // constexprs
-  bBlockM, bBlockN, bDimQK, bDimV, bPadQK, bPadV, bHasBand, bLarge, bVarlen, bAtomics, bUseBlockMask,
+  bBlockM, bBlockN, bDimQK, bDimV, bPadQK, bPadV, bHasBand, bLarge, bVarlen, bAtomics, bUseBlockMask, bSmallPositions,
   kNumBackwardParams
 };
 

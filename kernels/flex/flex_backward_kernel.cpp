@@ -60,7 +60,7 @@ ParamTable backward_params(DType dt) {
                         "tlists_stride_h"})
     t.add(n, K::I32, DType::i32, /*specialize=*/false);
   if (add_tile_params(t) != bBlockM) throw TraceError("internal: flex backward parameters");
-  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "ATOMICS", "USE_BLOCK_MASK"})
+  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "ATOMICS", "USE_BLOCK_MASK", "SMALL_POSITIONS"})
     t.add(n, K::ConstBool, DType::i1);
   return t;
 }
@@ -73,7 +73,7 @@ struct Tracer {
   const Mask &mask;
   std::span<const detail::ArgValue> a;
   int BM, BN, DQK, DV, PQK, PV;
-  bool has_band, large, varlen, atomics, use_block_mask;
+  bool has_band, large, varlen, atomics, use_block_mask, small_positions;
   // The program's sequence (bind_sequence): its lengths, its first query / key token in the packed layout
   // (varlen; 0 for dense layouts, whose batch stride moves b) and the band's offset.
   Tile seqlen_q, seqlen_k, q_start, k_start;
@@ -89,6 +89,7 @@ struct Tracer {
     varlen = C(bVarlen);
     atomics = C(bAtomics);
     use_block_mask = C(bUseBlockMask);
+    small_positions = C(bSmallPositions);
     dq_cols = arange(0, PQK);
     dv_cols = arange(0, PV);
     if (DQK != PQK) kq_cols = (dq_cols < DQK)(None, _);  // padded head dim: lanes past DIM_QK read 0
@@ -220,8 +221,8 @@ struct Tracer {
     // A per-query vector and a per-key vector, broadcast along the tile's other axis.
     auto per_q = [&](const Tile &t) { return by_key ? t(None, _) : t(_, None); };
     auto per_k = [&](const Tile &t) { return by_key ? t(_, None) : t(None, _); };
-    Tile q_idx = per_q(minimum(rows, maximum(seqlen_q - 1, 0)));
-    Tile kv_idx = per_k(minimum(cols, maximum(seqlen_k - 1, 0)));
+    Tile q_idx = per_q(mod_position(minimum(rows, maximum(seqlen_q - 1, 0)), small_positions));
+    Tile kv_idx = per_k(mod_position(minimum(cols, maximum(seqlen_k - 1, 0)), small_positions));
     Tile qk = by_key ? dot(k, trans(q)) : dot(q, trans(k));
     Tile dp = by_key ? dot(v, trans(dout)) : dot(dout, trans(v));
     // A row that saw no key in the forward (lse −inf: a mod made every score −inf) gets p = exp2(z − ∞) = 0 in

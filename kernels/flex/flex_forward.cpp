@@ -241,6 +241,7 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kPageSize] = int_arg(p.paged ? p.cache.page_size : 0);
   a[kPackGqa] = int_arg(p.pack_gqa);
   a[kSplit] = int_arg(p.num_splits > 1);
+  a[kSmallPositions] = int_arg(small_positions(s));
   return a;
 }
 

@@ -74,6 +74,19 @@ struct Sequence {
 Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &seqlen_k, const Tile &cu_q,
                   const Tile &cu_k, const Tile &seq_lens = Tile());
 
+/// Positions below this bound convert to f32 exactly (2^24).
+constexpr int64_t kSmallPositionLimit = int64_t(1) << 24;
+/// Whether every position a mod can see in this shape (below the longest sequence's length) is below
+/// kSmallPositionLimit: the kernels' SMALL_POSITIONS.
+inline bool small_positions(const FlexShape &s) {
+  return s.seqlen_q <= kSmallPositionLimit && s.seqlen_k <= kSmallPositionLimit;
+}
+/// A position handed to a mod (q_idx or kv_idx, already within [0, length − 1]): with SMALL_POSITIONS also
+/// clamped to [0, kSmallPositionLimit − 1], which changes nothing but lets the range analysis prove that the mod's
+/// positions and their differences convert to f32 exactly (ir convert_before_broadcast: abs(q − kv).to(f32)
+/// then costs a conversion per row and per column instead of per score).
+Tile mod_position(const Tile &position, bool small_positions);
+
 /// The band's runtime parameters inside a kernel: left/right (kUnbounded when open) and the offset
 /// (0 or seqlen_k − seqlen_q).
 /// Calls f, which traces a user's score_mod or mask function, and throws TraceError naming `what` when the ops it
@@ -128,7 +141,7 @@ enum FlexParam : int {
   kBtStride, kNumSplits, kPartStrideO, kPartStrideL, kScoreRef,
   // constexprs
   kBlockM, kBlockN, kDimQK, kDimV, kPadQK, kPadV, kVarlen, kHasBand, kUseBlockMask, kLarge, kScoreFrame,
-  kPaged, kPageSize, kPackGqa, kSplit,
+  kPaged, kPageSize, kPackGqa, kSplit, kSmallPositions,
   kNumFlexParams
 };
 /// How many traced kernels (per kind: attention, block mask) are kept for distinct mod objects; the least
@@ -155,6 +168,9 @@ constexpr double kFixedReferenceWindow = 100;
 /// The widest range of scores, in log2 units, that the fixed reference takes: its p stay ≤ 2^(span − window)
 /// ≤ 2^58.7, well inside bf16 and f32. 2·55·log2e: a soft-cap of |cap| ≤ 55.
 constexpr double kMaxFixedReferenceSpan = 2 * 55 * 1.4426950408889634;
+/// The largest score magnitude, in log2 units, that the fixed reference takes: R, an f32, is then within 2^-4 of
+/// its exact value (a narrow range far from 0, such as a constant −1e30 from a mod, takes the exact frames).
+constexpr double kMaxFixedReferenceMagnitude = 0x1p20;
 /// The frame of a launch with these options. mods_as_functions: the kernel traces a built-in mod's function (GQA
 /// packing) rather than its built-in form.
 ScoreFrame score_frame(const FlexOptions &opt, bool mods_as_functions);

@@ -65,7 +65,7 @@ ParamTable flex_params(DType dt) {
   t.add("SCORE_FRAME", K::ConstInt);
   t.add("PAGED", K::ConstBool, DType::i1);
   t.add("PAGE_SIZE", K::ConstInt);
-  for (const char *n : {"PACK_GQA", "SPLIT"}) t.add(n, K::ConstBool, DType::i1);
+  for (const char *n : {"PACK_GQA", "SPLIT", "SMALL_POSITIONS"}) t.add(n, K::ConstBool, DType::i1);
   return t;
 }
 
@@ -77,7 +77,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   const bool varlen = C(kVarlen), has_band = C(kHasBand), use_block_mask = C(kUseBlockMask), large = C(kLarge);
   const ScoreFrame::Kind frame = ScoreFrame::Kind(C(kScoreFrame));
   const bool fixed_ref = frame == ScoreFrame::FixedReference;
-  const bool paged = C(kPaged), pack = C(kPackGqa), split = C(kSplit);
+  const bool paged = C(kPaged), pack = C(kPackGqa), split = C(kSplit), small = C(kSmallPositions);
   const int page_size = C(kPageSize);
 
   Tile pid_m = program_id(0), h = program_id(1), b = program_id(2);
@@ -148,16 +148,16 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   auto position = [&](const Tile &tok) { return paged ? tok + q_shift : tok; };
   Tile q_idx = minimum(rows, maximum(seqlen_q - 1, 0));
   if (paged) q_idx = maximum(q_idx + q_shift, 0);
-  q_idx = q_idx(_, None);
+  q_idx = mod_position(q_idx, small)(_, None);
   Tile mod_h = pack ? heads(_, None) : h;
-  auto kv_index = [&](const Tile &cols) { return minimum(cols, maximum(seqlen_k - 1, 0))(None, _); };
+  auto kv_index = [&](const Tile &cols) { return mod_position(minimum(cols, maximum(seqlen_k - 1, 0)), small)(None, _); };
   BandTiles band;
   if (has_band) band = {P(kBandLeft), P(kBandRight), P(kBandBottomRight) * (seqlen_k - seqlen_q)};
   const bool any_mask = has_band || bool(mask.fn);
 
   // The built-in ALiBi's per-program scalars: the slope of head h and a = slope/scale (s stays in units of
   // the raw q·k, see below), clamped to ±2^100 (below) where slope/scale is huge or overflows (a tiny scale).
-  // With GQA packing the head varies by row: the built-in mods then run as their functions.
+  // With GQA packing the head varies by row: the built-in ALiBi then runs as its function.
   const BuiltinScoreForm *form = pack ? nullptr : score_mod.builtin();
   // |a| ≤ 2^100 keeps the split form below finite: its parts a·C_r (|C_r| < 2^8 within a block) and
   // a·(q_idx − kv_idx − C_r) (< 2^24) stay under 2^124, where a clamp at FLT_MAX could make them +inf and

@@ -29,6 +29,10 @@ Tile in_band(const BandTiles &band, const Tile &q_idx, const Tile &kv_idx) {
   return (kv_idx >= diag - band.left) & (kv_idx <= diag + band.right);
 }
 
+Tile mod_position(const Tile &position, bool small_positions) {
+  return small_positions ? minimum(maximum(position, 0), int(kSmallPositionLimit - 1)) : position;
+}
+
 Tile traced_user_fn(const char *what, const std::function<Tile()> &f) {
   ir::Block *block = dsl::TraceContext::current()->builder.block();
   std::unordered_set<const ir::Op *> before;

@@ -1,9 +1,10 @@
 // The softmax frame of a launch, chosen on the host from the score_mod's own traced and optimized IR and the
 // values its captured scalars hold at this launch. The mod is traced alone into a probe kernel (never launched):
 // its score is an f32 tile loaded from a parameter, its positions and lengths opaque runtime parameters, and
-// the result stored. The range analysis (score_range.h) then bounds the result, taking the score to lie in the
+// the result stored. The range analysis (ir/value_range.h) then bounds the result, taking the score to lie in the
 // ordinary frame's range and each captured scalar to be its current value. A capture's value is an argument,
-// not part of the trace, so the trace is kept per mod and only the walk over its IR runs per launch.
+// not part of the trace, so the trace is kept per mod and only the walk over its IR runs per launch. The probe is
+// optimized with exact floats: the reassociations' clamps (ir/passes.h) would otherwise hide products' ranges.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -48,9 +49,8 @@ std::shared_ptr<const ModProbe> trace_probe(const ScoreMod &mod) {
   for (const char *n : {"b", "h", "q0", "k0", "seqlen_q", "seqlen_k"}) t.add(n, K::I32, DType::i32, false);
   auto probe = std::make_shared<ModProbe>();
   probe->mod = mod;
-  std::vector<std::shared_ptr<detail::CaptureState>> traced;
   probe->kernel = std::make_unique<KernelBase>(
-      "flex_score_mod_probe", std::move(t.decls), std::move(t.names), [&](std::span<const detail::ArgValue>) {
+      "flex_score_mod_probe", std::move(t.decls), std::move(t.names), [mod](std::span<const detail::ArgValue>) {
         auto P = [](int i) { return detail::param_tile(i); };
         Tile b = P(pB), h = P(pH);
         ModScope scope(P(pSeqlenQ), P(pSeqlenK), b * P(pSeqlenQ), b * P(pSeqlenK));
@@ -59,8 +59,8 @@ std::shared_ptr<const ModProbe> trace_probe(const ScoreMod &mod) {
         Tile s = load(P(pScore) + offs);
         Tile out = traced_score_mod("flex attention", mod, s, b, h, (P(pQ0) + r)(_, None), (P(pK0) + r)(None, _));
         store(P(pOut) + offs, out);
-        for (const auto &c : dsl::TraceContext::current()->captures) traced.push_back(c.state);
-      });
+      },
+      KernelOptions{.do_not_specialize = {}, .exact_floats = true});
   std::vector<detail::ArgValue> args(kNumProbeParams);
   const DevicePtr fake{256, 0};
   for (int i : {pOut, pScore}) args[size_t(i)] = ptr_arg(fake);
@@ -70,7 +70,8 @@ std::shared_ptr<const ModProbe> trace_probe(const ScoreMod &mod) {
     if (op.kind == ir::OpKind::Store) probe->out = op.operand(1);
     if (op.kind == ir::OpKind::Load && based_on(op.operand(0), f.param(pScore))) probe->score = op.result();
   });
-  // Captures follow the declared parameters, in the order the trace met them.
+  // Captures follow the declared parameters, in order.
+  const std::vector<std::shared_ptr<detail::CaptureState>> traced = probe->kernel->captures(args);
   for (size_t i = 0; i < traced.size(); ++i)
     if (traced[i]->kind != detail::CaptureState::Kind::Ptr)
       probe->captures.emplace_back(f.param(kNumProbeParams + int(i)), traced[i]);
@@ -87,7 +88,7 @@ std::shared_ptr<const ModProbe> mod_probe(const ScoreMod &mod) {
 
 Interval score_mod_range(const ScoreMod &mod, Interval score) {
   std::shared_ptr<const ModProbe> probe = mod_probe(mod);
-  KnownRanges known;
+  ir::KnownRanges known;
   if (probe->score) known[probe->score] = score;  // absent when the mod ignores its score
   using Kind = detail::CaptureState::Kind;
   for (const auto &[param, state] : probe->captures) {
@@ -95,7 +96,7 @@ Interval score_mod_range(const ScoreMod &mod, Interval score) {
     const double v = state->kind == Kind::F32 ? double(float(state->f)) : double(state->i);
     known[param] = Interval{v, v};
   }
-  return value_range(probe->out, known);
+  return ir::value_range(probe->out, known);
 }
 
 ScoreFrame score_frame(const FlexOptions &opt, bool mods_as_functions) {
@@ -105,7 +106,8 @@ ScoreFrame score_frame(const FlexOptions &opt, bool mods_as_functions) {
   const Interval r = score_mod_range(opt.score_mod, {-bound, bound});
   const double lo = r.lo * kernels::kLog2e, hi = r.hi * kernels::kLog2e;  // log2 units
   ScoreFrame f;
-  if (opt.dtype == DType::bf16 && std::isfinite(lo) && std::isfinite(hi) && hi - lo <= kMaxFixedReferenceSpan) {
+  if (opt.dtype == DType::bf16 && std::max(std::fabs(lo), std::fabs(hi)) <= kMaxFixedReferenceMagnitude &&
+      hi - lo <= kMaxFixedReferenceSpan) {
     f.kind = ScoreFrame::FixedReference;
     f.reference = float(std::min(hi, lo + kFixedReferenceWindow));
   } else if (std::max(std::fabs(r.lo), std::fabs(r.hi)) > bound) {

@@ -19,7 +19,8 @@ TEST_CASE("flex on the GPU: every variant", "[gpu][flex]") {
                       DType::bf16, 64, 32);
 }
 
-TEST_CASE("flex on the GPU: the built-in soft-cap's fixed reference at its edges and past them", "[gpu][flex]") {
+TEST_CASE("flex on the GPU: soft-capping (built-in and lambda) at the fixed reference's edges and past them",
+          "[gpu][flex]") {
   check_softcap_bound_edges(Backend::GPU, 64, 64);
   check_softcap_bound_edges(Backend::GPU, 128, 32);
 }

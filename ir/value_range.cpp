@@ -1,13 +1,13 @@
-// The range analysis of kernels/flex/score_range.h: interval arithmetic over the tile IR, memoized per value
-// (the IR is a DAG).
-#include "kernels/flex/score_range.h"
+// The range analysis of ir/value_range.h: interval arithmetic over the tile IR, memoized per value (the IR is a
+// DAG). Integer results that may leave their dtype's range (wrap around) are given the whole range.
+#include "ir/value_range.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
 
-namespace tilejit::attention::flex {
+namespace tilejit::ir {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -23,11 +23,11 @@ Interval of_dtype(DType t) {
   }
 }
 
-bool is_neg_inf_constant(const ir::Value *v) {
-  while (v->def && (v->def->kind == ir::OpKind::Splat || v->def->kind == ir::OpKind::Broadcast ||
-                    v->def->kind == ir::OpKind::ExpandDims))
+bool is_neg_inf_constant(const Value *v) {
+  while (v->def && (v->def->kind == OpKind::Splat || v->def->kind == OpKind::Broadcast ||
+                    v->def->kind == OpKind::ExpandDims))
     v = v->def->operand(0);
-  return v->def && v->def->kind == ir::OpKind::Constant && !is_int(v->type.dtype()) &&
+  return v->def && v->def->kind == OpKind::Constant && !is_int(v->type.dtype()) &&
          v->def->attrs.fvalue == -kInf;
 }
 
@@ -39,24 +39,36 @@ Interval mul(Interval a, Interval b) {
   return {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
 }
 
+// The endpoints' quotients' hull, for a divisor interval that excludes 0; inf/inf counts as unbounded.
+Interval quotient(Interval a, Interval b) {
+  double q[] = {a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi};
+  for (double x : q)
+    if (std::isnan(x)) return kAll;
+  return {*std::min_element(q, q + 4), *std::max_element(q, q + 4)};
+}
+
 class Analysis {
  public:
   explicit Analysis(const KnownRanges &known) : memo_(known) {}
 
-  Interval of(const ir::Value *v) {
+  Interval of(const Value *v) {
     if (auto it = memo_.find(v); it != memo_.end()) return it->second;
     Interval r = compute(v);
     if (std::isnan(r.lo) || std::isnan(r.hi)) r = kAll;
+    if (is_int(v->type.dtype()) && !v->type.is_ptr()) {
+      const Interval whole = of_dtype(v->type.dtype());
+      if (r.lo < whole.lo || r.hi > whole.hi) r = whole;  // may wrap around
+    }
     memo_[v] = r;
     return r;
   }
 
  private:
-  Interval compute(const ir::Value *v) {
-    const ir::Op *op = v->def;
+  Interval compute(const Value *v) {
+    const Op *op = v->def;
     const DType dt = v->type.dtype();
     if (!op) return of_dtype(dt);  // a kernel parameter or a loop-carried value
-    using K = ir::OpKind;
+    using K = OpKind;
     auto arg = [&](int i) { return of(op->operand(i)); };
     switch (op->kind) {
       case K::Constant:
@@ -73,12 +85,21 @@ class Analysis {
       case K::Cast: {
         Interval a = arg(0);
         if (dt == DType::f16 && std::max(std::fabs(a.lo), std::fabs(a.hi)) > 65504) return kAll;
-        if (is_int(dt)) return of_dtype(dt);  // truncation and wrap-around: only the dtype's range is known
+        // Integer to integer keeps the range where it fits (the check in of() widens it otherwise); from a float,
+        // truncation and wrap-around: only the dtype's range is known.
+        if (is_int(dt)) return is_int(op->operand(0)->type.dtype()) ? a : of_dtype(dt);
         return a;
       }
       case K::Add: { Interval a = arg(0), b = arg(1); return {a.lo + b.lo, a.hi + b.hi}; }
       case K::Sub: { Interval a = arg(0), b = arg(1); return {a.lo - b.hi, a.hi - b.lo}; }
       case K::Mul: return mul(arg(0), arg(1));
+      case K::Div: {
+        // A divisor that excludes 0: the quotient lies between the endpoints' quotients (integer division
+        // truncates toward 0, which stays between them too). Otherwise unbounded.
+        Interval a = arg(0), b = arg(1);
+        if (b.lo <= 0 && b.hi >= 0) return is_int(dt) ? of_dtype(dt) : kAll;
+        return quotient(a, b);
+      }
       case K::Fma: { Interval m = mul(arg(0), arg(1)), c = arg(2); return {m.lo + c.lo, m.hi + c.hi}; }
       case K::Neg: { Interval a = arg(0); return {-a.hi, -a.lo}; }
       case K::Abs: {
@@ -96,14 +117,14 @@ class Analysis {
       case K::Cmp: return {0, 1};
       case K::Select: {
         // where(cond, a, b): a masked branch (−inf) adds nothing; the other branch's range stands.
-        const ir::Value *a = op->operand(1), *b = op->operand(2);
+        const Value *a = op->operand(1), *b = op->operand(2);
         if (is_neg_inf_constant(a)) return of(b);
         if (is_neg_inf_constant(b)) return of(a);
         Interval x = of(a), y = of(b);
         return {std::min(x.lo, y.lo), std::max(x.hi, y.hi)};
       }
       default:
-        return is_int(dt) ? of_dtype(dt) : kAll;  // loads, divisions, logs, reductions, ...
+        return is_int(dt) ? of_dtype(dt) : kAll;  // loads, logs, reductions, ...
     }
   }
 
@@ -112,6 +133,6 @@ class Analysis {
 
 }  // namespace
 
-Interval value_range(const ir::Value *out, const KnownRanges &known) { return Analysis(known).of(out); }
+Interval value_range(const Value *out, const KnownRanges &known) { return Analysis(known).of(out); }
 
-}  // namespace tilejit::attention::flex
+}  // namespace tilejit::ir
