@@ -193,6 +193,32 @@ inline void check_decode_captured_window(Backend be, int head_dim, int long_len,
   }
 }
 
+/// A soft-cap over a captured cap, changed between runs of one plan (cap 20 at the plan, then larger and smaller,
+/// one far past the fixed reference's range): each run matches float64 with that run's cap. The plan's softmax
+/// frame must hold for any captured value, since run() reads the capture only then.
+inline void check_decode_captured_cap(Backend be, int head_dim, int long_len, int block_n = 16) {
+  const int Hq = 8, Hkv = 2, sq = 2;
+  DeviceCache d = make_device_cache(be, paged_spec({0, sq, 17, 40, long_len}, 16, Hkv, head_dim));
+  Captured cap = capture(20.f);
+  DecodeOptions o = decode_options(block_n);
+  o.backend = be;
+  o.score_mod = [cap](Tile s, Tile, Tile, Tile, Tile) { return cap() * tanh(s / cap()); };
+  o.softmax_scale = 300.f;  // scores in the hundreds: a cap of 3e4 leaves them there, far outside cap 20's frame
+  DecodeRun run = prepare_decode(be, d, Hq, sq);
+  attention::DecodeShape shape{.batch = d.host.batch, .heads_q = Hq, .seqlen_q = sq};
+  attention::DecodePlan plan(shape, d.cache, o);
+  for (float c : {20.f, 80.f, 0.5f, 3e4f}) {
+    INFO("cap " << c << " (captured), one plan");
+    cap.set(double(c));
+    run.out.fill_bytes(0xff);
+    run.lse.fill_bytes(0xff);
+    plan.run(device_ptr(run.q.buffer), device_ptr(run.out), device_ptr(run.lse), d.cache);
+    RefMods ref{[c](double s, int, int, int, int) { return double(c) * std::tanh(s / double(c)); }, {}};
+    FlexResult r = decode_result(run, d, Hq, o.softmax_scale, ref);
+    require_paged_matches(r, d.host.dtype, run.layout, Hq, d.host.head_dim_v);
+  }
+}
+
 /// One set of queries run with each split count 1 … max_splits, and 0 (the library's choice): each within the
 /// tolerance of float64, and each the same as the unsplit run up to rounding (require_same_within_rounding).
 /// `max_seq_len` (0: the cache's bound) sizes the splits; larger than the sequences, it leaves splits empty.

@@ -49,6 +49,10 @@ TEST_CASE("paged decode: a window lambda over a captured size follows the captur
   check_decode_captured_window(Backend::Interpreter, 16, 70);
 }
 
+TEST_CASE("paged decode: a soft-cap over a captured cap follows the capture from run to run", "[paged][decode][cpu]") {
+  check_decode_captured_cap(Backend::Interpreter, 16, 70);
+}
+
 TEST_CASE("paged decode: every split count gives the same result; empty splits", "[paged][decode][cpu]") {
   check_decode_split_counts(kBe, 32, 1000, 16);
 }

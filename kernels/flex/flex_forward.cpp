@@ -234,7 +234,7 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kHasBand] = int_arg(opt.mask.band.has_value());
   a[kUseBlockMask] = int_arg(bm != nullptr);
   a[kLarge] = int_arg(p.large);
-  const ScoreFrame frame = score_frame(opt, p.pack_gqa);
+  const ScoreFrame frame = score_frame(opt, p.pack_gqa, !p.frame_for_any_captures);
   a[kScoreFrame] = int_arg(frame.kind);
   a[kScoreRef] = float_arg(frame.reference);
   a[kPaged] = int_arg(p.paged);

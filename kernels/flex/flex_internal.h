@@ -172,8 +172,9 @@ constexpr double kMaxFixedReferenceSpan = 2 * 55 * 1.4426950408889634;
 /// its exact value (a narrow range far from 0, such as a constant −1e30 from a mod, takes the exact frames).
 constexpr double kMaxFixedReferenceMagnitude = 0x1p20;
 /// The frame of a launch with these options. mods_as_functions: the kernel traces a built-in mod's function (GQA
-/// packing) rather than its built-in form.
-ScoreFrame score_frame(const FlexOptions &opt, bool mods_as_functions);
+/// packing) rather than its built-in form. capture_values: take the captured scalars' current values (the
+/// launch reads them now); otherwise a frame that holds for any values.
+ScoreFrame score_frame(const FlexOptions &opt, bool mods_as_functions, bool capture_values = true);
 /// The attention kernel for (dtype, score_mod, mask) — traced per specialization, cached per mod identity.
 std::shared_ptr<KernelBase> flex_kernel(DType dtype, const ScoreMod &score_mod, const Mask &mask);
 /// How many traced attention kernels are cached now (tests).
@@ -296,6 +297,9 @@ struct Plan {
   int num_splits = 1;
   DevicePtr o_part, lse_part;
   int64_t part_stride_o = 0, part_stride_l = 0;
+  /// The softmax frame (ScoreFrame) must hold whatever values the mods' captured scalars take: the launches
+  /// read them later than the plan (a DecodePlan's runs and graph replays).
+  bool frame_for_any_captures = false;
 };
 /// Validates (shape, options) and derives the plan; throws TraceError naming `op` and what is wrong.
 Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op = "attention::flex_forward");

@@ -86,12 +86,13 @@ std::shared_ptr<const ModProbe> mod_probe(const ScoreMod &mod) {
 
 }  // namespace
 
-Interval score_mod_range(const ScoreMod &mod, Interval score) {
+Interval score_mod_range(const ScoreMod &mod, Interval score, bool capture_values) {
   std::shared_ptr<const ModProbe> probe = mod_probe(mod);
   ir::KnownRanges known;
   if (probe->score) known[probe->score] = score;  // absent when the mod ignores its score
   using Kind = detail::CaptureState::Kind;
   for (const auto &[param, state] : probe->captures) {
+    if (!capture_values) break;
     // The value the launch passes: f32 captures are rounded to f32.
     const double v = state->kind == Kind::F32 ? double(float(state->f)) : double(state->i);
     known[param] = Interval{v, v};
@@ -99,11 +100,11 @@ Interval score_mod_range(const ScoreMod &mod, Interval score) {
   return ir::value_range(probe->out, known);
 }
 
-ScoreFrame score_frame(const FlexOptions &opt, bool mods_as_functions) {
+ScoreFrame score_frame(const FlexOptions &opt, bool mods_as_functions, bool capture_values) {
   if (!opt.score_mod || (opt.score_mod.builtin() && !mods_as_functions)) return {};  // q·k's own bound
   // The score a mod receives lies in the ordinary frame's range (natural units: c = log2e after a mod).
   const double bound = OnlineSoftmax::ordinary_bound(opt.dtype) / kernels::kLog2e;
-  const Interval r = score_mod_range(opt.score_mod, {-bound, bound});
+  const Interval r = score_mod_range(opt.score_mod, {-bound, bound}, capture_values);
   const double lo = r.lo * kernels::kLog2e, hi = r.hi * kernels::kLog2e;  // log2 units
   ScoreFrame f;
   if (opt.dtype == DType::bf16 && std::max(std::fabs(lo), std::fabs(hi)) <= kMaxFixedReferenceMagnitude &&

@@ -12,8 +12,9 @@ namespace tilejit::attention::flex {
 
 using ir::Interval;
 
-/// The interval of a score_mod's output at this launch for scores in `score` (natural units): the mod traced
-/// alone (score_frame.cpp, cached per mod), bounded with each captured scalar at its current value.
-Interval score_mod_range(const ScoreMod &mod, Interval score);
+/// The interval of a score_mod's output for scores in `score` (natural units): the mod traced alone
+/// (score_frame.cpp, cached per mod), bounded with each captured scalar at its current value (capture_values),
+/// or at any value.
+Interval score_mod_range(const ScoreMod &mod, Interval score, bool capture_values = true);
 
 }  // namespace tilejit::attention::flex

@@ -120,6 +120,7 @@ DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, cons
     o.min_ctas_per_sm = t.min_ctas_per_sm;
     m.p = plan(m.s, o, kOp);
     pack_gqa(m.p, m.s, o.block_m, kOp);
+    m.p.frame_for_any_captures = true;  // run() launches with the captures' values then
     // lse [batch, seqlen_q, heads_q].
     m.p.lse_b = shape.seqlen_q * hq;
     m.p.lse_h = 1;
