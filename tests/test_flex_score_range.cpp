@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "flex_reference.h"
+#include "kernels/flex/flex_internal.h"
 #include "tilejit/flex_attention.h"
 #include "tilejit/ops.h"
 
@@ -51,5 +52,21 @@ TEST_CASE("flex: a bounded user soft-cap matches float64 on the plain softmax", 
   o.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return 2.f * tanh(s / 2.f); };
   RefMods ref;
   ref.score = [](double s, int, int, int, int) { return 2.0 * std::tanh(s / 2.0); };
+  require_matches(run_flex_case(Backend::Interpreter, c, o, ref), DType::bf16);
+}
+
+TEST_CASE("flex: a score_mod written for the kernel's tile shape runs; its range is then unknown (exact frames)",
+          "[flex]") {
+  // The range probe traces the mod alone on a 16x16 tile, where this mod's shape is wrong: the probe gives up
+  // (an unknown range, the safe frame) and the kernel, whose tiles are 32x16, runs it.
+  FlexCase c;
+  c.shape = {.batch = 1, .heads_q = 2, .seqlen_q = 40, .seqlen_k = 50, .head_dim_qk = 32};
+  c.block_m = 32;
+  c.block_n = 16;
+  attention::FlexOptions o;
+  o.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return s + zeros({32, 16}, DType::f32); };
+  CHECK(attention::flex::score_frame(o, false).kind == attention::flex::ScoreFrame::AnyFinite);
+  RefMods ref;
+  ref.score = [](double s, int, int, int, int) { return s; };
   require_matches(run_flex_case(Backend::Interpreter, c, o, ref), DType::bf16);
 }

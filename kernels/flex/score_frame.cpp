@@ -27,7 +27,7 @@ constexpr int kProbeRows = 16;
 
 struct ModProbe {
   std::unique_ptr<KernelBase> kernel;  // owns the traced function
-  const ir::Value *score = nullptr, *out = nullptr;
+  const ir::Value *score = nullptr, *out = nullptr;  // out null: the mod did not trace alone (range unknown)
   /// The scalar captures' parameters with their states, in the order the trace met them.
   std::vector<std::pair<const ir::Value *, std::shared_ptr<detail::CaptureState>>> captures;
   ScoreMod mod;  // kept so that its identity stays unique while the probe is cached
@@ -65,7 +65,15 @@ std::shared_ptr<const ModProbe> trace_probe(const ScoreMod &mod) {
   const DevicePtr fake{256, 0};
   for (int i : {pOut, pScore}) args[size_t(i)] = ptr_arg(fake);
   for (int i : {pB, pH, pQ0, pK0, pSeqlenQ, pSeqlenK}) args[size_t(i)] = int_arg(17);
-  const ir::Function &f = probe->kernel->function(args);
+  // A mod that traces in the kernel but not alone on the probe's 16x16 tile (one written for a fixed tile shape)
+  // gets an unknown range, the safe frame; an error of its own then comes from the kernel's trace.
+  const ir::Function *traced_fn = nullptr;
+  try {
+    traced_fn = &probe->kernel->function(args);
+  } catch (const TraceError &) {
+    return probe;
+  }
+  const ir::Function &f = *traced_fn;
   ir::walk(*f.body, [&](ir::Op &op) {
     if (op.kind == ir::OpKind::Store) probe->out = op.operand(1);
     if (op.kind == ir::OpKind::Load && based_on(op.operand(0), f.param(pScore))) probe->score = op.result();
@@ -75,7 +83,6 @@ std::shared_ptr<const ModProbe> trace_probe(const ScoreMod &mod) {
   for (size_t i = 0; i < traced.size(); ++i)
     if (traced[i]->kind != detail::CaptureState::Kind::Ptr)
       probe->captures.emplace_back(f.param(kNumProbeParams + int(i)), traced[i]);
-  if (!probe->out) throw TraceError("internal: the score_mod probe stores nothing");
   return probe;
 }
 
@@ -88,6 +95,7 @@ std::shared_ptr<const ModProbe> mod_probe(const ScoreMod &mod) {
 
 Interval score_mod_range(const ScoreMod &mod, Interval score, bool capture_values) {
   std::shared_ptr<const ModProbe> probe = mod_probe(mod);
+  if (!probe->out) return {-INFINITY, INFINITY};
   ir::KnownRanges known;
   if (probe->score) known[probe->score] = score;  // absent when the mod ignores its score
   using Kind = detail::CaptureState::Kind;
