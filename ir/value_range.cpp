@@ -7,6 +7,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include "ir/passes/pass_utils.h"
+
 namespace tilejit::ir {
 namespace {
 
@@ -24,11 +26,10 @@ Interval of_dtype(DType t) {
 }
 
 bool is_neg_inf_constant(const Value *v) {
-  while (v->def && (v->def->kind == OpKind::Splat || v->def->kind == OpKind::Broadcast ||
-                    v->def->kind == OpKind::ExpandDims))
-    v = v->def->operand(0);
-  return v->def && v->def->kind == OpKind::Constant && !is_int(v->type.dtype()) &&
-         v->def->attrs.fvalue == -kInf;
+  const Value *source = nullptr;
+  passes::replication_chain(v, source);
+  auto c = passes::constant_of(source);
+  return c && c->is_float && c->f == -kInf;
 }
 
 // The products' hull; 0·inf counts as unbounded.

@@ -3,11 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <regex>
 #include <vector>
 
 #include "ir/passes.h"
 #include "test_dsl_helpers.h"
+#include "text_matches.h"
 #include "tilejit/kernel.h"
 #include "tilejit/launch.h"
 #include "tilejit/ops.h"
@@ -15,12 +15,7 @@
 using namespace tilejit;
 using namespace tilejit::dsl_testing;
 
-namespace {
-int count(const std::string &ir, const std::string &pattern) {
-  std::regex re(pattern);
-  return int(std::distance(std::sregex_iterator(ir.begin(), ir.end(), re), std::sregex_iterator()));
-}
-}  // namespace
+using testing::count_matches;
 
 TEST_CASE("convert_before_broadcast: |q − kv| of clamped row and column positions converts per row and column",
           "[ir][passes]") {
@@ -40,11 +35,11 @@ TEST_CASE("convert_before_broadcast: |q − kv| of clamped row and column positi
   const std::string ir = ir::print(*fn);
   INFO(ir);
   // Conversions of the 8 rows and 16 columns, of the constant 3, and the unclamped difference's per element.
-  CHECK(count(ir, R"(= cast %\d+ : tensor<8xi32> -> tensor<8xf32>)") == 1);
-  CHECK(count(ir, R"(= cast %\d+ : tensor<16xi32> -> tensor<16xf32>)") == 1);
-  CHECK(count(ir, R"(= cast %\d+ : tensor<8x16xi32> -> tensor<8x16xf32>)") == 1);
-  CHECK(count(ir, R"(= abs %\d+ : tensor<8x16xf32>)") == 1);
-  CHECK(count(ir, R"(= abs %\d+ : tensor<8x16xi32>)") == 1);
+  CHECK(count_matches(ir, R"(= cast %\d+ : tensor<8xi32> -> tensor<8xf32>)") == 1);
+  CHECK(count_matches(ir, R"(= cast %\d+ : tensor<16xi32> -> tensor<16xf32>)") == 1);
+  CHECK(count_matches(ir, R"(= cast %\d+ : tensor<8x16xi32> -> tensor<8x16xf32>)") == 1);
+  CHECK(count_matches(ir, R"(= abs %\d+ : tensor<8x16xf32>)") == 1);
+  CHECK(count_matches(ir, R"(= abs %\d+ : tensor<8x16xi32>)") == 1);
   CHECK_NOTHROW(ir::verify(*fn));
 }
 

@@ -9,6 +9,7 @@
 
 #include "ir/passes.h"
 #include "test_dsl_helpers.h"
+#include "text_matches.h"
 #include "tilejit/kernel.h"
 #include "tilejit/launch.h"
 #include "tilejit/ops.h"
@@ -17,14 +18,12 @@ using namespace tilejit;
 using namespace tilejit::dsl_testing;
 using ir::OpKind;
 
+using testing::count_matches;
+
 namespace {
-int matches(const std::string &ir, const std::string &pattern) {
-  const std::regex re(pattern);
-  return int(std::distance(std::sregex_iterator(ir.begin(), ir.end(), re), std::sregex_iterator()));
-}
 /// The multiplications (or fmas) over tiles of 128 f32 elements, where the per-element work is.
 int tile_ops(const std::string &ir, const char *op) {
-  return matches(ir, std::string("= ") + op + R"( [^\n]*: tensor<(8x16|128)xf32>)");
+  return count_matches(ir, std::string("= ") + op + R"( [^\n]*: tensor<(8x16|128)xf32>)");
 }
 }  // namespace
 
@@ -111,7 +110,7 @@ TEST_CASE("reassociate_scalar_factors: a product of finite factors that overflow
   const std::string ir = ir::print(kern.function(DevicePtr{}, DevicePtr{}, 1.f, 1.f));
   INFO(ir);
   CHECK(std::regex_search(ir, std::regex(R"(= mul %p0, %p1 : f32|= mul %a, %b : f32|= mul %arg2, %arg3 : f32)")));
-  CHECK(matches(ir, R"(= mul [^\n]*tensor<4xf32>)") == 1);
+  CHECK(count_matches(ir, R"(= mul [^\n]*tensor<4xf32>)") == 1);
   Buffer bx(16, Backend::Interpreter), bout(16, Backend::Interpreter);
   bx.upload(std::vector<float>{0.f, -0.f, 4.f, -4.f});
   LaunchConfig cfg;
@@ -159,6 +158,6 @@ TEST_CASE("reassociate_scalar_factors: the product goes after the later scalar, 
   CHECK(std::regex_search(before, std::regex(R"(= mul %p2, %\d+ : f32)")));
   CHECK(std::regex_search(body, std::regex(R"(= mul %p2, %\d+ : f32)")));
   CHECK(tile_ops(body, "mul") == 0);  // tile_ops counts 128-element tiles: none here
-  CHECK(matches(body, R"(= mul [^\n]*tensor<64xf32>)") == 2);
+  CHECK(count_matches(body, R"(= mul [^\n]*tensor<64xf32>)") == 2);
   CHECK_NOTHROW(ir::verify(*fn));
 }

@@ -1,4 +1,4 @@
-// Helpers shared by the optimization passes (internal to ir/passes).
+// Helpers shared by the optimization passes and the range analysis (internal to ir/).
 #pragma once
 #include <cmath>
 #include <cstdint>

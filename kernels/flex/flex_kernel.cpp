@@ -12,7 +12,6 @@
 // with l = 0 → output 0 and lse −inf. Offsets are i64 when LARGE (a tensor spans ≥ 2^31 elements), i32
 // otherwise.
 #include <bit>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -21,8 +20,6 @@
 
 #include <fmt/format.h>
 
-#include "ir/ir.h"
-#include "dsl/trace_context.h"
 #include "kernels/flex/flex_internal.h"
 #include "kernels/flex/kernel_lru.h"
 #include "kernels/online_softmax.h"
