@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Metadata.h>
 #include <llvm/Support/raw_ostream.h>
@@ -41,6 +42,8 @@ int sm_version(const std::string &arch) {
     if (c >= '0' && c <= '9') v = v * 10 + (c - '0');
   return v;
 }
+
+bool waits_for_prior_grid(const std::string &arch) { return sm_version(arch) >= 90; }
 
 void Lowering::fail(const std::string &why) const {
   if (!cur_op) throw CompileError(fmt::format("codegen: kernel '{}': {}", fn.name, why));
@@ -406,6 +409,11 @@ void Lowering::run() {
   tid_ = b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");
   lane_ = b.CreateAnd(tid_, 31, "lane");
   warp_ = b.CreateLShr(tid_, 5, "warp");
+  if (waits_for_prior_grid(opts.arch)) {  // codegen.h: before any memory access
+    auto *fty = llvm::FunctionType::get(b.getVoidTy(), false);
+    for (const char *text : {"griddepcontrol.launch_dependents;", "griddepcontrol.wait;"})
+      b.CreateCall(llvm::InlineAsm::get(fty, text, "~{memory}", /*hasSideEffects=*/true), {});
+  }
   if (use_wgmma) {  // the buffer starts at the next multiple of 1024 bytes (shared_bytes() adds the slack)
     reserve_smem_total(0);
     llvm::Value *addr = b.CreatePtrToInt(smem_, b.getInt32Ty());

@@ -36,6 +36,14 @@ struct PtxResult {
 TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts);
 /// The LLVM IR module text after lowering (before optimization), verified; used by tests and `tilejit ir --llvm`.
 TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts);
+/// Whether kernels compiled for `arch` start with the grid-dependency control of programmatic dependent launch
+/// (sm_90 and newer; PTX ISA, "Parallel Synchronization and Communication Instructions: griddepcontrol"; CUDA
+/// Programming Guide, "Programmatic Dependent Launch and Synchronization"). Each program first lets the stream's
+/// next kernel be scheduled (`griddepcontrol.launch_dependents`), then waits until the previous kernel in the
+/// stream has finished and its memory is visible (`griddepcontrol.wait`), before any memory access. Such a
+/// kernel may be launched as a programmatic dependent of its predecessor: its launch and its programs' start
+/// overlap the predecessor's last programs; none of its memory accesses does.
+TILEJIT_EXPORT bool waits_for_prior_grid(const std::string &arch);
 /// LLVM's version string ("19.1.7"), part of the compile-cache key.
 TILEJIT_EXPORT std::string llvm_version();
 

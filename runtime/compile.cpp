@@ -172,6 +172,7 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) 
     }
     auto tload = Clock::now();
     kernel = std::make_unique<LoadedKernel>(load_kernel(*cubin));
+    kernel->waits_for_prior_grid = codegen::waits_for_prior_grid(opts.arch);
     stats.load_ms = ms_since(tload);
     stats.total_ms = ms_since(t0);
     stats.spill_stores = kernel->spill_stores;

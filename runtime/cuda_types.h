@@ -58,6 +58,27 @@ enum CUstreamCaptureMode : int {
 
 enum CUgraphNodeType : int { CU_GRAPH_NODE_TYPE_KERNEL = 0 };
 
+// cuLaunchKernelEx's configuration (cuda.h's CUlaunchConfig, CUlaunchAttribute: an id padded to 8 bytes, then a
+// 64-byte value union, of which tilejit sets only the int of programmatic stream serialization).
+enum CUlaunchAttributeID : int { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+struct CUlaunchAttribute {
+  CUlaunchAttributeID id;
+  char pad[8 - sizeof(CUlaunchAttributeID)];
+  union {
+    char pad[64];
+    int programmatic_stream_serialization_allowed;
+  } value;
+};
+struct CUlaunchConfig {
+  unsigned grid_x, grid_y, grid_z;
+  unsigned block_x, block_y, block_z;
+  unsigned shared_bytes;
+  CUstream stream;
+  CUlaunchAttribute *attrs;
+  unsigned num_attrs;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72 && sizeof(CUlaunchConfig) == 56, "cuda.h's launch config layout");
+
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 // The legacy default stream's explicit handle (a null handle means it too).
 inline const CUstream CU_STREAM_LEGACY = reinterpret_cast<CUstream>(0x1);

@@ -30,6 +30,7 @@ struct Driver {
   using CUgraphExec = cu::CUgraphExec;
   using CUstreamCaptureMode = cu::CUstreamCaptureMode;
   using CUgraphNodeType = cu::CUgraphNodeType;
+  using CUlaunchConfig = cu::CUlaunchConfig;
 #include "runtime/cuda_api.def"
 #undef CUDA_FN
   cu::CUdevice device = 0;

@@ -1,4 +1,4 @@
-// runtime::launch: packs the kernel parameters and calls cuLaunchKernel.
+// runtime::launch: packs the kernel parameters and calls cuLaunchKernel (cuLaunchKernelEx for a programmatic dependent).
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "runtime/driver.h"
+#include "runtime/env.h"
 #include "runtime/runtime.h"
 #include "tilejit/error.h"
 
@@ -88,11 +89,26 @@ void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &
                             "LaunchConfig::stream", k.name, where, fmt::ptr(capturing)));
   }
   Driver &d = driver();
-  check(d.cuLaunchKernel(static_cast<cu::CUfunction>(k.function), grid.x, grid.y, grid.z, unsigned(k.num_threads),
-                         1, 1, unsigned(k.shared_bytes), s, pointers.data(), nullptr),
-        "cuLaunchKernel", k.name,
-        fmt::format("grid=({},{},{}) block=({},1,1) dynamic smem={} B", grid.x, grid.y, grid.z, k.num_threads,
-                    k.shared_bytes));
+  auto detail = [&] {
+    return fmt::format("grid=({},{},{}) block=({},1,1) dynamic smem={} B", grid.x, grid.y, grid.z, k.num_threads,
+                       k.shared_bytes);
+  };
+  auto fn = static_cast<cu::CUfunction>(k.function);
+  if (k.waits_for_prior_grid && !env_flag(Env::DisableOverlap)) {
+    // A programmatic dependent of the stream's previous kernel: the kernel waits for it before touching memory
+    // (codegen::waits_for_prior_grid), so only its launch and its programs' start overlap that kernel's end.
+    cu::CUlaunchAttribute overlap{};
+    overlap.id = cu::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    overlap.value.programmatic_stream_serialization_allowed = 1;
+    cu::CUlaunchConfig c{grid.x, grid.y, grid.z, unsigned(k.num_threads), 1, 1, unsigned(k.shared_bytes), s,
+                         &overlap, 1};
+    check(d.cuLaunchKernelEx(&c, fn, pointers.data(), nullptr), "cuLaunchKernelEx", k.name,
+          detail() + ", a programmatic dependent of the stream's previous kernel");
+    return;
+  }
+  check(d.cuLaunchKernel(fn, grid.x, grid.y, grid.z, unsigned(k.num_threads), 1, 1, unsigned(k.shared_bytes), s,
+                         pointers.data(), nullptr),
+        "cuLaunchKernel", k.name, detail());
 }
 
 }  // namespace tilejit::runtime

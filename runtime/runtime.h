@@ -20,6 +20,8 @@ struct LoadedKernel {
   int programs_per_sm = 0;    // programs that fit on one SM at once (cuOccupancyMaxActiveBlocksPerMultiprocessor)
   int spill_stores = -1;      // bytes per thread ptxas spilled to local memory when linking (-1: not reported)
   int spill_loads = -1;       // bytes per thread reloaded from those spills (-1: not reported)
+  bool waits_for_prior_grid = false;  // codegen::waits_for_prior_grid of its arch: launched as a programmatic
+                                      // dependent of the stream's previous kernel (TILEJIT_DISABLE_OVERLAP: not)
 };
 
 /// The current device's arch as a codegen target: "sm_90a" for compute capability 9.0, "sm_80", ...
