@@ -1632,7 +1632,7 @@ DECODE_MODS = ("alibi", "softcap", "window")
 DECODE_SOFTCAP = 50.0         # the soft-cap rows: cap·tanh(score / cap), Gemma 2's attention cap
 DECODE_MODS_PAGE = 16         # the mods rows' page size
 DECODE_PEERS = ("cuDNN", "FA2", "Flex")
-DECODE_PARTS = DECODE_PEERS + ("graph", "contiguous", "mods")  # what --decode-skip can leave out
+DECODE_PARTS = DECODE_PEERS + ("graph", "contiguous", "mods", "ceiling")  # what --decode-skip can leave out
 
 
 def decode_new_tokens() -> int:
@@ -1805,6 +1805,41 @@ def decode_peers(skip: set):
     return peers, missing
 
 
+_READ_KERNEL = None
+
+
+def read_ceiling():
+    """fn(k, v) that streams both tensors once (a Triton kernel: each program loads 8192 elements of each, 16-byte
+    loads, and writes one f32 partial sum) and returns the partial sums: what reading the cache's bytes alone
+    costs, timed like the attention rows. Nothing is reused between programs, so no kernel can read these bytes
+    from DRAM faster by a different split of the work."""
+    global _READ_KERNEL
+    import torch
+    import triton
+    import triton.language as tl
+    if _READ_KERNEL is None:
+        @triton.jit
+        def stream_read(k_ptr, v_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            pid = tl.program_id(0)
+            offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            m = offs < n
+            k = tl.load(k_ptr + offs, mask=m, other=0.0).to(tl.float32)
+            v = tl.load(v_ptr + offs, mask=m, other=0.0).to(tl.float32)
+            tl.store(out_ptr + pid, tl.sum(k + v, 0))
+        _READ_KERNEL = stream_read
+    block = 8192
+    parts = {}
+
+    def run(k, v):
+        n = k.numel()
+        grid = triton.cdiv(n, block)
+        if n not in parts:
+            parts[n] = torch.empty(grid, device=k.device, dtype=torch.float32)
+        _READ_KERNEL[(grid,)](k, v, parts[n], n, BLOCK=block, num_warps=8)
+        return parts[n]
+    return run
+
+
 def interleaved_times(fns: dict, rounds: int, warmup_ms: int = 2, rep_ms: int = 10):
     """Median time (ms) of each fn over `rounds` rounds, every fn timed once per round back to back, the order
     reversed every other round (the GPU's clock drifts: implementations compared inside one cell are timed
@@ -1948,6 +1983,18 @@ def decode_cell(ctx: Context, dc: DecodeCache, sq: int, peers: dict, skip: set, 
                     calls[row] = call
                 except Exception as ex:  # noqa: BLE001
                     failed(row, ex)
+    if "ceiling" not in skip and DEVICE == "cuda":
+        row = "read ceiling"
+        try:
+            read = read_ceiling()
+            got = read(dc.k_dense, dc.v_dense).double().sum()
+            want = dc.k_dense.double().sum() + dc.v_dense.double().sum()
+            scale = dc.k_dense.double().abs().sum() + dc.v_dense.double().abs().sum()
+            if abs(float(got - want)) > 1e-5 * float(scale):
+                raise RuntimeError(f"its sum {float(got):.6g} is not the cache's {float(want):.6g}")
+            calls[row] = lambda: read(dc.k_dense, dc.v_dense)  # noqa: E731
+        except Exception as ex:  # noqa: BLE001
+            failed(row, ex, ours=False)
     for name, peer in peers.items():
         try:
             fn = lambda peer=peer: peer(q_peer, dc.k_dense, dc.v_dense)  # noqa: E731
@@ -2039,16 +2086,20 @@ def decode_report(ctx: Context, cells: list, skipped: list, failures: list, peer
     def shape_cells(c):
         return [c.b, f"{c.context // 1024}k" if c.context >= 1024 else c.context, c.sq]
 
+    ceiling = "ceiling" not in skip
     headers = (["batch", "context", "new tokens"] + [f"tilejit p{p} µs" for p in pages] +
                [f"tilejit p{p} TB/s" for p in pages] + [f"{p} TB/s" for p in here] + ["best peer"] +
-               [f"tilejit p{p}/best" for p in pages])
+               [f"tilejit p{p}/best" for p in pages] +
+               (["read ceiling TB/s"] + [f"tilejit p{p} of ceiling" for p in pages] if ceiling else []))
     table = []
     for c in cells:
         best = best_peer(c)
         table.append(shape_cells(c) + [us(c, f"tilejit p{p}") for p in pages] +
                      [tb(c, f"tilejit p{p}") for p in pages] +
                      [tb(c, p) if c.ok(p) else us(c, p) for p in here] + [best or "-"] +
-                     [ratio(c, f"tilejit p{p}", best) if best else "-" for p in pages])
+                     [ratio(c, f"tilejit p{p}", best) if best else "-" for p in pages] +
+                     ([tb(c, "read ceiling")] + [ratio(c, f"tilejit p{p}", "read ceiling", "")
+                                                 for p in pages] if ceiling else []))
     rep.section(f"tilejit vs peers: GQA {DECODE_HEADS_Q}/{DECODE_HEADS_KV} heads, d{DECODE_DIM}, bf16, every "
                 "sequence `context` tokens long (the new ones included); TB/s = (K+V bytes of the visible keys + "
                 "q + out) / time", *md_table(headers, table))
@@ -2117,6 +2168,13 @@ def decode_report(ctx: Context, cells: list, skipped: list, failures: list, peer
         "torch.compile(flex_attention, dynamic=False) with enable_gqa, no block mask for one new token, a "
         "create_block_mask of the bottom-right causal mask (built once per shape, outside the timing) for several. "
         "'best peer' is the fastest peer whose check passed; tilejit pN/best = best peer's time over tilejit's.",
+        "- read ceiling: a Triton kernel that only reads the dense K and V once (16-byte loads, 8192 elements of "
+        "each per program, one f32 sum written per program; its total checked against the cache's), timed in the "
+        "same rounds and with the same L2 flush; its TB/s counts the same bytes as the attention rows (the K/V "
+        "bytes plus q and out). 'tilejit pN of ceiling' = the ceiling's time over tilejit's: the part of the "
+        "attainable read speed the decode reaches. The flush before each call leaves L2 full of dirty lines that "
+        "every row's reads must first write back, so the ceiling of a small cache lies well below the large "
+        "caches' 4.4–4.6 TB/s.",
         f"- Mods (pages of {DECODE_MODS_PAGE}, through examples/user_mods: user_mods_decode_plan_create/run): "
         f"ALiBi = score − slope[h]·|i − j| with the ALiBi paper's slopes for {DECODE_HEADS_Q} heads; soft-cap = "
         f"{DECODE_SOFTCAP:g}·tanh(score / {DECODE_SOFTCAP:g}); window = keys "
