@@ -1811,8 +1811,7 @@ _READ_KERNEL = None
 def read_ceiling():
     """fn(k, v) that streams both tensors once (a Triton kernel: each program loads 8192 elements of each, 16-byte
     loads, and writes one f32 partial sum) and returns the partial sums: what reading the cache's bytes alone
-    costs, timed like the attention rows. Nothing is reused between programs, so no kernel can read these bytes
-    from DRAM faster by a different split of the work."""
+    costs, timed like the attention rows. One untuned configuration: a reference read, not a proven bound."""
     global _READ_KERNEL
     import torch
     import triton
@@ -1987,11 +1986,14 @@ def decode_cell(ctx: Context, dc: DecodeCache, sq: int, peers: dict, skip: set, 
         row = "read ceiling"
         try:
             read = read_ceiling()
-            got = read(dc.k_dense, dc.v_dense).double().sum()
-            want = dc.k_dense.double().sum() + dc.v_dense.double().sum()
-            scale = dc.k_dense.double().abs().sum() + dc.v_dense.double().abs().sum()
-            if abs(float(got - want)) > 1e-5 * float(scale):
-                raise RuntimeError(f"its sum {float(got):.6g} is not the cache's {float(want):.6g}")
+            # Every program's partial sum against float64: a program that skipped its block or read another's
+            # fails (8192-element blocks: the dense caches' sizes are multiples of it).
+            got = read(dc.k_dense, dc.v_dense).double()
+            want = dc.k_dense.view(-1, 8192).double().sum(1) + dc.v_dense.view(-1, 8192).double().sum(1)
+            scale = dc.k_dense.view(-1, 8192).double().abs().sum(1) + dc.v_dense.view(-1, 8192).double().abs().sum(1)
+            bad = int(((got - want).abs() > 1e-5 * scale).sum())
+            if bad:
+                raise RuntimeError(f"{bad} of its {got.numel()} partial sums differ from the cache's")
             calls[row] = lambda: read(dc.k_dense, dc.v_dense)  # noqa: E731
         except Exception as ex:  # noqa: BLE001
             failed(row, ex, ours=False)
@@ -2005,7 +2007,7 @@ def decode_cell(ctx: Context, dc: DecodeCache, sq: int, peers: dict, skip: set, 
     cell.ms, timing_errors = interleaved_times(calls, ctx.args.decode_rounds)
     for row, e in timing_errors.items():
         cell.errors[row] = e
-        if row not in peers:
+        if row not in peers and row != "read ceiling":  # only tilejit's rows fail the suite
             failures.append(f"{cell.name} {row}: {e}")
     sync()
     del graphs[:]
@@ -2168,11 +2170,12 @@ def decode_report(ctx: Context, cells: list, skipped: list, failures: list, peer
         "torch.compile(flex_attention, dynamic=False) with enable_gqa, no block mask for one new token, a "
         "create_block_mask of the bottom-right causal mask (built once per shape, outside the timing) for several. "
         "'best peer' is the fastest peer whose check passed; tilejit pN/best = best peer's time over tilejit's.",
-        "- read ceiling: a Triton kernel that only reads the dense K and V once (16-byte loads, 8192 elements of "
-        "each per program, one f32 sum written per program; its total checked against the cache's), timed in the "
+        "- read ceiling: a reference read, one untuned Triton kernel that only reads the dense K and V once "
+        "(16-byte loads, 8192 elements of each per program, one f32 sum written per program, each checked against "
+        "float64), timed in the "
         "same rounds and with the same L2 flush; its TB/s counts the same bytes as the attention rows (the K/V "
-        "bytes plus q and out). 'tilejit pN of ceiling' = the ceiling's time over tilejit's: the part of the "
-        "attainable read speed the decode reaches. The flush before each call leaves L2 full of dirty lines that "
+        "bytes plus q and out). 'tilejit pN of ceiling' = the ceiling's time over tilejit's: how close the "
+        "decode comes to merely reading its cache. The flush before each call leaves L2 full of dirty lines that "
         "every row's reads must first write back, so the ceiling of a small cache lies well below the large "
         "caches' 4.4–4.6 TB/s.",
         f"- Mods (pages of {DECODE_MODS_PAGE}, through examples/user_mods: user_mods_decode_plan_create/run): "

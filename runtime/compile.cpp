@@ -51,9 +51,10 @@ std::string specialization(const ir::Function &fn) {
 }
 
 
-// Key of the PTX: everything codegen's output depends on.
+// Key of the PTX: everything codegen's output depends on. v3: sm_90 kernels wait for the previous grid, and the
+// runtime launches them as programmatic dependents, so no entry written before that may be reused.
 std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts) {
-  return hash_key({"tilejit-ptx-v2", TILEJIT_VERSION, build_id(), codegen::llvm_version(), opts.arch,
+  return hash_key({"tilejit-ptx-v3", TILEJIT_VERSION, build_id(), codegen::llvm_version(), opts.arch,
                    std::to_string(opts.num_warps), std::to_string(opts.num_stages),
                    "minctas" + std::to_string(opts.min_ctas_per_sm), opts.wgmma ? "wgmma" : "mma", env_code_key(),
                    specialization(fn),

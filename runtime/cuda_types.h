@@ -64,7 +64,7 @@ enum CUlaunchAttributeID : int { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALI
 struct CUlaunchAttribute {
   CUlaunchAttributeID id;
   char pad[8 - sizeof(CUlaunchAttributeID)];
-  union {
+  union alignas(8) {  // cuda.h's union also holds pointers and size_t
     char pad[64];
     int programmatic_stream_serialization_allowed;
   } value;
@@ -77,7 +77,8 @@ struct CUlaunchConfig {
   CUlaunchAttribute *attrs;
   unsigned num_attrs;
 };
-static_assert(sizeof(CUlaunchAttribute) == 72 && sizeof(CUlaunchConfig) == 56, "cuda.h's launch config layout");
+static_assert(sizeof(CUlaunchAttribute) == 72 && alignof(CUlaunchAttribute) == 8 && sizeof(CUlaunchConfig) == 56,
+              "cuda.h's launch config layout");
 
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 // The legacy default stream's explicit handle (a null handle means it too).

@@ -94,6 +94,7 @@ void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &
                        k.shared_bytes);
   };
   auto fn = static_cast<cu::CUfunction>(k.function);
+  // The switch is read per launch (getenv; tests change it with setenv between launches, never concurrently).
   if (k.waits_for_prior_grid && !env_flag(Env::DisableOverlap)) {
     // A programmatic dependent of the stream's previous kernel: the kernel waits for it before touching memory
     // (codegen::waits_for_prior_grid), so only its launch and its programs' start overlap that kernel's end.

@@ -9,6 +9,10 @@
 // Capture runs in CU_STREAM_CAPTURE_MODE_GLOBAL: a call inside `record` that is unsafe during capture — a
 // host synchronization, a synchronous copy, a device allocation or free, a module load — fails with
 // DriverError naming the driver call, so a successful capture also shows that `record` only launches.
+//
+// On sm_90 and newer the captured launches keep their programmatic dependencies (see LaunchConfig::stream):
+// a replay overlaps each kernel's start with its predecessor's end as a direct launch does, or not, as
+// TILEJIT_DISABLE_OVERLAP was at capture.
 #pragma once
 #include <functional>
 

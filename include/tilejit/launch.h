@@ -34,7 +34,14 @@ struct LaunchConfig {
   int num_warps = 4;            // 1, 2, 4, 8, 16, 32 (threads per program = 32 · num_warps)
   int num_stages = 1;           // software-pipelining depth of loops' tensor-core operand loads, 1..8
   Backend backend = Backend::Auto;
-  Stream *stream = nullptr;     // GPU stream; null: the default stream of the current device
+  Stream *stream = nullptr;     // GPU stream; null: the default stream of the current device. On sm_90+ a
+                                // kernel is launched as a programmatic dependent of the stream's previous
+                                // kernel (CUDA Programming Guide, "Programmatic Dependent Launch"): it waits
+                                // for that kernel's completion before touching memory, and lets the next one
+                                // be scheduled as soon as it starts. A kernel of the user's launched with PDL
+                                // after a tilejit kernel must itself wait (cudaGridDependencySynchronize)
+                                // before it reads tilejit's outputs or writes what tilejit reads.
+                                // TILEJIT_DISABLE_OVERLAP=1 turns this off.
   std::string arch;             // "sm_80", "sm_90a", ...; empty: the device's own arch
   int min_ctas_per_sm = 0;      // ≥ 1: ask ptxas to fit this many programs per SM (PTX .maxntid + .minnctapersm,
                                 // CUDA's __launch_bounds__; caps registers per thread, may spill); 0: no hint
