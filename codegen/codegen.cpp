@@ -17,6 +17,7 @@
 #include "codegen/emit_ptx.h"
 #include "codegen/lowering.h"
 #include "codegen/mma.h"
+#include "codegen/pipeline.h"
 #include "codegen/wgmma.h"
 #include "tilejit/error.h"
 
@@ -466,6 +467,7 @@ void Lowering::lower_op(const ir::Op &op) {
       set(op.result(), lower_shape_op(*this, op));
       return;
     case K::Load:
+      if (staged_to_registers.count(&op)) return set(op.result(), read_staged_load(*this, op));
       if (pipelined_loads.count(&op)) return;  // copied to shared memory by the loop's pipeline
       set(op.result(), lower_load(*this, op));
       return;

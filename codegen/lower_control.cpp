@@ -62,7 +62,10 @@ void lower_for(Lowering &L, const ir::Op &op) {
   if (pipe) {
     L.barrier();  // earlier readers of the scratch space the stage buffers overlap are done
     L.reserve_smem_total(pipe->end());
-    for (const PipelinedLoad &ld : pipe->loads) L.pipelined_loads.insert(ld.load);
+    for (const PipelinedLoad &ld : pipe->loads) {
+      L.pipelined_loads.insert(ld.load);
+      if (ld.to_registers) L.staged_to_registers.insert(ld.load);
+    }
     // Scratch past the stage buffers from here on, the prologue included: a layout conversion while issuing a
     // stage (a gathered index tile, e.g. a paged cache's page numbers) must not overwrite the copies in flight.
     L.scratch_offset = pipe->end();

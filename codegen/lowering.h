@@ -162,6 +162,8 @@ class Lowering {
   // ---- software pipelining (codegen/pipeline.h) ----
   /// Loads copied global→shared by cp.async into a pipelined loop's stage buffers: not lowered to registers.
   std::unordered_set<const ir::Op *> pipelined_loads;
+  /// Those of them read into registers where they stand, from the current stage (read_staged_load).
+  std::unordered_set<const ir::Op *> staged_to_registers;
   /// Where the current iteration's copy of a pipelined load's tile lives: a shared pointer to its swizzled
   /// row-major staging (the layout stage_swizzled writes), valid inside the loop body.
   std::unordered_map<const ir::Value *, llvm::Value *> smem_operands;

@@ -47,7 +47,60 @@ Layout copy_layout(int64_t rows, int64_t cols, int num_warps) {
   return l;
 }
 
+/// Row-major element offset of register r of layout l (an i32).
+llvm::Value *row_major_index(Lowering &L, const Layout &l, int64_t r) {
+  llvm::Value *index = L.i32(0);
+  for (int i = 0; i < l.rank(); ++i)
+    index = L.b.CreateAdd(L.b.CreateMul(index, L.i32(l.shape[size_t(i)])), L.coord(l, i, r));
+  return index;
+}
+
+/// The 4-byte copies of a load staged to registers: each element by its owner thread in the default layout,
+/// zero-filled where masked or where the iteration does not exist.
+void issue_staged_value(Lowering &L, const PipelinedLoad &ld, int64_t base, llvm::Value *stage_off,
+                        llvm::Value *valid) {
+  auto &b = L.b;
+  L.cur_op = ld.load;
+  const ir::Value *ptr = ld.load->operand(0);
+  const ir::Value *mask = ld.load->num_operands() > 1 ? ld.load->operand(1) : nullptr;
+  Layout cl = default_layout(ld.load->result()->type.shape, L.opts.num_warps);
+  Tile pt = L.get_in(ptr, cl);
+  Tile mt = mask ? L.get_in(mask, cl) : Tile{};
+  llvm::Value *buf = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(base + ld.offset), stage_off);
+  llvm::Function *copy = L.intrinsic(llvm::Intrinsic::nvvm_cp_async_ca_shared_global_4_s);
+  llvm::Value *owner = L.owner_pred(cl);
+  for (int64_t r = 0; r < cl.num_regs(); ++r) {
+    if (cl.reg_is_duplicate(r)) continue;
+    llvm::Value *dst = b.CreateInBoundsGEP(b.getInt32Ty(), buf, row_major_index(L, cl, r));
+    llvm::Value *ok = mask ? b.CreateAnd(valid, mt.regs[size_t(r)]) : valid;
+    llvm::Value *bytes = b.CreateSelect(ok, L.i32(4), L.i32(0));
+    llvm::Value *src = pt.regs[size_t(r)];
+    L.emit_if(owner, [&] { b.CreateCall(copy, {dst, src, bytes}); });
+  }
+}
+
 }  // namespace
+
+Tile read_staged_load(Lowering &L, const ir::Op &load) {
+  auto &b = L.b;
+  const ir::Value *res = load.result();
+  const ir::Value *mask = load.num_operands() > 1 ? load.operand(1) : nullptr;
+  const ir::Value *other = load.num_operands() > 2 ? load.operand(2) : nullptr;
+  auto it = L.smem_operands.find(res);
+  if (it == L.smem_operands.end()) L.fail("internal: a staged load read outside its pipelined loop");
+  const Layout &l = L.layout_of(res);
+  llvm::Type *mt = L.mem_type(res->type.elem);
+  Tile m = mask && other && !is_zero_tile(other) ? L.get_in(mask, l) : Tile{};
+  Tile o = m.regs.empty() ? Tile{} : L.get_in(other, l);
+  Tile out{l, std::vector<llvm::Value *>(size_t(l.num_regs()), nullptr)};
+  for (int64_t r = 0; r < l.num_regs(); ++r) {
+    llvm::Value *at = b.CreateInBoundsGEP(mt, it->second, row_major_index(L, l, r));
+    llvm::Value *x = L.from_mem(b.CreateAlignedLoad(mt, at, llvm::Align(4)), res->type.elem);
+    // Masked-off elements were zero-filled: only a nonzero `other` needs selecting.
+    out.regs[size_t(r)] = m.regs.empty() ? x : b.CreateSelect(m.regs[size_t(r)], x, o.regs[size_t(r)]);
+  }
+  return out;
+}
 
 const ir::Op *splatted_constant(const ir::Value *v, bool through_casts) {
   using K = ir::OpKind;
@@ -151,7 +204,36 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
     p.loads.push_back(pl);
   }
   if (p.loads.empty()) return std::nullopt;
-  while (p.stages >= 2 && p.stages * p.stage_bytes > kMaxPipelineBytes) --p.stages;
+  auto stages_within_budget = [&](int64_t stage_bytes) {
+    int s = p.stages;
+    while (s >= 2 && s * stage_bytes > kMaxPipelineBytes) --s;
+    return s;
+  };
+  // Small loads read by other ops ride in the same stages (pipeline.h), unless an address of the pipeline
+  // depends on them (then the slice re-lowers them) or their buffers would cost the pipeline a stage.
+  std::vector<PipelinedLoad> staged_values;
+  for (const auto &op_ptr : body.ops) {
+    const ir::Op &op = *op_ptr;
+    if (op.kind != ir::OpKind::Load || (in_slice.count(&op) && in_slice[&op])) continue;
+    const ir::Type &t = op.result()->type;
+    if (t.is_scalar() || t.elem.is_ptr || t.numel() > kMaxStagedValueElems) continue;
+    if (t.dtype() != DType::f32 && t.dtype() != DType::i32) continue;
+    const ir::Value *mask = op.num_operands() > 1 ? op.operand(1) : nullptr;
+    if (!collect(op.operand(0)) || (mask && !collect(mask))) continue;
+    staged_values.push_back(PipelinedLoad{&op, t.numel(), 1, 0, std::nullopt, /*to_registers=*/true});
+  }
+  int64_t with_values = p.stage_bytes;
+  std::erase_if(staged_values, [&](const PipelinedLoad &v) { return in_slice.count(v.load) && in_slice[v.load]; });
+  for (PipelinedLoad &v : staged_values) {
+    v.offset = with_values;
+    with_values += (v.rows * 4 + 15) / 16 * 16;
+  }
+  with_values = (with_values + align - 1) / align * align;
+  if (!staged_values.empty() && stages_within_budget(with_values) == stages_within_budget(p.stage_bytes)) {
+    p.stage_bytes = with_values;
+    p.loads.insert(p.loads.end(), staged_values.begin(), staged_values.end());
+  }
+  p.stages = stages_within_budget(p.stage_bytes);
   if (p.stages < 2) return std::nullopt;
   p.base = (L.scratch_offset + align - 1) / align * align;
   // The slice in body order (collect appended operands before users, but across loads order may differ).
@@ -223,6 +305,10 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   llvm::Function *copy = L.intrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s);
   llvm::Value *stage_off = b.CreateMul(stage, L.i32(p.stage_bytes));
   for (const PipelinedLoad &ld : p.loads) {
+    if (ld.to_registers) issue_staged_value(L, ld, p.base, stage_off, valid);
+  }
+  for (const PipelinedLoad &ld : p.loads) {
+    if (ld.to_registers) continue;
     L.cur_op = ld.load;
     const ir::Value *ptr = ld.load->operand(0);
     const ir::Value *mask = ld.load->num_operands() > 1 ? ld.load->operand(1) : nullptr;

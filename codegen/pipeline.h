@@ -15,6 +15,13 @@
 // address computation (ops of the body that depend only on the induction variable and values from outside
 // the loop) with the induction variable advanced.
 //
+// Small loads read by other ops (at most kMaxStagedValueElems elements of a 32-bit type, any rank, any mask and
+// `other`: a key-major backward's per-query logsumexp and delta) ride in the same stages when the loop pipelines
+// dot operands anyway: each element goes global → shared with a 4-byte cp.async, zero-filled where masked, and
+// the load is lowered where it stands as a read of this iteration's stage buffer in the result's layout (`other`
+// selected where masked). Its global latency, address arithmetic and masked-off branches leave the loop body.
+// A load that an address of the pipeline depends on (an index load) is not staged.
+//
 // The address slice may also contain unmasked scalar loads (a block-sparse loop's `load(list + i)`): they are
 // re-lowered too, executed only when that iteration is in range (0 otherwise).
 //
@@ -37,7 +44,13 @@ struct PipelinedLoad {
   /// Only an untransposed A of wgmma dots: its rows go where wgmma_a_row puts them (wm, m16 tiles per warp),
   /// so that the wgmma reads A from the stage buffer through a descriptor instead of registers.
   std::optional<std::pair<int, int64_t>> wgmma_a_rows;
+  /// Read into registers where the load stands (read_staged_load) rather than by dots; its stage buffer holds
+  /// the tile row-major, 4 bytes per element.
+  bool to_registers = false;
 };
+
+/// The most elements of a load staged for other ops than dots (4-byte copies: one or two per thread).
+inline constexpr int64_t kMaxStagedValueElems = 256;
 
 struct LoopPipeline {
   int stages = 2;
@@ -56,6 +69,9 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
                  llvm::Value *stage);
 /// Makes the dots read stage `stage` (i32) of every pipelined load.
 void bind_stage(Lowering &L, const LoopPipeline &p, llvm::Value *stage);
+/// The registers of a load staged `to_registers`, read from its buffer of the stage bound last (bind_stage) in
+/// the load's layout, `other` where its mask is false.
+Tile read_staged_load(Lowering &L, const ir::Op &load);
 /// cp.async.wait_group: waits until at most `pending` committed groups of this thread are in flight.
 void wait_copies(Lowering &L, int pending);
 

@@ -168,6 +168,35 @@ inline Function matmul_acc(int64_t bm, int64_t bn, int64_t bk, DType dt, bool tr
   return std::move(f.fn);
 }
 
+/// matmul_acc (b row-major) whose K loop also loads a per-row f32 vector each iteration, masked (rows below
+/// K − k) with `other` = −0.75, and adds it to the accumulator: c += Σ_k (a_k·b_k + bias_k broadcast along rows),
+/// bias_k[r] = bias[(k / bk) + rm[r]] where rm[r] < K − k, else −0.75. A pipelined loop stages such a load.
+inline Function matmul_acc_row_bias(int64_t bm, int64_t bn, int64_t bk, DType dt) {
+  FnBuilder f("matmul_acc_row_bias");
+  Value *a = f.param("a", P({}, dt), true), *b = f.param("b", P({}, dt), true), *c = f.param("c", P({}, F32), true);
+  Value *bias = f.param("bias", P({}, F32), true);
+  Value *N = f.param("N", S(I32), false, true), *K = f.param("K", S(I32), false, true);
+  Value *pm = f.program_id(0), *pn = f.program_id(1);
+  Value *rm = bin(f, OpKind::Add, splat(f, bin(f, OpKind::Mul, pm, f.ci(S(I32), bm)), {bm}), f.arange(0, bm));
+  Value *rn = bin(f, OpKind::Add, splat(f, bin(f, OpKind::Mul, pn, f.ci(S(I32), bn)), {bn}), f.arange(0, bn));
+  Value *c_offs = bin(f, OpKind::Add, bcast(f, bin(f, OpKind::Mul, rm, splat(f, N, {bm})), 1, {bm, bn}), bcast(f, rn, 0, {bm, bn}));
+  Value *c_ptrs = ptr_add(f, c, c_offs);
+  Op *loop = f.begin_for(f.ci(S(I32), 0), K, f.ci(S(I32), bk), {load(f, c_ptrs)});
+  Value *k = loop->region(0)->arg(0), *acc = loop->region(0)->arg(1);
+  Value *rk = bin(f, OpKind::Add, splat(f, k, {bk}), f.arange(0, bk));
+  Value *a_offs = bin(f, OpKind::Add, bcast(f, bin(f, OpKind::Mul, rm, splat(f, K, {bm})), 1, {bm, bk}), bcast(f, rk, 0, {bm, bk}));
+  Value *b_offs = bin(f, OpKind::Add, bcast(f, bin(f, OpKind::Mul, rk, splat(f, N, {bk})), 1, {bk, bn}), bcast(f, rn, 0, {bk, bn}));
+  Value *bias_offs = bin(f, OpKind::Add, splat(f, bin(f, OpKind::Div, k, f.ci(S(I32), bk)), {bm}), rm);
+  Value *bias_mask = f.cmp(CmpPred::lt, rm, splat(f, bin(f, OpKind::Sub, K, k), {bm}));
+  Value *bias_k = load(f, ptr_add(f, bias, bias_offs), bias_mask, f.cf(T({bm}, F32), -0.75));
+  Value *prod = f.op(OpKind::Dot, {load(f, ptr_add(f, a, a_offs)), load(f, ptr_add(f, b, b_offs)), acc}, T({bm, bn}, F32));
+  f.yield({bin(f, OpKind::Add, prod, bcast(f, bias_k, 1, {bm, bn}))});
+  f.end();
+  store(f, c_ptrs, loop->result(0));
+  verify(f.fn);
+  return std::move(f.fn);
+}
+
 /// The first Dot op of fn.
 inline const Op *find_dot(Function &fn) {
   const Op *dot = nullptr;

@@ -207,6 +207,38 @@ TEST_CASE("codegen on the GPU: wgmma K loops reading A from stage buffers (8 war
   REQUIRE(on_wgmma == 21);  // all but the K-major b of 32 columns and the 64-row tiles (3 stage counts each)
 }
 
+TEST_CASE("codegen on the GPU: a masked vector staged with a K loop's dot operands matches the interpreter",
+          "[gpu][codegen]") {
+  // matmul_acc_row_bias: every K step adds a per-row f32 vector, masked (other −0.75) differently from step to
+  // step; pipelined (2-4 stages) it rides in the stage buffers by 4-byte cp.async. Sixty-fourths keep every
+  // sum exact, so the GPU must match the interpreter bit for bit.
+  int cases = 0;
+  for (auto [bm, bn, bk, warps] : {std::array<int64_t, 4>{64, 64, 32, 4}, std::array<int64_t, 4>{128, 128, 64, 8},
+                                   std::array<int64_t, 4>{64, 128, 64, 4}})
+    for (int stages : {1, 2, 3, 4}) {
+      DType dt = stages % 2 ? BF16 : DType::f16;
+      const int64_t M = bm * 2, N = bn * 2, K = bk * 7;
+      uint32_t seed = uint32_t(bm + bn * 3 + bk * 5 + stages * 11 + warps * 13);
+      auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
+      auto bias = random_floats(size_t(M + 7), -2, 2, seed + 4);
+      for (auto &x : c0) x = std::round(x * 64) / 64;
+      for (auto &x : bias) x = std::round(x * 64) / 64;
+      std::vector<Arg> args;
+      args.push_back(sixty_fourths(random_floats(size_t(M * K), -1, 1, seed), dt));
+      args.push_back(sixty_fourths(random_floats(size_t(K * N), -1, 1, seed + 1), dt));
+      args.push_back(buffer_arg(c0));
+      args.push_back(buffer_arg(bias));
+      args.push_back(int_arg(N));
+      args.push_back(int_arg(K));
+      run_both(matmul_acc_row_bias(bm, bn, bk, dt), Grid{uint32_t(M / bm), uint32_t(N / bn)}, args, int(warps), stages);
+      auto [cpu, gpu] = outputs<float>(args[2]);
+      require_close(cpu, gpu, 0, 0, fmt::format("row bias {}x{}x{} {}, {} warps, num_stages {}", bm, bn, bk,
+                                                dtype_name(dt), warps, stages));
+      ++cases;
+    }
+  REQUIRE(cases == 12);
+}
+
 TEST_CASE("codegen on the GPU: if, casts, atomics, math, transpose/reshape", "[gpu][codegen]") {
   {
     std::vector<Arg> args;
