@@ -225,9 +225,11 @@ struct Tracer {
     Tile kv_idx = per_k(mod_position(minimum(cols, maximum(seqlen_k - 1, 0)), small_positions));
     Tile qk = by_key ? dot(k, trans(q)) : dot(q, trans(k));
     Tile dp = by_key ? dot(v, trans(dout)) : dot(dout, trans(v));
-    // A row that saw no key in the forward (lse −inf: a mod made every score −inf) gets p = exp2(z − ∞) = 0 in
-    // the unmasked arm; the masked arm zeroes it.
-    Tile lse_or_inf = where(lse > neg_inf, lse, std::numeric_limits<float>::infinity());
+    // p = exp(z − lse) = exp2(z·log2e − lse·log2e): lse goes to log2 units once per query, so each score costs
+    // one fma and an exp2 (the scale folds into the fma's factor). A row that saw no key in the forward (lse
+    // −inf: a mod made every score −inf) gets p = exp2(z·log2e − ∞) = 0 in the unmasked arm; the masked arm
+    // zeroes it.
+    Tile lse_log2 = where(lse > neg_inf, lse, std::numeric_limits<float>::infinity()) * kLog2e;
     Grad g{qk, qk};  // placeholders of the arms' types, reassigned in both
     auto arm = [&](bool masked) {
       Tile s = qk * P(bScale);  // in the arm: vjp differentiates within one block
@@ -238,7 +240,7 @@ struct Tracer {
         Tile m = visible(mask, has_band, band, b, h, q_idx, kv_idx);
         if (m.valid()) vis = vis & m;
       }
-      Tile p = exp2((z - per_q(lse_or_inf)) * kLog2e);
+      Tile p = exp2(fma(z, Tile(kLog2e), -per_q(lse_log2)));
       if (masked) p = where(vis, p, 0.f);
       Tile dz = p * (dp - per_q(delta));
       Tile ds = score_mod ? vjp(z, s, dz, captures) : dz;
