@@ -171,7 +171,8 @@ int main(int argc, char **argv) {
                 "up to two KV heads against float64");
   att->add_flag("--atomics", a.atomics,
                 "with --backward: dq (and learnable captures' gradients) accumulated with f32 atomics instead of "
-                "in dq's own pass (and in fixed point): faster, not bitwise reproducible");
+                "in dq's own pass (and in fixed point): not bitwise reproducible, and slower on the H200 at every "
+                "measured shape (bench/results/backward.md)");
   att->add_option("--check-rows", a.check_rows, "rows sampled by --check");
   att->add_option("--seed", a.seed, "random seed (0: a random one, printed with the check)");
   tools::FlexFlags flex;
