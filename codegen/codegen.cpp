@@ -230,12 +230,7 @@ Tile Lowering::rematerialize(const ir::Value *v, const Layout &l, int depth) {
 Tile Lowering::convert(const Tile &t, ElemType et, const Layout &to) {
   if (t.is_scalar()) return splat_tile(to, t.regs[0]);
   if (same_distribution(*t.layout, to)) return Tile{to, t.regs};
-  std::vector<int64_t> strides(to.rank());
-  int64_t s = 1;
-  for (int i = to.rank() - 1; i >= 0; --i) {
-    strides[i] = s;
-    s *= to.shape[i];
-  }
+  const std::vector<int64_t> strides = row_major_strides(to.shape);
   return redistribute(t, et, to, strides, strides);
 }
 

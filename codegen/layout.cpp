@@ -212,4 +212,14 @@ bool same_distribution(const Layout &a, const Layout &b) {
   return true;
 }
 
+std::vector<int64_t> row_major_strides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (int i = int(shape.size()) - 1; i >= 0; --i) {
+    s[size_t(i)] = acc;
+    acc *= shape[size_t(i)];
+  }
+  return s;
+}
+
 }  // namespace tilejit::codegen

@@ -84,6 +84,9 @@ TILEJIT_EXPORT Layout reshape_same_params(const Layout &l, const std::vector<int
 /// True when both layouts (same shape and thread count) give every (thread, register) the same coordinate.
 TILEJIT_EXPORT bool same_distribution(const Layout &a, const Layout &b);
 
+/// Element strides of a row-major tile of `shape` (last dim 1).
+TILEJIT_EXPORT std::vector<int64_t> row_major_strides(const std::vector<int64_t> &shape);
+
 TILEJIT_EXPORT int log2_exact(int64_t v);  // v must be a power of two
 TILEJIT_EXPORT bool is_pow2(int64_t v);
 

@@ -5,19 +5,6 @@
 #include "codegen/lowering.h"
 
 namespace tilejit::codegen {
-namespace {
-
-std::vector<int64_t> row_major_strides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (int i = int(shape.size()) - 1; i >= 0; --i) {
-    s[size_t(i)] = acc;
-    acc *= shape[size_t(i)];
-  }
-  return s;
-}
-
-}  // namespace
 
 Tile lower_shape_op(Lowering &L, const ir::Op &op, const Layout *forced) {
   using K = ir::OpKind;

@@ -337,12 +337,7 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
   }
   if (!used || !replicated) return out;
   // Copies held by non-owner threads (or duplicate registers) get the owner's old value.
-  std::vector<int64_t> strides(size_t(l.rank()));
-  int64_t s = 1;
-  for (int i = l.rank() - 1; i >= 0; --i) {
-    strides[size_t(i)] = s;
-    s *= l.shape[size_t(i)];
-  }
+  const std::vector<int64_t> strides = row_major_strides(l.shape);
   return L.redistribute(out, et, l, strides, strides, /*owners_only=*/true);
 }
 

@@ -165,7 +165,8 @@ class Lowering {
   /// Those of them read into registers where they stand, from the current stage (read_staged_load).
   std::unordered_set<const ir::Op *> staged_to_registers;
   /// Where the current iteration's copy of a pipelined load's tile lives: a shared pointer to its swizzled
-  /// row-major staging (the layout stage_swizzled writes), valid inside the loop body.
+  /// row-major staging (the layout stage_swizzled writes; plain row-major for a load staged to registers),
+  /// valid inside the loop body.
   std::unordered_map<const ir::Value *, llvm::Value *> smem_operands;
   /// Byte offset where the scratch buffer (redistribute, dot staging) starts in dynamic shared memory;
   /// raised while lowering a pipelined loop so scratch never overlaps its stage buffers.

@@ -5,6 +5,7 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
@@ -47,12 +48,47 @@ Layout copy_layout(int64_t rows, int64_t cols, int num_warps) {
   return l;
 }
 
-/// Row-major element offset of register r of layout l (an i32).
-llvm::Value *row_major_index(Lowering &L, const Layout &l, int64_t r) {
-  llvm::Value *index = L.i32(0);
-  for (int i = 0; i < l.rank(); ++i)
-    index = L.b.CreateAdd(L.b.CreateMul(index, L.i32(l.shape[size_t(i)])), L.coord(l, i, r));
-  return index;
+/// The kernel parameter a pointer tile is computed from (through pointer arithmetic and shape ops), or null.
+const ir::Value *pointer_root(const ir::Function &fn, const ir::Value *p) {
+  using K = ir::OpKind;
+  for (int depth = 0; p && depth < 64; ++depth) {
+    if (!p->def) return p->block == fn.body.get() ? p : nullptr;
+    const K k = p->def->kind;
+    if (k != K::PtrAdd && k != K::Splat && k != K::Broadcast && k != K::ExpandDims && k != K::Reshape && k != K::Trans)
+      return nullptr;
+    p = p->def->operand(0);
+  }
+  return nullptr;
+}
+
+/// The pointer roots that stores and atomics anywhere in `body` write through (null among them when one cannot
+/// be traced to a parameter).
+std::unordered_set<const ir::Value *> written_pointer_roots(const ir::Function &fn, const ir::Block &body) {
+  std::unordered_set<const ir::Value *> roots;
+  ir::walk(const_cast<ir::Block &>(body), [&](ir::Op &op) {
+    if (op.kind == ir::OpKind::Store || op.kind == ir::OpKind::AtomicAdd) roots.insert(pointer_root(fn, op.operand(0)));
+  });
+  return roots;
+}
+
+/// Whether v is computed (within `body`) from `arg`.
+bool depends_on(const ir::Value *v, const ir::Value *arg, const ir::Block &body) {
+  std::unordered_set<const ir::Value *> seen;
+  std::vector<const ir::Value *> todo{v};
+  while (!todo.empty()) {
+    const ir::Value *x = todo.back();
+    todo.pop_back();
+    if (x == arg) return true;
+    if (!x->def || x->def->parent != &body || !seen.insert(x).second) continue;
+    todo.insert(todo.end(), x->def->operands.begin(), x->def->operands.end());
+  }
+  return false;
+}
+
+/// Whether `other` is +0.0 (or integer 0): what a zero-filled copy reads for a masked-off element.
+bool is_positive_zero(const ir::Value *other) {
+  const ir::Op *c = splatted_constant(other, true);
+  return c && c->attrs.ivalue == 0 && c->attrs.fvalue == 0.0 && !std::signbit(c->attrs.fvalue);
 }
 
 /// The 4-byte copies of a load staged to registers: each element by its owner thread in the default layout,
@@ -69,14 +105,15 @@ void issue_staged_value(Lowering &L, const PipelinedLoad &ld, int64_t base, llvm
   llvm::Value *buf = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(base + ld.offset), stage_off);
   llvm::Function *copy = L.intrinsic(llvm::Intrinsic::nvvm_cp_async_ca_shared_global_4_s);
   llvm::Value *owner = L.owner_pred(cl);
-  for (int64_t r = 0; r < cl.num_regs(); ++r) {
-    if (cl.reg_is_duplicate(r)) continue;
-    llvm::Value *dst = b.CreateInBoundsGEP(b.getInt32Ty(), buf, row_major_index(L, cl, r));
-    llvm::Value *ok = mask ? b.CreateAnd(valid, mt.regs[size_t(r)]) : valid;
-    llvm::Value *bytes = b.CreateSelect(ok, L.i32(4), L.i32(0));
-    llvm::Value *src = pt.regs[size_t(r)];
-    L.emit_if(owner, [&] { b.CreateCall(copy, {dst, src, bytes}); });
-  }
+  const std::vector<int64_t> strides = row_major_strides(cl.shape);
+  L.emit_if(owner, [&] {
+    for (int64_t r = 0; r < cl.num_regs(); ++r) {
+      if (cl.reg_is_duplicate(r)) continue;
+      llvm::Value *dst = b.CreateInBoundsGEP(b.getInt32Ty(), buf, L.linear_index(cl, r, strides));
+      llvm::Value *ok = mask ? b.CreateAnd(valid, mt.regs[size_t(r)]) : valid;
+      b.CreateCall(copy, {dst, pt.regs[size_t(r)], b.CreateSelect(ok, L.i32(4), L.i32(0))});
+    }
+  });
 }
 
 }  // namespace
@@ -90,13 +127,14 @@ Tile read_staged_load(Lowering &L, const ir::Op &load) {
   if (it == L.smem_operands.end()) L.fail("internal: a staged load read outside its pipelined loop");
   const Layout &l = L.layout_of(res);
   llvm::Type *mt = L.mem_type(res->type.elem);
-  Tile m = mask && other && !is_zero_tile(other) ? L.get_in(mask, l) : Tile{};
+  Tile m = mask && other && !is_positive_zero(other) ? L.get_in(mask, l) : Tile{};
   Tile o = m.regs.empty() ? Tile{} : L.get_in(other, l);
   Tile out{l, std::vector<llvm::Value *>(size_t(l.num_regs()), nullptr)};
+  const std::vector<int64_t> strides = row_major_strides(l.shape);
   for (int64_t r = 0; r < l.num_regs(); ++r) {
-    llvm::Value *at = b.CreateInBoundsGEP(mt, it->second, row_major_index(L, l, r));
+    llvm::Value *at = b.CreateInBoundsGEP(mt, it->second, L.linear_index(l, r, strides));
     llvm::Value *x = L.from_mem(b.CreateAlignedLoad(mt, at, llvm::Align(4)), res->type.elem);
-    // Masked-off elements were zero-filled: only a nonzero `other` needs selecting.
+    // Masked-off elements were zero-filled: only an `other` other than +0 needs selecting.
     out.regs[size_t(r)] = m.regs.empty() ? x : b.CreateSelect(m.regs[size_t(r)], x, o.regs[size_t(r)]);
   }
   return out;
@@ -209,8 +247,10 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
     while (s >= 2 && s * stage_bytes > kMaxPipelineBytes) --s;
     return s;
   };
-  // Small loads read by other ops ride in the same stages (pipeline.h), unless an address of the pipeline
-  // depends on them (then the slice re-lowers them) or their buffers would cost the pipeline a stage.
+  // Small loads read by other ops ride in the same stages (pipeline.h), if staging them cannot read a value
+  // older than the plain load would and does not cost the pipeline a stage.
+  const std::unordered_set<const ir::Value *> written = written_pointer_roots(L.fn, body);
+  const auto before_values = std::make_pair(slice_ops, in_slice);
   std::vector<PipelinedLoad> staged_values;
   for (const auto &op_ptr : body.ops) {
     const ir::Op &op = *op_ptr;
@@ -218,12 +258,15 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
     const ir::Type &t = op.result()->type;
     if (t.is_scalar() || t.elem.is_ptr || t.numel() > kMaxStagedValueElems) continue;
     if (t.dtype() != DType::f32 && t.dtype() != DType::i32) continue;
+    const ir::Value *ptr = op.operand(0), *root = pointer_root(L.fn, ptr);
+    if (!root || written.count(root) || written.count(nullptr) || !depends_on(ptr, body.arg(0), body)) continue;
     const ir::Value *mask = op.num_operands() > 1 ? op.operand(1) : nullptr;
-    if (!collect(op.operand(0)) || (mask && !collect(mask))) continue;
+    if (!collect(ptr) || (mask && !collect(mask))) continue;
     staged_values.push_back(PipelinedLoad{&op, t.numel(), 1, 0, std::nullopt, /*to_registers=*/true});
   }
-  int64_t with_values = p.stage_bytes;
+  // A candidate that another's address turned out to depend on is re-lowered by the slice instead.
   std::erase_if(staged_values, [&](const PipelinedLoad &v) { return in_slice.count(v.load) && in_slice[v.load]; });
+  int64_t with_values = p.stage_bytes;
   for (PipelinedLoad &v : staged_values) {
     v.offset = with_values;
     with_values += (v.rows * 4 + 15) / 16 * 16;
@@ -232,6 +275,8 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
   if (!staged_values.empty() && stages_within_budget(with_values) == stages_within_budget(p.stage_bytes)) {
     p.stage_bytes = with_values;
     p.loads.insert(p.loads.end(), staged_values.begin(), staged_values.end());
+  } else {
+    std::tie(slice_ops, in_slice) = before_values;  // nothing staged: the slice is the dot operands' alone
   }
   p.stages = stages_within_budget(p.stage_bytes);
   if (p.stages < 2) return std::nullopt;

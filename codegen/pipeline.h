@@ -8,19 +8,23 @@
 //   prologue:     barrier; issue iterations 0..S-2 into buffers 0..S-2 (one commit group each)
 //   iteration i:  cp.async.wait_group S-2 (iteration i's group has landed); barrier (its data is visible, and
 //                 every thread is done reading buffer (i-1) mod S); issue iteration i+S-1 into that buffer;
-//                 the dots read buffer i mod S
+//                 the dots (and the staged reads below) read buffer i mod S
 //   exit:         cp.async.wait_group 0 (no copy may land in shared memory reused after the loop)
 // Iterations past the upper bound and masked-off 16-byte chunks are zero-filled (src-size 0: nothing is
 // read from global memory). Pointers and masks of a later iteration are computed by re-lowering their
 // address computation (ops of the body that depend only on the induction variable and values from outside
 // the loop) with the induction variable advanced.
 //
-// Small loads read by other ops (at most kMaxStagedValueElems elements of a 32-bit type, any rank, any mask and
+// Small loads read by other ops (at most kMaxStagedValueElems elements of f32 or i32, any rank, any mask and
 // `other`: a key-major backward's per-query logsumexp and delta) ride in the same stages when the loop pipelines
-// dot operands anyway: each element goes global → shared with a 4-byte cp.async, zero-filled where masked, and
-// the load is lowered where it stands as a read of this iteration's stage buffer in the result's layout (`other`
-// selected where masked). Its global latency, address arithmetic and masked-off branches leave the loop body.
-// A load that an address of the pipeline depends on (an index load) is not staged.
+// dot operands anyway: each element goes global → shared with a 4-byte cp.async issued with its stage,
+// zero-filled where masked, and the load is lowered where it stands as a read of this iteration's stage buffer
+// in the result's layout (`other` selected where masked). Its global latency and its masked-off branches leave
+// the body's critical path; its address arithmetic moves to the stage's issue. Only loads at the body's top
+// level whose address depends on the induction variable, and only when: no address of the pipeline depends on
+// them (an index load is re-lowered by the slice instead), no store or atomic in the body (nested regions
+// included) writes through the same pointer parameter or through one not traced to a parameter (the copy runs
+// S-1 iterations ahead of those writes), and their buffers do not cost the pipeline a stage.
 //
 // The address slice may also contain unmasked scalar loads (a block-sparse loop's `load(list + i)`): they are
 // re-lowered too, executed only when that iteration is in range (0 otherwise).
@@ -45,11 +49,12 @@ struct PipelinedLoad {
   /// so that the wgmma reads A from the stage buffer through a descriptor instead of registers.
   std::optional<std::pair<int, int64_t>> wgmma_a_rows;
   /// Read into registers where the load stands (read_staged_load) rather than by dots; its stage buffer holds
-  /// the tile row-major, 4 bytes per element.
+  /// the tile row-major, 4 bytes per element (rows = its element count, cols = 1).
   bool to_registers = false;
 };
 
-/// The most elements of a load staged for other ops than dots (4-byte copies: one or two per thread).
+/// The most elements of a load staged for other ops than dots (4-byte copies by the owner of each element of the
+/// default layout: e.g. 16 threads of 4 elements for 64).
 inline constexpr int64_t kMaxStagedValueElems = 256;
 
 struct LoopPipeline {
@@ -67,7 +72,7 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op);
 /// where `valid` (i1) is false, and commits them as one group. Leaves the induction variable unbound.
 void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm::Value *iv, llvm::Value *valid,
                  llvm::Value *stage);
-/// Makes the dots read stage `stage` (i32) of every pipelined load.
+/// Makes the dots and staged reads read stage `stage` (i32) of every pipelined load.
 void bind_stage(Lowering &L, const LoopPipeline &p, llvm::Value *stage);
 /// The registers of a load staged `to_registers`, read from its buffer of the stage bound last (bind_stage) in
 /// the load's layout, `other` where its mask is false.

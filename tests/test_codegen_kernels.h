@@ -171,7 +171,9 @@ inline Function matmul_acc(int64_t bm, int64_t bn, int64_t bk, DType dt, bool tr
 /// matmul_acc (b row-major) whose K loop also loads a per-row f32 vector each iteration, masked (rows below
 /// K − k) with `other` = −0.75, and adds it to the accumulator: c += Σ_k (a_k·b_k + bias_k broadcast along rows),
 /// bias_k[r] = bias[(k / bk) + rm[r]] where rm[r] < K − k, else −0.75. A pipelined loop stages such a load.
-inline Function matmul_acc_row_bias(int64_t bm, int64_t bn, int64_t bk, DType dt) {
+/// store_back: each step also stores bias_k + 1 where it read it, so the next step reads what this one wrote
+/// (one row further on): a load that must not be copied ahead of the loop's stores.
+inline Function matmul_acc_row_bias(int64_t bm, int64_t bn, int64_t bk, DType dt, bool store_back = false) {
   FnBuilder f("matmul_acc_row_bias");
   Value *a = f.param("a", P({}, dt), true), *b = f.param("b", P({}, dt), true), *c = f.param("c", P({}, F32), true);
   Value *bias = f.param("bias", P({}, F32), true);
@@ -189,6 +191,7 @@ inline Function matmul_acc_row_bias(int64_t bm, int64_t bn, int64_t bk, DType dt
   Value *bias_offs = bin(f, OpKind::Add, splat(f, bin(f, OpKind::Div, k, f.ci(S(I32), bk)), {bm}), rm);
   Value *bias_mask = f.cmp(CmpPred::lt, rm, splat(f, bin(f, OpKind::Sub, K, k), {bm}));
   Value *bias_k = load(f, ptr_add(f, bias, bias_offs), bias_mask, f.cf(T({bm}, F32), -0.75));
+  if (store_back) store(f, ptr_add(f, bias, bias_offs), bin(f, OpKind::Add, bias_k, f.cf(T({bm}, F32), 1.0)), bias_mask);
   Value *prod = f.op(OpKind::Dot, {load(f, ptr_add(f, a, a_offs)), load(f, ptr_add(f, b, b_offs)), acc}, T({bm, bn}, F32));
   f.yield({bin(f, OpKind::Add, prod, bcast(f, bias_k, 1, {bm, bn}))});
   f.end();

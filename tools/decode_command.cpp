@@ -131,13 +131,15 @@ int run_decode_command() {
   opt.backend = be;
   opt.arch = a.arch;
   {
-    // The cache's sizes checked as every paged op checks them, before the host model allocates anything.
+    // The cache's sizes and the step's shape checked as the library checks them, before the host model
+    // allocates anything.
     PagedKVCache sizes;
     sizes.dtype = dt;
     sizes.page_size = a.page_size;
     sizes.head_dim = a.head_dim;
     sizes.heads_kv = a.heads_kv;
-    paged::cache_layout(sizes, "tilejit decode");
+    const DecodeShape step{.batch = a.batch, .heads_q = a.heads_q, .seqlen_q = a.seqlen_q, .max_seq_len = a.context};
+    paged::check_decode_request(step, paged::cache_layout(sizes, "tilejit decode"), opt, "tilejit decode");
   }
   HostPagedCache host = make_host_cache(spec, rng);
 

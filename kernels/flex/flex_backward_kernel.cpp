@@ -229,7 +229,7 @@ struct Tracer {
     // one fma and an exp2 (the scale folds into the fma's factor). A row that saw no key in the forward (lse
     // −inf: a mod made every score −inf) gets p = exp2(z·log2e − ∞) = 0 in the unmasked arm; the masked arm
     // zeroes it.
-    Tile lse_log2 = where(lse > neg_inf, lse, std::numeric_limits<float>::infinity()) * kLog2e;
+    Tile neg_lse_log2 = where(lse > neg_inf, lse, std::numeric_limits<float>::infinity()) * -kLog2e;
     Grad g{qk, qk};  // placeholders of the arms' types, reassigned in both
     auto arm = [&](bool masked) {
       Tile s = qk * P(bScale);  // in the arm: vjp differentiates within one block
@@ -240,7 +240,7 @@ struct Tracer {
         Tile m = visible(mask, has_band, band, b, h, q_idx, kv_idx);
         if (m.valid()) vis = vis & m;
       }
-      Tile p = exp2(fma(z, Tile(kLog2e), -per_q(lse_log2)));
+      Tile p = exp2(fma(z, Tile(kLog2e), per_q(neg_lse_log2)));
       if (masked) p = where(vis, p, 0.f);
       Tile dz = p * (dp - per_q(delta));
       Tile ds = score_mod ? vjp(z, s, dz, captures) : dz;

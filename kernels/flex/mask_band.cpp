@@ -122,10 +122,10 @@ struct Walker {
     if (!v->def) {  // a block argument: a parameter of the probe
       for (int i = 0; i < int(f.params.size()); ++i)
         if (f.param(i) == v) {
-          if (i == pQ) return guarded(Affine{1, 0, 0});
-          if (i == pK) return guarded(Affine{0, 1, 0});
+          if (i == pQ) return guarded(Affine{.q = 1, .guard = {}});
+          if (i == pK) return guarded(Affine{.kv = 1, .guard = {}});
           const int cap = i - kNumBandProbeParams;
-          if (cap >= 0 && cap < num_captures) return guarded(Affine{0, 0, 0, cap, 1});
+          if (cap >= 0 && cap < num_captures) return guarded(Affine{.cap = cap, .cap_coef = 1, .guard = {}});
         }
       return std::nullopt;
     }
@@ -133,7 +133,7 @@ struct Walker {
     switch (op.kind) {
       case ir::OpKind::Constant:
         if (std::llabs(op.attrs.ivalue) > kLimit) return std::nullopt;
-        return guarded(Affine{0, 0, op.attrs.ivalue});
+        return guarded(Affine{.c = op.attrs.ivalue, .guard = {}});
       case ir::OpKind::Cast: {  // a widening integer cast keeps the value
         const ir::Value *src = op.operand(0);
         if (!is_int(src->type.dtype()) || src->type.dtype() == DType::i1 ||

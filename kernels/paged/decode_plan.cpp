@@ -53,23 +53,32 @@ struct DecodePlan::Impl {
   std::shared_ptr<const ImpliedBand> implied_band;
 };
 
-DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, const DecodeOptions &opt)
-    : impl_(std::make_unique<Impl>()) {
-  Impl &m = *impl_;
-  auto fail = [](const std::string &why) { return TraceError(fmt::format("{}: {}", kOp, why)); };
-  const paged::CacheLayout c = paged::cache_layout(cache, kOp);
+namespace paged {
+
+void check_decode_request(const DecodeShape &shape, const CacheLayout &l, const DecodeOptions &opt, const char *op) {
+  auto fail = [&](const std::string &why) { return TraceError(fmt::format("{}: {}", op, why)); };
   if (shape.batch < 0 || shape.heads_q < 1 || shape.max_seq_len < 0)
     throw fail(fmt::format("batch {} must be ≥ 0, heads_q {} ≥ 1 and max_seq_len {} ≥ 0", shape.batch,
                            shape.heads_q, shape.max_seq_len));
   if (shape.seqlen_q < 1 || shape.seqlen_q > 16)
     throw fail(fmt::format("seqlen_q {} must be in 1 … 16 (new tokens per sequence)", shape.seqlen_q));
-  if (shape.heads_q % c.heads_kv != 0)
-    throw fail(fmt::format("heads_q ({}) must be a multiple of the cache's heads_kv ({})", shape.heads_q, c.heads_kv));
+  if (shape.heads_q % l.heads_kv != 0)
+    throw fail(fmt::format("heads_q ({}) must be a multiple of the cache's heads_kv ({})", shape.heads_q, l.heads_kv));
   if (opt.num_splits > paged::kMaxSplits)
     throw fail(fmt::format("num_splits {} is above the largest supported, {}", opt.num_splits, paged::kMaxSplits));
   if (opt.num_splits < 0 || opt.block_n < 0 || opt.num_warps < 0 || opt.num_stages < 0)
     throw fail(fmt::format("num_splits {}, block_n {}, num_warps {}, num_stages {} must not be negative",
                            opt.num_splits, opt.block_n, opt.num_warps, opt.num_stages));
+}
+
+}  // namespace paged
+
+DecodePlan::DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, const DecodeOptions &opt)
+    : impl_(std::make_unique<Impl>()) {
+  Impl &m = *impl_;
+  auto fail = [](const std::string &why) { return TraceError(fmt::format("{}: {}", kOp, why)); };
+  const paged::CacheLayout c = paged::cache_layout(cache, kOp);
+  paged::check_decode_request(shape, c, opt, kOp);
   m.shape = shape;
   m.layout = cache;
   const int group = shape.heads_q / c.heads_kv, dq = c.head_dim, dv = c.head_dim_v;

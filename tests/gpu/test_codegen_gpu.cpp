@@ -210,33 +210,50 @@ TEST_CASE("codegen on the GPU: wgmma K loops reading A from stage buffers (8 war
 TEST_CASE("codegen on the GPU: a masked vector staged with a K loop's dot operands matches the interpreter",
           "[gpu][codegen]") {
   // matmul_acc_row_bias: every K step adds a per-row f32 vector, masked (other −0.75) differently from step to
-  // step; pipelined (2-4 stages) it rides in the stage buffers by 4-byte cp.async. Sixty-fourths keep every
-  // sum exact, so the GPU must match the interpreter bit for bit.
+  // step; pipelined (2-4 stages) it rides in the stage buffers by 4-byte cp.async. With store_back each step
+  // writes the vector back where the next reads it, so it must not be copied ahead (one program, which must see
+  // its own stores: the pipeline's barrier at the top of each iteration orders them before the next load; the
+  // register path has none there, so store_back runs pipelined only). Sixty-fourths keep every sum exact, so the
+  // GPU must match the interpreter bit for bit (both outputs: c and bias).
   int cases = 0;
   for (auto [bm, bn, bk, warps] : {std::array<int64_t, 4>{64, 64, 32, 4}, std::array<int64_t, 4>{128, 128, 64, 8},
                                    std::array<int64_t, 4>{64, 128, 64, 4}})
-    for (int stages : {1, 2, 3, 4}) {
-      DType dt = stages % 2 ? BF16 : DType::f16;
-      const int64_t M = bm * 2, N = bn * 2, K = bk * 7;
-      uint32_t seed = uint32_t(bm + bn * 3 + bk * 5 + stages * 11 + warps * 13);
-      auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
-      auto bias = random_floats(size_t(M + 7), -2, 2, seed + 4);
-      for (auto &x : c0) x = std::round(x * 64) / 64;
-      for (auto &x : bias) x = std::round(x * 64) / 64;
-      std::vector<Arg> args;
-      args.push_back(sixty_fourths(random_floats(size_t(M * K), -1, 1, seed), dt));
-      args.push_back(sixty_fourths(random_floats(size_t(K * N), -1, 1, seed + 1), dt));
-      args.push_back(buffer_arg(c0));
-      args.push_back(buffer_arg(bias));
-      args.push_back(int_arg(N));
-      args.push_back(int_arg(K));
-      run_both(matmul_acc_row_bias(bm, bn, bk, dt), Grid{uint32_t(M / bm), uint32_t(N / bn)}, args, int(warps), stages);
-      auto [cpu, gpu] = outputs<float>(args[2]);
-      require_close(cpu, gpu, 0, 0, fmt::format("row bias {}x{}x{} {}, {} warps, num_stages {}", bm, bn, bk,
-                                                dtype_name(dt), warps, stages));
-      ++cases;
-    }
-  REQUIRE(cases == 12);
+    for (int stages : {1, 2, 3, 4})
+      for (bool store_back : {false, true}) {
+        if (store_back && stages == 1) continue;
+        DType dt = stages % 2 ? BF16 : DType::f16;
+        const int64_t M = bm * 2, N = bn * 2, K = bk * 7;
+        uint32_t seed = uint32_t(bm + bn * 3 + bk * 5 + stages * 11 + warps * 13);
+        auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
+        auto bias = random_floats(size_t(M + 7), -2, 2, seed + 4);
+        for (auto &x : c0) x = std::round(x * 64) / 64;
+        for (auto &x : bias) x = std::round(x * 64) / 64;
+        std::vector<Arg> args;
+        args.push_back(sixty_fourths(random_floats(size_t(M * K), -1, 1, seed), dt));
+        args.push_back(sixty_fourths(random_floats(size_t(K * N), -1, 1, seed + 1), dt));
+        args.push_back(buffer_arg(c0));
+        args.push_back(buffer_arg(bias));
+        args.push_back(int_arg(N));
+        args.push_back(int_arg(K));
+        auto fn = matmul_acc_row_bias(bm, bn, bk, dt, store_back);
+        codegen::CodegenOptions opts;
+        opts.arch = "sm_90a";
+        opts.num_warps = int(warps);
+        opts.num_stages = stages;
+        const std::string ptx = codegen::compile_to_ptx(fn, opts).ptx;
+        REQUIRE((ptx.find("cp.async.ca.shared.global") != std::string::npos) == (stages > 1 && !store_back));
+        // With store_back one program: programs of other blocks would race on the bias rows they share.
+        const Grid grid = store_back ? Grid{1, 1} : Grid{uint32_t(M / bm), uint32_t(N / bn)};
+        run_both(fn, grid, args, int(warps), stages);
+        const std::string what = fmt::format("row bias {}x{}x{} {}, {} warps, num_stages {}{}", bm, bn, bk,
+                                             dtype_name(dt), warps, stages, store_back ? ", stored back" : "");
+        auto [cpu, gpu] = outputs<float>(args[2]);
+        require_close(cpu, gpu, 0, 0, what);
+        auto [cpu_bias, gpu_bias] = outputs<float>(args[3]);
+        require_close(cpu_bias, gpu_bias, 0, 0, what + ": bias");
+        ++cases;
+      }
+  REQUIRE(cases == 21);
 }
 
 TEST_CASE("codegen on the GPU: if, casts, atomics, math, transpose/reshape", "[gpu][codegen]") {
