@@ -108,7 +108,7 @@ FlagMods flag_mods(const FlexFlags &f, bool causal, int heads_q, Backend be, con
   m.has_band = built_band.has_value();
   m.band = built_band.value_or(Band{});
   m.variant = flex::make_builtin_variant(settings, who);
-  m.slopes_host = alibi_slopes(heads_q);
+  if (f.alibi) m.slopes_host = alibi_slopes(heads_q);  // (alibi_slopes rejects more heads than ALiBi has slopes for)
   m.slopes = Buffer(std::max<size_t>(m.slopes_host.size(), 1) * 4, be);
   if (!m.slopes_host.empty()) m.slopes.upload(m.slopes_host);
   if (f.alibi) m.variant.slopes.set(m.slopes);
@@ -152,7 +152,14 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   x.s = {.batch = a.batch, .heads_q = a.heads, .heads_kv = f.gqa_kv_heads, .seqlen_q = a.seqlen_q,
          .seqlen_k = a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, .head_dim_qk = a.head_dim};
   if (!f.varlen.empty()) {
-    for (int n : parse_lengths(f.varlen)) {
+    const std::vector<int> lens = parse_lengths(f.varlen);
+    double tokens = 0;
+    for (int n : lens) tokens += n;
+    const double elems = tokens * std::max(a.heads, f.gqa_kv_heads) * a.head_dim;
+    if (elems > double(1u << 31))
+      throw Error(fmt::format("--varlen '{}': {:.3g} tokens; the tensors would hold {:.3g} elements each, at most 2^31",
+                              f.varlen, tokens, elems));
+    for (int n : lens) {
       x.lens.push_back(n);
       x.cu.push_back(x.cu.back() + n);
     }
@@ -197,7 +204,7 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
   const int Hkv = x.Hkv;
   const bool has_band = x.mods.has_band;
   const Band band = x.mods.band;
-  const std::vector<float> slopes = alibi_slopes(s.heads_q);  // the reference's copy
+  const std::vector<float> slopes = f.alibi ? alibi_slopes(s.heads_q) : std::vector<float>{};  // the reference's
 
   bool varlen = !lens.empty();
   size_t rows_q = varlen ? size_t(s.total_q) : size_t(s.batch) * s.seqlen_q;

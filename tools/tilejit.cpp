@@ -225,6 +225,7 @@ int main(int argc, char **argv) {
     if (att->parsed()) {  // checks both paths share, before allocating anything
       if (a.seqlen_k < -1 || a.seqlen_k == 0) throw Error("--seqlen-k must be positive (or -1: same as --seqlen-q)");
       if (a.check_rows < 1) throw Error("--check-rows must be positive");
+      if (a.head_dim < 1) throw Error(fmt::format("--head-dim {} must be positive", a.head_dim));
       double total = double(a.batch) * a.heads * std::max(a.seqlen_q, a.seqlen_k) * a.head_dim;
       if (total > double(1u << 31))
         throw Error(fmt::format("the tensors would hold {:.3g} elements each; at most 2^31", total));

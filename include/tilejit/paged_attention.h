@@ -118,9 +118,11 @@ class DecodePlan {
  public:
   /// `cache` gives the layout (sizes, strides, dtype); its pointers only give the alignments the kernels are
   /// specialized for, and q, out and lse are assumed 16-byte aligned (run() rejects pointers of another
-  /// alignment, which would need other kernels: 16-byte aligned buffers always match). Throws TraceError naming the field and value: heads_q not a multiple of heads_kv, seqlen_q outside
-  /// 1 … 16, a page size that is not a power of two in 1 … 256, head dims outside [16, 256], dtype not
-  /// bf16/f16, batch < 0, negative strides or counts, num_splits < 0, and the mods' own errors.
+  /// alignment, which would need other kernels: 16-byte aligned buffers always match). Throws TraceError
+  /// naming the field and value: heads_q not a multiple of heads_kv, seqlen_q outside 1 … 16, more than 256
+  /// query rows per KV head ((heads_q / heads_kv)·seqlen_q), a page size that is not a power of two in 1 … 256,
+  /// head dims outside [16, 256], dtype not bf16/f16, batch < 0, negative strides or counts, num_splits < 0,
+  /// and the mods' own errors.
   DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, const DecodeOptions &opt);
   ~DecodePlan();
   DecodePlan(DecodePlan &&) noexcept;  // a moved-from plan may only be destroyed or assigned to

@@ -104,6 +104,9 @@ struct BandTiles {
 };
 /// Stand-in for an unbounded side: large enough for any length, small enough that i + off ± it fits i32.
 constexpr int64_t kUnbounded = int64_t(1) << 30;
+/// A band side as every kernel and check uses it: −1 (open) kept, a side wider than kUnbounded reaches every key
+/// as kUnbounded does, so it becomes kUnbounded (q ± it then fits i32 and int64, whatever the caller gave).
+inline int64_t bounded_side(int64_t side) { return side < 0 ? side : std::min(side, kUnbounded); }
 
 /// Band test for broadcastable q_idx / kv_idx (i1).
 Tile in_band(const BandTiles &band, const Tile &q_idx, const Tile &kv_idx);

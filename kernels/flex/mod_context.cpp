@@ -89,8 +89,8 @@ Tile visible(const Mask &mask, bool has_band, const BandTiles &band, const Tile 
 BandArgs band_args(const std::optional<Band> &band) {
   BandArgs a;
   if (!band) return a;
-  if (band->left >= 0) a.left = std::min(band->left, kUnbounded);
-  if (band->right >= 0) a.right = std::min(band->right, kUnbounded);
+  if (band->left >= 0) a.left = bounded_side(band->left);
+  if (band->right >= 0) a.right = bounded_side(band->right);
   a.bottom_right = band->align == Align::BottomRight ? 1 : 0;
   return a;
 }

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/flex/flex_internal.h"
 #include "tilejit/error.h"
 #include "tilejit/ops.h"
 
@@ -35,8 +36,8 @@ MaskFn band_function(const Band &band) {
     Tile diag = q;
     if (band.align == Align::BottomRight) diag = q + (mod_seqlen_k() - mod_seqlen_q());
     Tile ok = kv == kv;  // all true, broadcast shape of q and kv follows below
-    if (band.left >= 0) ok = ok & (kv >= diag - band.left);
-    if (band.right >= 0) ok = ok & (kv <= diag + band.right);
+    if (band.left >= 0) ok = ok & (kv >= diag - flex::bounded_side(band.left));
+    if (band.right >= 0) ok = ok & (kv <= diag + flex::bounded_side(band.right));
     return ok & (diag == diag);
   });
 }

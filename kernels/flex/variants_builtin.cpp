@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/flex/flex_internal.h"
 #include "tilejit/error.h"
 #include "tilejit/flex_variants.h"
 
@@ -16,9 +17,9 @@ std::optional<Band> builtin_band(const BuiltinSettings &s) {
   if (!s.causal && !window) return std::nullopt;
   Band band{-1, -1, s.align};
   if (s.causal) band.right = 0;
-  band.left = s.window_left;
+  band.left = bounded_side(s.window_left);
   // A causal window never reaches past the diagonal, whatever its right side says.
-  if (s.window_right >= 0) band.right = s.causal ? std::min<int64_t>(0, s.window_right) : s.window_right;
+  if (s.window_right >= 0) band.right = s.causal ? std::min<int64_t>(0, s.window_right) : bounded_side(s.window_right);
   return band;
 }
 

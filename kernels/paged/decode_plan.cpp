@@ -64,6 +64,10 @@ void check_decode_request(const DecodeShape &shape, const CacheLayout &l, const 
     throw fail(fmt::format("seqlen_q {} must be in 1 … 16 (new tokens per sequence)", shape.seqlen_q));
   if (shape.heads_q % l.heads_kv != 0)
     throw fail(fmt::format("heads_q ({}) must be a multiple of the cache's heads_kv ({})", shape.heads_q, l.heads_kv));
+  // One program holds a KV head's query heads × new tokens as the rows of its tiles (at most 256).
+  if (int64_t(shape.heads_q / l.heads_kv) * shape.seqlen_q > 256)
+    throw fail(fmt::format("heads_q / heads_kv × seqlen_q = {} / {} × {} query rows per KV head; at most 256",
+                           shape.heads_q, l.heads_kv, shape.seqlen_q));
   if (opt.num_splits > paged::kMaxSplits)
     throw fail(fmt::format("num_splits {} is above the largest supported, {}", opt.num_splits, paged::kMaxSplits));
   if (opt.num_splits < 0 || opt.block_n < 0 || opt.num_warps < 0 || opt.num_stages < 0)
