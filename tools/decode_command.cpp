@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <vector>
@@ -232,11 +234,17 @@ int run_decode_command() {
     return 1;
   }
   const int pairs = a.batch * a.heads_q;
-  const double keep = a.check_pairs == 0 || a.check_pairs >= pairs ? 1.0 : double(a.check_pairs) / pairs;
-  std::vector<char> picked(static_cast<size_t>(pairs));
-  std::bernoulli_distribution pick(keep);
-  for (auto &p : picked) p = keep >= 1.0 || pick(rng);
-  picked[0] = picked[size_t(pairs - 1)] = 1;  // always the first and the last
+  // Exactly --check-pairs pairs: always the first and the last, the rest drawn at random.
+  std::vector<char> picked(static_cast<size_t>(pairs), 1);
+  if (a.check_pairs > 0 && a.check_pairs < pairs) {
+    std::fill(picked.begin(), picked.end(), 0);
+    picked[0] = 1;
+    if (a.check_pairs > 1) picked[size_t(pairs - 1)] = 1;
+    std::vector<int> middle(size_t(pairs - 2)), drawn;
+    std::iota(middle.begin(), middle.end(), 1);
+    std::sample(middle.begin(), middle.end(), std::back_inserter(drawn), std::max(a.check_pairs - 2, 0), rng);
+    for (int i : drawn) picked[size_t(i)] = 1;
+  }
   auto select = [&](int b, int h) { return picked[size_t(b * a.heads_q + h)] != 0; };
   RefMods ref_mods = flag_ref_mods(a.mods, mods, false);
   PagedRef ref = paged_reference(host, q_vals, layout, a.heads_q, 1.0 / std::sqrt(double(a.head_dim)), ref_mods,

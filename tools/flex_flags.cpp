@@ -103,6 +103,9 @@ FlagMods flag_mods(const FlexFlags &f, bool causal, int heads_q, Backend be, con
                                  .alibi = f.alibi,
                                  .learnable_slopes = f.learnable_slopes,
                                  .softcap = f.softcap > 0};
+  if (causal && f.window_right > 0)
+    fmt::print(stderr, "tilejit: note: with --causal no key past the diagonal is seen; --window-right {} has no effect\n",
+               f.window_right);
   std::optional<Band> built_band = flex::builtin_band(settings);
   if (f.band_as_mask && !built_band) throw Error("--band-as-mask needs --causal or a window");
   m.has_band = built_band.has_value();
