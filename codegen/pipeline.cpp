@@ -250,11 +250,15 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
   // Small loads read by other ops ride in the same stages (pipeline.h), if staging them cannot read a value
   // older than the plain load would and does not cost the pipeline a stage.
   const std::unordered_set<const ir::Value *> written = written_pointer_roots(L.fn, body);
+  auto sliced = [&](const ir::Op *op) {
+    auto it = in_slice.find(op);
+    return it != in_slice.end() && it->second;
+  };
   const auto before_values = std::make_pair(slice_ops, in_slice);
   std::vector<PipelinedLoad> staged_values;
   for (const auto &op_ptr : body.ops) {
     const ir::Op &op = *op_ptr;
-    if (op.kind != ir::OpKind::Load || (in_slice.count(&op) && in_slice[&op])) continue;
+    if (op.kind != ir::OpKind::Load || sliced(&op)) continue;
     const ir::Type &t = op.result()->type;
     if (t.is_scalar() || t.elem.is_ptr || t.numel() > kMaxStagedValueElems) continue;
     if (t.dtype() != DType::f32 && t.dtype() != DType::i32) continue;
@@ -265,7 +269,7 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
     staged_values.push_back(PipelinedLoad{&op, t.numel(), 1, 0, std::nullopt, /*to_registers=*/true});
   }
   // A candidate that another's address turned out to depend on is re-lowered by the slice instead.
-  std::erase_if(staged_values, [&](const PipelinedLoad &v) { return in_slice.count(v.load) && in_slice[v.load]; });
+  std::erase_if(staged_values, [&](const PipelinedLoad &v) { return sliced(v.load); });
   int64_t with_values = p.stage_bytes;
   for (PipelinedLoad &v : staged_values) {
     v.offset = with_values;

@@ -133,12 +133,26 @@ inline Function matmul(int64_t bm, int64_t bn, int64_t bk, DType dt) {
   return std::move(f.fn);
 }
 
+/// What matmul_acc adds to the accumulator besides a·b in each K step.
+enum class RowBias {
+  None,
+  /// A per-row f32 vector (parameter `bias`, after c) loaded each step, masked (rows below K − k) with `other`
+  /// = −0.75: c += Σ_k (a_k·b_k + bias_k broadcast along rows), bias_k[r] = bias[(k / bk) + rm[r]] where
+  /// rm[r] < K − k, else −0.75. A pipelined loop stages such a load.
+  Add,
+  /// Add, and each step also stores bias_k + 1 where it read it, so the next step reads what this one wrote
+  /// (one row further on): a load that must not be copied ahead of the loop's stores.
+  AddAndStoreBack,
+};
+
 // c[M,N] += a[M,K] · b for one BM×BN tile per program (tensor cores for f16/bf16): the accumulator starts
 // from c (loaded), a K loop of BK; b is [K,N] row-major, or with trans_b stored [N,K] row-major, loaded
-// [BN,BK] and transposed in the IR (the dot folds the Trans into its operand staging).
-inline Function matmul_acc(int64_t bm, int64_t bn, int64_t bk, DType dt, bool trans_b) {
-  FnBuilder f(trans_b ? "matmul_acc_bt" : "matmul_acc");
+// [BN,BK] and transposed in the IR (the dot folds the Trans into its operand staging). row_bias: see RowBias.
+inline Function matmul_acc(int64_t bm, int64_t bn, int64_t bk, DType dt, bool trans_b,
+                           RowBias row_bias = RowBias::None) {
+  FnBuilder f(row_bias != RowBias::None ? "matmul_acc_row_bias" : trans_b ? "matmul_acc_bt" : "matmul_acc");
   Value *a = f.param("a", P({}, dt), true), *b = f.param("b", P({}, dt), true), *c = f.param("c", P({}, F32), true);
+  Value *bias = row_bias != RowBias::None ? f.param("bias", P({}, F32), true) : nullptr;
   Value *N = f.param("N", S(I32), false, true), *K = f.param("K", S(I32), false, true);
   Value *pm = f.program_id(0), *pn = f.program_id(1);
   Value *rm = bin(f, OpKind::Add, splat(f, bin(f, OpKind::Mul, pm, f.ci(S(I32), bm)), {bm}), f.arange(0, bm));
@@ -161,39 +175,15 @@ inline Function matmul_acc(int64_t bm, int64_t bn, int64_t bk, DType dt, bool tr
     bv = load(f, ptr_add(f, b, b_offs));
   }
   Value *next = f.op(OpKind::Dot, {av, bv, acc}, T({bm, bn}, F32));
+  if (bias) {
+    Value *bias_ptrs = ptr_add(f, bias, bin(f, OpKind::Add, splat(f, bin(f, OpKind::Div, k, f.ci(S(I32), bk)), {bm}), rm));
+    Value *bias_mask = f.cmp(CmpPred::lt, rm, splat(f, bin(f, OpKind::Sub, K, k), {bm}));
+    Value *bias_k = load(f, bias_ptrs, bias_mask, f.cf(T({bm}, F32), -0.75));
+    if (row_bias == RowBias::AddAndStoreBack)
+      store(f, bias_ptrs, bin(f, OpKind::Add, bias_k, f.cf(T({bm}, F32), 1.0)), bias_mask);
+    next = bin(f, OpKind::Add, next, bcast(f, bias_k, 1, {bm, bn}));
+  }
   f.yield({next});
-  f.end();
-  store(f, c_ptrs, loop->result(0));
-  verify(f.fn);
-  return std::move(f.fn);
-}
-
-/// matmul_acc (b row-major) whose K loop also loads a per-row f32 vector each iteration, masked (rows below
-/// K − k) with `other` = −0.75, and adds it to the accumulator: c += Σ_k (a_k·b_k + bias_k broadcast along rows),
-/// bias_k[r] = bias[(k / bk) + rm[r]] where rm[r] < K − k, else −0.75. A pipelined loop stages such a load.
-/// store_back: each step also stores bias_k + 1 where it read it, so the next step reads what this one wrote
-/// (one row further on): a load that must not be copied ahead of the loop's stores.
-inline Function matmul_acc_row_bias(int64_t bm, int64_t bn, int64_t bk, DType dt, bool store_back = false) {
-  FnBuilder f("matmul_acc_row_bias");
-  Value *a = f.param("a", P({}, dt), true), *b = f.param("b", P({}, dt), true), *c = f.param("c", P({}, F32), true);
-  Value *bias = f.param("bias", P({}, F32), true);
-  Value *N = f.param("N", S(I32), false, true), *K = f.param("K", S(I32), false, true);
-  Value *pm = f.program_id(0), *pn = f.program_id(1);
-  Value *rm = bin(f, OpKind::Add, splat(f, bin(f, OpKind::Mul, pm, f.ci(S(I32), bm)), {bm}), f.arange(0, bm));
-  Value *rn = bin(f, OpKind::Add, splat(f, bin(f, OpKind::Mul, pn, f.ci(S(I32), bn)), {bn}), f.arange(0, bn));
-  Value *c_offs = bin(f, OpKind::Add, bcast(f, bin(f, OpKind::Mul, rm, splat(f, N, {bm})), 1, {bm, bn}), bcast(f, rn, 0, {bm, bn}));
-  Value *c_ptrs = ptr_add(f, c, c_offs);
-  Op *loop = f.begin_for(f.ci(S(I32), 0), K, f.ci(S(I32), bk), {load(f, c_ptrs)});
-  Value *k = loop->region(0)->arg(0), *acc = loop->region(0)->arg(1);
-  Value *rk = bin(f, OpKind::Add, splat(f, k, {bk}), f.arange(0, bk));
-  Value *a_offs = bin(f, OpKind::Add, bcast(f, bin(f, OpKind::Mul, rm, splat(f, K, {bm})), 1, {bm, bk}), bcast(f, rk, 0, {bm, bk}));
-  Value *b_offs = bin(f, OpKind::Add, bcast(f, bin(f, OpKind::Mul, rk, splat(f, N, {bk})), 1, {bk, bn}), bcast(f, rn, 0, {bk, bn}));
-  Value *bias_offs = bin(f, OpKind::Add, splat(f, bin(f, OpKind::Div, k, f.ci(S(I32), bk)), {bm}), rm);
-  Value *bias_mask = f.cmp(CmpPred::lt, rm, splat(f, bin(f, OpKind::Sub, K, k), {bm}));
-  Value *bias_k = load(f, ptr_add(f, bias, bias_offs), bias_mask, f.cf(T({bm}, F32), -0.75));
-  if (store_back) store(f, ptr_add(f, bias, bias_offs), bin(f, OpKind::Add, bias_k, f.cf(T({bm}, F32), 1.0)), bias_mask);
-  Value *prod = f.op(OpKind::Dot, {load(f, ptr_add(f, a, a_offs)), load(f, ptr_add(f, b, b_offs)), acc}, T({bm, bn}, F32));
-  f.yield({bin(f, OpKind::Add, prod, bcast(f, bias_k, 1, {bm, bn}))});
   f.end();
   store(f, c_ptrs, loop->result(0));
   verify(f.fn);

@@ -45,15 +45,15 @@ std::string entry_text(const std::string &ptx, const std::string &entry) {
 
 TEST_CASE("pipelined loops: a small vector read by other ops is copied ahead with the dot operands",
           "[codegen][pipeline]") {
-  // matmul_acc_row_bias adds a masked per-row f32 vector (other −0.75) to the accumulator in every K step. With
+  // matmul_acc with RowBias::Add adds a masked per-row f32 vector (other −0.75) to the accumulator in every K step. With
   // a pipeline it costs no global load in the loop: the kernel loads from global memory exactly what
   // matmul_acc without the vector does; without one (num_stages 1) it is an ordinary masked load.
   for (const char *arch : {"sm_80", "sm_90a"})
     for (auto [bm, bn, bk, warps] : {std::array{64, 64, 32, 4}, std::array{128, 128, 64, 8}})
       for (int stages : {1, 2, 3}) {
         INFO(arch << ", " << bm << "x" << bn << "x" << bk << ", " << warps << " warps, num_stages " << stages);
-        using codegen::testing::matmul_acc, codegen::testing::matmul_acc_row_bias;
-        std::string with_vector = ptx_of(matmul_acc_row_bias(bm, bn, bk, DType::bf16), arch, warps, stages);
+        using codegen::testing::matmul_acc, codegen::testing::RowBias;
+        std::string with_vector = ptx_of(matmul_acc(bm, bn, bk, DType::bf16, false, RowBias::Add), arch, warps, stages);
         std::string without = ptx_of(matmul_acc(bm, bn, bk, DType::bf16, false), arch, warps, stages);
         auto file = dump_ptx(with_vector, fmt::format("row_bias_{}x{}_s{}_{}", bm, bn, stages, arch));
         auto [rc, log] = run_ptxas(file, arch);
@@ -80,11 +80,11 @@ TEST_CASE("pipelined loops: a small vector read by other ops is copied ahead wit
 TEST_CASE("pipelined loops: a small vector the loop also stores to is not copied ahead", "[codegen][pipeline]") {
   // Copied S-1 iterations ahead, the load would miss the stores of the iterations in between; the store's pointer
   // has the load's parameter as its root, so the load stays where it is (its own masked global load).
-  using codegen::testing::matmul_acc_row_bias;
+  using codegen::testing::matmul_acc, codegen::testing::RowBias;
   for (int stages : {2, 3}) {
     INFO("num_stages " << stages);
-    std::string ptx = ptx_of(matmul_acc_row_bias(64, 64, 32, DType::bf16, /*store_back=*/true), "sm_90a", 4, stages);
-    std::string staged = ptx_of(matmul_acc_row_bias(64, 64, 32, DType::bf16), "sm_90a", 4, stages);
+    std::string ptx = ptx_of(matmul_acc(64, 64, 32, DType::bf16, false, RowBias::AddAndStoreBack), "sm_90a", 4, stages);
+    std::string staged = ptx_of(matmul_acc(64, 64, 32, DType::bf16, false, RowBias::Add), "sm_90a", 4, stages);
     REQUIRE(lines_with(ptx, "cp.async.cg.shared.global") > 0);  // the dot operands are still pipelined
     REQUIRE(lines_with(ptx, "cp.async.ca.shared.global") == 0);
     REQUIRE(lines_with(ptx, "ld.global") > lines_with(staged, "ld.global"));

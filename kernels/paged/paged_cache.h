@@ -35,8 +35,8 @@ void check_cache_buffers(const PagedKVCache &c, const CacheLayout &l, int batch,
 
 /// Checks a decode request against a cache of layout `l` before anything is planned: batch ≥ 0, heads_q ≥ 1 and
 /// a multiple of heads_kv, at most 256 query rows per KV head ((heads_q / heads_kv)·seqlen_q), max_seq_len ≥ 0,
-/// seqlen_q in 1 … 16, and the options' counts not negative (num_splits
-/// at most kMaxSplits). TraceError "<op>: ..." naming the field and value.
+/// seqlen_q in 1 … 16, and the options' counts not negative (num_splits at most kMaxSplits). TraceError
+/// "<op>: ..." naming the field and value.
 void check_decode_request(const DecodeShape &shape, const CacheLayout &l, const DecodeOptions &opt, const char *op);
 
 }  // namespace tilejit::attention::paged

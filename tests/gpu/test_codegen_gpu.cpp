@@ -138,6 +138,22 @@ TEST_CASE("codegen on the GPU: dot in a K loop (bf16, f16, f32)", "[gpu][codegen
 // an MMA layout for 4 warps, bf16 and f16, a loaded (random) accumulator, two K-loop steps, b as [K,N] and as
 // trans([N,K]). Inputs are multiples of 1/64 in [-1, 1] so every product and partial sum is exact in f32: the
 // GPU must match bit for bit whatever the summation order.
+namespace {
+
+/// matmul_acc's first three arguments on fresh random inputs: a [M,K] and b [K,N] (or its transpose) in
+/// sixty-fourths of dt, c [M,N] in f32 sixty-fourths, so that every product and sum is exact.
+std::vector<Arg> matmul_inputs(int64_t M, int64_t N, int64_t K, DType dt, uint32_t seed) {
+  auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
+  for (auto &x : c0) x = std::round(x * 64) / 64;
+  std::vector<Arg> args;
+  args.push_back(sixty_fourths(random_floats(size_t(M * K), -1, 1, seed), dt));
+  args.push_back(sixty_fourths(random_floats(size_t(K * N), -1, 1, seed + 1), dt));
+  args.push_back(buffer_arg(c0));
+  return args;
+}
+
+}  // namespace
+
 TEST_CASE("codegen on the GPU: dot on tensor cores for many shapes (bf16, f16, acc, loop, transposed b)", "[gpu][codegen]") {
   int cases = 0;
   for (int64_t bm : {16, 32, 64, 128})
@@ -151,13 +167,7 @@ TEST_CASE("codegen on the GPU: dot on tensor cores for many shapes (bf16, f16, a
             int stages = 1 + (cases % 3);
             const int64_t M = bm * 2, N = bn, K = bk * 3;
             uint32_t seed = uint32_t(bm * 7 + bn * 13 + bk * 17 + trans_b);
-            auto quant = [&](const std::vector<float> &v) { return sixty_fourths(v, dt); };
-            auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
-            for (auto &x : c0) x = std::round(x * 64) / 64;
-            std::vector<Arg> args;
-            args.push_back(quant(random_floats(size_t(M * K), -1, 1, seed)));
-            args.push_back(quant(random_floats(size_t(K * N), -1, 1, seed + 1)));
-            args.push_back(buffer_arg(c0));
+            std::vector<Arg> args = matmul_inputs(M, N, K, dt, seed);
             args.push_back(int_arg(N));
             args.push_back(int_arg(K));
             auto fn = matmul_acc(bm, bn, bk, dt, trans_b);
@@ -187,12 +197,7 @@ TEST_CASE("codegen on the GPU: wgmma K loops reading A from stage buffers (8 war
         DType dt = (stages + trans_b) % 2 ? BF16 : DType::f16;
         const int64_t M = bm * 2, N = bn * 2, K = bk * 7;
         uint32_t seed = uint32_t(bm + bn * 3 + bk * 5 + trans_b * 7 + stages * 11);
-        auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
-        for (auto &x : c0) x = std::round(x * 64) / 64;
-        std::vector<Arg> args;
-        args.push_back(sixty_fourths(random_floats(size_t(M * K), -1, 1, seed), dt));
-        args.push_back(sixty_fourths(random_floats(size_t(K * N), -1, 1, seed + 1), dt));
-        args.push_back(buffer_arg(c0));
+        std::vector<Arg> args = matmul_inputs(M, N, K, dt, seed);
         args.push_back(int_arg(N));
         args.push_back(int_arg(K));
         auto fn = matmul_acc(bm, bn, bk, dt, trans_b);
@@ -209,7 +214,7 @@ TEST_CASE("codegen on the GPU: wgmma K loops reading A from stage buffers (8 war
 
 TEST_CASE("codegen on the GPU: a masked vector staged with a K loop's dot operands matches the interpreter",
           "[gpu][codegen]") {
-  // matmul_acc_row_bias: every K step adds a per-row f32 vector, masked (other −0.75) differently from step to
+  // matmul_acc with a RowBias: every K step adds a per-row f32 vector, masked (other −0.75) differently from step to
   // step; pipelined (2-4 stages) it rides in the stage buffers by 4-byte cp.async. With store_back each step
   // writes the vector back where the next reads it, so it must not be copied ahead (one program, which must see
   // its own stores: the pipeline's barrier at the top of each iteration orders them before the next load; the
@@ -224,18 +229,13 @@ TEST_CASE("codegen on the GPU: a masked vector staged with a K loop's dot operan
         DType dt = stages % 2 ? BF16 : DType::f16;
         const int64_t M = bm * 2, N = bn * 2, K = bk * 7;
         uint32_t seed = uint32_t(bm + bn * 3 + bk * 5 + stages * 11 + warps * 13);
-        auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
         auto bias = random_floats(size_t(M + 7), -2, 2, seed + 4);
-        for (auto &x : c0) x = std::round(x * 64) / 64;
         for (auto &x : bias) x = std::round(x * 64) / 64;
-        std::vector<Arg> args;
-        args.push_back(sixty_fourths(random_floats(size_t(M * K), -1, 1, seed), dt));
-        args.push_back(sixty_fourths(random_floats(size_t(K * N), -1, 1, seed + 1), dt));
-        args.push_back(buffer_arg(c0));
+        std::vector<Arg> args = matmul_inputs(M, N, K, dt, seed);
         args.push_back(buffer_arg(bias));
         args.push_back(int_arg(N));
         args.push_back(int_arg(K));
-        auto fn = matmul_acc_row_bias(bm, bn, bk, dt, store_back);
+        auto fn = matmul_acc(bm, bn, bk, dt, false, store_back ? RowBias::AddAndStoreBack : RowBias::Add);
         codegen::CodegenOptions opts;
         opts.arch = "sm_90a";
         opts.num_warps = int(warps);
