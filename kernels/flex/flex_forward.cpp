@@ -155,13 +155,24 @@ void check_buffer_backends(std::initializer_list<std::pair<const char *, const B
 int add_stride_params(ParamTable &t) {
   using K = detail::ParamKind;
   int first = -1;
-  for (const char *n : {"stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb",
-                        "stride_vh", "stride_vs", "stride_ob", "stride_oh", "stride_os"}) {
-    const int at = t.add(n, K::I64, DType::i64);
-    if (first < 0) first = at;
-  }
+  for (const char *tensor : {"q", "k", "v", "o"})
+    for (const char *axis : {"b", "h", "s"}) {
+      const bool seq = axis[0] == 's';
+      const int at = t.add(fmt::format("stride_{}{}", tensor, axis), seq ? K::ConstInt64 : K::I64, DType::i64);
+      if (first < 0) first = at;
+    }
   for (const char *n : {"stride_lb", "stride_lh", "stride_ls"}) t.add(n, K::I64, DType::i64, /*specialize=*/false);
   return first;
+}
+
+Tile stride_tile(std::span<const detail::ArgValue> a, int first, int i, bool large) {
+  const int k = i - first;
+  if (k >= 0 && k < 12 && k % 3 == 2) {  // a sequence stride: a constexpr
+    const int64_t v = a[size_t(i)].i;
+    return large ? Tile(v).to(DType::i64) : Tile(int32_t(v)).to(DType::i32);
+  }
+  const Tile p = detail::param_tile(i);
+  return large ? p : p.to(DType::i32);
 }
 
 int add_band_params(ParamTable &t) {

@@ -332,8 +332,15 @@ struct LayoutArgsAt {
 void layout_args(std::vector<detail::ArgValue> &a, const Plan &p, const FlexShape &s, const FlexOptions &opt,
                  LayoutArgsAt at);
 /// Declare those parameters in a kernel's table, in layout_args' order; each returns its first index (the
-/// LayoutArgsAt field). lse's strides change with the lengths and are not specialized.
+/// LayoutArgsAt field). The sequence strides of q, k, v and out are constexprs: a block's row addresses are then
+/// constant offsets from one register, where a runtime stride keeps a register per row live across the key or
+/// query loop (16 at head dim 128 in the backward's dK/dV kernel, which spilled for them); each distinct value
+/// compiles its own kernels. The other strides are runtime scalars; lse's change with the lengths and are not
+/// specialized.
 int add_stride_params(ParamTable &t);
+/// Stride parameter i of a kernel whose stride parameters start at `first` (add_stride_params): i64 when
+/// `large`, else i32; a constant for the sequence strides.
+Tile stride_tile(std::span<const detail::ArgValue> a, int first, int i, bool large);
 int add_band_params(ParamTable &t);
 int add_tile_params(ParamTable &t);
 /// The flex kernel's argument list for a launch (bm: the block mask it visits, or null).
