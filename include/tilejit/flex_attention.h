@@ -225,7 +225,9 @@ struct FlexOptions {
   float softmax_scale = 0.f;
   DType dtype = DType::bf16;  // bf16 or f16 (q, k, v, out)
   /// Element strides; all-zero (default) means contiguous for the layout described in FlexShape. With
-  /// varlen, `batch` is ignored and `seq` steps over packed tokens.
+  /// varlen, `batch` is ignored and `seq` steps over packed tokens. The `seq` strides are compiled into the
+  /// kernels (row addresses become constant offsets, which keeps registers free): each distinct value compiles
+  /// its own kernels, once (the others are runtime arguments).
   Strides q_strides{0, 0, 0, 0}, k_strides{0, 0, 0, 0}, v_strides{0, 0, 0, 0}, o_strides{0, 0, 0, 0};
   /// Varlen: i32 prefix sums of the sequence lengths, batch + 1 entries (first 0), on the launch's backend.
   DevicePtr cu_seqlens_q{}, cu_seqlens_k{};

@@ -59,7 +59,9 @@ struct PagedKVCache {
   int heads_kv = 1;
   int head_dim = 128, head_dim_v = 0;  // [16, 256]; head_dim_v 0: head_dim
   int max_pages_per_seq = 0;
-  int64_t page_stride = 0, token_stride = 0, head_stride = 0;  // elements; 0: contiguous (see above)
+  /// Elements; 0: contiguous (see above). token_stride is compiled into the kernels: each distinct value
+  /// compiles its own, once.
+  int64_t page_stride = 0, token_stride = 0, head_stride = 0;
   int64_t block_table_stride = 0;                               // elements; 0: max_pages_per_seq
 };
 
