@@ -9,9 +9,12 @@ namespace tilejit::detail {
 
 Tile param_tile(int index) {
   auto *ctx = dsl::TraceContext::current();
-  if (!ctx || index < 0 || size_t(index) >= ctx->params.size() || !ctx->params[size_t(index)])
+  if (!ctx || index < 0 || size_t(index) >= ctx->params.size())
     throw TraceError(fmt::format("kernel parameter {} requested outside its kernel's trace", index));
-  return dsl::TileAccess::from_value(ctx->params[size_t(index)]);
+  if (ir::Value *v = ctx->params[size_t(index)]) return dsl::TileAccess::from_value(v);
+  if (size_t(index) < ctx->constants.size() && ctx->constants[size_t(index)].valid())
+    return ctx->constants[size_t(index)];
+  throw TraceError(fmt::format("kernel parameter {} has no value in this trace", index));
 }
 
 }  // namespace tilejit::detail

@@ -13,8 +13,13 @@ thread_local TraceContext *g_current = nullptr;
 std::atomic<uint32_t> g_generation{0};
 }  // namespace
 
-TraceContext::TraceContext(ir::Function &f, std::vector<ir::Value *> p)
-    : fn(f), builder(f.body.get()), generation(++g_generation), params(std::move(p)), previous_(g_current) {
+TraceContext::TraceContext(ir::Function &f, std::vector<ir::Value *> p, std::vector<Tile> c)
+    : fn(f),
+      builder(f.body.get()),
+      generation(++g_generation),
+      params(std::move(p)),
+      constants(std::move(c)),
+      previous_(g_current) {
   g_current = this;
 }
 

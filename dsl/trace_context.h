@@ -16,8 +16,9 @@ namespace tilejit::dsl {
 class TraceContext {
  public:
   /// Activates a trace of `fn` on this thread (nesting restores the previous one on destruction).
-  /// `params[i]` is the body argument of kernel parameter i (null for constexpr parameters).
-  TraceContext(ir::Function &fn, std::vector<ir::Value *> params);
+  /// `params[i]` is the body argument of kernel parameter i (null for constexpr parameters); `constants[i]`
+  /// the value of constexpr parameter i as a weak literal (empty for runtime parameters; may be shorter).
+  TraceContext(ir::Function &fn, std::vector<ir::Value *> params, std::vector<Tile> constants = {});
   ~TraceContext();
   TraceContext(const TraceContext &) = delete;
   TraceContext &operator=(const TraceContext &) = delete;
@@ -31,6 +32,7 @@ class TraceContext {
   ir::Builder builder;
   const uint32_t generation;               // distinguishes handles of this trace from stale ones
   std::vector<ir::Value *> params;
+  std::vector<Tile> constants;
   std::map<uint64_t, Tile *> handles;      // live handles by registration id (id order = creation order)
   uint64_t next_handle_id = 1;
 

@@ -54,6 +54,16 @@ std::string arg_kind_name(const ArgValue &a) {
 
 bool is_runtime(ParamKind k) { return k == ParamKind::Ptr || k == ParamKind::I32 || k == ParamKind::I64 || k == ParamKind::F32; }
 
+// A constexpr argument (normalized to its kind) as the weak literal param_tile hands out.
+Tile constexpr_literal(ParamKind k, const ArgValue &v) {
+  switch (k) {
+    case ParamKind::ConstBool: return Tile(v.i != 0);
+    case ParamKind::ConstFloat:
+    case ParamKind::ConstDouble: return Tile(v.f);
+    default: return Tile(v.i);
+  }
+}
+
 /// The arguments of one launch after binding.
 struct Bound {
   std::vector<ArgValue> values;       // one per parameter, normalized to the parameter's kind
@@ -281,9 +291,13 @@ struct KernelBase::Impl {
     fn->name = name;
     fn->params = b.infos;
     std::vector<ir::Value *> by_param(params.size(), nullptr);
+    std::vector<Tile> constants(params.size());  // constexprs as weak literals, for param_tile
     size_t r = 0;
     for (size_t i = 0; i < params.size(); ++i) {
-      if (!is_runtime(params[i].kind)) continue;
+      if (!is_runtime(params[i].kind)) {
+        constants[i] = constexpr_literal(params[i].kind, b.values[i]);
+        continue;
+      }
       ir::Value *v = fn->body->add_arg(b.infos[r].type);
       v->name = b.infos[r].name;
       by_param[i] = v;
@@ -291,7 +305,7 @@ struct KernelBase::Impl {
     }
     std::vector<std::shared_ptr<detail::CaptureState>> used;
     {
-      dsl::TraceContext ctx(*fn, std::move(by_param));
+      dsl::TraceContext ctx(*fn, std::move(by_param), std::move(constants));
       trace(b.values);
       for (auto &c : ctx.captures) used.push_back(c.state);
     }

@@ -34,6 +34,9 @@ struct FlexCase {
   float softmax_scale = 0.f;
   attention::BlockMaskMode block_mask_mode = attention::BlockMaskMode::Auto;
   bool exact_qk = false;  // q and k from quarter_values (kernel_test_util.h)
+  /// Dense tensors token-major, [batch, seqlen, heads, d] (BSHD), handed to the kernels as strides: a sequence
+  /// stride of heads·d instead of d.
+  bool token_major = false;
 };
 
 struct FlexResult {
@@ -42,15 +45,17 @@ struct FlexResult {
   int empty_rows = 0;
 };
 
-/// A case's batch layout: dense [batch, heads, seqlen, d], or varlen (c.seqlens_q given) with every
-/// sequence's tokens packed [total, heads, d] and the shape's lengths the longest sequence's.
+/// A case's batch layout: dense [batch, heads, seqlen, d] (or [batch, seqlen, heads, d] with token_major), or
+/// varlen (c.seqlens_q given) with every sequence's tokens packed [total, heads, d] and the shape's lengths the
+/// longest sequence's.
 struct CaseLayout {
   attention::FlexShape s;
-  bool varlen = false;
+  bool varlen = false, token_major = false;
   std::vector<int> cu_q{0}, cu_k{0};
   Buffer cu_q_buf, cu_k_buf;
 
-  explicit CaseLayout(const FlexCase &c) : s(c.shape), varlen(!c.seqlens_q.empty()) {
+  explicit CaseLayout(const FlexCase &c)
+      : s(c.shape), varlen(!c.seqlens_q.empty()), token_major(c.token_major && c.seqlens_q.empty()) {
     if (!varlen) return;
     s.batch = int(c.seqlens_q.size());
     s.seqlen_q = s.seqlen_k = 0;
@@ -74,13 +79,23 @@ struct CaseLayout {
   }
   /// Element offset of sequence b's first row of head h in a tensor of `heads` heads of d elements.
   size_t row0(int b, int h, int heads, int d, bool keys) const {
-    return varlen ? (size_t((keys ? cu_k : cu_q)[size_t(b)]) * heads + h) * d
-                  : (size_t(b) * heads + h) * size_t(keys ? s.seqlen_k : s.seqlen_q) * d;
+    const size_t len = size_t(keys ? s.seqlen_k : s.seqlen_q);
+    if (varlen) return (size_t((keys ? cu_k : cu_q)[size_t(b)]) * heads + h) * d;
+    return token_major ? (size_t(b) * len * heads + h) * d : (size_t(b) * heads + h) * len * d;
   }
   /// Elements between consecutive rows of one head.
-  int64_t row_stride(int heads, int d) const { return varlen ? int64_t(heads) * d : int64_t(d); }
-  /// Varlen: uploads the offsets to `be` and points opt at them.
+  int64_t row_stride(int heads, int d) const { return varlen || token_major ? int64_t(heads) * d : int64_t(d); }
+  /// Varlen: uploads the offsets to `be` and points opt at them; token-major: sets the tensors' strides.
   void bind(attention::FlexOptions &opt, Backend be) {
+    if (token_major) {
+      const int hq = s.heads_q, hkv = s.heads_kv ? s.heads_kv : s.heads_q;
+      const int dq = s.head_dim_qk, dv = s.head_dim_v ? s.head_dim_v : s.head_dim_qk;
+      auto bshd = [](int64_t len, int64_t heads, int64_t d) { return attention::Strides{len * heads * d, d, heads * d, 1}; };
+      opt.q_strides = bshd(s.seqlen_q, hq, dq);
+      opt.k_strides = bshd(s.seqlen_k, hkv, dq);
+      opt.v_strides = bshd(s.seqlen_k, hkv, dv);
+      opt.o_strides = bshd(s.seqlen_q, hq, dv);
+    }
     if (!varlen) return;
     cu_q_buf = Buffer(cu_q.size() * 4, be);
     cu_k_buf = Buffer(cu_k.size() * 4, be);

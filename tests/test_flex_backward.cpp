@@ -80,6 +80,18 @@ TEST_CASE("flex_backward (interpreter): GQA/MQA, odd lengths, padded and unequal
   FlexCase f16 = small_case(2, 1, 33, 33, 64);
   f16.dtype = DType::f16;
   require_backward_matches(run_backward_case(be, f16, FlexOptions{}, {}), f16.dtype);
+  // Token-major tensors [batch, seqlen, heads, d]: sequence strides of heads·d, which the kernels compile in,
+  // beside the head-major ones above in the same process (q, k, v and out each with its own).
+  for (bool atomics : {false, true}) {
+    INFO("token-major" << (atomics ? ", dQ by atomics" : ", dQ pass"));
+    FlexCase bshd = small_case(4, 2, 37, 53, 32, 24);
+    bshd.token_major = true;
+    FlexOptions o;
+    o.mask = attention::causal(Align::BottomRight);
+    o.atomics = atomics;
+    require_backward_matches(run_backward_case(be, bshd, o, {{}, band_visible({-1, 0, Align::BottomRight})}),
+                             bshd.dtype);
+  }
 }
 
 TEST_CASE("flex_backward (interpreter): mask functions walk a block mask and its transpose", "[flex][backward]") {

@@ -26,6 +26,38 @@ TEST_CASE("flex: heads_q not a multiple of heads_kv is rejected", "[flex]") {
   }
 }
 
+TEST_CASE("flex_check rejects what flex_forward rejects, reading no memory", "[flex]") {
+  attention::FlexShape s{.batch = 2, .heads_q = 6, .heads_kv = 4, .seqlen_q = 16, .seqlen_k = 16, .head_dim_qk = 32};
+  attention::FlexOptions o;
+  o.backend = Backend::Interpreter;
+  auto rejects = [&](const char *why) {
+    try {
+      attention::flex_check(s, o);
+      FAIL("expected an error: " << why);
+    } catch (const TraceError &e) {
+      REQUIRE_THAT(e.what(), Catch::Contains(why));
+    }
+  };
+  rejects("heads_q (6) must be a multiple of heads_kv (4)");
+  s.heads_kv = 3;
+  REQUIRE_NOTHROW(attention::flex_check(s, o));
+  s.head_dim_qk = 300;
+  rejects("head dim 300 is not supported (16 to 256)");
+  s.head_dim_qk = 32;
+  o.block_n = 48;
+  rejects("BLOCK_N 48");
+  o.block_n = 64;
+  o.q_strides = {0, 0, -32, 1};
+  rejects("tensor 'q': strides (batch 0, head 0, seq -32) must not be negative");
+  o.q_strides = {};
+  // Varlen needs both cu_seqlens (placeholders: nothing is read).
+  s.total_q = s.total_k = 20;
+  o.cu_seqlens_q = DevicePtr{256, 0};
+  rejects("give both cu_seqlens_q and cu_seqlens_k, or neither");
+  o.cu_seqlens_k = DevicePtr{256, 0};
+  REQUIRE_NOTHROW(attention::flex_check(s, o));
+}
+
 TEST_CASE("flex: a score_mod returning the wrong shape or a non-float is rejected with a clear message", "[flex]") {
   attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 16, .seqlen_k = 16, .head_dim_qk = 32};
   Buffer b(1 << 16, Backend::Interpreter);

@@ -148,6 +148,15 @@ RefMods flag_ref_mods(const FlexFlags &f, const FlagMods &m, bool bottom_right) 
   return r;
 }
 
+namespace {
+// The setup's options with placeholder cu_seqlens when it is varlen: for calls that read no memory (checks, dumps).
+attention::FlexOptions without_memory(const FlexSetup &x) {
+  attention::FlexOptions opt = x.opt;
+  if (!x.lens.empty()) opt.cu_seqlens_q = opt.cu_seqlens_k = DevicePtr{256, 0};
+  return opt;
+}
+}  // namespace
+
 FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   using namespace attention;
   FlexSetup x;
@@ -187,13 +196,15 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   x.mods = flag_mods(f, a.causal, x.s.heads_q, be, "tilejit attention");
   opt.mask = x.mods.mask;
   opt.score_mod = x.mods.score_mod;
+  // The library's checks before any input is allocated and filled: a bad shape fails at once.
+  flex_check(x.s, without_memory(x));
   return x;
 }
 
 std::string flex_code(const FlexFlags &f, const FlexRunArgs &a, bool ptx) {
-  FlexSetup x = flex_setup(f, a, Backend::Interpreter);  // no GPU needed: nothing runs
-  if (!x.lens.empty()) x.opt.cu_seqlens_q = x.opt.cu_seqlens_k = DevicePtr{256, 0};  // placeholders
-  return ptx ? attention::flex_forward_ptx(x.s, x.opt) : attention::flex_forward_ir(x.s, x.opt);
+  const FlexSetup x = flex_setup(f, a, Backend::Interpreter);  // no GPU needed: nothing runs
+  const attention::FlexOptions opt = without_memory(x);
+  return ptx ? attention::flex_forward_ptx(x.s, opt) : attention::flex_forward_ir(x.s, opt);
 }
 
 int run_flex(const FlexFlags &f, const FlexRunArgs &a) {

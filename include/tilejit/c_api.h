@@ -83,7 +83,8 @@ void tilejit_flex_variant_init(tilejit_flex_variant *variant);
  * visible = causal ∧ window ∧ same document; out = softmax over visible keys · v.
  * q, out: [batch, heads_q, seqlen_q, head_dim]; k, v: [batch, heads_kv, seqlen_k, head_dim] (GQA / MQA:
  * heads_q a multiple of heads_kv; query head h reads key/value head h / (heads_q / heads_kv)); dtype bf16
- * (0) or f16 (1); 4 element strides each (batch, head, seq, dim), dim stride 1. lse: contiguous
+ * (0) or f16 (1); 4 element strides each (batch, head, seq, dim), dim stride 1 (the seq strides are compiled
+ * into the kernels: each distinct value compiles its own, once). lse: contiguous
  * [batch, heads_q, seqlen_q] f32 natural-log logsumexp (−inf for a row that sees no key; its output is
  * 0), or NULL. head_dim in [16, 256]. softmax_scale <= 0: 1/sqrt(head_dim). variant NULL: no mod, defaults.
  *

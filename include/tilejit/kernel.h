@@ -112,7 +112,8 @@ template <class A> ArgValue to_arg_value(const A &a) {
   return v;
 }
 
-/// A handle bound to the index-th kernel parameter of the trace in progress (implemented in dsl/).
+/// A handle bound to the index-th kernel parameter of the trace in progress (implemented in dsl/); for a
+/// constexpr parameter, its value as a weak literal (Tile(v): it takes the type of what it meets).
 Tile param_tile(int index);
 
 template <class P> struct ParamTraits {

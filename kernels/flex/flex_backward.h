@@ -13,6 +13,7 @@ namespace tilejit::attention::flex {
 /// USE_BLOCK_MASK: the dQ kernel walks the key blocks of its query block's list (KV_BLOCKS/KV_COUNTS, a
 /// BlockMask's), the dK/dV kernel the query blocks of its key block's transposed list (Q_BLOCKS/Q_COUNTS,
 /// build_transposed_lists); list (b, h, block) is at b·stride_b + h·stride_h + block (strides 0 when shared).
+/// The sequence strides bQs, bKs, bVs, bOs are constexprs (add_stride_params), though listed among the strides.
 enum BackwardParam : int {
   bQ, bK, bV, bO, bDO, bDQ, bDK, bDV, bLse, bDelta, bCuQ, bCuK, bDqAcc, bKvBlocks, bKvCounts, bQBlocks, bQCounts,
   bScale, bGroup, bSeqlenQ, bSeqlenK,

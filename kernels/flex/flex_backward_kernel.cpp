@@ -123,7 +123,7 @@ struct Tracer {
       body((code >> 1) * block_size, (code & 1) != 0);
     });
   }
-  Tile stride(int i) const { return stride_tile(a, bQb, i, large); }
+  Tile stride(int i) const { return offset_param(i, large); }
   Tile wide(const Tile &t) const { return large ? t.to(DType::i64) : t; }
 
   // [rows, PAD] tile of a [batch, head, seq, d] tensor (strides at first_stride: batch, head, seq); rows count

@@ -165,16 +165,6 @@ int add_stride_params(ParamTable &t) {
   return first;
 }
 
-Tile stride_tile(std::span<const detail::ArgValue> a, int first, int i, bool large) {
-  const int k = i - first;
-  if (k >= 0 && k < 12 && k % 3 == 2) {  // a sequence stride: a constexpr
-    const int64_t v = a[size_t(i)].i;
-    return large ? Tile(v).to(DType::i64) : Tile(int32_t(v)).to(DType::i32);
-  }
-  const Tile p = detail::param_tile(i);
-  return large ? p : p.to(DType::i32);
-}
-
 int add_band_params(ParamTable &t) {
   const int first = t.add("band_left", detail::ParamKind::I32);
   for (const char *n : {"band_right", "band_bottom_right"}) t.add(n, detail::ParamKind::I32);
@@ -321,6 +311,12 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
   }
   auto args = kernel_args(p, s, opt, q, k, v, out, lse, bm);
   flex_kernel(opt.dtype, opt.score_mod, opt.mask)->launch(grid(p, s), launch_config(opt), args);
+}
+
+void flex_check(const FlexShape &s, const FlexOptions &options) {
+  const FlexOptions opt = with_implied_band(options);
+  const Plan p = plan(s, opt);
+  if (opt.block_mask) check_block_mask(*opt.block_mask, s, opt, p.nqb, p.nkb, "attention::flex_forward");
 }
 
 void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const FlexShape &s,

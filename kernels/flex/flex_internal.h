@@ -135,7 +135,8 @@ BandArgs band_args(const std::optional<Band> &band);
 LaunchConfig launch_config(const FlexOptions &opt);
 
 /// Parameters of the flex attention kernel, in order (see flex_kernel.cpp for their meaning).
-/// With PAGED, K/V strides are (page, head, token) instead of (batch, head, seq).
+/// With PAGED, K/V strides are (page, head, token) instead of (batch, head, seq). The sequence (token) strides
+/// kQs, kKs, kVs, kOs are constexprs too (add_stride_params), though listed among the strides.
 enum FlexParam : int {
   kQ, kK, kV, kO, kLse, kCuQ, kCuK, kKvBlocks, kKvCounts, kBlockTable, kSeqLens, kOPart, kLsePart,
   kScale, kBmStrideB, kBmStrideH, kGroup, kSeqlenQ, kSeqlenK,
@@ -338,9 +339,9 @@ void layout_args(std::vector<detail::ArgValue> &a, const Plan &p, const FlexShap
 /// compiles its own kernels. The other strides are runtime scalars; lse's change with the lengths and are not
 /// specialized.
 int add_stride_params(ParamTable &t);
-/// Stride parameter i of a kernel whose stride parameters start at `first` (add_stride_params): i64 when
-/// `large`, else i32; a constant for the sequence strides.
-Tile stride_tile(std::span<const detail::ArgValue> a, int first, int i, bool large);
+/// Kernel parameter i as an operand of offset arithmetic: i64 with 64-bit offsets (`large`), else i32 (a runtime
+/// scalar, or a constant for a constexpr such as a sequence stride).
+inline Tile offset_param(int i, bool large) { return detail::param_tile(i).to(large ? DType::i64 : DType::i32); }
 int add_band_params(ParamTable &t);
 int add_tile_params(ParamTable &t);
 /// The flex kernel's argument list for a launch (bm: the block mask it visits, or null).

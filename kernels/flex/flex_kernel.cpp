@@ -91,7 +91,7 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
   Tile q_start = varlen ? sq.q_start : Tile(0), k_start = varlen && !paged ? sq.k_start : Tile(0);
   // With GQA packing program_id(1) is the KV head and each row is a (token, query head of its group) pair.
   Tile kv_h = pack ? h : h / P(kGroup);
-  auto stride = [&](int i) { return stride_tile(a, kQb, i, large); };
+  auto stride = [&](int i) { return offset_param(i, large); };
   auto wide = [&](const Tile &t) { return large ? t.to(DType::i64) : t; };
   Tile q_start_w = varlen && large ? q_start.to(DType::i64) : q_start;
   Tile k_start_w = varlen && large ? k_start.to(DType::i64) : k_start;

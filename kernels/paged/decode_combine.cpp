@@ -21,7 +21,7 @@ void trace_combine(DType dt, std::span<const detail::ArgValue> a) {
   const bool large = C(cLarge);
   const float neg_inf = -std::numeric_limits<float>::infinity();
   auto wide = [&](const Tile &t) { return large ? t.to(DType::i64) : t; };
-  auto stride = [&](int i) { return large ? P(i) : P(i).to(DType::i32); };
+  auto stride = [&](int i) { return flex::offset_param(i, large); };
 
   // One row per program, every split at once: the loads are independent (no chain of one per split).
   Tile r = wide(program_id(0));

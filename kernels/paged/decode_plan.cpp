@@ -227,10 +227,13 @@ void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCac
   const Impl &m = *impl_;
   if (!same_layout(cache, m.layout))
     throw TraceError(fmt::format("{}::run: the cache's layout (page size {}, {} pages, {} KV heads, dims {}/{}, "
-                                 "strides) differs from the plan's (page size {}, {} pages, {} KV heads, dims {}/{})",
+                                 "page/token/head strides {}/{}/{}) differs from the plan's (page size {}, {} pages, "
+                                 "{} KV heads, dims {}/{}, strides {}/{}/{})",
                                  kOp, cache.page_size, cache.num_pages, cache.heads_kv, cache.head_dim,
-                                 cache.head_dim_v, m.layout.page_size, m.layout.num_pages, m.layout.heads_kv,
-                                 m.layout.head_dim, m.layout.head_dim_v));
+                                 cache.head_dim_v, cache.page_stride, cache.token_stride, cache.head_stride,
+                                 m.layout.page_size, m.layout.num_pages, m.layout.heads_kv, m.layout.head_dim,
+                                 m.layout.head_dim_v, m.layout.page_stride, m.layout.token_stride,
+                                 m.layout.head_stride));
   if (m.rows == 0) return;
   for (auto [ptr, name] : {std::pair{q, "q"}, std::pair{out, "out"}})
     if (ptr.address == 0) throw TraceError(fmt::format("{}::run: pointer '{}' is null", kOp, name));

@@ -45,6 +45,15 @@ TEST_CASE("flex_backward on the GPU: GQA, odd lengths, varlen, head dims", "[gpu
     FlexCase c = gpu_case(4, 4, 200, 77, d, DType::bf16, 64, 64);
     require_backward_matches(run_backward_case(Backend::GPU, c, attention::FlexOptions{}, {}), c.dtype);
   }
+  for (int d : {64, 128}) {
+    INFO("token-major [batch, seqlen, heads, d] (the sequence strides compiled in), head dim " << d);
+    FlexCase c = gpu_case(8, 2, 300, 513, d, DType::bf16, 64, 64);
+    c.token_major = true;
+    attention::FlexOptions o;
+    o.mask = attention::causal(attention::Align::BottomRight);
+    require_backward_matches(run_backward_case(Backend::GPU, c, o, {{}, band_visible({-1, 0, attention::Align::BottomRight})}),
+                             c.dtype);
+  }
 }
 
 TEST_CASE("flex_backward on the GPU: block shapes and warp counts that take the other tensor-core paths",
