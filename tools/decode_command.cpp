@@ -109,7 +109,9 @@ int run_decode_command() {
                             a.context, a.seqlen_q));
   double cache_elems = double(a.batch) * (double(a.context) + a.page_size) * a.heads_kv * a.head_dim * 2;
   if (cache_elems > double(1ull << 34))
-    throw Error(fmt::format("the cache would hold {:.3g} elements; at most 2^34", cache_elems));
+    throw Error(fmt::format("--batch {} × (--context {} + --page-size {}) × --heads-kv {} × --head-dim {} × 2 (K and "
+                            "V): the cache would hold {:.3g} elements; at most 2^34",
+                            a.batch, a.context, a.page_size, a.heads_kv, a.head_dim, cache_elems));
 
   const uint64_t seed = a.seed ? a.seed : std::random_device{}();
   std::mt19937_64 rng(seed);

@@ -226,9 +226,13 @@ int main(int argc, char **argv) {
       if (a.seqlen_k < -1 || a.seqlen_k == 0) throw Error("--seqlen-k must be positive (or -1: same as --seqlen-q)");
       if (a.check_rows < 1) throw Error("--check-rows must be positive");
       if (a.head_dim < 1) throw Error(fmt::format("--head-dim {} must be positive", a.head_dim));
-      double total = double(a.batch) * a.heads * std::max(a.seqlen_q, a.seqlen_k) * a.head_dim;
+      const int seqlen = std::max(a.seqlen_q, a.seqlen_k);
+      double total = double(a.batch) * a.heads * seqlen * a.head_dim;
       if (total > double(1u << 31))
-        throw Error(fmt::format("the tensors would hold {:.3g} elements each; at most 2^31", total));
+        throw Error(fmt::format("--batch {} × --heads {} × {} {} × --head-dim {}: the tensors would hold {:.3g} "
+                                "elements each; at most 2^31",
+                                a.batch, a.heads, a.seqlen_k > a.seqlen_q ? "--seqlen-k" : "--seqlen-q", seqlen,
+                                a.head_dim, total));
     }
     if (att->parsed() && flex.learnable_slopes && !a.backward) throw Error("--learn-slopes needs --backward");
     if (att->parsed() && a.atomics && !a.backward) throw Error("--atomics needs --backward");
