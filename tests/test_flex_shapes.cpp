@@ -49,7 +49,14 @@ TEST_CASE("flex_check rejects what flex_forward rejects, reading no memory", "[f
   o.block_n = 64;
   o.q_strides = {0, 0, -32, 1};
   rejects("tensor 'q': strides (batch 0, head 0, seq -32) must not be negative");
+  o.q_strides = {int64_t(1) << 62, 32, 32 * 6, 1};  // the batch stride's extent is past 2^62: not wrapped
+  rejects("tensor 'q': strides (batch 4611686018427387904, head 32, seq 192) over 2 × 6 × 16 rows address more than "
+          "2^62 elements");
   o.q_strides = {};
+  // The mods are traced: a score_mod of the wrong shape is named here too.
+  o.score_mod = [](Tile, Tile, Tile, Tile q, Tile) { return q.to(DType::f32); };
+  rejects("the score_mod returned f32[");
+  o.score_mod = {};
   // Varlen needs both cu_seqlens (placeholders: nothing is read).
   s.total_q = s.total_k = 20;
   o.cu_seqlens_q = DevicePtr{256, 0};

@@ -117,7 +117,6 @@ int run_decode_command() {
   std::mt19937_64 rng(seed);
   HostCacheSpec spec;
   std::uniform_int_distribution<int> len(a.seqlen_q, a.context);
-  for (int b = 0; b < a.batch; ++b) spec.seq_lens.push_back(a.exact_context ? a.context : len(rng));
   spec.page_size = a.page_size;
   spec.heads_kv = a.heads_kv;
   spec.head_dim = a.head_dim;
@@ -145,6 +144,7 @@ int run_decode_command() {
     const DecodeShape step{.batch = a.batch, .heads_q = a.heads_q, .seqlen_q = a.seqlen_q, .max_seq_len = a.context};
     paged::check_decode_request(step, paged::cache_layout(sizes, "tilejit decode"), opt, "tilejit decode");
   }
+  for (int b = 0; b < a.batch; ++b) spec.seq_lens.push_back(a.exact_context ? a.context : len(rng));
   HostPagedCache host = make_host_cache(spec, rng);
 
   // The pages start as NaN: a read of a slot no token was written to shows in the output.

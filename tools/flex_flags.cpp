@@ -160,6 +160,8 @@ attention::FlexOptions without_memory(const FlexSetup &x) {
 FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   using namespace attention;
   FlexSetup x;
+  if (a.dtype != "bf16" && a.dtype != "f16")
+    throw Error(fmt::format("--dtype {}: flex attention runs on bf16 or f16 tensors", a.dtype));
   x.dt = a.dtype == "f16" ? DType::f16 : DType::bf16;
   x.s = {.batch = a.batch, .heads_q = a.heads, .heads_kv = f.gqa_kv_heads, .seqlen_q = a.seqlen_q,
          .seqlen_k = a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, .head_dim_qk = a.head_dim};
@@ -168,8 +170,9 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
     double tokens = 0;
     for (int n : lens) tokens += n;
     const double elems = tokens * std::max(a.heads, f.gqa_kv_heads) * a.head_dim;
-    if (elems > double(1u << 31))
-      throw Error(fmt::format("--varlen '{}': {:.3g} tokens; the tensors would hold {:.3g} elements each, at most 2^31",
+    if (elems > double(1u << 31) || tokens >= double(1u << 31))
+      throw Error(fmt::format("--varlen '{}': {:.3g} tokens; the tensors would hold {:.3g} elements each, at most 2^31 "
+                              "(and fewer than 2^31 tokens)",
                               f.varlen, tokens, elems));
     for (int n : lens) {
       x.lens.push_back(n);

@@ -228,7 +228,8 @@ int main(int argc, char **argv) {
       if (a.head_dim < 1) throw Error(fmt::format("--head-dim {} must be positive", a.head_dim));
       const int seqlen = std::max(a.seqlen_q, a.seqlen_k);
       double total = double(a.batch) * a.heads * seqlen * a.head_dim;
-      if (total > double(1u << 31))
+      // With --varlen the lengths replace --batch and --seqlen-q/-k (flex_setup checks its tokens).
+      if (flex.varlen.empty() && total > double(1u << 31))
         throw Error(fmt::format("--batch {} × --heads {} × {} {} × --head-dim {}: the tensors would hold {:.3g} "
                                 "elements each; at most 2^31",
                                 a.batch, a.heads, a.seqlen_k > a.seqlen_q ? "--seqlen-k" : "--seqlen-q", seqlen,

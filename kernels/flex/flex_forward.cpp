@@ -32,7 +32,8 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op) {
   if (s.batch < 0 || s.heads_q < 0 || s.heads_kv < 0 || s.seqlen_q < 0 || s.seqlen_k < 0 || s.total_q < 0 ||
       s.total_k < 0)
     throw fail(fmt::format("sizes must be non-negative (batch {}, heads_q {}, heads_kv {}, seqlen_q {}, "
-                           "seqlen_k {})", s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k));
+                           "seqlen_k {}, total_q {}, total_k {})",
+                           s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k, s.total_q, s.total_k));
   p.heads_kv = s.heads_kv == 0 ? s.heads_q : s.heads_kv;
   if (s.heads_q > 0 && (p.heads_kv == 0 || s.heads_q % p.heads_kv != 0))
     throw fail(fmt::format("heads_q ({}) must be a multiple of heads_kv ({}) for grouped-query attention",
@@ -109,8 +110,14 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op) {
       throw fail(fmt::format("tensor '{}': strides (batch {}, head {}, seq {}) must not be negative", name,
                              st.batch, st.head, st.seq));
     if (seq <= 0 || heads <= 0 || (!p.varlen && s.batch <= 0)) return int64_t(-1);  // no rows: nothing addressed
-    int64_t b = p.varlen ? 0 : s.batch - 1;
-    return b * st.batch + int64_t(heads - 1) * st.head + (seq - 1) * st.seq + d - 1;
+    const int64_t b = p.varlen ? 0 : s.batch - 1;
+    // Exact (128-bit) so that strides whose extent passes 2^62 elements are rejected, not wrapped.
+    const __int128 last = __int128(b) * st.batch + __int128(heads - 1) * st.head + __int128(seq - 1) * st.seq + d - 1;
+    if (last >= (__int128(1) << 62))
+      throw fail(fmt::format("tensor '{}': strides (batch {}, head {}, seq {}) over {} × {} × {} rows address more "
+                             "than 2^62 elements",
+                             name, st.batch, st.head, st.seq, b + 1, heads, seq));
+    return int64_t(last);
   };
   p.last_q = last(p.q, s.heads_q, rows_q, Dq, "q");
   if (!p.paged) {
@@ -128,8 +135,10 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op) {
     p.last_lse = int64_t(s.batch) * p.lse_b - 1;
   }
   // Padded head-dim lanes and block padding add at most one block of rows past the last element.
-  int64_t slack = int64_t(std::max(opt.block_m, opt.block_n)) * std::max({p.q.seq, p.k.seq, p.v.seq, p.o.seq, int64_t(1)}) + 256;
-  int64_t furthest = std::max({p.last_q, p.last_k, p.last_v, p.last_o, p.last_lse}) + slack;
+  // (128-bit: a sequence stride is unbounded where a tensor has a single row.)
+  const __int128 slack =
+      __int128(std::max(opt.block_m, opt.block_n)) * std::max({p.q.seq, p.k.seq, p.v.seq, p.o.seq, int64_t(1)}) + 256;
+  const __int128 furthest = std::max({p.last_q, p.last_k, p.last_v, p.last_o, p.last_lse}) + slack;
   p.large = furthest > std::numeric_limits<int32_t>::max();
   return p;
 }
@@ -317,6 +326,8 @@ void flex_check(const FlexShape &s, const FlexOptions &options) {
   const FlexOptions opt = with_implied_band(options);
   const Plan p = plan(s, opt);
   if (opt.block_mask) check_block_mask(*opt.block_mask, s, opt, p.nqb, p.nkb, "attention::flex_forward");
+  // The mods' and the mask's errors come from tracing them into the kernel (as flex_forward_ir does).
+  flex_kernel(opt.dtype, opt.score_mod, opt.mask)->ir(placeholder_kernel_args(p, s, opt));
 }
 
 void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const FlexShape &s,
