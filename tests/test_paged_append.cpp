@@ -194,6 +194,9 @@ TEST_CASE("paged cache validation: each bad field named with its value", "[paged
   bad(strides(1024, 64, 16), "head_stride 16 makes K overlap");
   bad(strides(960, 64, 32), "page_stride 960 makes K overlap");
   bad(strides(0, 48, 0), "give all three strides");
+  // A token stride so large that the pages' extent passes 2^62 elements: named with every stride.
+  bad(strides(int64_t(1) << 61, int64_t(1) << 56, 32),
+      "the K pages would span more than 2^62 elements (page_stride 2305843009213693952, token_stride 72057594037927936");
   // Pages smaller than the layout addresses.
   bad([](auto &c) { c.k_pages.bytes = 100; }, "k_pages holds 100 bytes");
   bad([](auto &c) { c.num_pages += 1; }, "k_pages holds");

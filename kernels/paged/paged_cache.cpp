@@ -88,7 +88,9 @@ CacheLayout cache_layout(const PagedKVCache &c, const char *op) {
     __int128 end = __int128(c.num_pages - 1) * page + __int128(c.page_size - 1) * token +
                    __int128(c.heads_kv - 1) * head + d;
     if (end > (__int128(1) << 62))
-      throw fail(fmt::format("page_stride {}: the {} pages would span more than 2^62 elements", page, tensor));
+      throw fail(fmt::format("the {} pages would span more than 2^62 elements (page_stride {}, token_stride {}, "
+                             "head_stride {}; num_pages {}, page_size {}, heads_kv {})",
+                             tensor, page, token, head, c.num_pages, c.page_size, c.heads_kv));
     last = int64_t(end) - 1;
   };
   fill(l.head_dim, l.page_stride, l.token_stride, l.head_stride, l.last_k, "K");
