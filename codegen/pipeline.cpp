@@ -87,8 +87,7 @@ bool depends_on(const ir::Value *v, const ir::Value *arg, const ir::Block &body)
 
 /// Whether `other` is +0.0 (or integer 0): what a zero-filled copy reads for a masked-off element.
 bool is_positive_zero(const ir::Value *other) {
-  const ir::Op *c = splatted_constant(other, true);
-  return c && c->attrs.ivalue == 0 && c->attrs.fvalue == 0.0 && !std::signbit(c->attrs.fvalue);
+  return is_zero_tile(other) && !std::signbit(splatted_constant(other, true)->attrs.fvalue);
 }
 
 /// The 4-byte copies of a load staged to registers: each element by its owner thread in the default layout,

@@ -8,6 +8,7 @@
 // stepped block's loads (FlashAttention-2's backward blocking, arXiv 2307.08691 §3.2); the dQ kernel's plan is
 // the forward plan of the swapped block sizes, and with a block mask it walks one made at those sizes.
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <string>
@@ -50,7 +51,11 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   a[bSeqlenK] = int_arg(s.seqlen_k);
   layout_args(a, p, s, opt, {bQb, bBandLeft, bBlockM});
   a[bHasBand] = int_arg(opt.mask.band.has_value());
-  a[bLarge] = int_arg(p.large);
+  // With ATOMICS the dQ accumulator's offsets (PAD_QK f32 per query row, lse's row order) reach further than
+  // q's when the head dim is padded: 64-bit offsets when they pass 2^31 (a block of rows past the last).
+  const __int128 acc_reach = (__int128(p.last_lse) + 1 + std::max(opt.block_m, opt.block_n)) *
+                             next_pow2_at_least_16(s.head_dim_qk);
+  a[bLarge] = int_arg(p.large || (opt.atomics && acc_reach > std::numeric_limits<int32_t>::max()));
   a[bVarlen] = int_arg(p.varlen);
   a[bAtomics] = int_arg(opt.atomics);
   a[bSmallPositions] = int_arg(small_positions(s));
