@@ -269,10 +269,11 @@ struct FlexOptions {
   std::string arch;
 };
 
-/// Checks a shape and options without touching memory (the checks flex_forward and flex_backward make before
-/// reading any pointer: sizes, GQA heads, head dims, strides, blocks, warps, stages, the scale, the mods' and
-/// mask's tracing, a given block mask's geometry, a paged cache's geometry); throws TraceError naming the value.
-/// Varlen needs cu_seqlens_q and cu_seqlens_k non-null (any address: they are not read).
+/// Checks a shape and options without touching memory: what flex_forward checks before reading any pointer
+/// (sizes, GQA heads, head dims, strides, blocks, warps, stages, the scale, a given block mask's and a paged
+/// cache's geometry), and the mods and mask traced into the forward kernel; flex_backward makes the same checks
+/// and those of its own (a paged cache, learnable captures). Throws TraceError naming the value. Varlen needs
+/// cu_seqlens_q and cu_seqlens_k non-null (any address: they are not read).
 void flex_check(const FlexShape &shape, const FlexOptions &opt);
 
 /// out = softmax(mask(score_mod(q·kᵀ·scale))) · v; lse = natural-log logsumexp per query row (−inf when
