@@ -170,10 +170,11 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
     double tokens = 0;
     for (int n : lens) tokens += n;
     const double elems = tokens * std::max(a.heads, f.gqa_kv_heads) * a.head_dim;
-    if (elems > double(1u << 31) || tokens >= double(1u << 31))
-      throw Error(fmt::format("--varlen '{}': {:.3g} tokens; the tensors would hold {:.3g} elements each, at most 2^31 "
-                              "(and fewer than 2^31 tokens)",
+    if (elems > double(1u << 31))
+      throw Error(fmt::format("--varlen '{}': {:.3g} tokens; the tensors would hold {:.3g} elements each, at most 2^31",
                               f.varlen, tokens, elems));
+    if (tokens >= double(1u << 31))
+      throw Error(fmt::format("--varlen '{}': {:.3g} tokens; at most 2^31 − 1", f.varlen, tokens));
     for (int n : lens) {
       x.lens.push_back(n);
       x.cu.push_back(x.cu.back() + n);

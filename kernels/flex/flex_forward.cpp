@@ -284,6 +284,17 @@ std::vector<detail::ArgValue> placeholder_kernel_args(const Plan &p, const FlexS
 
 using namespace flex;
 
+namespace {
+// A block mask given in the options: made for this call's mask, shape and blocks, and not with a paged cache.
+void check_given_block_mask(const FlexShape &s, const FlexOptions &opt, const Plan &p) {
+  if (!opt.block_mask) return;
+  if (p.paged)
+    throw TraceError("attention::flex_forward: a block mask cannot be combined with a paged KV cache (the mask "
+                     "function is evaluated on every visited key block instead)");
+  check_block_mask(*opt.block_mask, s, opt, p.nqb, p.nkb, "attention::flex_forward");
+}
+}  // namespace
+
 void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, const FlexShape &s,
                   const FlexOptions &options) {
   const FlexOptions opt = with_implied_band(options);
@@ -305,15 +316,12 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
   check_extent(out, p.last_o, 2, "out");
   check_extent(lse, p.last_lse, 4, "lse");
   const BlockMask *bm = opt.block_mask;
-  if (bm) check_block_mask(*bm, s, opt, p.nqb, p.nkb, "attention::flex_forward");
+  check_given_block_mask(s, opt, p);
   if (opt.autotune && !p.paged && resolve_backend(opt.backend) == Backend::GPU) {
     flex_forward(q, k, v, out, lse, s, tuned_flex_options(q, k, v, out, lse, s, opt));
     return;
   }
   std::shared_ptr<const BlockMask> computed;  // released after the launch: cuMemFree waits for the kernel
-  if (bm && p.paged)
-    throw TraceError("attention::flex_forward: a block mask cannot be combined with a paged KV cache (the mask "
-                     "function is evaluated on every visited key block instead)");
   if (!bm && !p.paged && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto) {
     computed = auto_block_mask(opt.mask, s, opt);
     bm = computed.get();
@@ -325,9 +333,9 @@ void flex_forward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePt
 void flex_check(const FlexShape &s, const FlexOptions &options) {
   const FlexOptions opt = with_implied_band(options);
   const Plan p = plan(s, opt);
-  if (opt.block_mask) check_block_mask(*opt.block_mask, s, opt, p.nqb, p.nkb, "attention::flex_forward");
+  check_given_block_mask(s, opt, p);
   // The mods' and the mask's errors come from tracing them into the kernel (as flex_forward_ir does).
-  flex_kernel(opt.dtype, opt.score_mod, opt.mask)->ir(placeholder_kernel_args(p, s, opt));
+  flex_kernel(opt.dtype, opt.score_mod, opt.mask)->function(placeholder_kernel_args(p, s, opt));
 }
 
 void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const FlexShape &s,

@@ -81,9 +81,8 @@ void check_decode_request(const DecodeShape &shape, const CacheLayout &l, const 
     throw fail(fmt::format("num_warps {} must be a power of two in [1, 16] (0: the plan's choice)", opt.num_warps));
   if (opt.num_stages > 8)
     throw fail(fmt::format("num_stages {} must be in [1, 8] (0: the plan's choice)", opt.num_stages));
-  if (shape.batch > 65535 || l.heads_kv > 65535)
-    throw fail(fmt::format("batch {} and the cache's heads_kv {} must each be ≤ 65535 (grid y and z)", shape.batch,
-                           l.heads_kv));
+  if (shape.batch > 65535 || shape.heads_q > 65535)
+    throw fail(fmt::format("heads_q {} and batch {} must each be ≤ 65535 (grid y and z)", shape.heads_q, shape.batch));
 }
 
 }  // namespace paged
