@@ -124,6 +124,35 @@ TEST_CASE("Kernel: do_not_specialize keeps a parameter's value out of the key", 
   CHECK_THROWS_WITH(Kernel("bad", body, {"x", "out", "", "BLOCK"}), Contains("parameter 2 has an empty name"));
 }
 
+TEST_CASE("Kernel: detail::param_tile hands out a constexpr parameter's value as a weak literal", "[dsl][kernel]") {
+  // Generic kernels (a ParamTable read by index) take every parameter through param_tile, constexprs included.
+  Kernel k(
+      "constexpr_params",
+      [](Ptr<f32> out, Constexpr<int64_t>, Constexpr<float>, Constexpr<bool>, I32 n) {
+        const Tile big = detail::param_tile(1), f = detail::param_tile(2), flag = detail::param_tile(3);
+        REQUIRE((big.is_literal() && f.is_literal() && flag.is_literal()));
+        auto offs = arange(0, 16);
+        // big − 2^33 + 5 in 64-bit, then to f32; f keeps out's f32; flag selects; n is a runtime scalar.
+        Tile v = where(offs == 0, (big.to(DType::i64) - (int64_t(1) << 33) + 5).to(DType::f32),
+                       where(offs == 1, f * 2.f, where(offs == 2, where(flag, 1.f, -1.f), detail::param_tile(4).to(DType::f32))));
+        store(out + offs, v);
+      },
+      {"out", "big", "f", "flag", "n"});
+  for (bool flag : {true, false}) {
+    Buffer out(16 * 4, Backend::Interpreter);
+    out.upload(std::vector<float>(16, -7.f));  // poison
+    k.launch(Grid{1}, LaunchConfig{.backend = Backend::Interpreter}, out, (int64_t(1) << 33) + 2, 0.375f, flag, 9);
+    auto got = out.download_as<float>(16);
+    CHECK(got[0] == 7.f);
+    CHECK(got[1] == 0.75f);
+    CHECK(got[2] == (flag ? 1.f : -1.f));
+    CHECK(got[3] == 9.f);
+  }
+  Kernel bad("one_param", [](Ptr<f32> out) { store(out + arange(0, 16), detail::param_tile(3).to(DType::f32)); },
+             {"out"});
+  CHECK_THROWS_WITH(bad.function(DevicePtr{4096}), Contains("kernel one_param: parameter 3 requested; it has 1"));
+}
+
 TEST_CASE("Kernel: argument binding errors name the kernel, index and parameter", "[dsl][kernel][errors]") {
   auto add = make_add();
   DevicePtr p{0};
