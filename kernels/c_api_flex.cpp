@@ -140,8 +140,6 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
                              .seqlen_k = seqlen_k, .head_dim_qk = head_dim};
   if (head_dim < 16 || head_dim > 256)
     throw TraceError(fmt::format("head dim {} is not supported (16 to 256)", head_dim));
-  if (!kernels::pow2_at_least(opt.block_m, 16) || !kernels::pow2_at_least(opt.block_n, 16))
-    throw TraceError(fmt::format("BLOCK_M {} and BLOCK_N {} must be powers of two ≥ 16", opt.block_m, opt.block_n));
   // Every option is validated before a block mask is built (its kernel would otherwise report them first);
   // strides and extents are checked by flex_forward (an empty problem returns there before touching memory).
   attention::flex::plan(shape, opt);

@@ -5,7 +5,10 @@
 #include <bit>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "runtime/env.h"
 #include "tilejit/autotune.h"
@@ -15,6 +18,23 @@ namespace tilejit::kernels {
 
 /// Whether x is a power of two ≥ lo (the options' tile sizes and num_warps, head dims).
 inline bool pow2_at_least(int x, int lo) { return x >= lo && std::has_single_bit(unsigned(x)); }
+
+/// The first of BLOCK_M, BLOCK_N (powers of two in [16, 256]), num_warps (a power of two in [1, 16]) and
+/// num_stages ([1, 8]) that the flex kernels cannot take, as a message naming it and its value ("BLOCK_N 48 must
+/// be a power of two in [16, 256]"); empty when every one can. With zero_chooses, 0 passes (options whose 0
+/// lets the library choose). Callers put their op in front.
+inline std::string tile_options_error(int block_m, int block_n, int num_warps, int num_stages, bool zero_chooses) {
+  const char *chooses = zero_chooses ? " (0: the library's choice)" : "";
+  auto given = [&](int v) { return !(zero_chooses && v == 0); };
+  for (auto [name, v] : {std::pair{"BLOCK_M", block_m}, std::pair{"BLOCK_N", block_n}})
+    if (given(v) && (!pow2_at_least(v, 16) || v > 256))
+      return fmt::format("{} {} must be a power of two in [16, 256]{}", name, v, chooses);
+  if (given(num_warps) && (!pow2_at_least(num_warps, 1) || num_warps > 16))
+    return fmt::format("num_warps {} must be a power of two in [1, 16]{}", num_warps, chooses);
+  if (given(num_stages) && (num_stages < 1 || num_stages > 8))
+    return fmt::format("num_stages {} must be in [1, 8]{}", num_stages, chooses);
+  return {};
+}
 
 template <class Options>
 LaunchConfig launch_config_of(const Options &opt) {

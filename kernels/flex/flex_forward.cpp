@@ -41,13 +41,9 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op) {
   p.dim_v = s.head_dim_v == 0 ? s.head_dim_qk : s.head_dim_v;
   for (int d : {s.head_dim_qk, p.dim_v})
     if (d < 16 || d > 256) throw fail(fmt::format("head dim {} is not supported (16 to 256)", d));
-  if (!kernels::pow2_at_least(opt.block_m, 16) || !kernels::pow2_at_least(opt.block_n, 16) || opt.block_m > 256 ||
-      opt.block_n > 256)
-    throw fail(fmt::format("BLOCK_M {} and BLOCK_N {} must be powers of two in [16, 256]", opt.block_m, opt.block_n));
-  if (!kernels::pow2_at_least(opt.num_warps, 1) || opt.num_warps > 16)
-    throw fail(fmt::format("num_warps {} must be a power of two in [1, 16]", opt.num_warps));
-  if (opt.num_stages < 1 || opt.num_stages > 8)
-    throw fail(fmt::format("num_stages {} must be in [1, 8]", opt.num_stages));
+  if (std::string e = kernels::tile_options_error(opt.block_m, opt.block_n, opt.num_warps, opt.num_stages, false);
+      !e.empty())
+    throw fail(e);
   // 0 selects 1/sqrt(head_dim_qk); the kernel takes the row max on raw scores, so the scale must be positive.
   if (!std::isfinite(opt.softmax_scale) || opt.softmax_scale < 0)
     throw fail(fmt::format("softmax_scale {} must be finite and positive (0 selects 1/sqrt(head_dim))",

@@ -74,13 +74,9 @@ void check_decode_request(const DecodeShape &shape, const CacheLayout &l, const 
   if (opt.num_splits < 0 || opt.block_n < 0 || opt.num_warps < 0 || opt.num_stages < 0)
     throw fail(fmt::format("num_splits {}, block_n {}, num_warps {}, num_stages {} must not be negative",
                            opt.num_splits, opt.block_n, opt.num_warps, opt.num_stages));
-  // Given ones (0: the plan's choice) as the flex kernel takes them.
-  if (opt.block_n && (!kernels::pow2_at_least(opt.block_n, 16) || opt.block_n > 256))
-    throw fail(fmt::format("block_n {} must be a power of two in [16, 256] (0: the plan's choice)", opt.block_n));
-  if (opt.num_warps && (!kernels::pow2_at_least(opt.num_warps, 1) || opt.num_warps > 16))
-    throw fail(fmt::format("num_warps {} must be a power of two in [1, 16] (0: the plan's choice)", opt.num_warps));
-  if (opt.num_stages > 8)
-    throw fail(fmt::format("num_stages {} must be in [1, 8] (0: the plan's choice)", opt.num_stages));
+  // Given ones (0: the plan's choice) as the flex kernel takes them; BLOCK_M is always the plan's.
+  if (std::string e = kernels::tile_options_error(0, opt.block_n, opt.num_warps, opt.num_stages, true); !e.empty())
+    throw fail(e);
   if (shape.batch > 65535 || shape.heads_q > 65535)
     throw fail(fmt::format("heads_q {} and batch {} must each be ≤ 65535 (grid y and z)", shape.heads_q, shape.batch));
 }
