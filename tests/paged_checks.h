@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/flex/flex_internal.h"
@@ -348,6 +349,15 @@ inline void check_decode_errors(Backend be) {
   DecodeOptions neg = o;
   neg.num_splits = -1;
   require_trace_error([&] { plan_with(good, d.cache, neg); }, {"num_splits", "-1"});
+  // The tiling options (0: the plan's choice): negative or unsupported ones are named with their value.
+  for (auto [field, value, what] : {std::tuple{&DecodeOptions::block_n, -16, "BLOCK_N -16"},
+                                    std::tuple{&DecodeOptions::block_n, 48, "BLOCK_N 48"},
+                                    std::tuple{&DecodeOptions::num_warps, -4, "num_warps -4"},
+                                    std::tuple{&DecodeOptions::num_stages, 9, "num_stages 9"}}) {
+    DecodeOptions bad = o;
+    bad.*field = value;
+    require_trace_error([&] { plan_with(good, d.cache, bad); }, {what});
+  }
   // run() with a cache of another layout than the plan's.
   attention::DecodePlan plan(good, d.cache, o);
   DecodeRun run = prepare_decode(be, d, 8, 1);

@@ -71,10 +71,9 @@ void check_decode_request(const DecodeShape &shape, const CacheLayout &l, const 
                            shape.heads_q, l.heads_kv, shape.seqlen_q));
   if (opt.num_splits > paged::kMaxSplits)
     throw fail(fmt::format("num_splits {} is above the largest supported, {}", opt.num_splits, paged::kMaxSplits));
-  if (opt.num_splits < 0 || opt.block_n < 0 || opt.num_warps < 0 || opt.num_stages < 0)
-    throw fail(fmt::format("num_splits {}, block_n {}, num_warps {}, num_stages {} must not be negative",
-                           opt.num_splits, opt.block_n, opt.num_warps, opt.num_stages));
-  // Given ones (0: the plan's choice) as the flex kernel takes them; BLOCK_M is always the plan's.
+  if (opt.num_splits < 0) throw fail(fmt::format("num_splits {} must not be negative", opt.num_splits));
+  // Given ones (0: the plan's choice; negative ones are named here too) as the flex kernel takes them; BLOCK_M is
+  // always the plan's.
   if (std::string e = kernels::tile_options_error(0, opt.block_n, opt.num_warps, opt.num_stages, true); !e.empty())
     throw fail(e);
   if (shape.batch > 65535 || shape.heads_q > 65535)
