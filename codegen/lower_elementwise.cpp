@@ -134,8 +134,18 @@ llvm::Value *cast_value(Lowering &L, llvm::Value *v, DType from, DType to) {
   if (is_int(from) && is_int(to)) return from == DType::i1 ? b.CreateZExt(v, dst) : b.CreateSExtOrTrunc(v, dst);
   if (is_int(from)) {  // int → float: convert to f32/f64, then round to the 16-bit type if needed
     llvm::Type *wide = L.compute_type(to);
-    llvm::Value *f = from == DType::i1 ? b.CreateUIToFP(v, wide) : b.CreateSIToFP(v, wide);
-    return round_to(L, f, to);
+    if (from == DType::i1) return round_to(L, b.CreateUIToFP(v, wide), to);
+    // A signed conversion to f32 goes through NVVM's cvt.rn intrinsic, which LLVM does not see through: its
+    // instcombine turns f32(a) − f32(b) back into f32(a − b) (foldFBinOpOfIntCasts) when it proves the
+    // difference exact, which undoes convert_before_broadcast (ir/passes): the conversions of a row's and a
+    // column's positions become a conversion per element, on a quarter-rate unit shared with exp2.
+    if (wide->isFloatTy()) {
+      const bool wide_src = from == DType::i64;
+      if (!wide_src) v = b.CreateSExtOrTrunc(v, b.getInt32Ty());
+      auto id = wide_src ? llvm::Intrinsic::nvvm_ll2f_rn : llvm::Intrinsic::nvvm_i2f_rn;
+      return round_to(L, b.CreateCall(L.intrinsic(id), {v}), to);
+    }
+    return round_to(L, b.CreateSIToFP(v, wide), to);
   }
   if (is_int(to)) return b.CreateFPToSI(ext(L, v, from), dst);  // truncates toward zero
   // float → float

@@ -63,6 +63,8 @@ float __truncsfbf2(float x) {
   uint32_t h = (x != x) ? ((u >> 16) | 0x40u) : ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   return as_float(h);
 }
+float sim_nvvm_i2f_rn(int x) { return (float)x; }
+float sim_nvvm_ll2f_rn(long long x) { return (float)x; }
 float sim_nvvm_ex2_approx_ftz_f(float x) { return exp2f(x); }
 float sim_nvvm_ex2_approx_f(float x) { return exp2f(x); }
 float sim_nvvm_lg2_approx_ftz_f(float x) { return log2f(x); }
