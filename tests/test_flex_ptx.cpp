@@ -199,6 +199,16 @@ TEST_CASE("flex: a user's ALiBi lambda converts its positions per row and column
   CHECK(per_score(small, "abs") > 0);
   std::string huge = main_loop((1 << 24) + 1);
   CHECK(per_score(huge, "cast", int_to_f32) > 0);
+  // And LLVM keeps it so: its instcombine folds f32(a) − f32(b) into f32(a − b) when it proves the difference
+  // exact, which would bring back a conversion per score (32 per thread per loop here, one per exponential);
+  // per row and column a thread converts 2 + 16 positions per loop.
+  o.arch = "sm_90a";
+  const std::string ptx =
+      attention::flex_forward_ptx({.batch = 1, .heads_q = 2, .seqlen_q = 4096, .seqlen_k = 4096, .head_dim_qk = 64}, o);
+  const size_t cvt = occurrences(ptx, "cvt.rn.f32.s32"), ex2 = occurrences(ptx, "ex2.approx");
+  INFO("cvt.rn.f32.s32: " << cvt << ", ex2.approx: " << ex2);
+  CHECK(ex2 > 0);
+  CHECK(3 * cvt < 2 * ex2);
 }
 
 TEST_CASE("flex: the built-in ALiBi converts no key positions to f32 in its loop", "[flex][ptx]") {
