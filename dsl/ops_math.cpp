@@ -150,6 +150,16 @@ Tile div_rn(const Tile &a, const Tile &b, SrcLoc loc) {
   return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Div, u.values, u.type, loc, rn));
 }
 
+Tile mul_rn(const Tile &a, const Tile &b, SrcLoc loc) {
+  auto &ctx = TraceContext::require("mul_rn", loc);
+  auto u = dsl::unify(ctx, {&a, &b}, "mul_rn", loc);
+  if (!is_float(u.type.dtype()))
+    dsl::fail(loc, fmt::format("mul_rn: needs float operands, got {} and {}", dsl::describe(a), dsl::describe(b)));
+  ir::Attrs rn;
+  rn.flag = true;
+  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Mul, u.values, u.type, loc, rn));
+}
+
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc) {
   auto &ctx = TraceContext::require("cdiv", loc);
   auto u = dsl::unify(ctx, {&a, &b}, "cdiv", loc);

@@ -36,12 +36,17 @@ void reassociate_scalar_factors(Function &fn);
 /// f32(|x|) → |f32(x)| (x never INT_MIN), f32(a ± b) → f32(a) ± f32(b) for a, b constants or replicated from fewer
 /// elements within ±2^24 (ir/value_range.h). Bit for bit the same results.
 void convert_before_broadcast(Function &fn);
+/// An f32 product whose only use is an addition or subtraction becomes an fma: a·b + c → fma(a, b, c),
+/// c − a·b → fma(−a, b, c), a·b − c → fma(a, b, −c) (a replicated operand negated before its replication). The
+/// product is no longer rounded on its own (see ir/passes/contract_fma.cpp).
+void contract_fma(Function &fn);
 /// Which float rewrites optimize may make. Exact: only those that keep every result's bits (folding,
-/// canonicalization, hoisting, CSE, DCE). Fast (what kernels get): also reciprocal_division and
-/// reassociate_scalar_factors, each within the error its header states.
+/// canonicalization, hoisting, CSE, DCE). Fast (what kernels get): also reciprocal_division,
+/// reassociate_scalar_factors and contract_fma, each within the error its header states.
 enum class FloatRewrites { Exact, Fast };
 /// The standard pipeline: verify, fold, canonicalize, convert_before_broadcast, reciprocal_division and
-/// reassociate_scalar_factors (Fast), hoist_invariant_loads, cse, dce (to a fixed point), verify.
+/// reassociate_scalar_factors (Fast), hoist_invariant_loads, cse, contract_fma (Fast), dce (to a fixed point),
+/// verify.
 void optimize(Function &fn, FloatRewrites rewrites = FloatRewrites::Fast);
 
 }  // namespace tilejit::ir

@@ -98,7 +98,7 @@ std::string attr_text(const Op &op) {
     case OpKind::Dot: return a.flag ? " {allow_tf32}" : "";
     case OpKind::Cast: return a.flag ? " {index}" : "";
     case OpKind::Fma: return a.flag ? " {split}" : "";
-    case OpKind::Div: return a.flag ? " {rn}" : "";
+    case OpKind::Div: case OpKind::Mul: return a.flag ? " {rn}" : "";
     case OpKind::AtomicAdd: return a.flag ? " {acq_rel}" : "";
     default: return "";
   }

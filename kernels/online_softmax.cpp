@@ -55,7 +55,7 @@ OnlineSoftmax::Step OnlineSoftmax::step(const Tile &s) {
   Tile m_new = maximum(m_, max(s, 1));
   Tile ord = ordinary(m_new);
   Tile c_row = where(ord, c_, exact_);
-  Tile r_new = m_new * c_row;  // −inf while the row has seen no key (c_row > 0)
+  Tile r_new = mul_rn(m_new, c_row);  // −inf while the row has seen no key (c_row > 0)
   // Such a row subtracts 0 instead, so that exp2 gives 0 for its −inf scores, not NaN.
   Tile r_sub = where(r_new == kNegInf, 0.f, r_new);
   Tile p = exp2(fma(s, c_row(_, None), -r_sub(_, None)));
@@ -65,7 +65,7 @@ OnlineSoftmax::Step OnlineSoftmax::step(const Tile &s) {
   // costs a multiply per row; carrying it would hold a register per row across the loop. (ord first: codegen
   // gives the comparison its first operand's layout while the loop-carried m_'s is still open, and ord is in
   // the scores' row layout, which alpha and l_i then keep.)
-  Tile alpha = exp2(where(ord == ordinary(m_), m_ * c_row - r_sub, kNegInf));
+  Tile alpha = exp2(where(ord == ordinary(m_), mul_rn(m_, c_row) - r_sub, kNegInf));
   m_ = m_new;
   return {p, alpha};
 }
@@ -77,7 +77,7 @@ Tile OnlineSoftmax::lse(const Tile &l) const {
   // overflow where the natural m·(c·ln2) does not, and l counts the ties of the max.
   Tile log2_l = log2(l_safe);
   Tile ord = ordinary(m_);
-  Tile lse = where(ord, (m_ * c_ + log2_l) * kLn2, fma(m_, natural_, log2_l * kLn2));
+  Tile lse = where(ord, (mul_rn(m_, c_) + log2_l) * kLn2, fma(m_, natural_, log2_l * kLn2));
   return where(l == 0.f, kNegInf, lse);
 }
 

@@ -101,6 +101,11 @@ Tile fma_index(const Tile &index, const Tile &a, const Tile &c, SrcLoc loc = Src
 /// bit matters: floor() or an integer cast of a quotient that should be exact. Throws TraceError for
 /// non-float operands.
 Tile div_rn(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
+/// a · b rounded on its own for float tiles, broadcast and promoted as `*`, which the compiler may instead fuse
+/// with a following addition into one fma (ir contract_fma: the sum is then taken from the exact product). Use it
+/// where a product must equal the same product computed elsewhere, bit for bit (x·c − R with R = x·c rounded
+/// must give 0). Throws TraceError for non-float operands.
+Tile mul_rn(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
 /// Ceiling division of int tiles: (a + b - 1) / b.
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc = SrcLoc::current());
 

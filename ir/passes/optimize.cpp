@@ -1,8 +1,8 @@
 // optimize: the standard pipeline. Verifies the input (a failure there is a DSL bug), runs fold, canonicalize,
 // convert_before_broadcast, reciprocal_division and reassociate_scalar_factors (unless Exact),
-// hoist_invariant_loads, cse and dce until the printed IR stops changing (bounded: each round only shrinks,
-// simplifies or hoists, the bound is a guard against a rewrite cycle), and verifies the result (a failure there
-// is a pass bug).
+// hoist_invariant_loads, cse, contract_fma (unless Exact) and dce until the printed IR stops changing (bounded:
+// each round only shrinks, simplifies or hoists, the bound is a guard against a rewrite cycle), and verifies the
+// result (a failure there is a pass bug).
 #include "ir/passes.h"
 
 namespace tilejit::ir {
@@ -21,6 +21,8 @@ void optimize(Function &fn, FloatRewrites rewrites) {
     }
     hoist_invariant_loads(fn);
     cse(fn);
+    // After CSE: a product it shares between uses is computed anyway, so it is not fused into one of them.
+    if (rewrites == FloatRewrites::Fast) contract_fma(fn);
     dce(fn);
     std::string after = print(fn);
     if (after == before) break;

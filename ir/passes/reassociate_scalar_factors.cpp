@@ -46,7 +46,7 @@ std::optional<UniformFactor> uniform_factor(const Value *v) {
 }
 
 bool is_f32_tile_product(const Op *op) {
-  return op && op->kind == OpKind::Mul && !op->result()->type.is_ptr() && op->result()->type.dtype() == DType::f32 &&
+  return op && op->kind == OpKind::Mul && !op->attrs.flag && !op->result()->type.is_ptr() && op->result()->type.dtype() == DType::f32 &&
          op->result()->type.numel() > 1;
 }
 
