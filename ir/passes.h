@@ -1,6 +1,8 @@
 // Verifier, printer and optimization passes over the tile IR. One pass per file (ir/passes/*.cpp).
 #pragma once
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "ir/ir.h"
 
@@ -44,9 +46,14 @@ void contract_fma(Function &fn);
 /// canonicalization, hoisting, CSE, DCE). Fast (what kernels get): also reciprocal_division,
 /// reassociate_scalar_factors and contract_fma, each within the error its header states.
 enum class FloatRewrites { Exact, Fast };
+/// Called by optimize with the name of each stage and the function as it stands after it.
+using StageObserver = std::function<void(const char *stage, const Function &fn)>;
 /// The standard pipeline: verify, fold, canonicalize, convert_before_broadcast, reciprocal_division and
 /// reassociate_scalar_factors (Fast), hoist_invariant_loads, cse, contract_fma (Fast), dce (to a fixed point),
-/// verify.
-void optimize(Function &fn, FloatRewrites rewrites = FloatRewrites::Fast);
+/// verify. `observe` sees "traced" (the input), each pass by its name after the first round's run of it (the
+/// float rewrites only with Fast), then "optimized" (the fixed point).
+void optimize(Function &fn, FloatRewrites rewrites = FloatRewrites::Fast, const StageObserver &observe = {});
+/// The stages optimize reports, in order: "traced", every pass of the pipeline, "optimized".
+const std::vector<std::string> &pipeline_stages();
 
 }  // namespace tilejit::ir

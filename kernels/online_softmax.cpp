@@ -12,13 +12,13 @@ using kernels::kLn2;
 
 // The power of two at or below x > 0 (an f32 scalar, or a literal: then it folds at trace time). Veltkamp's
 // split with 2^23 + 1 rounds y to its leading bit (the power of two nearest to y); that or half of it is at or
-// below y. Exact in round-to-nearest f32 arithmetic without contraction (the PTX has mul.rn/sub.rn), for
+// below y. Exact in round-to-nearest f32 arithmetic with h rounded on its own (mul_rn: never fused), for
 // y·2^23 finite and y normal: x ≥ 2^64 is scaled by 2^-64 first. For x below 2^-100 the result is not used:
 // the threshold bound/x is +inf there, so no row leaves the ordinary frame.
 Tile pow2_floor(const Tile &x) {
   Tile big = x >= 0x1p64f;
   Tile y = where(big, x * 0x1p-64f, x);
-  Tile h = y * 8388609.f;  // 2^23 + 1
+  Tile h = mul_rn(y, 8388609.f);  // 2^23 + 1
   Tile lead = h - (h - y);
   Tile p = where(lead > y, lead * 0.5f, lead);
   return where(big, p * 0x1p64f, p);

@@ -22,6 +22,7 @@
 #include "runtime/kernel_artifact.h"
 #include "runtime/module.h"
 #include "runtime/runtime.h"
+#include "runtime/stage_dump.h"
 #include "tilejit/error.h"
 
 #ifndef TILEJIT_VERSION
@@ -160,6 +161,7 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) 
         auto tc = Clock::now();
         codegen::PtxResult r = codegen::compile_to_ptx(fn, opts);
         stats.codegen_ms = ms_since(tc);
+        if (dumping_stages()) dump_codegen_stages(fn, opts, r.ptx);
         ptx = KernelArtifact{r.entry, r.shared_bytes, r.num_threads, std::move(r.ptx)};
         write_artifact(dir, key, "ptx", *ptx);
         stats.source = "compiled";

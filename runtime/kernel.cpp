@@ -17,6 +17,7 @@
 #include "ir/ir.h"
 #include "ir/passes.h"
 #include "runtime/runtime.h"
+#include "runtime/stage_dump.h"
 #include "tilejit/error.h"
 
 namespace tilejit {
@@ -309,7 +310,11 @@ struct KernelBase::Impl {
       trace(b.values);
       for (auto &c : ctx.captures) used.push_back(c.state);
     }
-    ir::optimize(*fn, exact_floats ? ir::FloatRewrites::Exact : ir::FloatRewrites::Fast);
+    runtime::TileStageDump stages;
+    const bool dump = runtime::dumping_stages();
+    ir::optimize(*fn, exact_floats ? ir::FloatRewrites::Exact : ir::FloatRewrites::Fast,
+                 dump ? stages.observer() : ir::StageObserver());
+    if (dump) stages.write(*fn);
     return {std::move(fn), std::move(used)};
   }
 };
@@ -416,7 +421,9 @@ KernelPtx KernelBase::ptx(const LaunchConfig &cfg, std::span<const ArgValue> arg
     throw Error(fmt::format("kernel {}: ptx() needs LaunchConfig::arch (e.g. \"sm_90a\"); there may be no GPU to ask",
                             impl_->name));
   const ir::Function &fn = function(args);
-  codegen::PtxResult r = codegen::compile_to_ptx(fn, runtime::codegen_options(cfg));  // cfg.arch is set
+  const codegen::CodegenOptions opts = runtime::codegen_options(cfg);  // cfg.arch is set
+  codegen::PtxResult r = codegen::compile_to_ptx(fn, opts);
+  if (runtime::dumping_stages()) runtime::dump_codegen_stages(fn, opts, r.ptx);
   return KernelPtx{std::move(r.ptx), std::move(r.entry), r.shared_bytes, r.num_threads};
 }
 

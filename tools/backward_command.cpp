@@ -123,12 +123,8 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
       }
   };
   std::vector<int> checked_heads;  // a query head of each group: their slopes' gradients are checked
-  // Sequences to sample from: those with queries or keys (all of them when every one is empty).
-  std::vector<int> sequences;
-  for (int b = 0; b < s.batch; ++b)
-    if (seq_len(b, false) > 0 || seq_len(b, true) > 0) sequences.push_back(b);
-  if (sequences.empty())
-    for (int b = 0; b < s.batch; ++b) sequences.push_back(b);
+  const std::vector<int> sequences =
+      sequences_to_sample(s.batch, [&](int b) { return std::max(seq_len(b, false), seq_len(b, true)); });
   for (int g = 0; g < groups; ++g) {
     const int b = sequences[size_t(rng() % sequences.size())], kh = int(rng() % uint64_t(Hkv));
     if (f.learnable_slopes) {

@@ -270,8 +270,10 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
   int D = a.head_dim, group = s.heads_q / Hkv;
   const int pairs = std::min(8, s.batch * s.heads_q), rows_per_pair = std::max(2, a.check_rows / std::max(pairs, 1));
   int checked = 0;
+  const std::vector<int> sequences =
+      sequences_to_sample(s.batch, [&](int b) { return varlen ? lens[size_t(b)] : s.seqlen_q; });
   for (int pair = 0; pair < std::min(8, s.batch * s.heads_q); ++pair) {
-    int b = int(rng() % uint64_t(s.batch)), h = int(rng() % uint64_t(s.heads_q)), kh = h / group;
+    int b = sequences[size_t(rng() % sequences.size())], h = int(rng() % uint64_t(s.heads_q)), kh = h / group;
     int sq = varlen ? lens[size_t(b)] : s.seqlen_q, sk = varlen ? lens[size_t(b)] : s.seqlen_k;
     auto row_of = [&](int i, int heads, int hh, int seqlen) -> size_t {
       return varlen ? (size_t(cu[size_t(b)] + i) * heads + hh) * D : ((size_t(b) * heads + hh) * seqlen + i) * D;

@@ -25,4 +25,13 @@ Buffer random_buffer(size_t n, DType dt, std::mt19937_64 &rng, Backend be, std::
   return b;
 }
 
+std::vector<int> sequences_to_sample(int batch, const std::function<int(int)> &tokens) {
+  std::vector<int> with_tokens, all;
+  for (int b = 0; b < batch; ++b) {
+    all.push_back(b);
+    if (tokens(b) > 0) with_tokens.push_back(b);
+  }
+  return with_tokens.empty() ? all : with_tokens;
+}
+
 }  // namespace tilejit::tools

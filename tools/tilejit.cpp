@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -14,10 +15,12 @@
 #include "tilejit/error.h"
 #include "tilejit/kernels.h"
 #include "tilejit/numerics.h"
+#include "tilejit/stages.h"
 #include "tools/backend_flag.h"
 #include "tools/attention_check.h"
 #include "tools/call_timing.h"
 #include "tools/random_inputs.h"
+#include "tools/stage_text.h"
 #include "tools/decode_command.h"
 #include "tools/flex_flags.h"
 #include "tools/tune_command.h"
@@ -203,6 +206,13 @@ int main(int argc, char **argv) {
   auto *ir = app.add_subcommand("ir", "print the tile IR of a built-in kernel");
   add_spec(ir);
   tools::add_flex_flags(ir, code_flex);
+  bool list_stages = false;
+  std::string stage;
+  ir->add_flag("--stages", list_stages, "list the compile stages, from the traced tile IR to PTX, and exit");
+  ir->add_option("--stage", stage,
+                 "print this compile stage instead of the optimized tile IR (--stages lists them; llvm and ptx are "
+                 "compiled for --arch)");
+  ir->add_option("--arch", spec.arch, "target GPU arch of --stage llvm and ptx")->check(arch_names);
   auto *ptx = app.add_subcommand("ptx", "print the PTX of a built-in kernel");
   add_spec(ptx);
   ptx->add_option("--arch", spec.arch, "target GPU arch")->check(arch_names);
@@ -248,19 +258,29 @@ int main(int argc, char **argv) {
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
     if (decode->parsed()) return tools::run_decode_command();
+    if (ir->parsed() && list_stages) {
+      for (const std::string &s : compile_stages()) fmt::print("{}\n", s);
+      return 0;
+    }
+    // --stage: render the kernel (as PTX for the LLVM and PTX stages) and print the stage it wrote.
+    const bool codegen_stage = stage == "llvm" || stage == "ptx";
+    const bool as_ptx = ptx->parsed() || (ir->parsed() && codegen_stage);
+    auto show = [&](const std::function<std::string()> &render) {
+      if (ir->parsed() && !stage.empty()) fmt::print("{}", tools::stage_text(stage, [&] { render(); }));
+      else fmt::print("{}", render());
+    };
     // As for `attention`: variant flags, and head dims the plain kernel rejects, dump the flex kernel.
     if ((ir->parsed() || ptx->parsed()) &&
         (tools::flex_requested(code_flex) || (kname == "attention" && !plain_head_dim(spec.head_dim)))) {
       if (kname != "attention") throw Error("variant flags (--alibi, --softcap, windows, ...) apply to attention only");
       tools::FlexRunArgs fa{1, 4, 1024, -1, spec.head_dim, spec.causal, false, dtype.empty() ? "bf16" : dtype, "interp",
-                            ptx->parsed() ? spec.arch : "", spec.block_m, spec.block_n, spec.num_warps,
+                            as_ptx ? spec.arch : "", spec.block_m, spec.block_n, spec.num_warps,
                             spec.num_stages, 1, 0, false, 0};
-      fmt::print("{}", tools::flex_code(code_flex, fa, ptx->parsed()));
+      show([&] { return tools::flex_code(code_flex, fa, as_ptx); });
       return 0;
     }
     spec.dtype = !dtype.empty() ? parse_dtype(dtype) : kname == "vector_add" ? DType::f32 : DType::bf16;
-    if (ir->parsed()) fmt::print("{}", kernels::builtin_ir(kname, spec));
-    if (ptx->parsed()) fmt::print("{}", kernels::builtin_ptx(kname, spec));
+    show([&] { return as_ptx ? kernels::builtin_ptx(kname, spec) : kernels::builtin_ir(kname, spec); });
     return 0;
   } catch (const DriverError &e) {
     // Without the library's advice for C++ callers (DriverError::cause): the CLI gives its own below.

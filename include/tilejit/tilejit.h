@@ -16,6 +16,7 @@
 #include "tilejit/launch.h"
 #include "tilejit/numerics.h"
 #include "tilejit/ops.h"
+#include "tilejit/stages.h"
 #include "tilejit/tile.h"
 #include "tilejit/timer.h"
 #include "tilejit/types.h"

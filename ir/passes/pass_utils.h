@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/builder.h"
 #include "ir/ir.h"
 
 namespace tilejit::ir::passes {
@@ -86,6 +87,30 @@ inline int depth(const Block *b) {
   int d = 0;
   for (; b->parent; b = b->parent->parent) ++d;
   return d;
+}
+
+/// f applied once per distinct element of v, for `user`: when v is replicated from fewer elements, f(source) is
+/// built right after the source's definition (in front of a loop when the source is invariant) and replicated as
+/// v was, right before `user`; otherwise f(v) right before `user`. f(builder, x) builds an elementwise function of
+/// x (same shape; its dtype may differ) at the builder's insertion point and returns it.
+template <class F> Value *on_distinct_elements(Value *v, Op *user, F &&f) {
+  const Value *source = nullptr;
+  std::vector<const Op *> chain = replication_chain(v, source);
+  Builder b(user->parent);
+  if (chain.empty() || source->type.numel() >= v->type.numel()) {
+    b.set_insertion_point(user->parent, index_of(user));
+    return f(b, v);
+  }
+  auto [block, at] = just_after(source);
+  b.set_insertion_point(block, at);
+  Value *r = f(b, const_cast<Value *>(source));
+  b.set_insertion_point(user->parent, index_of(user));
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    Type t = (*it)->result()->type;
+    t.elem = r->type.elem;
+    r = b.create1((*it)->kind, {r}, t, (*it)->attrs, user->loc);
+  }
+  return r;
 }
 
 /// Erases the op at index `i` of `b` (its results must have no uses left).

@@ -9,7 +9,8 @@
 // ±FLT_MAX, and where it underflows to 0 as ±FLT_MIN (a few scalar operations, once per product), so that x = 0
 // still gives 0 and x = ±inf still ±inf rather than NaN; the results for other x there lose accuracy the written
 // order kept — edges this pass accepts as the reciprocal division does (LLVM's reassociating fast-math has them
-// too). The interpreter runs the rewritten IR too, so both backends agree.
+// too). mul_rn's products (tilejit/ops.h) are left as written. The interpreter runs the rewritten IR too, so
+// both backends agree.
 #include <cfloat>
 #include <cmath>
 #include <optional>
@@ -46,8 +47,8 @@ std::optional<UniformFactor> uniform_factor(const Value *v) {
 }
 
 bool is_f32_tile_product(const Op *op) {
-  return op && op->kind == OpKind::Mul && !op->attrs.flag && !op->result()->type.is_ptr() && op->result()->type.dtype() == DType::f32 &&
-         op->result()->type.numel() > 1;
+  return op && op->kind == OpKind::Mul && !op->attrs.flag && !op->result()->type.is_ptr() &&
+         op->result()->type.dtype() == DType::f32 && op->result()->type.numel() > 1;
 }
 
 /// The uniform factor b of `v` = y·b (either operand order), when v is an f32 tile product; y is returned in `y`.

@@ -42,18 +42,13 @@ void reciprocal_division(Function &fn) {
     const Value *source = nullptr;
     std::vector<const Op *> chain = passes::replication_chain(div->operand(1), source);
     if (chain.empty() || source->type.numel() >= div->result()->type.numel()) continue;
-    // 1 / source where source is defined.
-    auto [block, at] = passes::just_after(source);
-    Builder b(block);
-    b.set_insertion_point(block, at);
-    Attrs one;
-    one.fvalue = 1.0;
-    Value *c1 = b.create1(OpKind::Constant, {}, source->type, one, div->loc);
-    Value *r = b.create1(OpKind::Div, {c1, const_cast<Value *>(source)}, source->type, {}, div->loc);
-    // The same replication of the reciprocal, then the product, where the division was.
-    b.set_insertion_point(div->parent, passes::index_of(div));
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it)
-      r = b.create1((*it)->kind, {r}, (*it)->result()->type, (*it)->attrs, div->loc);
+    // 1 / source where source is defined, replicated as the divisor was, then the product where the division was.
+    Value *r = passes::on_distinct_elements(div->operand(1), div, [&](Builder &b, Value *x) {
+      Attrs one;
+      one.fvalue = 1.0;
+      Value *c1 = b.create1(OpKind::Constant, {}, x->type, one, div->loc);
+      return b.create1(OpKind::Div, {c1, x}, x->type, {}, div->loc);
+    });
     div->kind = OpKind::Mul;
     div->operands[1] = r;
   }

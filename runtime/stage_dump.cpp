@@ -1,0 +1,74 @@
+#include "runtime/stage_dump.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "runtime/env.h"
+#include "tilejit/error.h"
+#include "tilejit/stages.h"
+
+namespace tilejit::runtime {
+namespace {
+
+// FNV-1a: the same directory for the same IR in every process.
+uint64_t text_hash(const std::string &text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void write_file(const std::filesystem::path &dir, const std::string &name, const std::string &text) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::filesystem::path path = dir / name;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (ec || !out)
+    throw Error(fmt::format("{}: cannot write the compile stage '{}'{}", env_name(Env::DumpStages), path.string(),
+                            ec ? " (" + ec.message() + ")" : ""));
+}
+
+}  // namespace
+
+bool dumping_stages() { return !env_string(Env::DumpStages).empty(); }
+
+std::string stage_dir(const ir::Function &optimized) {
+  return (std::filesystem::path(env_string(Env::DumpStages)) /
+          fmt::format("{}-{:016x}", optimized.name, text_hash(ir::print(optimized))))
+      .string();
+}
+
+ir::StageObserver TileStageDump::observer() {
+  return [this](const char *stage, const ir::Function &fn) { stages_.emplace_back(stage, ir::print(fn)); };
+}
+
+void TileStageDump::write(const ir::Function &optimized) const {
+  const std::string dir = stage_dir(optimized);
+  for (size_t i = 0; i < stages_.size(); ++i)
+    write_file(dir, fmt::format("{:02}-{}.tir", i, stages_[i].first), stages_[i].second);
+}
+
+void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOptions &opts, const std::string &ptx) {
+  const std::string config =
+      fmt::format("{}-w{}-s{}-c{}", opts.arch, opts.num_warps, opts.num_stages, opts.min_ctas_per_sm);
+  const std::string dir = stage_dir(optimized);
+  write_file(dir, "llvm-" + config + ".ll", codegen::emit_llvm_ir(optimized, opts));
+  write_file(dir, "ptx-" + config + ".ptx", ptx);
+}
+
+}  // namespace tilejit::runtime
+
+namespace tilejit {
+
+std::vector<std::string> compile_stages() {
+  std::vector<std::string> stages = ir::pipeline_stages();
+  stages.emplace_back("llvm");
+  stages.emplace_back("ptx");
+  return stages;
+}
+
+}  // namespace tilejit

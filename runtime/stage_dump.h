@@ -1,0 +1,37 @@
+// Writing each stage of a kernel's compilation to the directory TILEJIT_DUMP_STAGES names: the tile IR as
+// traced, after each pass of ir::optimize's first round and at its fixed point, then the LLVM IR as lowered and
+// the PTX of each configuration compiled (tilejit/stages.h lists the stages).
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/codegen.h"
+#include "ir/passes.h"
+
+namespace tilejit::runtime {
+
+/// Whether TILEJIT_DUMP_STAGES names a directory (is set and not empty).
+bool dumping_stages();
+
+/// The directory of fn's stages: <TILEJIT_DUMP_STAGES>/<kernel name>-<16 hex digits of a hash of its optimized
+/// tile IR>, one per specialization.
+std::string stage_dir(const ir::Function &optimized);
+
+/// Collects the tile-IR stages while ir::optimize runs (observer()), then writes them, numbered in order, as
+/// NN-<stage>.tir into the optimized function's directory (write()). Throws Error naming a path it cannot write.
+class TileStageDump {
+ public:
+  ir::StageObserver observer();
+  void write(const ir::Function &optimized) const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> stages_;
+};
+
+/// Writes fn's LLVM IR as lowered (before LLVM's optimizations) and `ptx`, compiled for opts, into its directory
+/// as llvm-<config>.ll and ptx-<config>.ptx (<config>: arch, warps, stages, programs per SM). Throws Error naming
+/// a path it cannot write.
+void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOptions &opts, const std::string &ptx);
+
+}  // namespace tilejit::runtime

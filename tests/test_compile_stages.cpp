@@ -1,0 +1,121 @@
+// The compile stages: ir::optimize reports each pass by name in pipeline order, and TILEJIT_DUMP_STAGES writes
+// every stage of a kernel it traces and compiles (tilejit/stages.h).
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ir/passes.h"
+#include "test_dsl_helpers.h"
+#include "test_runtime_scoped_env.h"
+#include "tilejit/error.h"
+#include "tilejit/kernel.h"
+#include "tilejit/launch.h"
+#include "tilejit/ops.h"
+#include "tilejit/stages.h"
+
+using namespace tilejit;
+using namespace tilejit::dsl_testing;
+namespace fs = std::filesystem;
+
+namespace {
+std::unique_ptr<ir::Function> foldable() {
+  return trace(
+      [&] {
+        Ptr<f32> x = param(0), out = param(1);
+        Tile i = arange(0, 64);
+        store(out + i, load(x + i) * (2.f * 3.f) + load(x + 64 + i));  // 2·3 folds; the product and sum fuse
+      },
+      {P(DType::f32), P(DType::f32)});
+}
+
+std::string read(const fs::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+}  // namespace
+
+TEST_CASE("optimize reports every stage in pipeline order: the input, each pass of the first round, the result",
+          "[ir][passes]") {
+  auto fn = foldable();
+  std::vector<std::string> seen, texts;
+  ir::optimize(*fn, ir::FloatRewrites::Fast, [&](const char *stage, const ir::Function &f) {
+    seen.emplace_back(stage);
+    texts.push_back(ir::print(f));
+  });
+  CHECK(seen == ir::pipeline_stages());
+  REQUIRE(seen.size() == texts.size());
+  CHECK(texts.front() != texts.back());            // something was optimized
+  CHECK(texts.back() == ir::print(*fn));           // "optimized" is the result
+  CHECK(texts.front().find("fma") == std::string::npos);
+  const auto at = [&](const char *name) { return size_t(std::find(seen.begin(), seen.end(), name) - seen.begin()); };
+  CHECK(texts[at("contract_fma")].find("fma") != std::string::npos);  // the stage after the pass that made it
+  CHECK(texts[at("cse")].find("fma") == std::string::npos);
+
+  auto exact = foldable();
+  std::vector<std::string> exact_seen;
+  ir::optimize(*exact, ir::FloatRewrites::Exact,
+               [&](const char *stage, const ir::Function &) { exact_seen.emplace_back(stage); });
+  // The float rewrites do not run, so they report nothing.
+  for (const char *rewrite : {"reciprocal_division", "reassociate_scalar_factors", "contract_fma"})
+    CHECK(std::find(exact_seen.begin(), exact_seen.end(), rewrite) == exact_seen.end());
+  CHECK(exact_seen.front() == "traced");
+  CHECK(exact_seen.back() == "optimized");
+
+  const std::vector<std::string> all = compile_stages();
+  CHECK(std::equal(ir::pipeline_stages().begin(), ir::pipeline_stages().end(), all.begin()));
+  CHECK(all.size() == ir::pipeline_stages().size() + 2);
+  CHECK(all[all.size() - 2] == "llvm");
+  CHECK(all.back() == "ptx");
+}
+
+TEST_CASE("TILEJIT_DUMP_STAGES writes each stage of a traced and compiled kernel; an unwritable directory is named",
+          "[runtime]") {
+  const fs::path dir = fs::temp_directory_path() / fs::path("tilejit-stage-test-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto k = Kernel("staged_axpy", [](Ptr<f32> x, Ptr<f32> out) {
+    Tile i = arange(0, 64);
+    store(out + i, load(x + i) * 6.f + load(x + 64 + i));
+  });
+  {
+    testing::ScopedEnv dump("TILEJIT_DUMP_STAGES", dir.string());
+    LaunchConfig cfg;
+    cfg.arch = "sm_80";
+    k.ptx(cfg, DevicePtr{256, 0}, DevicePtr{512, 0});  // traces, then compiles one configuration
+  }
+  std::vector<fs::path> kernels;
+  for (const auto &e : fs::directory_iterator(dir)) kernels.push_back(e.path());
+  REQUIRE(kernels.size() == 1);
+  CHECK(kernels[0].filename().string().rfind("staged_axpy-", 0) == 0);
+  std::vector<std::string> files;
+  for (const auto &e : fs::directory_iterator(kernels[0])) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  const std::vector<std::string> &tile = ir::pipeline_stages();
+  REQUIRE(files.size() == tile.size() + 2);
+  for (size_t i = 0; i < tile.size(); ++i) CHECK(files[i] == fmt::format("{:02}-{}.tir", i, tile[i]));
+  CHECK(files[tile.size()] == "llvm-sm_80-w4-s1-c0.ll");
+  CHECK(files[tile.size() + 1] == "ptx-sm_80-w4-s1-c0.ptx");
+  CHECK(read(kernels[0] / files.front()).find("tt.func @staged_axpy") != std::string::npos);
+  CHECK(read(kernels[0] / files[tile.size()]).find("define ptx_kernel void @staged_axpy") != std::string::npos);
+  CHECK(read(kernels[0] / files.back()).find(".target sm_80") != std::string::npos);
+  fs::remove_all(dir);
+
+  // A path under a regular file cannot be a directory: the error names the variable and the path.
+  const fs::path file = fs::temp_directory_path() / fs::path("tilejit-stage-file-" + std::to_string(::getpid()));
+  std::ofstream(file) << "x";
+  auto k2 = Kernel("staged_copy", [](Ptr<f32> x, Ptr<f32> out) { store(out + arange(0, 16), load(x + arange(0, 16))); });
+  {
+    testing::ScopedEnv dump("TILEJIT_DUMP_STAGES", (file / "sub").string());
+    CHECK_THROWS_WITH(k2.ir(DevicePtr{256, 0}, DevicePtr{512, 0}),
+                      Catch::Contains("TILEJIT_DUMP_STAGES") && Catch::Contains((file / "sub").string()));
+  }
+  fs::remove(file);
+}
