@@ -47,6 +47,10 @@ static void check_spec(const std::string &name, const BuiltinSpec &spec) {
     throw Error("vector_add: block must be a power of two in [16, 65536]");
 }
 
+bool is_builtin(const std::string &name) {
+  return name == "vector_add" || name == "softmax" || name == "matmul" || name == "attention";
+}
+
 static std::string render(const std::string &name, const BuiltinSpec &spec, Render what) {
   check_spec(name, spec);
   if (name == "vector_add") return vector_add_text(spec, what);

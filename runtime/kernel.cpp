@@ -271,7 +271,8 @@ struct KernelBase::Impl {
       key = specialization_key(b, u->second);
       if (auto it = cache.find(key); it != cache.end()) return *it->second;
     }
-    auto [fn, fn_captures] = trace_function(b);
+    runtime::TileStageDump stages;
+    auto [fn, fn_captures] = trace_function(b, runtime::dumping_stages() ? &stages : nullptr);
     std::vector<bool> used(b.infos.size(), false);
     auto uses = ir::use_counts(*fn->body);
     for (size_t r = 0; r < b.infos.size(); ++r) used[r] = uses.count(fn->body->args[r].get()) != 0;
@@ -280,6 +281,7 @@ struct KernelBase::Impl {
     for (size_t r = 0; r < b.infos.size(); ++r) fn->params[r] = b.infos[r];
     // Traced before under facts now known not to matter: the earlier function (and its captures) serves.
     if (auto it = cache.find(key); it != cache.end()) return *it->second;
+    if (runtime::dumping_stages()) stages.write(*fn);  // with the parameters as specialized
     if (!fn_captures.empty()) captures[fn.get()] = std::move(fn_captures);
     return *cache.emplace(key, std::move(fn)).first->second;
   }
@@ -287,7 +289,7 @@ struct KernelBase::Impl {
   /// Runs the user's lambda for b's arguments and optimizes the result (under `mu`); also returns the captured
   /// values the trace used, in the order they became parameters.
   std::pair<std::unique_ptr<ir::Function>, std::vector<std::shared_ptr<detail::CaptureState>>> trace_function(
-      const Bound &b) {
+      const Bound &b, runtime::TileStageDump *stages) {
     auto fn = std::make_unique<ir::Function>();
     fn->name = name;
     fn->params = b.infos;
@@ -310,11 +312,8 @@ struct KernelBase::Impl {
       trace(b.values);
       for (auto &c : ctx.captures) used.push_back(c.state);
     }
-    runtime::TileStageDump stages;
-    const bool dump = runtime::dumping_stages();
     ir::optimize(*fn, exact_floats ? ir::FloatRewrites::Exact : ir::FloatRewrites::Fast,
-                 dump ? stages.observer() : ir::StageObserver());
-    if (dump) stages.write(*fn);
+                 stages ? stages->observer() : ir::StageObserver());
     return {std::move(fn), std::move(used)};
   }
 };

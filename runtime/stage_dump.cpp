@@ -1,5 +1,6 @@
 #include "runtime/stage_dump.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -48,8 +49,16 @@ ir::StageObserver TileStageDump::observer() {
 
 void TileStageDump::write(const ir::Function &optimized) const {
   const std::string dir = stage_dir(optimized);
-  for (size_t i = 0; i < stages_.size(); ++i)
-    write_file(dir, fmt::format("{:02}-{}.tir", i, stages_[i].first), stages_[i].second);
+  // The parameters as the kernel is specialized in the end (facts about unused ones dropped after optimize):
+  // every stage's first line, the signature, is the final function's.
+  const std::string final_text = ir::print(optimized);
+  const std::string signature = final_text.substr(0, final_text.find('\n'));
+  const std::vector<std::string> &order = ir::pipeline_stages();
+  for (const auto &[stage, text] : stages_) {
+    const size_t n = size_t(std::find(order.begin(), order.end(), stage) - order.begin());
+    const size_t eol = text.find('\n');
+    write_file(dir, fmt::format("{:02}-{}.tir", n, stage), signature + (eol == std::string::npos ? "" : text.substr(eol)));
+  }
 }
 
 void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOptions &opts, const std::string &ptx) {

@@ -18,8 +18,9 @@ bool dumping_stages();
 /// tile IR>, one per specialization.
 std::string stage_dir(const ir::Function &optimized);
 
-/// Collects the tile-IR stages while ir::optimize runs (observer()), then writes them, numbered in order, as
-/// NN-<stage>.tir into the optimized function's directory (write()). Throws Error naming a path it cannot write.
+/// Collects the tile-IR stages while ir::optimize runs (observer()), then writes them as NN-<stage>.tir (NN: the
+/// stage's place in ir::pipeline_stages()) into the directory of the function as finally specialized (write(),
+/// each stage's signature line that function's). Throws Error naming a path it cannot write.
 class TileStageDump {
  public:
   ir::StageObserver observer();

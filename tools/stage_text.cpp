@@ -31,7 +31,10 @@ struct DumpDir {
   std::string path, previous;
   bool had_previous = false;
   DumpDir() {
-    std::string pattern = (fs::temp_directory_path() / "tilejit-stages-XXXXXX").string();
+    std::error_code ec;
+    fs::path tmp = fs::temp_directory_path(ec);  // TMPDIR, else /tmp
+    if (ec || !fs::is_directory(tmp)) tmp = "/tmp";
+    std::string pattern = (tmp / "tilejit-stages-XXXXXX").string();
     if (!mkdtemp(pattern.data())) throw Error(fmt::format("cannot create a temporary directory at {}", pattern));
     path = pattern;
     if (const char *p = getenv("TILEJIT_DUMP_STAGES")) previous = p, had_previous = true;
@@ -68,7 +71,10 @@ std::string stage_text(const std::string &stage, const std::function<void()> &re
       std::ifstream in(f, std::ios::binary);
       std::stringstream text;
       text << in.rdbuf();
-      if (kernels.size() > 1) out += fmt::format("// {}/{}\n", k.filename().string(), f.filename().string());
+      // Headed in the file's own comment syntax: LLVM IR's `;`, PTX's and the tile IR's `//`.
+      if (kernels.size() > 1)
+        out += fmt::format("{} {}/{}\n", f.extension() == ".ll" ? ";" : "//", k.filename().string(),
+                           f.filename().string());
       out += text.str();
       ++found;
     }

@@ -49,6 +49,8 @@ struct BuiltinSpec {
 };
 /// IR text or PTX text of a named built-in kernel; throws Error for an unknown name.
 std::string builtin_ir(const std::string &name, const BuiltinSpec &spec);
+/// Whether `name` is one of the built-in kernels builtin_ir and builtin_ptx render.
+bool is_builtin(const std::string &name);
 std::string builtin_ptx(const std::string &name, const BuiltinSpec &spec);
 
 }  // namespace tilejit::kernels
