@@ -140,25 +140,22 @@ Tile fma_index(const Tile &index, const Tile &a, const Tile &c, SrcLoc loc) {
   return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Fma, u.values, u.type, loc, attrs));
 }
 
-Tile div_rn(const Tile &a, const Tile &b, SrcLoc loc) {
-  auto &ctx = TraceContext::require("div_rn", loc);
-  auto u = dsl::unify(ctx, {&a, &b}, "div_rn", loc);
+namespace {
+/// A float binary op marked to stay correctly rounded on its own (the passes' float rewrites leave it).
+Tile rounded_on_its_own(ir::OpKind kind, const char *name, const Tile &a, const Tile &b, SrcLoc loc) {
+  auto &ctx = TraceContext::require(name, loc);
+  auto u = dsl::unify(ctx, {&a, &b}, name, loc);
   if (!is_float(u.type.dtype()))
-    dsl::fail(loc, fmt::format("div_rn: needs float operands, got {} and {}", dsl::describe(a), dsl::describe(b)));
+    dsl::fail(loc, fmt::format("{}: needs float operands, got {} and {}", name, dsl::describe(a), dsl::describe(b)));
   ir::Attrs rn;
   rn.flag = true;
-  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Div, u.values, u.type, loc, rn));
+  return TileAccess::from_value(dsl::emit(ctx, kind, u.values, u.type, loc, rn));
 }
+}  // namespace
 
-Tile mul_rn(const Tile &a, const Tile &b, SrcLoc loc) {
-  auto &ctx = TraceContext::require("mul_rn", loc);
-  auto u = dsl::unify(ctx, {&a, &b}, "mul_rn", loc);
-  if (!is_float(u.type.dtype()))
-    dsl::fail(loc, fmt::format("mul_rn: needs float operands, got {} and {}", dsl::describe(a), dsl::describe(b)));
-  ir::Attrs rn;
-  rn.flag = true;
-  return TileAccess::from_value(dsl::emit(ctx, ir::OpKind::Mul, u.values, u.type, loc, rn));
-}
+Tile div_rn(const Tile &a, const Tile &b, SrcLoc loc) { return rounded_on_its_own(ir::OpKind::Div, "div_rn", a, b, loc); }
+
+Tile mul_rn(const Tile &a, const Tile &b, SrcLoc loc) { return rounded_on_its_own(ir::OpKind::Mul, "mul_rn", a, b, loc); }
 
 Tile cdiv(const Tile &a, const Tile &b, SrcLoc loc) {
   auto &ctx = TraceContext::require("cdiv", loc);

@@ -119,3 +119,8 @@ TEST_CASE("contract_fma: the interpreter's fused results are std::fma's bit for 
   }
   CHECK(differs > N / 4);
 }
+
+TEST_CASE("mul_rn names itself and its operands for integer tiles", "[dsl]") {
+  CHECK_THROWS_WITH(trace([&] { (void)mul_rn(arange(0, 16), arange(0, 16)); }),
+                    Catch::Contains("mul_rn: needs float operands") && Catch::Contains("i32"));
+}
