@@ -16,6 +16,10 @@ std::string print(const Function &fn);
 /// print(fn) with each op's source location appended (" loc(file:line:column)"); for debugging only, since
 /// print(fn) is the compile-cache key and must not depend on where the user wrote the kernel.
 std::string print_with_locations(const Function &fn);
+/// What print_annotated adds to a value's type: text inside its brackets ("tensor<64xf32, TEXT>"), or "" for none.
+using TypeAnnotator = std::function<std::string(const Value *)>;
+/// print(fn) with each tile result's and block argument's type annotated (codegen prints layouts this way).
+std::string print_annotated(const Function &fn, const TypeAnnotator &annotate);
 
 void fold_constants(Function &fn);   // evaluates ops whose operands are all constants
 void canonicalize(Function &fn);     // algebraic identities (x+0, x*1, broadcast of splat, ...)

@@ -68,9 +68,21 @@ std::string operand_list(const Op &op, const ValueNamer &names, int from = 0, in
   return s;
 }
 
-std::string type_list(const Op &op) {
+using Annotate = std::function<std::string(const Value *)>;
+
+/// v's type, with the annotation inside a tensor type's brackets.
+std::string type_text(const Value *v, const Annotate *annotate) {
+  std::string t = v->type.str();
+  if (!annotate || !*annotate || t.empty() || t.back() != '>') return t;
+  const std::string a = (*annotate)(v);
+  if (a.empty()) return t;
+  t.pop_back();
+  return t + ", " + a + ">";
+}
+
+std::string type_list(const Op &op, const Annotate *annotate) {
   std::string s;
-  for (int i = 0; i < op.num_results(); ++i) s += (i ? ", " : "") + op.result(i)->type.str();
+  for (int i = 0; i < op.num_results(); ++i) s += (i ? ", " : "") + type_text(op.result(i), annotate);
   return s;
 }
 
@@ -111,7 +123,7 @@ std::string loc_text(const Op &op) {
 
 }  // namespace
 
-std::string print_op_line(const Op &op, const ValueNamer &names, bool with_loc) {
+std::string print_op_line(const Op &op, const ValueNamer &names, bool with_loc, const Annotate *annotate) {
   std::string lhs = names.result_group(op);
   if (!lhs.empty()) lhs += " = ";
   std::string s;
@@ -133,13 +145,13 @@ std::string print_op_line(const Op &op, const ValueNamer &names, bool with_loc) 
           s += ")";
         }
       }
-      if (op.num_results() > 0) s += fmt::format(" -> ({})", type_list(op));
+      if (op.num_results() > 0) s += fmt::format(" -> ({})", type_list(op, annotate));
       s += " {";
       break;
     }
     case OpKind::If:
       s = fmt::format("{}if {}", lhs, operand_list(op, names));
-      if (op.num_results() > 0) s += fmt::format(" -> ({})", type_list(op));
+      if (op.num_results() > 0) s += fmt::format(" -> ({})", type_list(op, annotate));
       s += " {";
       break;
     case OpKind::Yield:
@@ -152,7 +164,7 @@ std::string print_op_line(const Op &op, const ValueNamer &names, bool with_loc) 
       if (op.kind == OpKind::Cast && op.num_operands() == 1 && op.num_results() == 1)
         s += fmt::format(" : {} -> {}", op.operand(0)->type.str(), op.result()->type.str());
       else if (op.num_results() > 0)
-        s += " : " + type_list(op);
+        s += " : " + type_list(op, annotate);
       // Ops without a result (store) show the value's type so the line reads on its own.
       else if (op.num_operands() > 1)
         s += " : " + op.operand(1)->type.str();
@@ -165,19 +177,20 @@ std::string print_op_line(const Op &op, const ValueNamer &names, bool with_loc) 
 
 namespace {
 
-void print_block(const Block &b, const ValueNamer &names, bool with_loc, int indent, std::string &out) {
+void print_block(const Block &b, const ValueNamer &names, bool with_loc, int indent, std::string &out,
+                 const Annotate *annotate) {
   std::string pad(size_t(indent) * 2, ' ');
   for (auto &op : b.ops) {
-    out += pad + print_op_line(*op, names, with_loc) + "\n";
+    out += pad + print_op_line(*op, names, with_loc, annotate) + "\n";
     for (size_t r = 0; r < op->regions.size(); ++r) {
       if (r > 0) out += pad + "} else {\n";
-      print_block(*op->regions[r], names, with_loc, indent + 1, out);
+      print_block(*op->regions[r], names, with_loc, indent + 1, out, annotate);
     }
     if (!op->regions.empty()) out += pad + "}\n";
   }
 }
 
-std::string print_function(const Function &fn, bool with_loc) {
+std::string print_function(const Function &fn, bool with_loc, const Annotate *annotate = nullptr) {
   ValueNamer names(fn);
   std::string out = fmt::format("tt.func @{}(", fn.name);
   for (size_t i = 0; i < fn.body->args.size(); ++i) {
@@ -192,7 +205,7 @@ std::string print_function(const Function &fn, bool with_loc) {
     }
   }
   out += ") {\n";
-  print_block(*fn.body, names, with_loc, 1, out);
+  print_block(*fn.body, names, with_loc, 1, out, annotate);
   out += "}\n";
   return out;
 }
@@ -202,5 +215,8 @@ std::string print_function(const Function &fn, bool with_loc) {
 
 std::string print(const Function &fn) { return detail::print_function(fn, false); }
 std::string print_with_locations(const Function &fn) { return detail::print_function(fn, true); }
+std::string print_annotated(const Function &fn, const TypeAnnotator &annotate) {
+  return detail::print_function(fn, false, &annotate);
+}
 
 }  // namespace tilejit::ir

@@ -1,6 +1,7 @@
 // Internal to ir/: value numbering and single-op printing, shared by the printer and the verifier (whose
 // error messages show the offending op the way print() would show it).
 #pragma once
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -29,6 +30,8 @@ class ValueNamer {
 
 /// The op's first printed line without indentation or trailing newline: for ops with regions, the header
 /// ending in " {"; otherwise the whole op. `with_loc` appends " loc(file:line:column)".
-std::string print_op_line(const Op &op, const ValueNamer &names, bool with_loc);
+/// `annotate` (may be null) adds text to result types (print_annotated).
+std::string print_op_line(const Op &op, const ValueNamer &names, bool with_loc,
+                          const std::function<std::string(const Value *)> *annotate = nullptr);
 
 }  // namespace tilejit::ir::detail

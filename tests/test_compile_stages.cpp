@@ -72,7 +72,8 @@ TEST_CASE("optimize reports every stage in pipeline order: the input, each pass 
 
   const std::vector<std::string> all = compile_stages();
   CHECK(std::equal(ir::pipeline_stages().begin(), ir::pipeline_stages().end(), all.begin()));
-  CHECK(all.size() == ir::pipeline_stages().size() + 2);
+  CHECK(all.size() == ir::pipeline_stages().size() + 3);
+  CHECK(all[all.size() - 3] == "layouts");
   CHECK(all[all.size() - 2] == "llvm");
   CHECK(all.back() == "ptx");
 }
@@ -99,12 +100,22 @@ TEST_CASE("TILEJIT_DUMP_STAGES writes each stage of a traced and compiled kernel
   for (const auto &e : fs::directory_iterator(kernels[0])) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
   const std::vector<std::string> &tile = ir::pipeline_stages();
-  REQUIRE(files.size() == tile.size() + 2);
+  REQUIRE(files.size() == tile.size() + 3);
   for (size_t i = 0; i < tile.size(); ++i) CHECK(files[i] == fmt::format("{:02}-{}.tir", i, tile[i]));
-  CHECK(files[tile.size()] == "llvm-sm_80-w4-s1-c0.ll");
-  CHECK(files[tile.size() + 1] == "ptx-sm_80-w4-s1-c0.ptx");
+  CHECK(files[tile.size()] == "layouts-sm_80-w4-s1-c0.tir");
+  CHECK(files[tile.size() + 1] == "llvm-sm_80-w4-s1-c0.ll");
+  CHECK(files[tile.size() + 2] == "ptx-sm_80-w4-s1-c0.ptx");
   CHECK(read(kernels[0] / files.front()).find("tt.func @staged_axpy") != std::string::npos);
-  CHECK(read(kernels[0] / files[tile.size()]).find("define ptx_kernel void @staged_axpy") != std::string::npos);
+  // Each tile result's layout in its type (the loaded values', the fma's).
+  const std::string layouts = read(kernels[0] / files[tile.size()]);
+  for (const char *op : {"= load ", "= fma "}) {
+    const size_t at = layouts.find(op);
+    REQUIRE(at != std::string::npos);
+    const std::string line = layouts.substr(at, layouts.find('\n', at) - at);
+    INFO(line);
+    CHECK(line.find(": tensor<64xf32, #blocked<spt=") != std::string::npos);
+  }
+  CHECK(read(kernels[0] / files[tile.size() + 1]).find("define ptx_kernel void @staged_axpy") != std::string::npos);
   CHECK(read(kernels[0] / files.back()).find(".target sm_80") != std::string::npos);
   fs::remove_all(dir);
 
