@@ -299,19 +299,19 @@ LayoutPlan assign_layouts(const ir::Function &fn, int num_warps) {
   return plan;
 }
 
+std::string layout_text(const Layout &l, bool rematerializable) {
+  auto list = [](const auto &v) { return fmt::format("[{}]", fmt::join(v, ",")); };
+  const BlockedLayout &p = l.parent;
+  std::string text = fmt::format("#blocked<spt={} tpw={} wpc={} order={}>", list(p.size_per_thread),
+                                 list(p.threads_per_warp), list(p.warps_per_cta), list(p.order));
+  if (l.rank() != p.rank()) text = fmt::format("#slice<dims={} of {}>", list(l.dims), text);
+  return rematerializable ? text + " remat" : text;
+}
+
 std::string print_layouts(const ir::Function &fn, int num_warps) {
   const LayoutPlan plan = assign_layouts(fn, num_warps);
-  auto list = [](const auto &v) { return fmt::format("[{}]", fmt::join(v, ",")); };
   return ir::print_annotated(fn, [&](const ir::Value *v) -> std::string {
-    auto it = plan.layouts.find(v);
-    if (it == plan.layouts.end()) return "";
-    const Layout &l = it->second;
-    const BlockedLayout &p = l.parent;
-    std::string text = fmt::format("#blocked<spt={} tpw={} wpc={} order={}>", list(p.size_per_thread),
-                                   list(p.threads_per_warp), list(p.warps_per_cta), list(p.order));
-    if (l.rank() != p.rank()) text = fmt::format("#slice<dims={} of {}>", list(l.dims), text);
-    if (plan.rematerializable.count(v)) text += " remat";
-    return text;
+    return plan.has(v) ? layout_text(plan.of(v), plan.rematerializable.count(v)) : "";
   });
 }
 

@@ -45,5 +45,7 @@ TILEJIT_EXPORT LayoutPlan assign_layouts(const ir::Function &fn, int num_warps);
 /// tpw=[8,4] wpc=[4,1] order=[1,0]>>"; a slice names the parent dims it keeps, "remat" marks a value recomputed
 /// in each user's layout): the "layouts" compile stage.
 TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, int num_warps);
+/// One layout as print_layouts shows it ("#blocked<...>", "#slice<dims=[..] of #blocked<...>>", " remat").
+std::string layout_text(const Layout &l, bool rematerializable);
 
 }  // namespace tilejit::codegen

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/InlineAsm.h>
@@ -14,11 +15,13 @@
 #include <llvm/IR/Metadata.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "codegen/assign_layouts.h"
 #include "codegen/emit_ptx.h"
 #include "codegen/lowering.h"
 #include "codegen/mma.h"
 #include "codegen/pipeline.h"
 #include "codegen/wgmma.h"
+#include "ir/passes.h"
 #include "tilejit/error.h"
 
 namespace tilejit::codegen {
@@ -130,9 +133,11 @@ void Lowering::defer_wgmma(const ir::Value *result, int instr_n) {
   pending_wgmma_.push_back({result, wgmma_groups - 1, instr_n});
 }
 
-void Lowering::wait_wgmma_through(int group) {
+void Lowering::wait_wgmma_through(int group, const char *why) {
   // wait_group takes 0..7: with more newer groups, waiting for some of them too is still correct.
-  wgmma_wait(*this, std::min(wgmma_groups - 1 - group, 7));
+  const int pending = std::min(wgmma_groups - 1 - group, 7);
+  note(fmt::format("{} (wgmma.wait_group {})", why ? why : "first waits for a running wgmma dot", pending));
+  wgmma_wait(*this, pending);
   std::vector<PendingDot> still;
   for (const PendingDot &pd : pending_wgmma_) {
     if (pd.group > group) {
@@ -159,8 +164,8 @@ int Lowering::use_count(const ir::Value *v) {
   return it == use_counts_.end() ? 0 : it->second;
 }
 
-void Lowering::wait_all_wgmma() {
-  if (!pending_wgmma_.empty()) wait_wgmma_through(pending_wgmma_.back().group);
+void Lowering::wait_all_wgmma(const char *why) {
+  if (!pending_wgmma_.empty()) wait_wgmma_through(pending_wgmma_.back().group, why);
 }
 
 void Lowering::wait_wgmma_for_regions(const ir::Op &op) {
@@ -173,11 +178,12 @@ void Lowering::wait_wgmma_for_regions(const ir::Op &op) {
       has_dot = has_dot || inner.kind == ir::OpKind::Dot;
       for (int i = 0; i < inner.num_operands(); ++i) read.insert(inner.operand(i));
     });
-  if (has_dot) return wait_all_wgmma();
+  const char *why = "waits first for the running wgmma dots its regions read";
+  if (has_dot) return wait_all_wgmma(why);
   int newest = -1;
   for (const PendingDot &pd : pending_wgmma_)
     if (read.count(pd.v)) newest = std::max(newest, pd.group);
-  if (newest >= 0) wait_wgmma_through(newest);
+  if (newest >= 0) wait_wgmma_through(newest, why);
 }
 
 void Lowering::set(const ir::Value *v, Tile t) {
@@ -199,6 +205,7 @@ Tile Lowering::get_in(const ir::Value *v, const Layout &l) {
                      ir::shape_str(l.shape)));
   if (same_distribution(*t.layout, l)) return Tile{l, t.regs};
   if (plan.rematerializable.count(v)) return rematerialize(v, l, 0);
+  note("converts an operand's layout (through shared memory or shuffles)");
   return convert(t, v->type.elem, l);
 }
 
@@ -420,7 +427,7 @@ void Lowering::run() {
   find_folded_trans();
   lower_block(*fn.body);
   cur_op = nullptr;
-  wait_all_wgmma();  // a dot whose result is never read
+  wait_all_wgmma("the kernel ends waiting for a wgmma dot whose result is never read");
   b.CreateRetVoid();
 }
 
@@ -503,6 +510,8 @@ void Lowering::lower_op(const ir::Op &op) {
 
 namespace {
 
+using Notes = std::unordered_map<const ir::Op *, std::vector<std::string>>;
+
 struct Lowered {
   std::unique_ptr<llvm::LLVMContext> ctx = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> mod;
@@ -523,13 +532,15 @@ int64_t max_shared_per_block(const std::string &arch) {
   return 48 * 1024;  // any other: the limit every arch has
 }
 
-Lowered lower(const ir::Function &fn, const CodegenOptions &opts) {
+Lowered lower(const ir::Function &fn, const CodegenOptions &opts, Notes *notes = nullptr) {
   auto attempt = [&](bool dynamic_persistent) {
     Lowered out;
     out.mod = std::make_unique<llvm::Module>(fn.name, *out.ctx);
     prepare_module(*out.mod, target_machine(opts.arch));
     Lowering l(fn, opts, *out.ctx, *out.mod);
     l.allow_dynamic_persistent = dynamic_persistent;
+    if (notes) notes->clear();
+    l.notes = notes;
     l.run();
     out.entry = l.entry_name();
     out.shared_bytes = l.shared_bytes();
@@ -567,6 +578,18 @@ TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOpt
   m.mod->print(os, nullptr);
   os.flush();
   return s;
+}
+
+TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts) {
+  Notes notes;
+  Lowered m = lower(fn, opts, &notes);
+  const LayoutPlan plan = assign_layouts(fn, opts.num_warps);
+  return ir::print_annotated(
+      fn, [&](const ir::Value *v) { return plan.has(v) ? layout_text(plan.of(v), plan.rematerializable.count(v)) : ""; },
+      [&](const ir::Op *op) {
+        auto it = notes.find(op);
+        return it == notes.end() ? std::string() : fmt::format("{}", fmt::join(it->second, "; "));
+      });
 }
 
 TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }

@@ -36,6 +36,11 @@ struct PtxResult {
 TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts);
 /// The LLVM IR module text after lowering (before optimization), verified; used by tests and `tilejit ir --llvm`.
 TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts);
+/// fn's text with each tile value's layout in its type (as print_layouts) and, after each op, what its lowering
+/// for opts decided: tensor-core instruction and operand sources of each dot, the cp.async software pipeline of
+/// each loop and the loads it stages, where a dot's deferred wgmma wait lands, layout conversions. The
+/// "lowering" compile stage; throws as compile_to_ptx does.
+TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts);
 /// Whether kernels compiled for `arch` start with the grid-dependency control of programmatic dependent launch
 /// (sm_90 and newer; PTX ISA, "Parallel Synchronization and Communication Instructions: griddepcontrol"; CUDA
 /// Programming Guide, "Programmatic Dependent Launch and Synchronization"). Each program first lets the stream's

@@ -60,6 +60,10 @@ void lower_for(Lowering &L, const ir::Op &op) {
   std::optional<LoopPipeline> pipe = plan_pipeline(L, op);
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
+    L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes", pipe->stages, pipe->stage_bytes));
+    for (const PipelinedLoad &ld : pipe->loads)
+      L.note_on(ld.load, ld.to_registers ? "copied ahead with cp.async (4 bytes an element), read from its stage"
+                                         : "copied ahead with cp.async into the stage buffer its dots read");
     L.barrier();  // earlier readers of the scratch space the stage buffers overlap are done
     L.reserve_smem_total(pipe->end());
     for (const PipelinedLoad &ld : pipe->loads) {
@@ -125,9 +129,11 @@ void lower_for(Lowering &L, const ir::Op &op) {
   L.cur_op = saved;
   const ir::Op *y = yield_of(body);
   std::vector<Tile> next;
+  if (y) L.cur_op = y;  // a running dot's result waited for here is the yield's
   for (int i = 0; i < n; ++i) next.push_back(yielded(L, y, i, body.arg(1 + i)));
+  L.cur_op = saved;
   // No wgmma group of this iteration may still read the stage buffer the next iteration's refill overwrites.
-  L.wait_all_wgmma();
+  L.wait_all_wgmma("each iteration ends waiting for the wgmma dots it left running");
   L.forget_staged_since(staged);  // staged in the body (a nested loop's operands): not run when it runs 0 times
   llvm::Value *iv_next = b.CreateAdd(iv, step);
   llvm::BasicBlock *latch = b.GetInsertBlock();
@@ -177,7 +183,7 @@ void lower_if(Lowering &L, const ir::Op &op) {
       incoming[side].push_back(t.regs);
     }
     // Both sides end with what was pending before the if (a region with a dot had everything waited first).
-    if (blk_has_dot(blk)) L.wait_all_wgmma();
+    if (blk_has_dot(blk)) L.wait_all_wgmma("the branch ends waiting for the wgmma dots it left running");
     ends[side] = b.GetInsertBlock();
     b.CreateBr(merge);
   }

@@ -417,6 +417,24 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   if (wg && a_smem && !stage_a && L.use_count(cv) == 1) chained = L.take_pending(cv, int(b_nk ? g.N : 64));
   Tile acc = chained ? *chained : L.get_in(cv, l);
   if (!acc.layout || !(*acc.layout == l)) L.fail("internal: a chained wgmma accumulator is not in the MMA layout");
+  if (L.notes) {
+    auto from = [&](const ir::Value *v, bool staged_here) -> std::string {
+      if (staged_here) return "shared memory, staged here";
+      if (v->def && L.pipelined_loads.count(v->def)) return "the loop's cp.async stage buffer";
+      return "shared memory, staged before the loop";
+    };
+    const std::string a = a_pre || a_regs ? std::string("registers") : from(av, stage_a);
+    const std::string bs = from(bsrc, stage_b) + (b_nk ? "" : ", N-major");
+    if (wg)
+      L.note(fmt::format("wgmma m64n{}k16 (A from {}{}; B from {}); {}{}", b_nk ? g.N : 64, a,
+                         a_trans ? ", read transposed" : "", bs,
+                         !stage_a && !stage_b ? "left running, waited where its result is first used"
+                                              : "waited at once (its operands sit in the scratch space)",
+                         chained ? "; continues the running accumulator without a wait" : ""));
+    else
+      L.note(fmt::format("mma.sync m16n8k16 (A from {}{}; B from {}, read with ldmatrix)", a,
+                         a_trans ? ", read transposed" : "", bs));
+  }
   if (stage_a || stage_b) {
     int64_t a_bytes = stage_a ? g.M * g.K * 2 : 0;
     // A read by a wgmma descriptor starts on a 1024-byte boundary too (the dynamic buffer's start is one).

@@ -68,6 +68,15 @@ class Lowering {
   std::unordered_map<const ir::Value *, GuardedLoad> guarded_loads;
   AxisInfoMap axis;
   const ir::Op *cur_op = nullptr;  // the op being lowered (error messages)
+  /// The decisions the lowering makes per op, in words (the "lowering" compile stage, print_lowering); null
+  /// when nobody asked. note() records one for the op being lowered, note_on() for another.
+  std::unordered_map<const ir::Op *, std::vector<std::string>> *notes = nullptr;
+  void note(const std::string &text) { note_on(cur_op, text); }
+  void note_on(const ir::Op *op, const std::string &text) {
+    if (!notes || !op) return;
+    auto &v = (*notes)[op];
+    if (v.empty() || v.back() != text) v.push_back(text);
+  }
   /// sm_90a, opts.wgmma and some dot of the kernel fits wgmma (kernel_may_use_wgmma): qualifying dots use
   /// wgmma; the dynamic shared buffer is then 1024-byte aligned (the swizzle atoms of wgmma descriptors) and
   /// barriers are preceded by fence.proxy.async.
@@ -198,7 +207,7 @@ class Lowering {
   /// Waits for the pending values read by `op`'s regions (all when `all`, or when a region holds a dot).
   void wait_wgmma_for_regions(const ir::Op &op);
   /// wgmma.wait_group 0 when anything is pending; the pending values are pinned after it.
-  void wait_all_wgmma();
+  void wait_all_wgmma(const char *why = nullptr);
   /// When v is pending and its wgmma instructions have N = instr_n, forgets it without a wait and returns its
   /// (still running) lowering: a wgmma dot whose accumulator is v continues v's accumulation, ordered after it
   /// by the hardware only for the same accumulator registers and shape (PTX ISA 9.7.15.5.2). Null otherwise.
@@ -233,7 +242,8 @@ class Lowering {
   Tile rematerialize(const ir::Value *v, const Layout &l, int depth);
 
   /// Waits until v's group (and every older one) has completed and pins their results.
-  void wait_wgmma_through(int group);
+  /// `why`: the lowering stage's note (print_lowering); null: a result's first use.
+  void wait_wgmma_through(int group, const char *why = nullptr);
 
   std::unordered_map<const ir::Value *, Tile> values_;
   struct PendingDot {

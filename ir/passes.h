@@ -18,8 +18,11 @@ std::string print(const Function &fn);
 std::string print_with_locations(const Function &fn);
 /// What print_annotated adds to a value's type: text inside its brackets ("tensor<64xf32, TEXT>"), or "" for none.
 using TypeAnnotator = std::function<std::string(const Value *)>;
-/// print(fn) with each tile result's and block argument's type annotated (codegen prints layouts this way).
-std::string print_annotated(const Function &fn, const TypeAnnotator &annotate);
+/// What print_annotated appends to an op's line as a comment ("  // TEXT"), or "" for none.
+using OpAnnotator = std::function<std::string(const Op *)>;
+/// print(fn) with each tile result's type annotated, and comments after ops (codegen prints its layouts and
+/// decisions this way).
+std::string print_annotated(const Function &fn, const TypeAnnotator &annotate, const OpAnnotator &comment = {});
 
 void fold_constants(Function &fn);   // evaluates ops whose operands are all constants
 void canonicalize(Function &fn);     // algebraic identities (x+0, x*1, broadcast of splat, ...)

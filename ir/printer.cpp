@@ -177,20 +177,26 @@ std::string print_op_line(const Op &op, const ValueNamer &names, bool with_loc, 
 
 namespace {
 
+using Comment = std::function<std::string(const Op *)>;
+
 void print_block(const Block &b, const ValueNamer &names, bool with_loc, int indent, std::string &out,
-                 const Annotate *annotate) {
+                 const Annotate *annotate, const Comment *comment) {
   std::string pad(size_t(indent) * 2, ' ');
   for (auto &op : b.ops) {
-    out += pad + print_op_line(*op, names, with_loc, annotate) + "\n";
+    out += pad + print_op_line(*op, names, with_loc, annotate);
+    if (comment && *comment)
+      if (std::string c = (*comment)(op.get()); !c.empty()) out += "  // " + c;
+    out += "\n";
     for (size_t r = 0; r < op->regions.size(); ++r) {
       if (r > 0) out += pad + "} else {\n";
-      print_block(*op->regions[r], names, with_loc, indent + 1, out, annotate);
+      print_block(*op->regions[r], names, with_loc, indent + 1, out, annotate, comment);
     }
     if (!op->regions.empty()) out += pad + "}\n";
   }
 }
 
-std::string print_function(const Function &fn, bool with_loc, const Annotate *annotate = nullptr) {
+std::string print_function(const Function &fn, bool with_loc, const Annotate *annotate = nullptr,
+                           const Comment *comment = nullptr) {
   ValueNamer names(fn);
   std::string out = fmt::format("tt.func @{}(", fn.name);
   for (size_t i = 0; i < fn.body->args.size(); ++i) {
@@ -205,7 +211,7 @@ std::string print_function(const Function &fn, bool with_loc, const Annotate *an
     }
   }
   out += ") {\n";
-  print_block(*fn.body, names, with_loc, 1, out, annotate);
+  print_block(*fn.body, names, with_loc, 1, out, annotate, comment);
   out += "}\n";
   return out;
 }
@@ -215,8 +221,8 @@ std::string print_function(const Function &fn, bool with_loc, const Annotate *an
 
 std::string print(const Function &fn) { return detail::print_function(fn, false); }
 std::string print_with_locations(const Function &fn) { return detail::print_function(fn, true); }
-std::string print_annotated(const Function &fn, const TypeAnnotator &annotate) {
-  return detail::print_function(fn, false, &annotate);
+std::string print_annotated(const Function &fn, const TypeAnnotator &annotate, const OpAnnotator &comment) {
+  return detail::print_function(fn, false, &annotate, &comment);
 }
 
 }  // namespace tilejit::ir

@@ -67,6 +67,7 @@ void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOp
       fmt::format("{}-w{}-s{}-c{}", opts.arch, opts.num_warps, opts.num_stages, opts.min_ctas_per_sm);
   const std::string dir = stage_dir(optimized);
   write_file(dir, "layouts-" + config + ".tir", codegen::print_layouts(optimized, opts.num_warps));
+  write_file(dir, "lowering-" + config + ".tir", codegen::print_lowering(optimized, opts));
   write_file(dir, "llvm-" + config + ".ll", codegen::emit_llvm_ir(optimized, opts));
   write_file(dir, "ptx-" + config + ".ptx", ptx);
 }
@@ -78,6 +79,7 @@ namespace tilejit {
 std::vector<std::string> compile_stages() {
   std::vector<std::string> stages = ir::pipeline_stages();
   stages.emplace_back("layouts");
+  stages.emplace_back("lowering");
   stages.emplace_back("llvm");
   stages.emplace_back("ptx");
   return stages;

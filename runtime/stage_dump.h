@@ -1,6 +1,7 @@
 // Writing each stage of a kernel's compilation to the directory TILEJIT_DUMP_STAGES names: the tile IR as
 // traced, after each pass of ir::optimize's first round and at its fixed point, then, for each configuration
-// compiled, the layouts codegen assigns, the LLVM IR as lowered and the PTX (tilejit/stages.h lists the stages).
+// compiled, the layouts codegen assigns, the decisions of its lowering, the LLVM IR as lowered and the PTX
+// (tilejit/stages.h lists the stages).
 #pragma once
 #include <string>
 #include <utility>
@@ -30,9 +31,10 @@ class TileStageDump {
   std::vector<std::pair<std::string, std::string>> stages_;
 };
 
-/// Writes fn's layouts (codegen::print_layouts), its LLVM IR as lowered (before LLVM's optimizations) and `ptx`,
-/// compiled for opts, into its directory as layouts-<config>.tir, llvm-<config>.ll and ptx-<config>.ptx
-/// (<config>: arch, warps, stages, programs per SM). Throws Error naming a path it cannot write.
+/// Writes fn's layouts (codegen::print_layouts), the lowering's decisions (codegen::print_lowering), its LLVM IR
+/// as lowered (before LLVM's optimizations) and `ptx`, compiled for opts, into its directory as
+/// layouts-<config>.tir, lowering-<config>.tir, llvm-<config>.ll and ptx-<config>.ptx (<config>: arch, warps,
+/// stages, programs per SM). Throws Error naming a path it cannot write.
 void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOptions &opts, const std::string &ptx);
 
 }  // namespace tilejit::runtime

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/codegen.h"
 #include "ir/passes.h"
 #include "test_dsl_helpers.h"
 #include "test_runtime_scoped_env.h"
@@ -72,8 +73,9 @@ TEST_CASE("optimize reports every stage in pipeline order: the input, each pass 
 
   const std::vector<std::string> all = compile_stages();
   CHECK(std::equal(ir::pipeline_stages().begin(), ir::pipeline_stages().end(), all.begin()));
-  CHECK(all.size() == ir::pipeline_stages().size() + 3);
-  CHECK(all[all.size() - 3] == "layouts");
+  CHECK(all.size() == ir::pipeline_stages().size() + 4);
+  CHECK(all[all.size() - 4] == "layouts");
+  CHECK(all[all.size() - 3] == "lowering");
   CHECK(all[all.size() - 2] == "llvm");
   CHECK(all.back() == "ptx");
 }
@@ -100,11 +102,12 @@ TEST_CASE("TILEJIT_DUMP_STAGES writes each stage of a traced and compiled kernel
   for (const auto &e : fs::directory_iterator(kernels[0])) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
   const std::vector<std::string> &tile = ir::pipeline_stages();
-  REQUIRE(files.size() == tile.size() + 3);
+  REQUIRE(files.size() == tile.size() + 4);
   for (size_t i = 0; i < tile.size(); ++i) CHECK(files[i] == fmt::format("{:02}-{}.tir", i, tile[i]));
   CHECK(files[tile.size()] == "layouts-sm_80-w4-s1-c0.tir");
   CHECK(files[tile.size() + 1] == "llvm-sm_80-w4-s1-c0.ll");
-  CHECK(files[tile.size() + 2] == "ptx-sm_80-w4-s1-c0.ptx");
+  CHECK(files[tile.size() + 2] == "lowering-sm_80-w4-s1-c0.tir");
+  CHECK(files[tile.size() + 3] == "ptx-sm_80-w4-s1-c0.ptx");
   CHECK(read(kernels[0] / files.front()).find("tt.func @staged_axpy") != std::string::npos);
   // Each tile result's layout in its type (the loaded values', the fma's).
   const std::string layouts = read(kernels[0] / files[tile.size()]);
@@ -116,6 +119,7 @@ TEST_CASE("TILEJIT_DUMP_STAGES writes each stage of a traced and compiled kernel
     CHECK(line.find(": tensor<64xf32, #blocked<spt=") != std::string::npos);
   }
   CHECK(read(kernels[0] / files[tile.size() + 1]).find("define ptx_kernel void @staged_axpy") != std::string::npos);
+  CHECK(read(kernels[0] / files[tile.size() + 2]).find("tt.func @staged_axpy") != std::string::npos);
   CHECK(read(kernels[0] / files.back()).find(".target sm_80") != std::string::npos);
   fs::remove_all(dir);
 
@@ -129,4 +133,47 @@ TEST_CASE("TILEJIT_DUMP_STAGES writes each stage of a traced and compiled kernel
                       Catch::Contains("TILEJIT_DUMP_STAGES") && Catch::Contains((file / "sub").string()));
   }
   fs::remove(file);
+}
+
+TEST_CASE("The lowering stage names each dot's instruction and operands, each loop's pipeline and each wgmma wait",
+          "[codegen]") {
+  // C[64, 64] += A[64, 32·k] · B[32·k, 64], k blocks of 32: a pipelined tensor-core loop.
+  auto fn = trace(
+      [&] {
+        Ptr<bf16> a = param(0), b = param(1), c = param(2);
+        I32 k = param(3);
+        Tile r = arange(0, 64), kk = arange(0, 32);
+        Tile acc = zeros({64, 64}, DType::f32);
+        for_range(0, k, 32, [&](I32 k0) {
+          Tile at = load(a + (r * 1024)(_, None) + (k0 + kk)(None, _));
+          Tile bt = load(b + ((k0 + kk) * 64)(_, None) + r(None, _));
+          acc = dot(at, bt, acc);
+        });
+        store(c + (r * 64)(_, None) + r(None, _), acc.to(DType::bf16));
+      },
+      {P(DType::bf16), P(DType::bf16), P(DType::bf16), S(DType::i32)});
+  for (auto &p : fn->params) p.align16 = p.type.is_ptr(), p.div16 = true;
+  ir::optimize(*fn);
+  auto line_of = [](const std::string &text, const char *what) {
+    const size_t at = text.find(what);
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  codegen::CodegenOptions opts;
+  opts.num_warps = 4;
+  opts.num_stages = 2;
+  opts.arch = "sm_90a";
+  const std::string hopper = codegen::print_lowering(*fn, opts);
+  INFO(hopper);
+  CHECK(line_of(hopper, " = for ").find("// cp.async software pipeline: 2 stages") != std::string::npos);
+  CHECK(line_of(hopper, " = load ").find("// copied ahead with cp.async") != std::string::npos);
+  CHECK(line_of(hopper, " = dot ").find("// wgmma m64n64k16") != std::string::npos);
+  CHECK(line_of(hopper, " = dot ").find("left running") != std::string::npos);
+  CHECK(line_of(hopper, "yield ").find("wgmma.wait_group 0") != std::string::npos);
+  CHECK(line_of(hopper, " = dot ").find(": tensor<64x64xf32, #blocked<") != std::string::npos);
+  opts.arch = "sm_80";
+  const std::string ampere = codegen::print_lowering(*fn, opts);
+  CHECK(line_of(ampere, " = dot ").find("// mma.sync m16n8k16") != std::string::npos);
+  CHECK(ampere.find("wgmma") == std::string::npos);
+  opts.num_stages = 1;
+  CHECK(codegen::print_lowering(*fn, opts).find("cp.async") == std::string::npos);  // no pipeline asked for
 }

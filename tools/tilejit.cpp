@@ -211,8 +211,8 @@ int main(int argc, char **argv) {
   auto *stages_flag =
       ir->add_flag("--stages", list_stages, "list the compile stages, from the traced tile IR to PTX, and exit");
   ir->add_option("--stage", stage,
-                 "print this compile stage instead of the optimized tile IR (--stages lists them; layouts, llvm and "
-                 "ptx are compiled for --arch; TILEJIT_DUMP_STAGES=<dir> writes every stage of every kernel a run traces)")
+                 "print this compile stage instead of the optimized tile IR (--stages lists them; layouts, lowering, "
+                 "llvm and ptx are compiled for --arch; TILEJIT_DUMP_STAGES=<dir> writes every stage of every kernel a run traces)")
       ->excludes(stages_flag);
   ir->add_option("--arch", spec.arch, "target GPU arch of --stage llvm and ptx")->check(arch_names);
   auto *ptx = app.add_subcommand("ptx", "print the PTX of a built-in kernel");
@@ -260,19 +260,19 @@ int main(int argc, char **argv) {
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
     if (decode->parsed()) return tools::run_decode_command();
+    const bool codegen_stage = stage == "layouts" || stage == "lowering" || stage == "llvm" || stage == "ptx";
     if (ir->parsed() && (list_stages || ir->count("--stage") > 0)) {
       if (!kernels::is_builtin(kname))
         throw Error(fmt::format("unknown built-in kernel '{}' (known: vector_add, softmax, matmul, attention)", kname));
       if (ir->count("--stage") > 0 && stage.empty()) throw Error("--stage needs a stage name (--stages lists them)");
-      if (ir->count("--arch") > 0 && stage != "layouts" && stage != "llvm" && stage != "ptx")
-        fmt::print(stderr, "tilejit: note: --arch applies to --stage layouts, llvm and ptx only\n");
+      if (ir->count("--arch") > 0 && !codegen_stage)
+        fmt::print(stderr, "tilejit: note: --arch applies to --stage layouts, lowering, llvm and ptx only\n");
     }
     if (ir->parsed() && list_stages) {
       for (const std::string &s : compile_stages()) fmt::print("{}\n", s);
       return 0;
     }
     // --stage: render the kernel (as PTX for the LLVM and PTX stages) and print the stage it wrote.
-    const bool codegen_stage = stage == "layouts" || stage == "llvm" || stage == "ptx";
     const bool as_ptx = ptx->parsed() || (ir->parsed() && codegen_stage);
     auto show = [&](const std::function<std::string()> &render) {
       if (ir->parsed() && !stage.empty()) fmt::print("{}", tools::stage_text(stage, [&] { render(); }));

@@ -1,8 +1,8 @@
 // The stages of a kernel's compilation, from the tile IR its trace builds to PTX. Each can be printed for a
 // built-in kernel (`tilejit ir KERNEL --stage NAME`), and TILEJIT_DUMP_STAGES=<dir> writes every stage of every
 // kernel a process traces or compiles: <dir>/<kernel>-<hash of its optimized tile IR>/ holds NN-<stage>.tir for
-// the tile-IR stages (written when the kernel is traced) and layouts-<config>.tir, llvm-<config>.ll and
-// ptx-<config>.ptx for each configuration compiled to PTX (<config>: arch, warps, pipeline stages, programs per
+// the tile-IR stages (written when the kernel is traced) and layouts-<config>.tir, lowering-<config>.tir,
+// llvm-<config>.ll and ptx-<config>.ptx for each configuration compiled to PTX (<config>: arch, warps, pipeline stages, programs per
 // SM; a kernel found in the disk cache is not compiled again).
 #pragma once
 #include <string>
@@ -13,8 +13,10 @@ namespace tilejit {
 /// The stages in order: "traced" (the tile IR as the trace built it), each pass of the tile IR's optimization
 /// pipeline by its name (the IR after that pass's first run; the pipeline repeats until nothing changes),
 /// "optimized" (what the back ends get), "layouts" (the optimized IR with each tile value's distributed layout,
-/// which threads and registers hold which elements, in its type), "llvm" (the LLVM IR as lowered, before LLVM's
-/// optimizations) and "ptx".
+/// which threads and registers hold which elements, in its type), "lowering" (the same with what the lowering
+/// decided after each op: each dot's tensor-core instruction and operand sources, each loop's cp.async pipeline
+/// and the loads it copies ahead, where a running wgmma dot is waited for, layout conversions), "llvm" (the LLVM
+/// IR as lowered, before LLVM's optimizations) and "ptx".
 std::vector<std::string> compile_stages();
 
 }  // namespace tilejit
