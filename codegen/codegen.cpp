@@ -136,7 +136,7 @@ void Lowering::defer_wgmma(const ir::Value *result, int instr_n) {
 void Lowering::wait_wgmma_through(int group, const char *why) {
   // wait_group takes 0..7: with more newer groups, waiting for some of them too is still correct.
   const int pending = std::min(wgmma_groups - 1 - group, 7);
-  note(fmt::format("{} (wgmma.wait_group {})", why ? why : "first waits for a running wgmma dot", pending));
+  if (notes) note(fmt::format("{} (wgmma.wait_group {})", why ? why : "first waits for a running wgmma dot", pending));
   wgmma_wait(*this, pending);
   std::vector<PendingDot> still;
   for (const PendingDot &pd : pending_wgmma_) {
@@ -205,7 +205,6 @@ Tile Lowering::get_in(const ir::Value *v, const Layout &l) {
                      ir::shape_str(l.shape)));
   if (same_distribution(*t.layout, l)) return Tile{l, t.regs};
   if (plan.rematerializable.count(v)) return rematerialize(v, l, 0);
-  note("converts an operand's layout (through shared memory or shuffles)");
   return convert(t, v->type.elem, l);
 }
 
@@ -237,6 +236,7 @@ Tile Lowering::rematerialize(const ir::Value *v, const Layout &l, int depth) {
 Tile Lowering::convert(const Tile &t, ElemType et, const Layout &to) {
   if (t.is_scalar()) return splat_tile(to, t.regs[0]);
   if (same_distribution(*t.layout, to)) return Tile{to, t.regs};
+  if (notes) note("converts a value's layout through shared memory (two barriers)");
   const std::vector<int64_t> strides = row_major_strides(to.shape);
   return redistribute(t, et, to, strides, strides);
 }
@@ -426,8 +426,9 @@ void Lowering::run() {
   for (size_t i = 0; i < fn.params.size(); ++i) bind(fn.param(int(i)), Tile{std::nullopt, {kernel->getArg(unsigned(i))}});
   find_folded_trans();
   lower_block(*fn.body);
-  cur_op = nullptr;
+  cur_op = fn.body->ops.empty() ? nullptr : fn.body->ops.back().get();  // the note goes on the last op
   wait_all_wgmma("the kernel ends waiting for a wgmma dot whose result is never read");
+  cur_op = nullptr;
   b.CreateRetVoid();
 }
 

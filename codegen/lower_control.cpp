@@ -60,10 +60,12 @@ void lower_for(Lowering &L, const ir::Op &op) {
   std::optional<LoopPipeline> pipe = plan_pipeline(L, op);
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
-    L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes", pipe->stages, pipe->stage_bytes));
-    for (const PipelinedLoad &ld : pipe->loads)
-      L.note_on(ld.load, ld.to_registers ? "copied ahead with cp.async (4 bytes an element), read from its stage"
-                                         : "copied ahead with cp.async into the stage buffer its dots read");
+    if (L.notes) {
+      L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes", pipe->stages, pipe->stage_bytes));
+      for (const PipelinedLoad &ld : pipe->loads)
+        L.note_on(ld.load, ld.to_registers ? "copied ahead with cp.async (4 bytes an element), read from its stage"
+                                           : "copied ahead with cp.async into the stage buffer its dots read");
+    }
     L.barrier();  // earlier readers of the scratch space the stage buffers overlap are done
     L.reserve_smem_total(pipe->end());
     for (const PipelinedLoad &ld : pipe->loads) {
@@ -175,8 +177,8 @@ void lower_if(Lowering &L, const ir::Op &op) {
     Lowering::StagedSnapshot staged = L.staged_snapshot();
     L.lower_block(blk);
     L.forget_staged_since(staged);  // staged on one side only: a later loop stages its operands again
-    L.cur_op = saved;
     const ir::Op *y = yield_of(blk);
+    L.cur_op = y ? y : saved;  // a running dot's result waited for here is the yield's
     for (int i = 0; i < op.num_results(); ++i) {
       Tile t = yielded(L, y, i, op.result(i));
       results[size_t(i)].layout = t.layout;

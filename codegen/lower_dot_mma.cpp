@@ -419,21 +419,26 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   if (!acc.layout || !(*acc.layout == l)) L.fail("internal: a chained wgmma accumulator is not in the MMA layout");
   if (L.notes) {
     auto from = [&](const ir::Value *v, bool staged_here) -> std::string {
-      if (staged_here) return "shared memory, staged here";
+      if (staged_here) return "shared memory staged here";
       if (v->def && L.pipelined_loads.count(v->def)) return "the loop's cp.async stage buffer";
-      return "shared memory, staged before the loop";
+      return "shared memory staged before the loop";
     };
-    const std::string a = a_pre || a_regs ? std::string("registers") : from(av, stage_a);
-    const std::string bs = from(bsrc, stage_b) + (b_nk ? "" : ", N-major");
+    // A: fragments loaded once before the loop, registers in the MMA layout, shared memory read by wgmma's
+    // descriptor, or shared memory read into registers with ldmatrix (mma.sync, and wgmma's register form).
+    std::string a = a_pre    ? std::string("registers loaded with ldmatrix before the loop")
+                    : a_regs ? std::string("registers")
+                    : a_smem ? from(av, stage_a) + " through a descriptor"
+                             : from(av, stage_a) + ", read into registers with ldmatrix";
+    if (a_trans) a += ", transposed";
+    const std::string bs = from(bsrc, stage_b) + (b_nk ? "" : ", N-major") + (wg ? "" : ", read with ldmatrix");
     if (wg)
-      L.note(fmt::format("wgmma m64n{}k16 (A from {}{}; B from {}); {}{}", b_nk ? g.N : 64, a,
-                         a_trans ? ", read transposed" : "", bs,
-                         !stage_a && !stage_b ? "left running, waited where its result is first used"
+      L.note(fmt::format("wgmma m64n{}k16 (A from {}; B from {}); {}{}", b_nk ? g.N : 64, a, bs,
+                         !stage_a && !stage_b ? "left running: waited at its result's first use, at the iteration's "
+                                                "end, or not at all when the next dot continues it"
                                               : "waited at once (its operands sit in the scratch space)",
                          chained ? "; continues the running accumulator without a wait" : ""));
     else
-      L.note(fmt::format("mma.sync m16n8k16 (A from {}{}; B from {}, read with ldmatrix)", a,
-                         a_trans ? ", read transposed" : "", bs));
+      L.note(fmt::format("mma.sync m16n8k16 (A from {}; B from {})", a, bs));
   }
   if (stage_a || stage_b) {
     int64_t a_bytes = stage_a ? g.M * g.K * 2 : 0;

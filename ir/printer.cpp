@@ -162,7 +162,7 @@ std::string print_op_line(const Op &op, const ValueNamer &names, bool with_loc, 
       if (op.num_operands() > 0) s += " " + operand_list(op, names);
       s += attr_text(op);
       if (op.kind == OpKind::Cast && op.num_operands() == 1 && op.num_results() == 1)
-        s += fmt::format(" : {} -> {}", op.operand(0)->type.str(), op.result()->type.str());
+        s += fmt::format(" : {} -> {}", op.operand(0)->type.str(), type_text(op.result(), annotate));
       else if (op.num_results() > 0)
         s += " : " + type_list(op, annotate);
       // Ops without a result (store) show the value's type so the line reads on its own.

@@ -161,9 +161,9 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) 
         auto tc = Clock::now();
         codegen::PtxResult r = codegen::compile_to_ptx(fn, opts);
         stats.codegen_ms = ms_since(tc);
-        if (dumping_stages()) dump_codegen_stages(fn, opts, r.ptx);
         ptx = KernelArtifact{r.entry, r.shared_bytes, r.num_threads, std::move(r.ptx)};
         write_artifact(dir, key, "ptx", *ptx);
+        if (dumping_stages()) dump_codegen_stages(fn, opts, ptx->code);
         stats.source = "compiled";
       }
       auto tl = Clock::now();

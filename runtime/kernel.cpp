@@ -272,7 +272,8 @@ struct KernelBase::Impl {
       if (auto it = cache.find(key); it != cache.end()) return *it->second;
     }
     runtime::TileStageDump stages;
-    auto [fn, fn_captures] = trace_function(b, runtime::dumping_stages() ? &stages : nullptr);
+    const bool dump = runtime::dumping_stages();
+    auto [fn, fn_captures] = trace_function(b, dump ? &stages : nullptr);
     std::vector<bool> used(b.infos.size(), false);
     auto uses = ir::use_counts(*fn->body);
     for (size_t r = 0; r < b.infos.size(); ++r) used[r] = uses.count(fn->body->args[r].get()) != 0;
@@ -281,7 +282,7 @@ struct KernelBase::Impl {
     for (size_t r = 0; r < b.infos.size(); ++r) fn->params[r] = b.infos[r];
     // Traced before under facts now known not to matter: the earlier function (and its captures) serves.
     if (auto it = cache.find(key); it != cache.end()) return *it->second;
-    if (runtime::dumping_stages()) stages.write(*fn);  // with the parameters as specialized
+    if (dump) stages.write(*fn);  // with the parameters as specialized
     if (!fn_captures.empty()) captures[fn.get()] = std::move(fn_captures);
     return *cache.emplace(key, std::move(fn)).first->second;
   }

@@ -1,11 +1,13 @@
 #include "runtime/stage_dump.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "codegen/assign_layouts.h"
 #include "runtime/env.h"
@@ -22,16 +24,29 @@ uint64_t text_hash(const std::string &text) {
   return h;
 }
 
+// Writes to a file of its own first and renames it into place, so that threads or processes dumping the same
+// kernel never leave a torn file. A debugging aid: a failure is reported once on stderr and the compile goes on.
 void write_file(const std::filesystem::path &dir, const std::string &name, const std::string &text) {
+  static std::atomic<uint64_t> counter{0};
+  static std::atomic<bool> warned{false};
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::filesystem::path path = dir / name;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (ec || !out)
-    throw Error(fmt::format("{}: cannot write the compile stage '{}'{}", env_name(Env::DumpStages), path.string(),
-                            ec ? " (" + ec.message() + ")" : ""));
+  const std::filesystem::path tmp =
+      dir / fmt::format(".{}.{}.{}.tmp", name, static_cast<long>(::getpid()), counter.fetch_add(1));
+  bool ok = !ec;
+  if (ok) {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    ok = bool(out);
+    if (ok) std::filesystem::rename(tmp, path, ec);
+    ok = ok && !ec;
+    if (!ok) std::filesystem::remove(tmp, ec);
+  }
+  if (!ok && !warned.exchange(true))
+    fmt::print(stderr, "tilejit: warning: {}: cannot write the compile stage '{}'; compile stages are not written\n",
+               env_name(Env::DumpStages), path.string());
 }
 
 }  // namespace
@@ -63,8 +78,8 @@ void TileStageDump::write(const ir::Function &optimized) const {
 }
 
 void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOptions &opts, const std::string &ptx) {
-  const std::string config =
-      fmt::format("{}-w{}-s{}-c{}", opts.arch, opts.num_warps, opts.num_stages, opts.min_ctas_per_sm);
+  const std::string config = fmt::format("{}-w{}-s{}-c{}{}", opts.arch, opts.num_warps, opts.num_stages,
+                                         opts.min_ctas_per_sm, opts.wgmma ? "" : "-nowgmma");
   const std::string dir = stage_dir(optimized);
   write_file(dir, "layouts-" + config + ".tir", codegen::print_layouts(optimized, opts.num_warps));
   write_file(dir, "lowering-" + config + ".tir", codegen::print_lowering(optimized, opts));

@@ -21,7 +21,8 @@ std::string stage_dir(const ir::Function &optimized);
 
 /// Collects the tile-IR stages while ir::optimize runs (observer()), then writes them as NN-<stage>.tir (NN: the
 /// stage's place in ir::pipeline_stages()) into the directory of the function as finally specialized (write(),
-/// each stage's signature line that function's). Throws Error naming a path it cannot write.
+/// each stage's signature line that function's). Every file is renamed into place whole; a path that cannot be
+/// written is named once on stderr and the compile goes on (a debugging aid never fails a launch).
 class TileStageDump {
  public:
   ir::StageObserver observer();
@@ -34,7 +35,7 @@ class TileStageDump {
 /// Writes fn's layouts (codegen::print_layouts), the lowering's decisions (codegen::print_lowering), its LLVM IR
 /// as lowered (before LLVM's optimizations) and `ptx`, compiled for opts, into its directory as
 /// layouts-<config>.tir, lowering-<config>.tir, llvm-<config>.ll and ptx-<config>.ptx (<config>: arch, warps,
-/// stages, programs per SM). Throws Error naming a path it cannot write.
+/// stages, programs per SM, "-nowgmma" when wgmma is off). Failures as TileStageDump::write.
 void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOptions &opts, const std::string &ptx);
 
 }  // namespace tilejit::runtime

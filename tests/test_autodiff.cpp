@@ -149,7 +149,7 @@ TEST_CASE("vjp: shape ops and sum reductions give the transposed sums (interpret
   }
 }
 
-TEST_CASE("vjp: a value independent of wrt has zero gradient; ops without a derivative are named with their line",
+TEST_CASE("vjp: a value independent of wrt has zero gradient, ops without a derivative are named with their line",
           "[dsl][autodiff][errors]") {
   std::vector<float> g;
   Kernel zero("vjp_zero",
@@ -244,7 +244,7 @@ TEST_CASE("vjp: loads from a capture made with a gradient buffer add their gradi
   CHECK_THROWS_WITH(plain.set_grad(bgt), Contains("made without a gradient buffer"));
 }
 
-TEST_CASE("vjp: control flow on the path is rejected, never differentiated to zero; a masked load's `other` gets "
+TEST_CASE("vjp: control flow on the path is rejected, never differentiated to zero, a masked load's `other` gets "
           "its gradient", "[dsl][autodiff][errors]") {
   const Backend be = Backend::Interpreter;
   Buffer bx(32 * 4, be), bg(16 * 4, be);

@@ -108,7 +108,7 @@ TEST_CASE("autotune configs: cartesian product, canonical text, named constants"
   CHECK(cartesian({}, {4}, {1}).size() == 1);
 }
 
-TEST_CASE("attention candidates: registers capped at 128 (8 warps at two per SM, 4 warps with BLOCK_M=64 at four); "
+TEST_CASE("attention candidates: registers capped at 128 (8 warps at two per SM, 4 warps with BLOCK_M=64 at four), "
           "the config reaches the options",
           "[autotune]") {
   auto cs = tilejit::kernels::with_more_per_sm(
@@ -187,7 +187,7 @@ TEST_CASE("autotune prunes by shared memory and registers, drops failed compiles
   fs::remove_all(dir);
 }
 
-TEST_CASE("autotune winners are cached in memory and on disk; corrupt and stale files are ignored",
+TEST_CASE("autotune winners are cached in memory and on disk, corrupt and stale files are ignored",
           "[autotune]") {
   std::string dir = fresh_dir();
   clear_memory_cache();
@@ -482,7 +482,7 @@ TEST_CASE("autotune estimates prune before compiling: accumulators over the regi
   fs::remove_all(dir);
 }
 
-TEST_CASE("autotune priors: only the configs that won the class are compiled; stray entries are ignored",
+TEST_CASE("autotune priors: only the configs that won the class are compiled, stray entries are ignored",
           "[autotune]") {
   std::string dir = fresh_dir();
   clear_memory_cache();

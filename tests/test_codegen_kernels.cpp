@@ -238,7 +238,7 @@ TEST_CASE("codegen: errors name the problem", "[codegen]") {
   REQUIRE(codegen::llvm_version().rfind("19.", 0) == 0);
 }
 
-TEST_CASE("codegen: sm_90a dots use wgmma unless CodegenOptions::wgmma is off; sm_80 never", "[codegen][mma]") {
+TEST_CASE("codegen: sm_90a dots use wgmma unless CodegenOptions::wgmma is off, sm_80 never", "[codegen][mma]") {
   ir::Function fn = matmul(64, 64, 32, BF16);
   CodegenOptions opts;
   opts.arch = "sm_90a";

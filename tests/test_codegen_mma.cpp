@@ -216,7 +216,7 @@ TEST_CASE("pipelined loops: dot operand loads become cp.async into stage buffers
   REQUIRE(barriers(mm) <= 4);
 }
 
-TEST_CASE("pipelined attention (3 stages; 128x64 with 8 warps) and matmul assemble for sm_80 and sm_90a without spills", "[codegen][mma][ptx][pipeline]") {
+TEST_CASE("pipelined attention (3 stages, 128x64 with 8 warps) and matmul assemble for sm_80 and sm_90a without spills", "[codegen][mma][ptx][pipeline]") {
   kernels::BuiltinSpec spec;
   spec.num_stages = 3;
   spec.dtype = DType::f16;
@@ -237,7 +237,7 @@ TEST_CASE("pipelined attention (3 stages; 128x64 with 8 warps) and matmul assemb
   }
 }
 
-TEST_CASE("min_ctas_per_sm: .maxntid/.minnctapersm in the PTX; two 8-warp programs per SM fit without spills",
+TEST_CASE("min_ctas_per_sm: .maxntid/.minnctapersm in the PTX, two 8-warp programs per SM fit without spills",
           "[codegen][occupancy]") {
   attention::Shape s{4, 16, 1024, 1024, 128};
   attention::Options o;

@@ -34,7 +34,7 @@ TEST_CASE("launching a kernel from inside a kernel body is an error, not a deadl
   REQUIRE_NOTHROW(k.function(DevicePtr{}, 2));  // the failed trace left nothing locked
 }
 
-TEST_CASE("integer constants must fit their dtype; float constants are rounded to theirs", "[dsl][hardening]") {
+TEST_CASE("integer constants must fit their dtype, float constants are rounded to theirs", "[dsl][hardening]") {
   auto overflow = Kernel("i8_300", [](Ptr<i8> out) { store(out + arange(0, 16), full({16}, 300, DType::i8)); });
   REQUIRE_THROWS_WITH(overflow.function(DevicePtr{}), Contains("constant 300 does not fit i8"));
 

@@ -180,7 +180,7 @@ TEST_CASE("Kernel: trace errors carry the kernel body's line", "[dsl][kernel][er
   CHECK(bad.num_specializations() == 0);  // a failed trace is not cached
 }
 
-TEST_CASE("Kernel: launches of an empty grid do nothing; ptx needs an arch", "[dsl][kernel]") {
+TEST_CASE("Kernel: launches of an empty grid do nothing, ptx needs an arch", "[dsl][kernel]") {
   auto add = make_add();
   LaunchConfig cfg;
   cfg.backend = Backend::Interpreter;

@@ -362,3 +362,8 @@ TEST_CASE("dsl: errors name the op, shapes, dtypes and the user's line", "[dsl][
   REQUIRE_THROWS_AS(arange(0, 16), TraceError);
   REQUIRE_THROWS_WITH(program_id(0), Contains("called outside a kernel trace"));
 }
+
+TEST_CASE("mul_rn names itself and its operands for integer tiles", "[dsl]") {
+  REQUIRE_THROWS_WITH(trace([] { (void)mul_rn(arange(0, 16), arange(0, 16)); }),
+                      Contains("mul_rn: needs float operands") && Contains("i32"));
+}

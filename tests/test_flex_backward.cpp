@@ -178,7 +178,7 @@ TEST_CASE("flex_backward (interpreter): mask functions walk a block mask and its
   }
 }
 
-TEST_CASE("flex_backward: two runs give bitwise the same gradients; unsupported inputs are named", "[flex][backward]") {
+TEST_CASE("flex_backward: two runs give bitwise the same gradients, unsupported inputs are named", "[flex][backward]") {
   const Backend be = Backend::Interpreter;
   FlexCase c = small_case(4, 2, 33, 33, 32);
   check_backward_deterministic(be, c, 2);
@@ -409,7 +409,7 @@ TEST_CASE("flex_backward's three kernels compile to PTX that ptxas accepts for s
   }
 }
 
-TEST_CASE("flex_backward: a score_mod with control flow is rejected by name; a non-default scale and unequal "
+TEST_CASE("flex_backward: a score_mod with control flow is rejected by name, a non-default scale and unequal "
           "block sizes", "[flex][backward]") {
   const Backend be = Backend::Interpreter;
   FlexCase c = small_case(2, 1, 33, 47, 32);

@@ -84,7 +84,7 @@ TEST_CASE("flex: a mask reading a captured buffer is rebuilt on every call", "[f
   check_mask_reads_buffer(Backend::Interpreter, DType::bf16, 16, 32);
 }
 
-TEST_CASE("flex: a block mask shared by batches / heads serves any count; a per-batch one must match",
+TEST_CASE("flex: a block mask shared by batches / heads serves any count, a per-batch one must match",
           "[flex][block_mask]") {
   attention::FlexOptions o;
   o.backend = Backend::Interpreter;

@@ -53,7 +53,7 @@ TEST_CASE("capture: used outside a trace, or from the wrong backend, is an error
   REQUIRE_THROWS_WITH(empty.set(DevicePtr{}), Catch::Contains("empty Captured"));
 }
 
-TEST_CASE("flex: lambdas that trace to the same IR share one kernel; capture values don't retrace", "[flex]") {
+TEST_CASE("flex: lambdas that trace to the same IR share one kernel, capture values don't retrace", "[flex]") {
   attention::FlexShape s{.batch = 1, .heads_q = 2, .seqlen_q = 64, .seqlen_k = 64, .head_dim_qk = 32};
   attention::FlexOptions a, b;
   a.score_mod = [](Tile sc, Tile, Tile, Tile, Tile) { return sc * 0.5f; };

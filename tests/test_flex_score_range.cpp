@@ -55,7 +55,7 @@ TEST_CASE("flex: a bounded user soft-cap matches float64 on the plain softmax", 
   require_matches(run_flex_case(Backend::Interpreter, c, o, ref), DType::bf16);
 }
 
-TEST_CASE("flex: a score_mod written for the kernel's tile shape runs; its range is then unknown (exact frames)",
+TEST_CASE("flex: a score_mod written for the kernel's tile shape runs, its range is then unknown (exact frames)",
           "[flex]") {
   // The range probe traces the mod alone on a 16x16 tile, where this mod's shape is wrong: the probe gives up
   // (an unknown range, the safe frame) and the kernel, whose tiles are 32x16, runs it.

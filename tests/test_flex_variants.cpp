@@ -35,7 +35,7 @@ TEST_CASE("flex: ALiBi slopes follow the paper, including non-power-of-two head 
   REQUIRE(s3 == std::vector<float>{0.0625f, 0.00390625f, 0.25f});
 }
 
-TEST_CASE("flex: alibi() carries its built-in form; softcap() and compositions are plain functions", "[flex]") {
+TEST_CASE("flex: alibi() carries its built-in form, softcap() and compositions are plain functions", "[flex]") {
   Captured slopes = capture(DevicePtr{}, DType::f32), cap = capture(2.f);
   attention::ScoreMod a = attention::alibi(slopes), c = attention::softcap(cap);
   REQUIRE(a.builtin() != nullptr);
@@ -62,7 +62,7 @@ TEST_CASE("flex: alibi() carries its built-in form; softcap() and compositions a
   CHECK(tagged_ir.find("cap0") != std::string::npos);  // the form's slopes
 }
 
-TEST_CASE("flex: built-in mods stay finite at their edges; empty captures are rejected", "[flex]") {
+TEST_CASE("flex: built-in mods stay finite at their edges, empty captures are rejected", "[flex]") {
   REQUIRE_THROWS_WITH(attention::alibi(Captured{}), Catch::Contains("alibi: the slopes capture is empty"));
   REQUIRE_THROWS_WITH(attention::softcap(Captured{}), Catch::Contains("softcap: the cap capture is empty"));
   FlexCase c;

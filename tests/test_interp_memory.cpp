@@ -41,7 +41,7 @@ TEST_CASE("an out-of-bounds load names the element, address, argument and progra
   CHECK_THAT(m, Catch::EndsWith("is 8 bytes past the end of argument 2 ('x') (4096 bytes), program_id (1, 0, 0)"));
 }
 
-TEST_CASE("stores and atomics are checked too; before-start, straddling and misaligned accesses", "[interp][memory]") {
+TEST_CASE("stores and atomics are checked too, before-start, straddling and misaligned accesses", "[interp][memory]") {
   HostBuf buf(64);
   auto make = [](K kind, int64_t off, DType d = DType::f32) {
     auto kb = std::make_unique<KernelBuilder>();
@@ -82,7 +82,7 @@ TEST_CASE("stores and atomics are checked too; before-start, straddling and misa
   CHECK_THAT(m, Catch::Contains("is a null pointer plus an offset"));
 }
 
-TEST_CASE("masked-off lanes never touch memory; load gives other there", "[interp][memory]") {
+TEST_CASE("masked-off lanes never touch memory, load gives other there", "[interp][memory]") {
   Rng rng;
   INFO("seed " << rng.seed);
   constexpr int64_t B = 64, n = 50;

@@ -183,7 +183,7 @@ TEST_CASE("a loop-carried pointer advanced past its argument's end is caught", "
   CHECK_THAT(m, Catch::Contains("is 0 bytes past the end of argument 0 ('x') (256 bytes)"));
 }
 
-TEST_CASE("misaligned accesses say so; integer-cast pointers are checked against every argument",
+TEST_CASE("misaligned accesses say so, integer-cast pointers are checked against every argument",
           "[interp][memory][provenance]") {
   HostBuf a(64), b(64);
   KernelBuilder kb;

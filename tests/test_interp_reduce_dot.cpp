@@ -59,7 +59,7 @@ TEST_CASE("reduce sum accumulates in f32 in axis order, then rounds to the dtype
   }
 }
 
-TEST_CASE("reduce max/min per axis, NaN propagates; integer sums wrap", "[interp][reduce]") {
+TEST_CASE("reduce max/min per axis, NaN propagates, integer sums wrap", "[interp][reduce]") {
   Rng rng;
   INFO("seed " << rng.seed);
   auto x = rng.floats(M * N);

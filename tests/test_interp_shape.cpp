@@ -7,7 +7,7 @@ using namespace tilejit;
 using namespace tilejit::interp_testing;
 using K = ir::OpKind;
 
-TEST_CASE("broadcast stretches size-1 dims; expand_dims inserts them", "[interp][shape]") {
+TEST_CASE("broadcast stretches size-1 dims, expand_dims inserts them", "[interp][shape]") {
   Rng rng;
   INFO("seed " << rng.seed);
   constexpr int64_t M = 6, N = 10;
@@ -33,7 +33,7 @@ TEST_CASE("broadcast stretches size-1 dims; expand_dims inserts them", "[interp]
     for (int64_t j = 0; j < N; ++j) REQUIRE(got[size_t(i * N + j)] == col[size_t(i)] - row[size_t(j)]);
 }
 
-TEST_CASE("trans permutes dimensions; reshape keeps row-major order", "[interp][shape]") {
+TEST_CASE("trans permutes dimensions, reshape keeps row-major order", "[interp][shape]") {
   Rng rng;
   INFO("seed " << rng.seed);
   constexpr int64_t A = 3, B = 4, C = 5;
@@ -72,7 +72,7 @@ TEST_CASE("trans permutes dimensions; reshape keeps row-major order", "[interp][
   }
 }
 
-TEST_CASE("constants and splat are rounded to their dtype; arange counts from start", "[interp][shape]") {
+TEST_CASE("constants and splat are rounded to their dtype, arange counts from start", "[interp][shape]") {
   HostBuf out(8 * 2), ints(8 * 4);
   KernelBuilder kb;
   auto *po = kb.param("out", P(DType::bf16)), *pi = kb.param("ints", P(DType::i32));
@@ -93,7 +93,7 @@ TEST_CASE("constants and splat are rounded to their dtype; arange counts from st
   for (int i = 0; i < 8; ++i) CHECK(iv[size_t(i)] == 5 + i);
 }
 
-TEST_CASE("programs run z outermost, x innermost; program_id and num_programs", "[interp][shape]") {
+TEST_CASE("programs run z outermost, x innermost, program_id and num_programs", "[interp][shape]") {
   const Grid g{3, 2, 2};
   HostBuf counter(4), order(g.size() * 4), sizes(3 * 4);
   KernelBuilder kb;

@@ -57,7 +57,7 @@ TEST_CASE("hoist_invariant_loads: a loop-invariant load and its address move out
   CHECK_FALSE(inside_loop(hoisted->operand(0)->def));  // the address computation moved too
 }
 
-TEST_CASE("hoist_invariant_loads: a loop that stores keeps its loads; a masked load keeps its mask",
+TEST_CASE("hoist_invariant_loads: a loop that stores keeps its loads, a masked load keeps its mask",
           "[ir][passes][hoist]") {
   using dsl_testing::P;
   using dsl_testing::S;
@@ -96,7 +96,7 @@ TEST_CASE("hoist_invariant_loads: a loop that stores keeps its loads; a masked l
   }
 }
 
-TEST_CASE("hoist_invariant_loads on the interpreter: same results; a loop that runs zero times reads nothing",
+TEST_CASE("hoist_invariant_loads on the interpreter: same results, a loop that runs zero times reads nothing",
           "[ir][passes][hoist][interp]") {
   interp_testing::Rng rng;
   INFO("seed " << rng.seed);

@@ -90,7 +90,7 @@ TEST_CASE("fold_constants: integer and float expressions become constants", "[ir
 )");
 }
 
-TEST_CASE("fold_constants: results are rounded to the dtype; unsafe cases are left alone", "[ir][passes]") {
+TEST_CASE("fold_constants: results are rounded to the dtype, unsafe cases are left alone", "[ir][passes]") {
   auto folded = [](OpKind k, std::vector<std::pair<double, DType>> in, DType rt) -> std::string {
     FnBuilder f;
     std::vector<Value *> ops;

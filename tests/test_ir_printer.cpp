@@ -95,7 +95,7 @@ TEST_CASE("print: golden text for a kernel with a loop and an if", "[ir][printer
   CHECK(print(f.fn) == kGolden);
 }
 
-TEST_CASE("print: source locations do not change the text; print_with_locations shows them", "[ir][printer]") {
+TEST_CASE("print: source locations do not change the text, print_with_locations shows them", "[ir][printer]") {
   FnBuilder a("golden"), b("golden");
   build_kernel(a, 10);
   build_kernel(b, 200);

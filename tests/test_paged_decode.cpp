@@ -53,11 +53,11 @@ TEST_CASE("paged decode: a soft-cap over a captured cap follows the capture from
   check_decode_captured_cap(Backend::Interpreter, 16, 70);
 }
 
-TEST_CASE("paged decode: every split count gives the same result; empty splits", "[paged][decode][cpu]") {
+TEST_CASE("paged decode: every split count gives the same result, empty splits", "[paged][decode][cpu]") {
   check_decode_split_counts(kBe, 32, 1000, 16);
 }
 
-TEST_CASE("paged decode: a plan runs again on new contents at the same addresses; lse optional",
+TEST_CASE("paged decode: a plan runs again on new contents at the same addresses, lse optional",
           "[paged][decode][cpu]") {
   check_decode_plan_reuse(kBe, 32, 300);
 }

@@ -68,7 +68,7 @@ TEST_CASE("reciprocal_division: a scalar, per-row or per-column divisor becomes 
   CHECK_NOTHROW(ir::verify(*fn));
 }
 
-TEST_CASE("reciprocal_division: quotients within 2^-23 relative of float64, special values as division's; div_rn "
+TEST_CASE("reciprocal_division: quotients within 2^-23 relative of float64, special values as division's, div_rn "
           "exact",
           "[ir][passes]") {
   constexpr int N = 256;

@@ -40,7 +40,7 @@ TEST_CASE("spill report: a spilling kernel, reported in its properties and again
   CHECK(r.loads == 204);
 }
 
-TEST_CASE("spill report: functions add up; other layouts of the line", "[runtime][autotune]") {
+TEST_CASE("spill report: functions add up, other layouts of the line", "[runtime][autotune]") {
   // An entry and a device function that was not inlined, as plain ptxas -v prints them (indented figures).
   const char *two =
       "ptxas info    : Function properties for helper\n"

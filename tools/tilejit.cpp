@@ -214,7 +214,8 @@ int main(int argc, char **argv) {
                  "print this compile stage instead of the optimized tile IR (--stages lists them; layouts, lowering, "
                  "llvm and ptx are compiled for --arch; TILEJIT_DUMP_STAGES=<dir> writes every stage of every kernel a run traces)")
       ->excludes(stages_flag);
-  ir->add_option("--arch", spec.arch, "target GPU arch of --stage llvm and ptx")->check(arch_names);
+  ir->add_option("--arch", spec.arch, "target GPU arch of the stages after optimized (layouts, lowering, llvm, ptx)")
+      ->check(arch_names);
   auto *ptx = app.add_subcommand("ptx", "print the PTX of a built-in kernel");
   add_spec(ptx);
   ptx->add_option("--arch", spec.arch, "target GPU arch")->check(arch_names);
@@ -260,13 +261,17 @@ int main(int argc, char **argv) {
     if (att->parsed()) return run_attention(a);
     if (tune->parsed()) return tools::run_tune_command();
     if (decode->parsed()) return tools::run_decode_command();
-    const bool codegen_stage = stage == "layouts" || stage == "lowering" || stage == "llvm" || stage == "ptx";
+    // The stages after the optimized tile IR come from compiling a configuration.
+    const std::vector<std::string> all_stages = compile_stages();
+    const auto stage_at = std::find(all_stages.begin(), all_stages.end(), stage);
+    const bool codegen_stage =
+        stage_at != all_stages.end() && stage_at > std::find(all_stages.begin(), all_stages.end(), "optimized");
     if (ir->parsed() && (list_stages || ir->count("--stage") > 0)) {
       if (!kernels::is_builtin(kname))
         throw Error(fmt::format("unknown built-in kernel '{}' (known: vector_add, softmax, matmul, attention)", kname));
       if (ir->count("--stage") > 0 && stage.empty()) throw Error("--stage needs a stage name (--stages lists them)");
       if (ir->count("--arch") > 0 && !codegen_stage)
-        fmt::print(stderr, "tilejit: note: --arch applies to --stage layouts, lowering, llvm and ptx only\n");
+        fmt::print(stderr, "tilejit: note: --arch applies only to the stages compiled for it (after optimized)\n");
     }
     if (ir->parsed() && list_stages) {
       for (const std::string &s : compile_stages()) fmt::print("{}\n", s);

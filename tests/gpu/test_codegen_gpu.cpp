@@ -34,7 +34,7 @@ TEST_CASE("codegen on the GPU: masked vector add matches the interpreter exactly
   require_close(cpu, gpu, 0, 0, "vector_add");  // f32 adds: bit-identical
 }
 
-TEST_CASE("codegen on the GPU: row softmax (f32, bf16; shuffles and cross-warp reductions)", "[gpu][codegen]") {
+TEST_CASE("codegen on the GPU: row softmax (f32, bf16, shuffles and cross-warp reductions)", "[gpu][codegen]") {
   struct Case { int64_t bm, bn; DType dt; int warps; int rows, cols; };
   for (Case c : {Case{4, 128, F32, 4, 37, 112}, Case{4, 128, BF16, 4, 37, 128}, Case{1, 2048, F32, 8, 3, 2000},
                  Case{2, 256, F32, 1, 5, 256}}) {

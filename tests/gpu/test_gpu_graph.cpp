@@ -129,7 +129,7 @@ TEST_CASE("a captured chain of launches replays over new inputs at the same addr
   chain.check(hx, hc, "second graph");
 }
 
-TEST_CASE("a host synchronization or an allocation inside record throws DriverError; the stream stays usable",
+TEST_CASE("a host synchronization or an allocation inside record throws DriverError, the stream stays usable",
           "[gpu][graph]") {
   Stream s;
   Chain chain;
@@ -144,7 +144,7 @@ TEST_CASE("a host synchronization or an allocation inside record throws DriverEr
   CHECK(graph.num_kernels() == 3);
 }
 
-TEST_CASE("a synchronous copy inside record throws DriverError; the stream stays usable", "[gpu][graph]") {
+TEST_CASE("a synchronous copy inside record throws DriverError, the stream stays usable", "[gpu][graph]") {
   Stream s;
   Chain chain;
   chain.check_direct(s, 5);
@@ -169,7 +169,7 @@ TEST_CASE("a launch on another stream inside record is rejected: it would be mis
   chain.check_direct(other, 9);
 }
 
-TEST_CASE("an exception from record is rethrown after the capture ends; the stream stays usable", "[gpu][graph]") {
+TEST_CASE("an exception from record is rethrown after the capture ends, the stream stays usable", "[gpu][graph]") {
   Stream s;
   Chain chain;
   chain.check_direct(s, 10);
