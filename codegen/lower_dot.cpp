@@ -60,6 +60,7 @@ void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op) {
       if (!g) continue;
       stage(L, t, v->type.elem, v->type.shape[1], g, false);
       L.persistent_operands[v] = g;
+      if (L.notes) L.note("stages a loop-invariant dot operand in shared memory once, before the loop");
       staged_any = true;
     }
   });

@@ -345,6 +345,9 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
     if (wgmma_b) L.wgmma_smem_b.insert(v);
     if (wgmma_rows) L.wgmma_smem_a.insert(v);
     L.persistent_operands[v] = g;
+    if (L.notes)
+      L.note(fmt::format("stages a loop-invariant tensor-core {} operand in shared memory once, before the loop{}",
+                         i == 0 ? "A" : "B", wgmma_rows ? " (in wgmma's row order)" : ""));
     staged = true;
   }
   return staged;
@@ -367,6 +370,7 @@ void preload_mma_fragments(Lowering &L, const ir::Op &dot) {
     for (int64_t kt = 0; kt < g.KT; ++kt)
       for (llvm::Value *r : load_a(L, g, base, mt, kt)) regs.push_back(r);
   L.mma_a_fragments[av] = std::move(regs);
+  if (L.notes) L.note("loads a loop-invariant A operand's fragments into registers once, before the loop (ldmatrix)");
 }
 
 Tile lower_dot_mma(Lowering &L, const ir::Op &op) {

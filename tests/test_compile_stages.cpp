@@ -190,4 +190,26 @@ TEST_CASE("The lowering stage names each dot's instruction and operands, each lo
   CHECK(ampere.find("wgmma") == std::string::npos);
   opts.num_stages = 1;
   CHECK(codegen::print_lowering(*fn, opts).find("cp.async") == std::string::npos);  // no pipeline asked for
+
+  // A loop-invariant A (attention's q): staged once before the loop, noted on the loop.
+  auto qk = trace(
+      [&] {
+        Ptr<bf16> q = param(0), kp = param(1), out = param(2);
+        I32 n = param(3);
+        Tile r = arange(0, 64), d = arange(0, 64);
+        Tile qt = load(q + (r * 64)(_, None) + d(None, _));
+        Tile acc = zeros({64, 64}, DType::f32);
+        for_range(0, n, 64, [&](I32 n0) { acc = acc + dot(qt, trans(load(kp + ((n0 + r) * 64)(_, None) + d(None, _)))); });
+        store(out + (r * 64)(_, None) + d(None, _), acc.to(DType::bf16));
+      },
+      {P(DType::bf16), P(DType::bf16), P(DType::bf16), S(DType::i32)});
+  for (auto &p : qk->params) p.align16 = p.type.is_ptr(), p.div16 = true;
+  ir::optimize(*qk);
+  opts.arch = "sm_90a";
+  opts.num_stages = 2;
+  const std::string staged = codegen::print_lowering(*qk, opts);
+  INFO(staged);
+  CHECK(line_of(staged, " = for ").find("stages a loop-invariant tensor-core A operand in shared memory once") !=
+        std::string::npos);
+  CHECK(line_of(staged, " = dot ").find("A from shared memory staged before the loop") != std::string::npos);
 }
