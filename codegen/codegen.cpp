@@ -533,6 +533,14 @@ int64_t max_shared_per_block(const std::string &arch) {
   return 48 * 1024;  // any other: the limit every arch has
 }
 
+std::string module_text(const llvm::Module &mod) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  mod.print(os, nullptr);
+  os.flush();
+  return s;
+}
+
 Lowered lower(const ir::Function &fn, const CodegenOptions &opts, Notes *notes = nullptr) {
   auto attempt = [&](bool dynamic_persistent) {
     Lowered out;
@@ -573,24 +581,17 @@ TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOpt
 }
 
 TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts) {
-  Lowered m = lower(fn, opts);
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  m.mod->print(os, nullptr);
-  os.flush();
-  return s;
+  return module_text(*lower(fn, opts).mod);
 }
 
-TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts) {
+TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts, std::string *llvm_ir) {
   Notes notes;
   Lowered m = lower(fn, opts, &notes);
-  const LayoutPlan plan = assign_layouts(fn, opts.num_warps);
-  return ir::print_annotated(
-      fn, [&](const ir::Value *v) { return plan.has(v) ? layout_text(plan.of(v), plan.rematerializable.count(v)) : ""; },
-      [&](const ir::Op *op) {
-        auto it = notes.find(op);
-        return it == notes.end() ? std::string() : fmt::format("{}", fmt::join(it->second, "; "));
-      });
+  if (llvm_ir) *llvm_ir = module_text(*m.mod);
+  return print_layouts(fn, opts.num_warps, [&](const ir::Op *op) {
+    auto it = notes.find(op);
+    return it == notes.end() ? std::string() : fmt::format("{}", fmt::join(it->second, "; "));
+  });
 }
 
 TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }

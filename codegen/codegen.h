@@ -39,8 +39,10 @@ TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOpt
 /// fn's text with each tile value's layout in its type (as print_layouts) and, after each op, what its lowering
 /// for opts decided: tensor-core instruction and operand sources of each dot, the cp.async software pipeline of
 /// each loop and the loads it stages, where a dot's deferred wgmma wait lands, layout conversions. The
-/// "lowering" compile stage; throws as compile_to_ptx does.
-TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts);
+/// "lowering" compile stage; throws as compile_to_ptx does. `llvm_ir`, when given, receives what emit_llvm_ir
+/// returns, from the same lowering.
+TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts,
+                                          std::string *llvm_ir = nullptr);
 /// Whether kernels compiled for `arch` start with the grid-dependency control of programmatic dependent launch
 /// (sm_90 and newer; PTX ISA, "Parallel Synchronization and Communication Instructions: griddepcontrol"; CUDA
 /// Programming Guide, "Programmatic Dependent Launch and Synchronization"). Each program first lets the stream's

@@ -128,10 +128,9 @@ void lower_for(Lowering &L, const ir::Op &op) {
   ++L.loop_depth;
   L.lower_block(body);
   --L.loop_depth;
-  L.cur_op = saved;
   const ir::Op *y = yield_of(body);
   std::vector<Tile> next;
-  if (y) L.cur_op = y;  // a running dot's result waited for here is the yield's
+  L.cur_op = y ? y : saved;  // a running dot's result waited for here is the yield's
   for (int i = 0; i < n; ++i) next.push_back(yielded(L, y, i, body.arg(1 + i)));
   L.cur_op = saved;
   // No wgmma group of this iteration may still read the stage buffer the next iteration's refill overwrites.

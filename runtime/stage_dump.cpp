@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "codegen/assign_layouts.h"
+#include "codegen/codegen.h"
 #include "runtime/env.h"
 #include "tilejit/error.h"
 #include "tilejit/stages.h"
@@ -53,9 +54,11 @@ void write_file(const std::filesystem::path &dir, const std::string &name, const
 
 bool dumping_stages() { return !env_string(Env::DumpStages).empty(); }
 
-std::string stage_dir(const ir::Function &optimized) {
+std::string stage_dir(const ir::Function &optimized) { return stage_dir(optimized.name, ir::print(optimized)); }
+
+std::string stage_dir(const std::string &kernel, const std::string &optimized_text) {
   return (std::filesystem::path(env_string(Env::DumpStages)) /
-          fmt::format("{}-{:016x}", optimized.name, text_hash(ir::print(optimized))))
+          fmt::format("{}-{:016x}", kernel, text_hash(optimized_text)))
       .string();
 }
 
@@ -64,10 +67,10 @@ ir::StageObserver TileStageDump::observer() {
 }
 
 void TileStageDump::write(const ir::Function &optimized) const {
-  const std::string dir = stage_dir(optimized);
   // The parameters as the kernel is specialized in the end (facts about unused ones dropped after optimize):
   // every stage's first line, the signature, is the final function's.
   const std::string final_text = ir::print(optimized);
+  const std::string dir = stage_dir(optimized.name, final_text);
   const std::string signature = final_text.substr(0, final_text.find('\n'));
   const std::vector<std::string> &order = ir::pipeline_stages();
   for (const auto &[stage, text] : stages_) {
@@ -82,8 +85,9 @@ void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOp
                                          opts.min_ctas_per_sm, opts.wgmma ? "" : "-nowgmma");
   const std::string dir = stage_dir(optimized);
   write_file(dir, "layouts-" + config + ".tir", codegen::print_layouts(optimized, opts.num_warps));
-  write_file(dir, "lowering-" + config + ".tir", codegen::print_lowering(optimized, opts));
-  write_file(dir, "llvm-" + config + ".ll", codegen::emit_llvm_ir(optimized, opts));
+  std::string llvm_ir;
+  write_file(dir, "lowering-" + config + ".tir", codegen::print_lowering(optimized, opts, &llvm_ir));
+  write_file(dir, "llvm-" + config + ".ll", llvm_ir);
   write_file(dir, "ptx-" + config + ".ptx", ptx);
 }
 

@@ -18,6 +18,8 @@ bool dumping_stages();
 /// The directory of fn's stages: <TILEJIT_DUMP_STAGES>/<kernel name>-<16 hex digits of a hash of its optimized
 /// tile IR>, one per specialization.
 std::string stage_dir(const ir::Function &optimized);
+/// The same from the kernel's name and its optimized IR's printed text.
+std::string stage_dir(const std::string &kernel, const std::string &optimized_text);
 
 /// Collects the tile-IR stages while ir::optimize runs (observer()), then writes them as NN-<stage>.tir (NN: the
 /// stage's place in ir::pipeline_stages()) into the directory of the function as finally specialized (write(),

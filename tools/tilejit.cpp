@@ -212,7 +212,8 @@ int main(int argc, char **argv) {
       ir->add_flag("--stages", list_stages, "list the compile stages, from the traced tile IR to PTX, and exit");
   ir->add_option("--stage", stage,
                  "print this compile stage instead of the optimized tile IR (--stages lists them; layouts, lowering, "
-                 "llvm and ptx are compiled for --arch; TILEJIT_DUMP_STAGES=<dir> writes every stage of every kernel a run traces)")
+                 "llvm and ptx are compiled for --arch; TILEJIT_DUMP_STAGES=<dir> writes every stage of every "
+                 "kernel a run traces)")
       ->excludes(stages_flag);
   ir->add_option("--arch", spec.arch, "target GPU arch of the stages after optimized (layouts, lowering, llvm, ptx)")
       ->check(arch_names);

@@ -36,13 +36,8 @@ Value *negated(Value *v, Op *user) {
       v, user, [&](Builder &b, Value *x) { return b.create1(OpKind::Neg, {x}, x->type, {}, user->loc); });
 }
 
-/// How many distinct values v holds: 1 for a constant, its replicated source's elements, or its own.
-int64_t distinct_elements(const Value *v) {
-  if (passes::constant_of(v)) return 1;
-  const Value *source = nullptr;
-  passes::replication_chain(v, source);
-  return source->type.numel();
-}
+/// How many distinct values v holds: 1 for a constant, else as many as its replicated source.
+int64_t distinct_elements(const Value *v) { return passes::constant_of(v) ? 1 : passes::source_elements(v); }
 
 }  // namespace
 

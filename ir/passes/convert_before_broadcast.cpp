@@ -32,11 +32,7 @@ Type as_f32(Type t) {
 }
 
 /// Whether v is a constant or replicated from fewer elements.
-bool narrow(const Value *v) {
-  if (passes::constant_of(v)) return true;
-  const Value *source = nullptr;
-  return !passes::replication_chain(v, source).empty() && source->type.numel() < v->type.numel();
-}
+bool narrow(const Value *v) { return passes::constant_of(v) || passes::source_elements(v) < v->type.numel(); }
 
 /// f32(v) where v is narrow(): the conversion of the constant, or of the
 /// replicated source followed by the same replication.

@@ -89,6 +89,13 @@ inline int depth(const Block *b) {
   return d;
 }
 
+/// How many elements v's values come from: its replicated source's (v's own when it is not replicated).
+inline int64_t source_elements(const Value *v) {
+  const Value *source = nullptr;
+  replication_chain(v, source);
+  return source->type.numel();
+}
+
 /// f applied once per distinct element of v, for `user`: when v is replicated from fewer elements, f(source) is
 /// built right after the source's definition (in front of a loop when the source is invariant) and replicated as
 /// v was, right before `user`; otherwise f(v) right before `user`. f(builder, x) builds an elementwise function of
@@ -97,7 +104,7 @@ template <class F> Value *on_distinct_elements(Value *v, Op *user, F &&f) {
   const Value *source = nullptr;
   std::vector<const Op *> chain = replication_chain(v, source);
   Builder b(user->parent);
-  if (chain.empty() || source->type.numel() >= v->type.numel()) {
+  if (source->type.numel() >= v->type.numel()) {
     b.set_insertion_point(user->parent, index_of(user));
     return f(b, v);
   }

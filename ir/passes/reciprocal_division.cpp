@@ -39,9 +39,7 @@ void reciprocal_division(Function &fn) {
       div->operands[1] = b.create1(OpKind::Constant, {}, div->operand(1)->type, r, div->loc);
       continue;
     }
-    const Value *source = nullptr;
-    std::vector<const Op *> chain = passes::replication_chain(div->operand(1), source);
-    if (chain.empty() || source->type.numel() >= div->result()->type.numel()) continue;
+    if (passes::source_elements(div->operand(1)) >= div->result()->type.numel()) continue;
     // 1 / source where source is defined, replicated as the divisor was, then the product where the division was.
     Value *r = passes::on_distinct_elements(div->operand(1), div, [&](Builder &b, Value *x) {
       Attrs one;
