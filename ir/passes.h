@@ -41,37 +41,23 @@ void reciprocal_division(Function &fn);
 /// fma(x·a, b, c) → fma(x, a·b, c), where x·a has no other use. Within about 2 ulp where a·b is a normal f32 (see
 /// ir/passes/reassociate_scalar_factors.cpp for the rest).
 void reassociate_scalar_factors(Function &fn);
-/// A uniform factor times a difference of integer-valued f32 tiles replicated from fewer elements is distributed
-/// over it, each side offset by a scalar bound of the second: k·(a − b) → k·(a − t) − k·(b − t) (fused into the
-/// sum it feeds). Within a few ulp of |k·(a − b)| plus 2^-24·|k|·(b's span) (see
-/// ir/passes/distribute_uniform_factor.cpp).
-void distribute_uniform_factor(Function &fn);
-/// A term of a sum constant along an axis is added after a max/min reduction along it, or into an fma's addend
-/// constant along it, instead of to every element, where every use of the sum allows (see
-/// ir/passes/fold_axis_terms.cpp).
-void fold_axis_terms(Function &fn);
 /// An integer tile converted to f32 is converted before the arithmetic that makes it a full tile, where exact:
 /// f32(|x|) → |f32(x)| (x never INT_MIN), f32(a ± b) → f32(a) ± f32(b) for a, b constants or replicated from fewer
 /// elements within ±2^24 (ir/value_range.h). Bit for bit the same results.
 void convert_before_broadcast(Function &fn);
-/// In a loop, the ops depending on the sign of a tile x that an abs(x) reads are split into an if on whether x's
-/// sign is uniform at this iteration (scalar bounds of x built from its expression): there abs(x) → x·(±1) and
-/// x compared with 0 → a uniform comparison; elsewhere as written. Bit for bit the same results (see
-/// ir/passes/specialize_uniform_sign.cpp).
-void specialize_uniform_sign(Function &fn);
 /// An f32 product whose only use is an addition or subtraction becomes an fma: a·b + c → fma(a, b, c),
 /// c − a·b → fma(−a, b, c), a·b − c → fma(a, b, −c) (a replicated operand negated before its replication). The
 /// product is no longer rounded on its own (see ir/passes/contract_fma.cpp).
 void contract_fma(Function &fn);
 /// Which float rewrites optimize may make. Exact: only those that keep every result's bits (folding,
 /// canonicalization, hoisting, CSE, DCE). Fast (what kernels get): also reciprocal_division,
-/// reassociate_scalar_factors, distribute_uniform_factor, fold_axis_terms and contract_fma, each within the error its header states.
+/// reassociate_scalar_factors and contract_fma, each within the error its header states.
 enum class FloatRewrites { Exact, Fast };
 /// Called by optimize with the name of each stage and the function as it stands after it.
 using StageObserver = std::function<void(const char *stage, const Function &fn)>;
-/// The standard pipeline: verify, fold, canonicalize, convert_before_broadcast, specialize_uniform_sign,
-/// reciprocal_division, reassociate_scalar_factors, distribute_uniform_factor and fold_axis_terms (Fast),
-/// hoist_invariant_loads, cse, contract_fma (Fast), dce (to a fixed point), verify. `observe` sees "traced" (the input), each pass by its name after the first round's run of it (the
+/// The standard pipeline: verify, fold, canonicalize, convert_before_broadcast, reciprocal_division and
+/// reassociate_scalar_factors (Fast), hoist_invariant_loads, cse, contract_fma (Fast), dce (to a fixed point),
+/// verify. `observe` sees "traced" (the input), each pass by its name after the first round's run of it (the
 /// float rewrites only with Fast), then "optimized" (the fixed point).
 void optimize(Function &fn, FloatRewrites rewrites = FloatRewrites::Fast, const StageObserver &observe = {});
 /// The stages optimize reports, in order: "traced", every pass of the pipeline, "optimized".

@@ -112,7 +112,6 @@ std::string attr_text(const Op &op) {
     case OpKind::Fma: return a.flag ? " {split}" : "";
     case OpKind::Div: case OpKind::Mul: return a.flag ? " {rn}" : "";
     case OpKind::AtomicAdd: return a.flag ? " {acq_rel}" : "";
-    case OpKind::Abs: return a.flag ? " {either_sign}" : "";
     default: return "";
   }
 }

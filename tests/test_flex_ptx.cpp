@@ -197,28 +197,18 @@ TEST_CASE("flex: a user's ALiBi lambda converts its positions per row and column
   CHECK(per_score(small, "cast", int_to_f32) == 0);
   CHECK(per_score(small, "abs", "tensor<128x64xi32>") == 0);
   CHECK(per_score(small, "abs") > 0);
-  // On key blocks wholly on one side of the diagonal (ir specialize_uniform_sign), slope·(q − kv) is a column term in
-  // the scale's fma and a row term after the row max (distribute_uniform_factor, fold_axis_terms): two fmas and an
-  // exp2 per score, as the built-in's.
-  const std::string one_side = small.substr(small.find("= if "), small.find("} else {") - small.find("= if "));
-  INFO(one_side);
-  CHECK(per_score(one_side, "fma") == 2);
-  CHECK(per_score(one_side, "exp2") == 1);
-  CHECK(per_score(one_side, "sub") + per_score(one_side, "add") + per_score(one_side, "abs") == 0);
-  CHECK(per_score(one_side, "mul") == 1);  // the accumulator's rescale (128x64 at head dim 64)
   std::string huge = main_loop((1 << 24) + 1);
   CHECK(per_score(huge, "cast", int_to_f32) > 0);
   // And LLVM keeps it so: its instcombine folds f32(a) − f32(b) into f32(a − b) when it proves the difference
-  // exact, which would bring back a conversion per score: 32 per thread in each copy of the loop's body for the
-  // key blocks crossing the diagonal (ir specialize_uniform_sign splits the rest off), two loops here. Per row and
-  // column a thread converts 2 + 16 positions per copy, and LLVM may share the exponentials of the two copies.
+  // exact, which would bring back a conversion per score (32 per thread per loop here, one per exponential);
+  // per row and column a thread converts 2 + 16 positions per loop.
   o.arch = "sm_90a";
   const std::string ptx =
       attention::flex_forward_ptx({.batch = 1, .heads_q = 2, .seqlen_q = 4096, .seqlen_k = 4096, .head_dim_qk = 64}, o);
   const size_t cvt = occurrences(ptx, "cvt.rn.f32.s32"), ex2 = occurrences(ptx, "ex2.approx");
   INFO("cvt.rn.f32.s32: " << cvt << ", ex2.approx: " << ex2);
   CHECK(ex2 > 0);
-  CHECK(cvt < ex2 + 32);
+  CHECK(3 * cvt < 2 * ex2);
 }
 
 TEST_CASE("flex: the built-in ALiBi converts no key positions to f32 in its loop", "[flex][ptx]") {

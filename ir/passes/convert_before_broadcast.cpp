@@ -55,38 +55,31 @@ bool within(const Interval &r, double bound) { return r.lo >= -bound && r.hi <= 
 }  // namespace
 
 void convert_before_broadcast(Function &fn) {
-  // To its own fixed point: f32(|a − b|) becomes |f32(a − b)|, whose conversion is then split in turn (the passes
-  // after this one see the final form in the same round).
-  for (bool changed = true; changed;) {
-    changed = false;
-    std::vector<Op *> casts;
-    walk(*fn.body, [&](Op &op) {
-      if (is_f32_conversion_of_int(op) && op.result()->type.numel() > 1) casts.push_back(&op);
-    });
-    for (Op *cast : casts) {
-      const Op *src = cast->operand(0)->def;
-      if (!src) continue;
-      Builder b(cast->parent);
-      b.set_insertion_point(cast->parent, passes::index_of(cast));
-      if (src->kind == OpKind::Abs) {
-        const Interval x = value_range(src->operand(0));
-        if (x.lo <= -2147483648.0) continue;  // INT_MIN's |x| wraps
-        Value *converted = b.create1(OpKind::Cast, {src->operand(0)}, cast->result()->type, {}, cast->loc);
-        cast->kind = OpKind::Abs;
-        cast->operands = {converted};
-        changed = true;
-        continue;
-      }
-      if (src->kind != OpKind::Add && src->kind != OpKind::Sub) continue;
-      if (!narrow(src->operand(0)) || !narrow(src->operand(1))) continue;
-      if (!within(value_range(src->operand(0)), kExactInF32) || !within(value_range(src->operand(1)), kExactInF32))
-        continue;
-      Value *a = convert_narrow(b, src->operand(0), cast->loc);
-      Value *c = convert_narrow(b, src->operand(1), cast->loc);
-      cast->kind = src->kind;
-      cast->operands = {a, c};
-      changed = true;
+  std::vector<Op *> casts;
+  walk(*fn.body, [&](Op &op) {
+    if (is_f32_conversion_of_int(op) && op.result()->type.numel() > 1) casts.push_back(&op);
+  });
+  for (Op *cast : casts) {
+    const Op *src = cast->operand(0)->def;
+    if (!src) continue;
+    Builder b(cast->parent);
+    b.set_insertion_point(cast->parent, passes::index_of(cast));
+    if (src->kind == OpKind::Abs) {
+      const Interval x = value_range(src->operand(0));
+      if (x.lo <= -2147483648.0) continue;  // INT_MIN's |x| wraps
+      Value *converted = b.create1(OpKind::Cast, {src->operand(0)}, cast->result()->type, {}, cast->loc);
+      cast->kind = OpKind::Abs;
+      cast->operands = {converted};
+      continue;
     }
+    if (src->kind != OpKind::Add && src->kind != OpKind::Sub) continue;
+    if (!narrow(src->operand(0)) || !narrow(src->operand(1))) continue;
+    if (!within(value_range(src->operand(0)), kExactInF32) || !within(value_range(src->operand(1)), kExactInF32))
+      continue;
+    Value *a = convert_narrow(b, src->operand(0), cast->loc);
+    Value *c = convert_narrow(b, src->operand(1), cast->loc);
+    cast->kind = src->kind;
+    cast->operands = {a, c};
   }
 }
 

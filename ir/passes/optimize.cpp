@@ -1,8 +1,7 @@
 // optimize: the standard pipeline. Verifies the input (a failure there is a DSL bug), runs fold, canonicalize,
-// convert_before_broadcast, specialize_uniform_sign, reciprocal_division, reassociate_scalar_factors,
-// distribute_uniform_factor and fold_axis_terms (unless Exact), hoist_invariant_loads, cse, contract_fma (unless
-// Exact) and dce until the printed IR stops changing (bounded: the bound is a guard against a rewrite cycle), and
-// verifies the result (a failure there is a pass bug).
+// convert_before_broadcast, reciprocal_division and reassociate_scalar_factors (unless Exact),
+// hoist_invariant_loads, cse, contract_fma (unless Exact) and dce until the printed IR stops changing (bounded:
+// the bound is a guard against a rewrite cycle), and verifies the result (a failure there is a pass bug).
 #include "ir/passes.h"
 
 namespace tilejit::ir {
@@ -20,11 +19,8 @@ constexpr Pass kPipeline[] = {
     {"fold_constants", fold_constants, false},
     {"canonicalize", canonicalize, false},
     {"convert_before_broadcast", convert_before_broadcast, false},
-    {"specialize_uniform_sign", specialize_uniform_sign, false},
     {"reciprocal_division", reciprocal_division, true},
     {"reassociate_scalar_factors", reassociate_scalar_factors, true},
-    {"distribute_uniform_factor", distribute_uniform_factor, true},
-    {"fold_axis_terms", fold_axis_terms, true},
     {"hoist_invariant_loads", hoist_invariant_loads, false},
     {"cse", cse, false},
     {"contract_fma", contract_fma, true},

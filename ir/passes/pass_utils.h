@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -119,29 +118,6 @@ template <class F> Value *on_distinct_elements(Value *v, Op *user, F &&f) {
     r = b.create1((*it)->kind, {r}, t, (*it)->attrs, user->loc);
   }
   return r;
-}
-
-/// use_counts(b) without the uses by pure ops whose results are unused, directly or through other such ops (the
-/// ops DCE would erase; a pass that ran before DCE leaves them behind).
-inline std::unordered_map<const Value *, int> live_use_counts(Block &b) {
-  std::unordered_map<const Value *, int> n = use_counts(b);
-  std::vector<Op *> pure;
-  walk(b, [&](Op &op) {
-    if (is_pure(op.kind) && op.regions.empty() && op.num_results() > 0) pure.push_back(&op);
-  });
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (Op *&op : pure) {
-      if (!op) continue;
-      bool used = false;
-      for (auto &r : op->results) used |= n.count(r.get()) && n[r.get()] > 0;
-      if (used) continue;
-      for (const Value *o : op->operands) --n[o];
-      op = nullptr;
-      changed = true;
-    }
-  }
-  return n;
 }
 
 /// Erases the op at index `i` of `b` (its results must have no uses left).

@@ -102,18 +102,6 @@ Value *clamp_product(Builder &b, Value *p, Value *x, Value *y, SourceLoc loc) {
   return select(under, select(negative, constant(-FLT_MIN), constant(FLT_MIN)), p);
 }
 
-/// Whether a uniform factor is ±1 (a constant, or a select between such constants): a product by it is exact, so it
-/// needs no clamp (the sign of a uniform tile, ir/passes/specialize_uniform_sign.cpp, is one).
-bool unit_magnitude(const UniformFactor &f) {
-  auto unit = [](const Value *v) {
-    auto c = passes::constant_of(v);
-    return c && c->is_float && std::fabs(c->f) == 1.0;
-  };
-  if (f.constant) return std::fabs(*f.constant) == 1.0;
-  const Op *def = f.source->def;
-  return def && def->kind == OpKind::Select && unit(def->operand(1)) && unit(def->operand(2));
-}
-
 /// Builds a·b (clamped) where both scalars are defined (in front of a loop when both are invariant), then its
 /// replication to the shape of the operand it replaces right before `outer`.
 Value *product(const UniformFactor &fa, const UniformFactor &fb, Op *outer, const Value *like) {
@@ -142,8 +130,7 @@ Value *product(const UniformFactor &fa, const UniformFactor &fb, Op *outer, cons
   }
   b.set_insertion_point(at.first, at.second);
   if (!o) o = constant(*other.constant, s->type);
-  Value *p = b.create1(OpKind::Mul, {s, o}, s->type, {}, loc);
-  if (!unit_magnitude(fa) && !unit_magnitude(fb)) p = clamp_product(b, p, s, o, loc);
+  Value *p = clamp_product(b, b.create1(OpKind::Mul, {s, o}, s->type, {}, loc), s, o, loc);
   b.set_insertion_point(outer->parent, passes::index_of(outer));
   for (auto it = rep.chain.rbegin(); it != rep.chain.rend(); ++it)
     p = b.create1((*it)->kind, {p}, (*it)->result()->type, (*it)->attrs, loc);
