@@ -92,16 +92,3 @@ void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOp
 }
 
 }  // namespace tilejit::runtime
-
-namespace tilejit {
-
-std::vector<std::string> compile_stages() {
-  std::vector<std::string> stages = ir::pipeline_stages();
-  stages.emplace_back("layouts");
-  stages.emplace_back("lowering");
-  stages.emplace_back("llvm");
-  stages.emplace_back("ptx");
-  return stages;
-}
-
-}  // namespace tilejit

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <fstream>
 #include <functional>
+#include <iostream>
+#include <iterator>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -187,8 +190,9 @@ int main(int argc, char **argv) {
   std::string kname;
   kernels::BuiltinSpec spec;
   std::string dtype;  // empty: the kernel's own default (f32 for vector_add, bf16 otherwise)
-  auto add_spec = [&](CLI::App *c) {
-    c->add_option("kernel", kname, "vector_add, softmax, matmul or attention")->required();
+  auto add_spec = [&](CLI::App *c, bool kernel_required) {
+    CLI::Option *k = c->add_option("kernel", kname, "vector_add, softmax, matmul or attention");
+    if (kernel_required) k->required();
     c->add_option("--dtype", dtype, "element dtype: f32, f16 or bf16 (default: f32 for vector_add, bf16 otherwise)")
         ->check(CLI::IsMember({"f32", "f16", "bf16"}));
     c->add_option("--head-dim", spec.head_dim, "attention head dim");
@@ -203,8 +207,8 @@ int main(int argc, char **argv) {
         ->check(CLI::Range(0, 32));
   };
   tools::FlexFlags code_flex;  // ir/ptx of attention with variant flags: the flex kernel
-  auto *ir = app.add_subcommand("ir", "print the tile IR of a built-in kernel");
-  add_spec(ir);
+  auto *ir = app.add_subcommand("ir", "print the tile IR of a built-in kernel, or a stage of one given as text");
+  add_spec(ir, false);
   tools::add_flex_flags(ir, code_flex);
   bool list_stages = false;
   std::string stage;
@@ -217,8 +221,14 @@ int main(int argc, char **argv) {
       ->excludes(stages_flag);
   ir->add_option("--arch", spec.arch, "target GPU arch of the stages after optimized (layouts, lowering, llvm, ptx)")
       ->check(arch_names);
+  std::string input;
+  ir->add_option("--input", input,
+                 "instead of a built-in kernel, a kernel's tile IR read from this file ('-': standard input), as any "
+                 "tile-IR stage prints it (a file TILEJIT_DUMP_STAGES wrote, edited or not): prints its --stage "
+                 "(default optimized), the passes run from the text, the codegen stages with --arch, --num-warps, "
+                 "--num-stages and --min-ctas");
   auto *ptx = app.add_subcommand("ptx", "print the PTX of a built-in kernel");
-  add_spec(ptx);
+  add_spec(ptx, true);
   ptx->add_option("--arch", spec.arch, "target GPU arch")->check(arch_names);
   tools::add_flex_flags(ptx, code_flex);
 
@@ -267,8 +277,32 @@ int main(int argc, char **argv) {
     const auto stage_at = std::find(all_stages.begin(), all_stages.end(), stage);
     const bool codegen_stage =
         stage_at != all_stages.end() && stage_at > std::find(all_stages.begin(), all_stages.end(), "optimized");
+    if (ir->parsed() && !input.empty() && !list_stages) {
+      if (!kname.empty()) throw Error(fmt::format("give a kernel name ('{}') or --input, not both", kname));
+      if (tools::flex_requested(code_flex)) throw Error("variant flags apply to the built-in attention, not to --input");
+      std::string text;
+      if (input == "-") {
+        text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      } else {
+        std::ifstream in(input, std::ios::binary);
+        if (!in) throw Error(fmt::format("--input {}: cannot read the file", input));
+        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      }
+      LaunchConfig target;
+      target.arch = spec.arch;
+      target.num_warps = spec.num_warps;
+      target.num_stages = spec.num_stages;
+      target.min_ctas_per_sm = spec.min_ctas_per_sm;
+      try {
+        fmt::print("{}", stage_of_text(text, stage.empty() ? "optimized" : stage, target));
+      } catch (const ParseError &e) {
+        throw Error(fmt::format("{}: {}", input == "-" ? "<stdin>" : input, e.what()));
+      }
+      return 0;
+    }
+    if (ir->parsed() && kname.empty() && !list_stages) throw Error("ir needs a kernel name or --input FILE");
     if (ir->parsed() && (list_stages || ir->count("--stage") > 0)) {
-      if (!kernels::is_builtin(kname))
+      if (!list_stages && !kernels::is_builtin(kname))
         throw Error(fmt::format("unknown built-in kernel '{}' (known: vector_add, softmax, matmul, attention)", kname));
       if (ir->count("--stage") > 0 && stage.empty()) throw Error("--stage needs a stage name (--stages lists them)");
       if (ir->count("--arch") > 0 && !codegen_stage)

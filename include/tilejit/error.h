@@ -14,6 +14,9 @@ struct Error : std::runtime_error {
 struct TraceError : Error { using Error::Error; };
 /// The IR failed verification (an internal invariant or a pass bug); the message prints the op.
 struct VerifyError : Error { using Error::Error; };
+/// A textual tile IR (tilejit ir --input) did not parse: the message gives the line, the column and what was
+/// expected there.
+struct ParseError : Error { using Error::Error; };
 /// Lowering to LLVM IR / PTX failed.
 struct CompileError : Error { using Error::Error; };
 /// A CUDA driver call failed, or no driver is present; names the call, the driver's error name and the kernel.

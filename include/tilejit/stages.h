@@ -6,7 +6,10 @@
 // SM; a kernel found in the disk cache is not compiled again).
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "tilejit/launch.h"
 
 namespace tilejit {
 
@@ -18,5 +21,14 @@ namespace tilejit {
 /// and the loads it copies ahead, where a running wgmma dot is waited for, layout conversions), "llvm" (the LLVM
 /// IR as lowered, before LLVM's optimizations) and "ptx".
 std::vector<std::string> compile_stages();
+
+/// Stage `stage` (one of compile_stages()) of the kernel whose tile IR `tir` holds, as any tile-IR stage prints
+/// it (`tilejit ir --input FILE`: pass tests and experiments start from text): "traced" is the text read back,
+/// each pass's stage the IR after that pass's first run of the pipeline from there, "optimized" its fixed point,
+/// and "layouts", "lowering", "llvm" and "ptx" that compiled for cfg's arch (empty: sm_90a), num_warps,
+/// num_stages and min_ctas_per_sm. Float rewrites as kernels get them (not KernelOptions::exact_floats).
+/// Throws ParseError (the line, the column and what was expected), VerifyError for a text that parses to broken IR,
+/// Error for an unknown stage (naming the stages) and CompileError as compiling does.
+std::string stage_of_text(std::string_view tir, const std::string &stage, const LaunchConfig &cfg = {});
 
 }  // namespace tilejit

@@ -1,0 +1,458 @@
+// The tile IR's textual form read back: the inverse of ir::print (ir/printer.cpp), so that a pass can be run and
+// tested from text. A recursive-descent reader over the printer's grammar:
+//
+//   func    := "tt.func" "@"name "(" [param ("," param)*] ")" "{" op* "}"
+//   param   := %name ":" type ["(param type" type ")"] ["{" align16 | div16 | "align16, div16" "}"]
+//   op      := [results "="] opname operands [attrs] [":" type ["->" type]] [loc]
+//            | [results "="] "for" %iv "=" v "to" v "step" v ["iter_args(" %a "=" v ("," %a "=" v)* ")"]
+//                  ["->" "(" types ")"] "{" op* "}"
+//            | [results "="] "if" v ["->" "(" types ")"] "{" op* "}" ["else" "{" op* "}"]
+//            | "yield" [v ("," v)*]
+//   results := %N | %N:k (uses: %N#i)     type := i32 | ptr<f32> | tensor<8x16xf32> | tensor<8xptr<bf16>>
+//
+// Value names are only labels: the printer's numbering need not be kept (print(parse(text)) renumbers). A name
+// used before its definition or defined twice, an unknown op or attribute, or a missing token is a ParseError
+// naming the line, the column and what was expected; the function is then verified (ir::verify), so a text that
+// parses but breaks an invariant throws VerifyError.
+#include "ir/parser.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/passes.h"
+
+namespace tilejit::ir {
+namespace {
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : s_(text) {}
+
+  std::unique_ptr<Function> function() {
+    auto fn = std::make_unique<Function>();
+    expect("tt.func");
+    expect("@");
+    fn->name = identifier("the function's name");
+    expect("(");
+    if (!accept(")")) {
+      do param(*fn);
+      while (accept(","));
+      expect(")");
+    }
+    expect("{");
+    block(*fn->body);
+    expect("}");
+    skip_space();
+    if (pos_ < s_.size()) fail("the end of the text after the function");
+    verify(*fn);
+    return fn;
+  }
+
+ private:
+  // ---- characters and tokens ----
+  void skip_space() {
+    for (;;) {
+      while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+      if (s_.compare(pos_, 2, "//") != 0) return;  // a comment, as the annotated forms append
+      while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+    }
+  }
+  bool at(std::string_view tok) {
+    skip_space();
+    return s_.compare(pos_, tok.size(), tok) == 0;
+  }
+  bool accept(std::string_view tok) {
+    if (!at(tok)) return false;
+    pos_ += tok.size();
+    return true;
+  }
+  void expect(std::string_view tok) {
+    if (!accept(tok)) fail(fmt::format("'{}'", tok));
+  }
+  [[noreturn]] void fail(const std::string &expected) {
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < pos_ && i < s_.size(); ++i) {
+      if (s_[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    size_t end = s_.find('\n', pos_);
+    std::string rest(s_.substr(pos_, std::min(end, pos_ + 40) - pos_));
+    throw ParseError(fmt::format("parse: line {}, column {}: expected {}, found '{}'", line, col, expected,
+                                 rest.empty() ? "the end of the text" : rest));
+  }
+  static bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
+  std::string identifier(const char *what) {
+    skip_space();
+    size_t start = pos_;
+    while (pos_ < s_.size() && word_char(s_[pos_])) ++pos_;
+    if (pos_ == start) fail(what);
+    return std::string(s_.substr(start, pos_ - start));
+  }
+  /// A number's text (sign, digits, '.', exponent, inf, nan).
+  std::string number_text(const char *what) {
+    skip_space();
+    size_t start = pos_;
+    if (pos_ < s_.size() && (s_[pos_] == '-' || s_[pos_] == '+')) ++pos_;
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.' ||
+                                ((s_[pos_] == '-' || s_[pos_] == '+') && (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E'))))
+      ++pos_;
+    if (pos_ == start) fail(what);
+    return std::string(s_.substr(start, pos_ - start));
+  }
+  int64_t integer(const char *what) {
+    const size_t at_pos = pos_;
+    std::string t = number_text(what);
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(t.c_str(), &end, 10);
+    if (*end || errno) {
+      pos_ = at_pos;
+      fail(what);
+    }
+    return v;
+  }
+  double real(const char *what) {
+    const size_t at_pos = pos_;
+    std::string t = number_text(what);
+    char *end = nullptr;
+    double v = std::strtod(t.c_str(), &end);
+    if (*end) {
+      pos_ = at_pos;
+      fail(what);
+    }
+    return v;
+  }
+
+  // ---- types ----
+  ElemType elem_type() {
+    if (accept("ptr<")) {
+      ElemType e{dtype(), true};
+      expect(">");
+      return e;
+    }
+    return ElemType{dtype(), false};
+  }
+  DType dtype() {
+    const size_t at_pos = pos_;
+    std::string name = identifier("a dtype (i1, i32, f32, bf16, ...)");
+    try {
+      return parse_dtype(name);
+    } catch (const Error &) {
+      pos_ = at_pos;
+      fail("a dtype (i1, i8, i16, i32, i64, f16, bf16, f32, f64)");
+    }
+  }
+  Type type() {
+    Type t;
+    if (accept("tensor<")) {
+      // dims 'x' separated, then the element type: "128x64xbf16", "8xptr<f32>".
+      for (;;) {
+        skip_space();
+        if (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
+          int64_t d = 0;
+          while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_])) && d < (int64_t(1) << 40))
+            d = d * 10 + (s_[pos_++] - '0');
+          t.shape.push_back(d);
+          expect("x");
+          continue;
+        }
+        break;
+      }
+      if (t.shape.empty()) fail("a tensor's dimensions");
+      t.elem = elem_type();
+      if (accept(",")) skip_annotation();  // print_annotated's text (a layout) inside the brackets
+      expect(">");
+      return t;
+    }
+    t.elem = elem_type();
+    return t;
+  }
+  /// Up to the '>' that closes the tensor type, angle brackets nested.
+  void skip_annotation() {
+    int depth = 0;
+    while (pos_ < s_.size() && s_[pos_] != '\n' && (depth > 0 || s_[pos_] != '>')) {
+      if (s_[pos_] == '<') ++depth;
+      if (s_[pos_] == '>') --depth;
+      ++pos_;
+    }
+  }
+  std::vector<Type> type_list() {
+    std::vector<Type> ts;
+    expect("(");
+    do ts.push_back(type());
+    while (accept(","));
+    expect(")");
+    return ts;
+  }
+
+  // ---- values ----
+  std::string value_name() {
+    skip_space();
+    if (!accept("%")) fail("a value (%name)");
+    size_t start = pos_;
+    while (pos_ < s_.size() && (word_char(s_[pos_]) || s_[pos_] == '#')) ++pos_;
+    if (pos_ == start) fail("a value's name after '%'");
+    return std::string(s_.substr(start, pos_ - start));
+  }
+  Value *use() {
+    const size_t at_pos = pos_;
+    std::string name = value_name();
+    auto it = values_.find(name);
+    if (it == values_.end()) {
+      pos_ = at_pos;
+      skip_space();
+      fail(fmt::format("a defined value (%{} is not defined before this use)", name));
+    }
+    return it->second;
+  }
+  void define(const std::string &name, Value *v, size_t at_pos) {
+    if (!values_.emplace(name, v).second) {
+      pos_ = at_pos;
+      fail(fmt::format("a new name (%{} is defined twice)", name));
+    }
+  }
+
+  void param(Function &fn) {
+    const size_t at_pos = pos_;
+    std::string name = value_name();
+    expect(":");
+    Type t = type();
+    ParamInfo p{name, t, false, false};
+    if (accept("(param type")) {
+      p.type = type();
+      expect(")");
+    }
+    if (accept("{")) {
+      do {
+        std::string flag = identifier("align16 or div16");
+        if (flag == "align16") p.align16 = true;
+        else if (flag == "div16") p.div16 = true;
+        else fail("align16 or div16");
+      } while (accept(","));
+      expect("}");
+    }
+    fn.params.push_back(p);
+    Value *arg = fn.body->add_arg(t);
+    arg->name = name;
+    define(name, arg, at_pos);
+  }
+
+  // ---- ops ----
+  void block(Block &b) {
+    Builder builder(&b);
+    while (!at("}")) op(builder);
+  }
+
+  void op(Builder &b) {
+    // Results: "%N = " or "%N:k = ".
+    std::string result;
+    int count = 0;
+    size_t result_pos = pos_;
+    if (at("%")) {
+      result_pos = pos_;
+      result = value_name();
+      count = 1;
+      if (accept(":")) count = int(integer("the number of results"));
+      expect("=");
+    }
+    const size_t name_pos = pos_;
+    skip_space();
+    std::string name = identifier("an op's name");
+    if (name == "for") return for_op(b, result, count, result_pos);
+    if (name == "if") return if_op(b, result, count, result_pos);
+    if (name == "yield") {
+      std::vector<Value *> operands;
+      if (at("%")) {
+        do operands.push_back(use());
+        while (accept(","));
+      }
+      b.create(OpKind::Yield, operands, {});
+      return;
+    }
+    OpKind kind;
+    if (!op_kind(name, kind)) {
+      pos_ = name_pos;
+      skip_space();
+      fail("an op's name (ir/ops.def)");
+    }
+    std::vector<Value *> operands;
+    if (at("%")) {
+      do operands.push_back(use());
+      while (accept(","));
+    }
+    Attrs attrs;
+    bool float_constant = false;
+    if (accept("{")) attributes(kind, attrs, float_constant);
+    std::vector<Type> types;
+    if (accept(":")) {
+      Type t = type();
+      if (accept("->")) t = type();  // a cast's source type, then its result type
+      if (count > 0) types.push_back(t);
+    }
+    if (count > 1) fail("one result for this op");
+    if (count == 1 && types.empty()) fail("':' and the result's type");
+    skip_location();
+    if (kind == OpKind::Constant && !types.empty() && float_constant != is_float(types[0].dtype())) {
+      // Integer-looking float values ("1") are floats of a float constant; a float value of an integer one is not.
+      if (!is_float(types[0].dtype())) fail("an integer value for an integer constant");
+      attrs.fvalue = double(attrs.ivalue);
+    }
+    Op *op = b.create(kind, operands, types, attrs);
+    if (count == 1) define(result, op->result(), result_pos);
+  }
+
+  void attributes(OpKind kind, Attrs &a, bool &float_constant) {
+    do {
+      std::string key = identifier("an attribute");
+      if (key == "value") {
+        expect("=");
+        std::string t = number_text("a constant's value");
+        char *end = nullptr;
+        errno = 0;
+        long long i = std::strtoll(t.c_str(), &end, 10);
+        if (!*end && !errno && t != "-0") {
+          a.ivalue = i;
+          a.fvalue = double(i);
+        } else {
+          a.fvalue = std::strtod(t.c_str(), &end);
+          if (*end) fail("a number");
+          float_constant = true;
+        }
+      } else if (key == "axis") {
+        expect("=");
+        a.axis = integer("an axis");
+      } else if (key == "start" || key == "end") {
+        expect("=");
+        a.ints.push_back(integer("an arange bound"));
+      } else if (key == "perm" || key == "range") {
+        expect("=");
+        expect("[");
+        if (!at("]")) {
+          do a.ints.push_back(integer("an integer"));
+          while (accept(","));
+        }
+        expect("]");
+      } else if (key == "pred") {
+        expect("=");
+        std::string p = identifier("a predicate");
+        static const char *preds[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+        bool found = false;
+        for (int i = 0; i < 6; ++i)
+          if (p == preds[i]) a.pred = CmpPred(i), found = true;
+        if (!found) fail("a predicate (eq, ne, lt, le, gt, ge)");
+      } else if (key == "kind") {
+        expect("=");
+        std::string r = identifier("a reduction kind");
+        if (r == "sum") a.reduce = ReduceKind::sum;
+        else if (r == "max") a.reduce = ReduceKind::max;
+        else if (r == "min") a.reduce = ReduceKind::min;
+        else fail("a reduction kind (sum, max, min)");
+      } else if (key == "allow_tf32" || key == "index" || key == "split" || key == "rn" || key == "acq_rel") {
+        a.flag = true;
+      } else {
+        fail(fmt::format("an attribute of '{}'", op_name(kind)));
+      }
+    } while (accept(","));
+    expect("}");
+  }
+
+  void skip_location() {
+    if (!accept("loc(")) return;
+    while (pos_ < s_.size() && s_[pos_] != ')' && s_[pos_] != '\n') ++pos_;
+    expect(")");
+  }
+
+  static bool op_kind(const std::string &name, OpKind &kind) {
+    static const std::unordered_map<std::string, OpKind> kinds = [] {
+      std::unordered_map<std::string, OpKind> m;
+#define OP(Name, text, lo, hi, regions, props) m.emplace(text, OpKind::Name);
+#include "ir/ops.def"
+#undef OP
+      return m;
+    }();
+    auto it = kinds.find(name);
+    if (it == kinds.end() || it->second == OpKind::For || it->second == OpKind::If || it->second == OpKind::Yield)
+      return false;
+    kind = it->second;
+    return true;
+  }
+
+  std::vector<Type> result_types(int count) {
+    std::vector<Type> types;
+    if (accept("->")) types = type_list();
+    if (int(types.size()) != count) fail(fmt::format("{} result types", count));
+    return types;
+  }
+  void define_results(Op *op, const std::string &result, int count, size_t result_pos) {
+    if (count == 1) define(result, op->result(), result_pos);
+    for (int i = 0; count > 1 && i < count; ++i) define(fmt::format("{}#{}", result, i), op->result(i), result_pos);
+  }
+
+  void for_op(Builder &b, const std::string &result, int count, size_t result_pos) {
+    const size_t iv_pos = pos_;
+    std::string iv = value_name();
+    expect("=");
+    Value *lb = use();
+    expect("to");
+    Value *ub = use();
+    expect("step");
+    Value *step = use();
+    std::vector<std::pair<std::string, size_t>> carried;
+    std::vector<Value *> operands{lb, ub, step};
+    if (accept("iter_args(")) {
+      do {
+        const size_t at_pos = pos_;
+        carried.emplace_back(value_name(), at_pos);
+        expect("=");
+        operands.push_back(use());
+      } while (accept(","));
+      expect(")");
+    }
+    std::vector<Type> types = result_types(count);
+    Op *op = b.create(OpKind::For, operands, types);
+    Block &body = *op->region(0);
+    define(iv, body.add_arg(lb->type), iv_pos);
+    for (size_t i = 0; i < carried.size(); ++i)
+      define(carried[i].first, body.add_arg(operands[3 + i]->type), carried[i].second);
+    expect("{");
+    block(body);
+    expect("}");
+    define_results(op, result, count, result_pos);
+  }
+
+  void if_op(Builder &b, const std::string &result, int count, size_t result_pos) {
+    Value *cond = use();
+    std::vector<Type> types = result_types(count);
+    Op *op = b.create(OpKind::If, {cond}, types);
+    expect("{");
+    block(*op->region(0));
+    expect("}");
+    if (accept("else")) {
+      expect("{");
+      block(*op->region(1));
+      expect("}");
+    }
+    define_results(op, result, count, result_pos);
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+  std::unordered_map<std::string, Value *> values_;
+};
+
+}  // namespace
+
+std::unique_ptr<Function> parse(std::string_view text) { return Parser(text).function(); }
+
+}  // namespace tilejit::ir

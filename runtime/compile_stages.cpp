@@ -1,0 +1,48 @@
+// The compile stages by name (tilejit/stages.h): their list, and one stage of a kernel given as tile-IR text.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "codegen/assign_layouts.h"
+#include "codegen/codegen.h"
+#include "ir/parser.h"
+#include "ir/passes.h"
+#include "runtime/codegen_options.h"
+#include "tilejit/error.h"
+#include "tilejit/stages.h"
+
+namespace tilejit {
+
+std::vector<std::string> compile_stages() {
+  std::vector<std::string> stages = ir::pipeline_stages();
+  stages.emplace_back("layouts");
+  stages.emplace_back("lowering");
+  stages.emplace_back("llvm");
+  stages.emplace_back("ptx");
+  return stages;
+}
+
+std::string stage_of_text(std::string_view tir, const std::string &stage, const LaunchConfig &cfg) {
+  const std::vector<std::string> stages = compile_stages();
+  if (std::find(stages.begin(), stages.end(), stage) == stages.end())
+    throw Error(fmt::format("stage '{}' is not a compile stage; the stages are: {}", stage, fmt::join(stages, ", ")));
+  std::unique_ptr<ir::Function> fn = ir::parse(tir);
+  std::string text;
+  ir::optimize(*fn, ir::FloatRewrites::Fast, [&](const char *name, const ir::Function &f) {
+    if (text.empty() && stage == name) text = ir::print(f);
+  });
+  if (!text.empty()) return text;
+  LaunchConfig target = cfg;
+  if (target.arch.empty()) target.arch = "sm_90a";
+  codegen::CodegenOptions opts = runtime::codegen_options(target);
+  if (stage == "layouts") return codegen::print_layouts(*fn, opts.num_warps);
+  std::string llvm_ir;
+  std::string lowering = codegen::print_lowering(*fn, opts, &llvm_ir);
+  if (stage == "lowering") return lowering;
+  if (stage == "llvm") return llvm_ir;
+  return codegen::compile_to_ptx(*fn, opts).ptx;
+}
+
+}  // namespace tilejit

@@ -1,0 +1,195 @@
+// ir::parse: every stage the kernels print reads back to the same function (print(parse(text)) == text), the
+// optimization pipeline run from the traced text gives the optimized text, a pass can be tested from text, and
+// bad text is a ParseError naming the line, the column and what was expected.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "ir/parser.h"
+#include "ir/passes.h"
+#include "test_runtime_scoped_env.h"
+#include "tilejit/error.h"
+#include "tilejit/flex_attention.h"
+#include "tilejit/flex_variants.h"
+#include "tilejit/kernels.h"
+#include "tilejit/ops.h"
+#include "tilejit/paged_attention.h"
+
+using namespace tilejit;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read(const fs::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// Every stage file TILEJIT_DUMP_STAGES writes while the built-in kernels are rendered to PTX: the forward with a
+/// user's ALiBi and a causal mask, paged decode, the backward's three kernels with a soft-cap lambda, matmul,
+/// softmax; by kernel directory, then file name.
+std::map<std::string, std::map<std::string, std::string>> dumped_stages() {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("tilejit-parse-{}", ::getpid());
+  fs::remove_all(dir);
+  {
+    testing::ScopedEnv dump("TILEJIT_DUMP_STAGES", dir.string());
+    attention::FlexShape s{.batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 300, .seqlen_k = 300, .head_dim_qk = 64};
+    attention::FlexOptions o;
+    Captured slopes = capture(DevicePtr{256, 16}, DType::f32);
+    o.score_mod = attention::ScoreMod([slopes](Tile score, Tile, Tile h, Tile q, Tile kv) {
+      return score - load(slopes() + h) * abs(q - kv).to(DType::f32);
+    });
+    o.mask = attention::causal_top_left();
+    attention::flex_forward_ptx(s, o);
+    attention::FlexOptions b;
+    b.score_mod = attention::softcap(30.f);
+    attention::flex_backward_ptx(s, b);
+    attention::PagedKVCache c;
+    c.k_pages = c.v_pages = DevicePtr{256, 0};
+    c.block_table = c.seq_lens = DevicePtr{256, 0};
+    c.num_pages = 100;
+    c.page_size = 16;
+    c.heads_kv = 2;
+    c.head_dim = 64;
+    c.max_pages_per_seq = 32;
+    attention::FlexShape d{.batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 4, .seqlen_k = 500, .head_dim_qk = 64};
+    attention::FlexOptions p;
+    p.kv_cache = &c;
+    p.mask = attention::causal_bottom_right();
+    attention::flex_forward_ptx(d, p);
+    for (const char *k : {"matmul", "softmax"}) kernels::builtin_ptx(k, kernels::BuiltinSpec{});
+  }
+  std::map<std::string, std::map<std::string, std::string>> files;
+  for (const auto &kernel : fs::directory_iterator(dir))
+    for (const auto &f : fs::directory_iterator(kernel.path()))
+      if (f.path().extension() == ".tir") files[kernel.path().filename()][f.path().filename()] = read(f.path());
+  fs::remove_all(dir);
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("ir::parse reads back every tile-IR stage the kernels print, and the pipeline run from the traced text "
+          "gives the optimized text",
+          "[ir][parser]") {
+  const auto kernels = dumped_stages();
+  REQUIRE(kernels.size() >= 7);  // forward, decode, the backward's three, matmul, softmax
+  int stages = 0, annotated = 0;
+  for (const auto &[kernel, files] : kernels) {
+    INFO(kernel);
+    REQUIRE(files.count("00-traced.tir"));
+    const std::string &optimized = std::prev(std::find_if(files.begin(), files.end(), [](const auto &f) {
+      return f.first.find("layouts") == 0 || f.first.find("lowering") == 0;
+    }))->second;
+    for (const auto &[name, text] : files) {
+      INFO(name);
+      auto fn = ir::parse(text);
+      if (name.find("layouts") == 0 || name.find("lowering") == 0) {
+        // Layouts in the types and the lowering's comments are dropped: the optimized function remains.
+        CHECK(ir::print(*fn) == optimized);
+        ++annotated;
+      } else {
+        CHECK(ir::print(*fn) == text);
+        ++stages;
+      }
+    }
+    // The pipeline in the kernel's float mode (the score-range probe is exact, the rest fast).
+    auto fast = ir::parse(files.at("00-traced.tir")), exact = ir::parse(files.at("00-traced.tir"));
+    ir::optimize(*fast);
+    ir::optimize(*exact, ir::FloatRewrites::Exact);
+    CHECK((ir::print(*fast) == optimized || ir::print(*exact) == optimized));
+  }
+  CHECK(stages >= 7 * 11);
+  CHECK(annotated >= 2 * 7);
+}
+
+TEST_CASE("ir::parse: a pass tested from text", "[ir][parser]") {
+  // contract_fma on a product used once by a subtraction: c − a·b → fma(a, −b, c), the scalar b negated once, where
+  // it is defined (first in the body, a parameter).
+  auto fn = ir::parse(R"(tt.func @f(%x: ptr<f32> {align16}, %a: f32) {
+  %0 = arange {start = 0, end = 16} : tensor<16xi32>
+  %1 = splat %x : tensor<16xptr<f32>>
+  %2 = ptr_add %1, %0 : tensor<16xptr<f32>>
+  %3 = load %2 : tensor<16xf32>
+  %4 = splat %a : tensor<16xf32>
+  %5 = mul %3, %4 : tensor<16xf32>
+  %6 = sub %3, %5 : tensor<16xf32>
+  store %2, %6 : tensor<16xf32>
+})");
+  ir::contract_fma(*fn);
+  ir::dce(*fn);
+  CHECK(ir::print(*fn) == R"(tt.func @f(%x: ptr<f32> {align16}, %a: f32) {
+  %0 = neg %a : f32
+  %1 = arange {start = 0, end = 16} : tensor<16xi32>
+  %2 = splat %x : tensor<16xptr<f32>>
+  %3 = ptr_add %2, %1 : tensor<16xptr<f32>>
+  %4 = load %3 : tensor<16xf32>
+  %5 = splat %0 : tensor<16xf32>
+  %6 = fma %4, %5, %4 : tensor<16xf32>
+  store %3, %6 : tensor<16xf32>
+}
+)");
+}
+
+TEST_CASE("ir::parse: names are labels, locations and comments are skipped, constants keep their bits",
+          "[ir][parser]") {
+  auto fn = ir::parse(R"(tt.func @g(%out: ptr<f32>, %n: i32 {div16}) {
+  %a = constant {value = -0} : f32  loc(kernel.cpp:3:7)
+  %b = constant {value = -inf} : tensor<8xf32>  // a comment
+  %c = constant {value = 1.4426950216293335} : f32
+  %d = constant {value = 3} : f32
+  %e:2 = for %i = %n to %n step %n iter_args(%s = %a, %t = %b) -> (f32, tensor<8xf32>) {
+    %f = add %s, %c : f32
+    yield %f, %t
+  }
+  %p = splat %out : tensor<8xptr<f32>>
+  %q = arange {start = 0, end = 8} : tensor<8xi32>
+  %r = ptr_add %p, %q : tensor<8xptr<f32>>
+  %g = splat %e#0 : tensor<8xf32>
+  %h = maximum %g, %e#1 : tensor<8xf32>
+  store %r, %h : tensor<8xf32>
+})");
+  const std::string text = ir::print(*fn);
+  INFO(text);
+  CHECK(text.find("%0 = constant {value = -0} : f32") != std::string::npos);
+  CHECK(text.find("{value = -inf} : tensor<8xf32>") != std::string::npos);
+  CHECK(text.find("{value = 1.4426950216293335} : f32") != std::string::npos);
+  CHECK(text.find("{value = 3} : f32") != std::string::npos);
+  CHECK(text.find("%4:2 = for %5 = %n to %n step %n iter_args(%6 = %0, %7 = %1)") != std::string::npos);
+  CHECK(text.find("%n: i32 {div16}") != std::string::npos);
+  CHECK(ir::print(*ir::parse(text)) == text);
+}
+
+TEST_CASE("ir::parse: bad text names the line, the column and what was expected", "[ir][parser]") {
+  auto error = [](const std::string &text) {
+    try {
+      ir::parse(text);
+    } catch (const ParseError &e) {
+      return std::string(e.what());
+    }
+    return std::string("no ParseError");
+  };
+  const std::string head = "tt.func @f(%x: f32) {\n";
+  CHECK(error(head + "  %0 = add %x, %y : f32\n}") ==
+        "parse: line 2, column 16: expected a defined value (%y is not defined before this use), found '%y : f32'");
+  CHECK(error(head + "  %0 = frobnicate %x : f32\n}") ==
+        "parse: line 2, column 8: expected an op's name (ir/ops.def), found 'frobnicate %x : f32'");
+  CHECK(error(head + "  %0 = neg %x : f17\n}") ==
+        "parse: line 2, column 17: expected a dtype (i1, i8, i16, i32, i64, f16, bf16, f32, f64), found 'f17'");
+  CHECK(error(head + "  %0 = neg %x : f32\n  %0 = neg %x : f32\n}") ==
+        "parse: line 3, column 3: expected a new name (%0 is defined twice), found '%0 = neg %x : f32'");
+  CHECK(error(head + "  %0 = neg %x : f32\n") == "parse: line 3, column 1: expected an op's name, found 'the end of the text'");
+  CHECK(error(head + "  %0 = cmp %x, %x {pred = about} : i1\n}") ==
+        "parse: line 2, column 32: expected a predicate (eq, ne, lt, le, gt, ge), found '} : i1'");
+  // Parsed, but not a valid function: the verifier's error.
+  CHECK_THROWS_AS(ir::parse(head + "  %0 = neg %x : i32\n}"), VerifyError);
+}
