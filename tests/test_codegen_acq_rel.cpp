@@ -1,5 +1,5 @@
-// Acquire-release atomics in codegen: the fences around the atomic, and no software pipeline across one (the
-// copies of later iterations would be issued before the acquire).
+// Atomics in codegen: an acquire-release one's fences, and no software pipeline across one (the copies of later
+// iterations would be issued before the acquire); a scalar one broadcasts its old value only when it is read.
 #include <catch2/catch.hpp>
 
 #include "test_codegen_util.h"
@@ -54,5 +54,27 @@ TEST_CASE("codegen: an AcqRel atomic_add is fenced, and its loop is not software
       INFO("ptxas: " << log);
       CHECK(rc == 0);
     }
+  }
+}
+
+TEST_CASE("codegen: a scalar atomic_add whose old value nobody reads adds without shared memory or barriers",
+          "[codegen][ptx]") {
+  using namespace dsl_testing;
+  for (bool read_old : {false, true}) {
+    INFO((read_old ? "old value stored" : "old value unused"));
+    auto fn = trace(
+        [read_old] {
+          Tile counter = param(0), out = param(1);
+          Tile old = atomic_add(counter, Tile(3));
+          if (read_old) store(out, old);
+        },
+        {P(DType::i32), P(DType::i32)});
+    codegen::CodegenOptions opts;
+    opts.num_warps = 4;
+    const std::string ptx = codegen::compile_to_ptx(*fn, opts).ptx;
+    INFO(ptx);
+    CHECK((ptx.find("bar.sync") != std::string::npos) == read_old);
+    CHECK((ptx.find(".shared") != std::string::npos) == read_old);
+    CHECK(ptx.find("atom.global") != std::string::npos);
   }
 }

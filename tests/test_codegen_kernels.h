@@ -355,6 +355,7 @@ inline Function atomics() {
   f.op(OpKind::AtomicAdd, {ptr_add(f, cnt, offs), f.ci(T({64}, I32), 1)}, T({64}, I32));
   Value *s_old = f.op(OpKind::AtomicAdd, {cnt, f.ci(S(I32), 3)}, S(I32));
   store(f, ptr_add(f, old_out, f.ci(S(I32), 100)), cast(f, s_old, F32));
+  f.op(OpKind::AtomicAdd, {ptr_add(f, cnt, f.ci(S(I32), 1)), f.ci(S(I32), 5)}, S(I32));  // old value unused
   // A [4] tile over 128 threads: heavily replicated; only owners may add.
   Value *small = f.arange(0, 4);
   f.op(OpKind::AtomicAdd, {ptr_add(f, acc, small), f.cf(T({4}, F32), 1.0)}, T({4}, F32));
