@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -33,7 +34,9 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : s_(text) {}
+  explicit Parser(std::string_view text) : s_(text) {
+    if (s_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;  // a UTF-8 byte order mark
+  }
 
   std::unique_ptr<Function> function() {
     auto fn = std::make_unique<Function>();
@@ -86,10 +89,28 @@ class Parser {
         ++col;
       }
     }
-    size_t end = s_.find('\n', pos_);
-    std::string rest(s_.substr(pos_, std::min(end, pos_ + 40) - pos_));
+    // What stands there, up to the line's end (at most 40 bytes), other control bytes written as \xNN.
+    std::string rest;
+    for (size_t i = pos_; i < s_.size() && i < pos_ + 40 && s_[i] != '\n' && s_[i] != '\r'; ++i) {
+      const auto c = static_cast<unsigned char>(s_[i]);
+      rest += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
+    }
     throw ParseError(fmt::format("parse: line {}, column {}: expected {}, found '{}'", line, col, expected,
-                                 rest.empty() ? "the end of the text" : rest));
+                                 rest.empty() ? (pos_ >= s_.size() ? "the end of the text" : "the end of the line") : rest));
+  }
+  /// Whether tok comes next on this line (blanks skipped, not line ends): an op's operands, attributes and type
+  /// are on its line.
+  bool at_on_line(std::string_view tok) {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t')) ++pos_;
+    return s_.compare(pos_, tok.size(), tok) == 0;
+  }
+  bool accept_on_line(std::string_view tok) {
+    if (!at_on_line(tok)) return false;
+    pos_ += tok.size();
+    return true;
+  }
+  void expect_on_line(std::string_view tok) {
+    if (!accept_on_line(tok)) fail(fmt::format("'{}'", tok));
   }
   static bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
   std::string identifier(const char *what) {
@@ -160,9 +181,14 @@ class Parser {
       for (;;) {
         skip_space();
         if (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
+          const size_t at_pos = pos_;
           int64_t d = 0;
-          while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_])) && d < (int64_t(1) << 40))
+          while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_])) && d <= kMaxTileElements)
             d = d * 10 + (s_[pos_++] - '0');
+          if (d > kMaxTileElements) {
+            pos_ = at_pos;
+            fail("a dimension of at most 2^20 (a tile holds at most 2^20 elements)");
+          }
           t.shape.push_back(d);
           expect("x");
           continue;
@@ -235,10 +261,17 @@ class Parser {
     }
     if (accept("{")) {
       do {
+        const size_t flag_pos = pos_;
         std::string flag = identifier("align16 or div16");
-        if (flag == "align16") p.align16 = true;
-        else if (flag == "div16") p.div16 = true;
-        else fail("align16 or div16");
+        bool &set = flag == "align16" ? p.align16 : p.div16;
+        const bool fits = flag == "align16" ? p.type.is_ptr()
+                                            : flag == "div16" && !p.type.is_ptr() && is_int(p.type.dtype());
+        if ((flag != "align16" && flag != "div16") || set || !fits) {
+          pos_ = flag_pos;
+          skip_space();
+          fail(set ? "each flag once" : "align16 (pointers) or div16 (integers)");
+        }
+        set = true;
       } while (accept(","));
       expect("}");
     }
@@ -250,12 +283,14 @@ class Parser {
 
   // ---- ops ----
   void block(Block &b) {
+    if (++depth_ > kMaxDepth) fail(fmt::format("at most {} nested regions", kMaxDepth));
     Builder builder(&b);
     while (!at("}")) op(builder);
+    --depth_;
   }
 
   void op(Builder &b) {
-    // Results: "%N = " or "%N:k = ".
+    // Results: "%N = " or, for several (a for or an if), "%N:k = ".
     std::string result;
     int count = 0;
     size_t result_pos = pos_;
@@ -263,19 +298,35 @@ class Parser {
       result_pos = pos_;
       result = value_name();
       count = 1;
-      if (accept(":")) count = int(integer("the number of results"));
-      expect("=");
+      if (accept_on_line(":")) {
+        const size_t count_pos = pos_;
+        const int64_t k = integer("the number of results");
+        if (k < 2 || k > 4096) {
+          pos_ = count_pos;
+          fail("a number of results from 2 to 4096 after ':'");
+        }
+        count = int(k);
+      }
+      expect_on_line("=");
     }
     const size_t name_pos = pos_;
     skip_space();
     std::string name = identifier("an op's name");
     if (name == "for") return for_op(b, result, count, result_pos);
     if (name == "if") return if_op(b, result, count, result_pos);
+    if (count > 1) {
+      pos_ = result_pos;
+      fail(fmt::format("one result ('%{}:{}' names several; only for and if have them)", result, count));
+    }
     if (name == "yield") {
+      if (count > 0) {
+        pos_ = result_pos;
+        fail("an op with results ('yield' has none)");
+      }
       std::vector<Value *> operands;
-      if (at("%")) {
+      if (at_on_line("%")) {
         do operands.push_back(use());
-        while (accept(","));
+        while (accept_on_line(","));
       }
       b.create(OpKind::Yield, operands, {});
       return;
@@ -287,55 +338,117 @@ class Parser {
       fail("an op's name (ir/ops.def)");
     }
     std::vector<Value *> operands;
-    if (at("%")) {
+    if (at_on_line("%")) {
       do operands.push_back(use());
-      while (accept(","));
+      while (accept_on_line(","));
     }
     Attrs attrs;
-    bool float_constant = false;
-    if (accept("{")) attributes(kind, attrs, float_constant);
+    if (accept_on_line("{")) attributes(kind, attrs);
+    else require_attributes(kind, {});
     std::vector<Type> types;
-    if (accept(":")) {
+    if (accept_on_line(":")) {
+      at_on_line("");  // to the type
+      const size_t type_pos = pos_;
       Type t = type();
-      if (accept("->")) t = type();  // a cast's source type, then its result type
-      if (count > 0) types.push_back(t);
+      if (accept_on_line("->")) {
+        // A cast's source type, then its result type.
+        if (kind != OpKind::Cast || operands.size() != 1 || operands[0]->type != t) {
+          pos_ = type_pos;
+          fail(kind == OpKind::Cast && operands.size() == 1 ? fmt::format("the cast's operand type {}", operands[0]->type.str())
+                                                            : "a type ('->' only follows a cast's source type)");
+        }
+        t = type();
+      }
+      if (count > 0) {
+        types.push_back(t);
+      } else if (operands.size() > 1 && operands[1]->type != t) {  // a store shows its value's type
+        pos_ = type_pos;
+        fail(fmt::format("the stored value's type {}", operands[1]->type.str()));
+      }
     }
-    if (count > 1) fail("one result for this op");
     if (count == 1 && types.empty()) fail("':' and the result's type");
     skip_location();
-    if (kind == OpKind::Constant && !types.empty() && float_constant != is_float(types[0].dtype())) {
-      // Integer-looking float values ("1") are floats of a float constant; a float value of an integer one is not.
-      if (!is_float(types[0].dtype())) fail("an integer value for an integer constant");
-      attrs.fvalue = double(attrs.ivalue);
-    }
+    if (kind == OpKind::Constant && !types.empty()) constant_value(types[0].dtype(), attrs);
     Op *op = b.create(kind, operands, types, attrs);
     if (count == 1) define(result, op->result(), result_pos);
   }
 
-  void attributes(OpKind kind, Attrs &a, bool &float_constant) {
+  /// The attributes each op reads (ir/ops.def): those it must have, and the flags it may have.
+  struct AttrSpec {
+    std::vector<std::string> required, optional;
+  };
+  static AttrSpec attr_spec(OpKind k) {
+    switch (k) {
+      case OpKind::Constant: return {{"value"}, {}};
+      case OpKind::ProgramId:
+      case OpKind::NumPrograms:
+      case OpKind::ExpandDims: return {{"axis"}, {}};
+      case OpKind::Arange: return {{"start", "end"}, {}};
+      case OpKind::Trans: return {{"perm"}, {}};
+      case OpKind::Cmp: return {{"pred"}, {}};
+      case OpKind::Reduce:
+      case OpKind::ArgReduce: return {{"axis", "kind"}, {}};
+      case OpKind::Dot: return {{}, {"allow_tf32"}};
+      case OpKind::Cast: return {{}, {"index"}};
+      case OpKind::Fma: return {{}, {"split"}};
+      case OpKind::Div:
+      case OpKind::Mul: return {{}, {"rn"}};
+      case OpKind::AtomicAdd: return {{}, {"acq_rel"}};
+      default: return {};
+    }
+  }
+  void require_attributes(OpKind kind, const std::vector<std::string> &given) {
+    for (const std::string &r : attr_spec(kind).required)
+      if (std::find(given.begin(), given.end(), r) == given.end())
+        fail(fmt::format("'{}' needs the attribute '{}'", op_name(kind), r));
+  }
+
+  /// The constant's value (value_text_) read for its dtype: any float for a float, a whole number for an integer.
+  void constant_value(DType dt, Attrs &a) {
+    const std::string &t = value_text_;
+    char *end = nullptr;
+    errno = 0;
+    if (is_float(dt)) {
+      a.fvalue = std::strtod(t.c_str(), &end);
+    } else {
+      a.ivalue = std::strtoll(t.c_str(), &end, 10);
+      a.fvalue = double(a.ivalue);
+    }
+    if (*end || (!is_float(dt) && errno)) {
+      pos_ = value_pos_;
+      fail(is_float(dt) ? "a number" : fmt::format("a whole number that fits {}", dtype_name(dt)));
+    }
+  }
+
+  void attributes(OpKind kind, Attrs &a) {
+    const AttrSpec spec = attr_spec(kind);
+    std::vector<std::string> given;
+    int64_t start = 0, end = 0;
     do {
+      const size_t key_pos = pos_;
       std::string key = identifier("an attribute");
+      const bool known = std::find(spec.required.begin(), spec.required.end(), key) != spec.required.end() ||
+                         std::find(spec.optional.begin(), spec.optional.end(), key) != spec.optional.end();
+      if (!known || std::find(given.begin(), given.end(), key) != given.end()) {
+        pos_ = key_pos;
+        skip_space();
+        fail(known ? fmt::format("each attribute once ('{}' is repeated)", key)
+                   : fmt::format("an attribute of '{}'{}", op_name(kind),
+                                 spec.required.empty() && spec.optional.empty() ? " (it has none)" : ""));
+      }
+      given.push_back(key);
       if (key == "value") {
         expect("=");
-        std::string t = number_text("a constant's value");
-        char *end = nullptr;
-        errno = 0;
-        long long i = std::strtoll(t.c_str(), &end, 10);
-        if (!*end && !errno && t != "-0") {
-          a.ivalue = i;
-          a.fvalue = double(i);
-        } else {
-          a.fvalue = std::strtod(t.c_str(), &end);
-          if (*end) fail("a number");
-          float_constant = true;
-        }
+        skip_space();
+        value_pos_ = pos_;
+        value_text_ = number_text("a constant's value");
       } else if (key == "axis") {
         expect("=");
         a.axis = integer("an axis");
       } else if (key == "start" || key == "end") {
         expect("=");
-        a.ints.push_back(integer("an arange bound"));
-      } else if (key == "perm" || key == "range") {
+        (key == "start" ? start : end) = integer("an arange bound");
+      } else if (key == "perm") {
         expect("=");
         expect("[");
         if (!at("]")) {
@@ -358,13 +471,13 @@ class Parser {
         else if (r == "max") a.reduce = ReduceKind::max;
         else if (r == "min") a.reduce = ReduceKind::min;
         else fail("a reduction kind (sum, max, min)");
-      } else if (key == "allow_tf32" || key == "index" || key == "split" || key == "rn" || key == "acq_rel") {
-        a.flag = true;
       } else {
-        fail(fmt::format("an attribute of '{}'", op_name(kind)));
+        a.flag = true;  // allow_tf32, index, split, rn, acq_rel
       }
     } while (accept(","));
     expect("}");
+    if (kind == OpKind::Arange) a.ints = {start, end};
+    require_attributes(kind, given);
   }
 
   void skip_location() {
@@ -442,12 +555,21 @@ class Parser {
       expect("{");
       block(*op->region(1));
       expect("}");
+    } else if (count > 0) {
+      fail("'else {' (an if with results needs both arms)");
+    } else {
+      Builder(op->region(1)).create(OpKind::Yield, {}, {});  // an if without results may leave out its else
     }
     define_results(op, result, count, result_pos);
   }
 
+  static constexpr int64_t kMaxTileElements = int64_t(1) << 20;  // as the DSL's tiles
+  static constexpr int kMaxDepth = 256;                           // nested for / if bodies (the recursion's)
   std::string_view s_;
   size_t pos_ = 0;
+  int depth_ = 0;
+  std::string value_text_;  // the last constant's value, read once its type is known
+  size_t value_pos_ = 0;
   std::unordered_map<std::string, Value *> values_;
 };
 

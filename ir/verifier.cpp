@@ -14,6 +14,8 @@
 namespace tilejit::ir {
 namespace {
 
+constexpr int64_t kMaxTileElements = int64_t(1) << 20;
+
 class Verifier {
  public:
   explicit Verifier(const Function &fn) : fn_(fn), names_(fn) {}
@@ -150,8 +152,15 @@ class Verifier {
     for (int i = 0; i < op.num_results(); ++i) {
       const Value *r = op.result(i);
       if (r->def != &op || r->index != i) fail(op, fmt::format("result {} of '{}' has wrong owner links", i, name));
-      for (int64_t d : r->type.shape)
-        if (d <= 0) fail(op, fmt::format("result {} of '{}' has a dimension of size {} (must be > 0)", i, name, d));
+      // As the DSL makes them (dsl/semantic.cpp): powers of two, at most 2^20 elements in a tile.
+      int64_t elements = 1;
+      for (int64_t d : r->type.shape) {
+        if (d <= 0 || (d & (d - 1)) != 0)
+          fail(op, fmt::format("result {} of '{}' has a dimension of size {} (must be a power of two)", i, name, d));
+        elements = d > kMaxTileElements ? kMaxTileElements + 1 : elements * d;
+        if (elements > kMaxTileElements)
+          fail(op, fmt::format("result {} of '{}' has more than 2^20 elements ({})", i, name, r->type.str()));
+      }
     }
     check_types(op);
   }
@@ -159,10 +168,21 @@ class Verifier {
   void check_types(const Op &op) {
     const char *name = op_name(op.kind);
     switch (op.kind) {
-      case OpKind::Constant:
+      case OpKind::Constant: {
         expect_results(op, 1);
         expect_not_ptr(op, op.result());
+        // An integer constant holds a signed value of its dtype (the DSL stores an unsigned bit pattern signed, and
+        // folding wraps), so that folding, the interpreter and codegen read the same number.
+        const DType dt = op.result()->type.dtype();
+        if (is_int(dt) && dt != DType::i64) {
+          const int bits = dtype_bits(dt);
+          const int64_t v = op.attrs.ivalue;
+          const int64_t lo = dt == DType::i1 ? 0 : -(int64_t(1) << (bits - 1));
+          const int64_t hi = dt == DType::i1 ? 1 : (int64_t(1) << (bits - 1)) - 1;
+          if (v < lo || v > hi) fail(op, fmt::format("'constant' {} does not fit {}", v, dtype_name(dt)));
+        }
         break;
+      }
       case OpKind::ProgramId:
       case OpKind::NumPrograms:
         expect_results(op, 1);

@@ -190,6 +190,65 @@ TEST_CASE("ir::parse: bad text names the line, the column and what was expected"
   CHECK(error(head + "  %0 = neg %x : f32\n") == "parse: line 3, column 1: expected an op's name, found 'the end of the text'");
   CHECK(error(head + "  %0 = cmp %x, %x {pred = about} : i1\n}") ==
         "parse: line 2, column 32: expected a predicate (eq, ne, lt, le, gt, ge), found '} : i1'");
+  // An op's operands, attributes and type are on its line: a yield does not take the next line's value.
+  // (Read as two ops, the verifier finds the yield not last; read as one, %0 would be undefined.)
+  CHECK_THROWS_WITH(ir::parse("tt.func @f(%c: i1) {\n  if %c {\n    yield\n    %0 = neg %c : i1\n  }\n}"),
+                    Catch::Contains("yield is not the last op of its region"));
+  // Attributes: each op's own, each once, the ones it needs present.
+  CHECK(error(head + "  %0 = neg %x {axis = 1} : f32\n}") ==
+        "parse: line 2, column 16: expected an attribute of 'neg' (it has none), found 'axis = 1} : f32'");
+  CHECK(error(head + "  %0 = cmp %x, %x {pred = lt, pred = gt} : i1\n}") ==
+        "parse: line 2, column 31: expected each attribute once ('pred' is repeated), found 'pred = gt} : i1'");
+  CHECK(error(head + "  %0 = cmp %x, %x : i1\n}") ==
+        "parse: line 2, column 19: expected 'cmp' needs the attribute 'pred', found ': i1'");
+  // The types written must be the operands': a cast's source, a store's value.
+  CHECK(error(head + "  %0 = cast %x : i32 -> i64\n}") ==
+        "parse: line 2, column 18: expected the cast's operand type f32, found 'i32 -> i64'");
+  // Results: several only for a for or an if; none for a yield.
+  CHECK(error(head + "  %0:2 = neg %x : f32\n}") ==
+        "parse: line 2, column 3: expected one result ('%0:2' names several; only for and if have them), found "
+        "'%0:2 = neg %x : f32'");
+  // Tiles as the DSL makes them: at most 2^20 elements (checked while reading), powers of two (the verifier).
+  CHECK(error(head + "  %0 = splat %x : tensor<4194304xf32>\n}") ==
+        "parse: line 2, column 26: expected a dimension of at most 2^20 (a tile holds at most 2^20 elements), found "
+        "'4194304xf32>'");
+  CHECK_THROWS_WITH(ir::parse(head + "  %0 = splat %x : tensor<12xf32>\n}"), Catch::Contains("must be a power of two"));
+  CHECK_THROWS_WITH(ir::parse(head + "  %0 = splat %x : tensor<2048x1024xf32>\n}"), Catch::Contains("more than 2^20"));
+  // Integer constants hold their dtype's values (folding and codegen would read 200 : i8 differently).
+  CHECK_THROWS_WITH(ir::parse(head + "  %0 = constant {value = 200} : i8\n}"), Catch::Contains("200 does not fit i8"));
+  CHECK(error(head + "  %0 = constant {value = 1.5} : i32\n}") ==
+        "parse: line 2, column 26: expected a whole number that fits i32, found '1.5} : i32'");
+  // Flags on the parameters they describe.
+  CHECK(error("tt.func @f(%x: f32 {align16}) {\n}") ==
+        "parse: line 1, column 21: expected align16 (pointers) or div16 (integers), found 'align16}) {'");
+  // Nesting is bounded (the reader recurses).
+  std::string deep = "tt.func @f(%c: i1) {\n";
+  for (int i = 0; i < 300; ++i) deep += "if %c {\n";
+  CHECK_THROWS_WITH(ir::parse(deep), Catch::Contains("expected at most 256 nested regions"));
+  // Control bytes in what was found are escaped; a line's end stops it.
+  CHECK(error(head + "  %0 = neg\x01 %x : f32\r\n}") ==
+        "parse: line 2, column 11: expected ':' and the result's type, found '\\x01 %x : f32'");
   // Parsed, but not a valid function: the verifier's error.
   CHECK_THROWS_AS(ir::parse(head + "  %0 = neg %x : i32\n}"), VerifyError);
+}
+
+TEST_CASE("ir::parse: an if without results may leave out its else, and -0 is an integer constant's 0",
+          "[ir][parser]") {
+  auto fn = ir::parse(R"(tt.func @f(%c: i1, %p: ptr<i32>) {
+  %0 = constant {value = -0} : i32
+  if %c {
+    store %p, %0 : i32
+    yield
+  }
+})");
+  CHECK(ir::print(*fn) == R"(tt.func @f(%c: i1, %p: ptr<i32>) {
+  %0 = constant {value = 0} : i32
+  if %c {
+    store %p, %0 : i32
+    yield
+  } else {
+    yield
+  }
+}
+)");
 }

@@ -250,27 +250,27 @@ TEST_CASE("canonicalize: splats, masks, constant branches and empty loops", "[ir
 TEST_CASE("canonicalize: trans of trans composes permutations", "[ir][passes]") {
   FnBuilder f("tt");
   Value *x = f.param("x", f32s);
-  Value *a = f.op(OpKind::Exp, {f.op(OpKind::Splat, {x}, T({2, 3, 4}, DType::f32))}, T({2, 3, 4}, DType::f32));
+  Value *a = f.op(OpKind::Exp, {f.op(OpKind::Splat, {x}, T({2, 8, 4}, DType::f32))}, T({2, 8, 4}, DType::f32));
   Attrs p1; p1.ints = {1, 2, 0};
   Attrs p2; p2.ints = {0, 2, 1};
-  Value *t1 = f.op(OpKind::Trans, {a}, T({3, 4, 2}, DType::f32), p1);
-  Value *t2 = f.op(OpKind::Trans, {t1}, T({3, 2, 4}, DType::f32), p2);
+  Value *t1 = f.op(OpKind::Trans, {a}, T({8, 4, 2}, DType::f32), p1);
+  Value *t2 = f.op(OpKind::Trans, {t1}, T({8, 2, 4}, DType::f32), p2);
   f.axis_op(OpKind::Reduce, t2, T({2, 4}, DType::f32), 0);
   canonicalize(f.fn);
   dce(f.fn);  // dce removes everything: nothing is stored; check before it instead
   FnBuilder g("tt");
   Value *y = g.param("x", f32s);
-  Value *b = g.op(OpKind::Exp, {g.op(OpKind::Splat, {y}, T({2, 3, 4}, DType::f32))}, T({2, 3, 4}, DType::f32));
-  Value *u1 = g.op(OpKind::Trans, {b}, T({3, 4, 2}, DType::f32), p1);
-  Value *u2 = g.op(OpKind::Trans, {u1}, T({3, 2, 4}, DType::f32), p2);
+  Value *b = g.op(OpKind::Exp, {g.op(OpKind::Splat, {y}, T({2, 8, 4}, DType::f32))}, T({2, 8, 4}, DType::f32));
+  Value *u1 = g.op(OpKind::Trans, {b}, T({8, 4, 2}, DType::f32), p1);
+  Value *u2 = g.op(OpKind::Trans, {u1}, T({8, 2, 4}, DType::f32), p2);
   g.axis_op(OpKind::Reduce, u2, T({2, 4}, DType::f32), 0);
   canonicalize(g.fn);
   // result dim i = source dim p1[p2[i]]: [1, 0, 2]
   CHECK_IR(g.fn, R"(tt.func @tt(%x: f32) {
-  %0 = splat %x : tensor<2x3x4xf32>
-  %1 = exp %0 : tensor<2x3x4xf32>
-  %2 = trans %1 {perm = [1, 2, 0]} : tensor<3x4x2xf32>
-  %3 = trans %1 {perm = [1, 0, 2]} : tensor<3x2x4xf32>
+  %0 = splat %x : tensor<2x8x4xf32>
+  %1 = exp %0 : tensor<2x8x4xf32>
+  %2 = trans %1 {perm = [1, 2, 0]} : tensor<8x4x2xf32>
+  %3 = trans %1 {perm = [1, 0, 2]} : tensor<8x2x4xf32>
   %4 = reduce %3 {axis = 0, kind = sum} : tensor<2x4xf32>
 }
 )");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -280,12 +281,19 @@ int main(int argc, char **argv) {
     if (ir->parsed() && !input.empty() && !list_stages) {
       if (!kname.empty()) throw Error(fmt::format("give a kernel name ('{}') or --input, not both", kname));
       if (tools::flex_requested(code_flex)) throw Error("variant flags apply to the built-in attention, not to --input");
+      if (ir->count("--stage") > 0 && stage.empty()) throw Error("--stage needs a stage name (--stages lists them)");
+      if (spec.num_stages < 1 || spec.num_stages > 8) throw Error(fmt::format("--num-stages {} is not in [1, 8]", spec.num_stages));
+      for (const char *builtin_only : {"--dtype", "--head-dim", "--causal", "--block-m", "--block-n", "--block-k", "--cols"})
+        if (ir->count(builtin_only) > 0)
+          fmt::print(stderr, "tilejit: note: {} applies to built-in kernels, not to --input\n", builtin_only);
       std::string text;
       if (input == "-") {
         text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
       } else {
+        std::error_code ec;
         std::ifstream in(input, std::ios::binary);
-        if (!in) throw Error(fmt::format("--input {}: cannot read the file", input));
+        if (!std::filesystem::is_regular_file(input, ec) || !in)
+          throw Error(fmt::format("--input {}: not a readable file", input));
         text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
       }
       LaunchConfig target;
@@ -296,6 +304,8 @@ int main(int argc, char **argv) {
       try {
         fmt::print("{}", stage_of_text(text, stage.empty() ? "optimized" : stage, target));
       } catch (const ParseError &e) {
+        throw Error(fmt::format("{}: {}", input == "-" ? "<stdin>" : input, e.what()));
+      } catch (const VerifyError &e) {  // parsed, but not a valid function (its values renumbered as printed)
         throw Error(fmt::format("{}: {}", input == "-" ? "<stdin>" : input, e.what()));
       }
       return 0;
