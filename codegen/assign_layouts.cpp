@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "codegen/codegen.h"
 #include "codegen/mma.h"
 #include "ir/passes.h"
 #include "tilejit/error.h"
@@ -311,9 +312,7 @@ std::string layout_text(const Layout &l, bool rematerializable) {
 }  // namespace
 
 std::string print_layouts(const ir::Function &fn, int num_warps, const ir::OpAnnotator &comment) {
-  if (num_warps < 1 || num_warps > 32 || (num_warps & (num_warps - 1)) != 0)
-    throw CompileError(fmt::format("codegen: num_warps must be a power of two in [1, 32], got {} (kernel '{}')",
-                                   num_warps, fn.name));
+  check_num_warps(fn, num_warps);
   const LayoutPlan plan = assign_layouts(fn, num_warps);
   return ir::print_annotated(
       fn,

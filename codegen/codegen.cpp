@@ -26,14 +26,18 @@
 
 namespace tilejit::codegen {
 
+void check_num_warps(const ir::Function &fn, int num_warps) {
+  if (num_warps < 1 || num_warps > 32 || !is_pow2(num_warps))
+    throw CompileError(fmt::format("codegen: num_warps must be a power of two in [1, 32], got {} (kernel '{}')",
+                                   num_warps, fn.name));
+}
+
 // ------------------------------------------------------------------------------------------------ state --
 
 Lowering::Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLVMContext &ctx,
                    llvm::Module &mod)
     : fn(fn), opts(opts), ctx(ctx), mod(mod), b(ctx) {
-  if (opts.num_warps < 1 || opts.num_warps > 32 || !is_pow2(opts.num_warps))
-    throw CompileError(fmt::format("codegen: num_warps must be a power of two in [1, 32], got {} (kernel '{}')",
-                                   opts.num_warps, fn.name));
+  check_num_warps(fn, opts.num_warps);
   use_wgmma = opts.wgmma && opts.arch == "sm_90a" && kernel_may_use_wgmma(fn, opts.num_warps);
   entry_.clear();
   for (char c : fn.name) entry_ += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';

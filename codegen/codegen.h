@@ -31,6 +31,8 @@ struct PtxResult {
   int num_threads = 128;      // 32 · num_warps
 };
 
+/// Throws CompileError naming fn unless num_warps is a power of two in [1, 32].
+TILEJIT_EXPORT void check_num_warps(const ir::Function &fn, int num_warps);
 /// Lowers `fn` to LLVM IR, runs the LLVM verifier and the O3 pipeline, and emits PTX for opts.arch.
 /// Throws CompileError naming the op (and its source line) that could not be lowered.
 TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts);

@@ -292,7 +292,10 @@ Tile lower_atomic_add(Lowering &L, const ir::Op &op) {
     if (acq_rel) L.emit_if(one, fence);
     // An old value nobody reads is not broadcast: no shared memory, no barriers (a learnable capture's gradient
     // adds four scalars per key block in the backward's loop).
-    if (L.use_count(res) == 0) return Tile{std::nullopt, {llvm::Constant::getNullValue(rt)}};
+    if (L.use_count(res) == 0) {
+      if (acq_rel) L.barrier();  // the other threads' later accesses after thread 0's atomic and fence
+      return Tile{std::nullopt, {llvm::Constant::getNullValue(rt)}};
+    }
     L.reserve_smem(esize);
     L.barrier();
     L.emit_if(one, [&] { b.CreateAlignedStore(old, L.smem_addr(L.i32(0), rt), llvm::Align(uint64_t(esize))); });

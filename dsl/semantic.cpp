@@ -28,8 +28,6 @@ std::string describe(const Tile &t) {
   return "empty";
 }
 
-bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
-
 void check_pow2_shape(const Shape &shape, const char *op, const char *what, const SrcLoc &loc) {
   for (int64_t d : shape)
     if (!is_pow2(d))
@@ -46,9 +44,9 @@ int normalize_axis(int axis, int rank, const char *op, const ir::Type &t, const 
 
 ir::Value *emit(TraceContext &ctx, ir::OpKind kind, std::vector<ir::Value *> operands, ir::Type type,
                 const SrcLoc &loc, ir::Attrs attrs) {
-  // Every tile lives in registers spread over one program's threads; Triton caps tiles at the same size. A
-  // larger one would only fail later (hours of codegen for a huge dot, or an allocation failure).
-  constexpr int64_t kMaxTileElements = int64_t(1) << 20;
+  // Every tile lives in registers spread over one program's threads (ir::kMaxTileElements). A larger one would
+  // only fail later (hours of codegen for a huge dot, or an allocation failure).
+  using ir::kMaxTileElements;
   if (!type.is_scalar() && type.numel() > kMaxTileElements)
     fail(loc, fmt::format("{}: a {} tile has {} elements; a tile holds at most 2^20 = {}", ir::op_name(kind),
                           type.str(), type.numel(), kMaxTileElements));

@@ -25,7 +25,7 @@ std::string describe(const ir::Type &t);
 /// As above for values; "literal 0.5" / "literal 3" / "literal true" for weak literals; "empty" otherwise.
 std::string describe(const Tile &t);
 
-bool is_pow2(int64_t v);
+using ir::is_pow2;  // ir/ir.h
 /// Fails unless every dim is a power of two (what: "result shape", ...).
 void check_pow2_shape(const Shape &shape, const char *op, const char *what, const SrcLoc &loc);
 /// Normalizes a possibly negative axis into [0, rank); fails naming the op otherwise.

@@ -22,6 +22,11 @@ struct SourceLoc {
   std::string str() const;  // "file:line" or "<unknown>"
 };
 
+/// Tiles the DSL makes, which the verifier requires: every dimension a power of two, at most 2^20 elements (each
+/// tile lives in one program's registers; Triton caps tiles at the same size).
+constexpr int64_t kMaxTileElements = int64_t(1) << 20;
+constexpr bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
 /// The type of a value: a tile of `shape` (empty = scalar) with element type `elem`.
 struct Type {
   std::vector<int64_t> shape;

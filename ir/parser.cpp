@@ -1,9 +1,9 @@
 // The tile IR's textual form read back: the inverse of ir::print (ir/printer.cpp), so that a pass can be run and
 // tested from text. A recursive-descent reader over the printer's grammar:
 //
-//   func    := "tt.func" "@"name "(" [param ("," param)*] ")" "{" op* "}"
-//   param   := %name ":" type ["(param type" type ")"] ["{" align16 | div16 | "align16, div16" "}"]
-//   op      := [results "="] opname operands [attrs] [":" type ["->" type]] [loc]
+//   func    := "tt.func" "@"name "(" [param ("," param)*] ")" "{" op* "}"     (name: anything up to "(")
+//   param   := %name ":" type ["(param type" type ")"] ["{" align16 "}" (pointers) | "{" div16 "}" (integers)]
+//   op      := [results "="] opname operands [attrs] [":" type ["->" type]] [loc]    (on one line)
 //            | [results "="] "for" %iv "=" v "to" v "step" v ["iter_args(" %a "=" v ("," %a "=" v)* ")"]
 //                  ["->" "(" types ")"] "{" op* "}"
 //            | [results "="] "if" v ["->" "(" types ")"] "{" op* "}" ["else" "{" op* "}"]
@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ir/builder.h"
@@ -42,7 +43,13 @@ class Parser {
     auto fn = std::make_unique<Function>();
     expect("tt.func");
     expect("@");
-    fn->name = identifier("the function's name");
+    {
+      // Any name (the printer writes it as given), up to its parameter list.
+      const size_t start = pos_;
+      while (pos_ < s_.size() && s_[pos_] != '(' && s_[pos_] != '\n') ++pos_;
+      fn->name = std::string(s_.substr(start, pos_ - start));
+      if (fn->name.empty()) fail("the function's name");
+    }
     expect("(");
     if (!accept(")")) {
       do param(*fn);
@@ -79,9 +86,9 @@ class Parser {
   void expect(std::string_view tok) {
     if (!accept(tok)) fail(fmt::format("'{}'", tok));
   }
-  [[noreturn]] void fail(const std::string &expected) {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < pos_ && i < s_.size(); ++i) {
+  std::pair<uint32_t, uint32_t> line_column(size_t at) const {
+    uint32_t line = 1, col = 1;
+    for (size_t i = 0; i < at && i < s_.size(); ++i) {
       if (s_[i] == '\n') {
         ++line;
         col = 1;
@@ -89,6 +96,15 @@ class Parser {
         ++col;
       }
     }
+    return {line, col};
+  }
+  /// Where an op starts in the text, as its source location (the verifier's messages name it).
+  SourceLoc location_of(size_t at) const {
+    auto [line, col] = line_column(at);
+    return SourceLoc{"<text>", line, col};
+  }
+  [[noreturn]] void fail(const std::string &expected) {
+    auto [line, col] = line_column(pos_);
     // What stands there, up to the line's end (at most 40 bytes), other control bytes written as \xNN.
     std::string rest;
     for (size_t i = pos_; i < s_.size() && i < pos_ + 40 && s_[i] != '\n' && s_[i] != '\r'; ++i) {
@@ -290,6 +306,8 @@ class Parser {
   }
 
   void op(Builder &b) {
+    skip_space();
+    const size_t line_start = pos_;
     // Results: "%N = " or, for several (a for or an if), "%N:k = ".
     std::string result;
     int count = 0;
@@ -312,8 +330,9 @@ class Parser {
     const size_t name_pos = pos_;
     skip_space();
     std::string name = identifier("an op's name");
-    if (name == "for") return for_op(b, result, count, result_pos);
-    if (name == "if") return if_op(b, result, count, result_pos);
+    const SourceLoc op_loc = location_of(line_start);
+    if (name == "for") return for_op(b, result, count, result_pos, op_loc);
+    if (name == "if") return if_op(b, result, count, result_pos, op_loc);
     if (count > 1) {
       pos_ = result_pos;
       fail(fmt::format("one result ('%{}:{}' names several; only for and if have them)", result, count));
@@ -328,7 +347,8 @@ class Parser {
         do operands.push_back(use());
         while (accept_on_line(","));
       }
-      b.create(OpKind::Yield, operands, {});
+      skip_location();
+      b.create(OpKind::Yield, operands, {}, {}, op_loc);
       return;
     }
     OpKind kind;
@@ -369,7 +389,7 @@ class Parser {
     if (count == 1 && types.empty()) fail("':' and the result's type");
     skip_location();
     if (kind == OpKind::Constant && !types.empty()) constant_value(types[0].dtype(), attrs);
-    Op *op = b.create(kind, operands, types, attrs);
+    Op *op = b.create(kind, operands, types, attrs, op_loc);
     if (count == 1) define(result, op->result(), result_pos);
   }
 
@@ -412,7 +432,6 @@ class Parser {
       a.fvalue = std::strtod(t.c_str(), &end);
     } else {
       a.ivalue = std::strtoll(t.c_str(), &end, 10);
-      a.fvalue = double(a.ivalue);
     }
     if (*end || (!is_float(dt) && errno)) {
       pos_ = value_pos_;
@@ -459,18 +478,17 @@ class Parser {
       } else if (key == "pred") {
         expect("=");
         std::string p = identifier("a predicate");
-        static const char *preds[] = {"eq", "ne", "lt", "le", "gt", "ge"};
         bool found = false;
-        for (int i = 0; i < 6; ++i)
-          if (p == preds[i]) a.pred = CmpPred(i), found = true;
+        for (CmpPred c : {CmpPred::eq, CmpPred::ne, CmpPred::lt, CmpPred::le, CmpPred::gt, CmpPred::ge})
+          if (p == cmp_pred_name(c)) a.pred = c, found = true;
         if (!found) fail("a predicate (eq, ne, lt, le, gt, ge)");
       } else if (key == "kind") {
         expect("=");
         std::string r = identifier("a reduction kind");
-        if (r == "sum") a.reduce = ReduceKind::sum;
-        else if (r == "max") a.reduce = ReduceKind::max;
-        else if (r == "min") a.reduce = ReduceKind::min;
-        else fail("a reduction kind (sum, max, min)");
+        bool found = false;
+        for (ReduceKind k : {ReduceKind::sum, ReduceKind::max, ReduceKind::min})
+          if (r == reduce_kind_name(k)) a.reduce = k, found = true;
+        if (!found) fail("a reduction kind (sum, max, min)");
       } else {
         a.flag = true;  // allow_tf32, index, split, rn, acq_rel
       }
@@ -512,7 +530,7 @@ class Parser {
     for (int i = 0; count > 1 && i < count; ++i) define(fmt::format("{}#{}", result, i), op->result(i), result_pos);
   }
 
-  void for_op(Builder &b, const std::string &result, int count, size_t result_pos) {
+  void for_op(Builder &b, const std::string &result, int count, size_t result_pos, SourceLoc loc) {
     const size_t iv_pos = pos_;
     std::string iv = value_name();
     expect("=");
@@ -533,22 +551,24 @@ class Parser {
       expect(")");
     }
     std::vector<Type> types = result_types(count);
-    Op *op = b.create(OpKind::For, operands, types);
+    Op *op = b.create(OpKind::For, operands, types, {}, loc);
     Block &body = *op->region(0);
     define(iv, body.add_arg(lb->type), iv_pos);
     for (size_t i = 0; i < carried.size(); ++i)
       define(carried[i].first, body.add_arg(operands[3 + i]->type), carried[i].second);
     expect("{");
+    skip_location();
     block(body);
     expect("}");
     define_results(op, result, count, result_pos);
   }
 
-  void if_op(Builder &b, const std::string &result, int count, size_t result_pos) {
+  void if_op(Builder &b, const std::string &result, int count, size_t result_pos, SourceLoc loc) {
     Value *cond = use();
     std::vector<Type> types = result_types(count);
-    Op *op = b.create(OpKind::If, {cond}, types);
+    Op *op = b.create(OpKind::If, {cond}, types, {}, loc);
     expect("{");
+    skip_location();
     block(*op->region(0));
     expect("}");
     if (accept("else")) {
@@ -563,7 +583,6 @@ class Parser {
     define_results(op, result, count, result_pos);
   }
 
-  static constexpr int64_t kMaxTileElements = int64_t(1) << 20;  // as the DSL's tiles
   static constexpr int kMaxDepth = 256;                           // nested for / if bodies (the recursion's)
   std::string_view s_;
   size_t pos_ = 0;

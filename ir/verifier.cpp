@@ -4,17 +4,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 #include <vector>
 
+#include "ir/numerics.h"
 #include "ir/passes.h"
 #include "ir/printer_detail.h"
 #include "tilejit/error.h"
 
 namespace tilejit::ir {
 namespace {
-
-constexpr int64_t kMaxTileElements = int64_t(1) << 20;
 
 class Verifier {
  public:
@@ -155,7 +155,7 @@ class Verifier {
       // As the DSL makes them (dsl/semantic.cpp): powers of two, at most 2^20 elements in a tile.
       int64_t elements = 1;
       for (int64_t d : r->type.shape) {
-        if (d <= 0 || (d & (d - 1)) != 0)
+        if (!is_pow2(d))
           fail(op, fmt::format("result {} of '{}' has a dimension of size {} (must be a power of two)", i, name, d));
         elements = d > kMaxTileElements ? kMaxTileElements + 1 : elements * d;
         if (elements > kMaxTileElements)
@@ -171,16 +171,16 @@ class Verifier {
       case OpKind::Constant: {
         expect_results(op, 1);
         expect_not_ptr(op, op.result());
-        // An integer constant holds a signed value of its dtype (the DSL stores an unsigned bit pattern signed, and
-        // folding wraps), so that folding, the interpreter and codegen read the same number.
+        // A constant holds a value of its dtype, as the DSL makes it (integers signed, as folding wraps them; floats
+        // rounded to the dtype), so that folding, the interpreter and codegen read the same number.
         const DType dt = op.result()->type.dtype();
-        if (is_int(dt) && dt != DType::i64) {
-          const int bits = dtype_bits(dt);
-          const int64_t v = op.attrs.ivalue;
-          const int64_t lo = dt == DType::i1 ? 0 : -(int64_t(1) << (bits - 1));
-          const int64_t hi = dt == DType::i1 ? 1 : (int64_t(1) << (bits - 1)) - 1;
-          if (v < lo || v > hi) fail(op, fmt::format("'constant' {} does not fit {}", v, dtype_name(dt)));
-        }
+        const int64_t v = op.attrs.ivalue;
+        if (is_int(dt) && (v < numerics::int_min(dt) || v > numerics::int_max(dt)))
+          fail(op, fmt::format("'constant' {} does not fit {}", v, dtype_name(dt)));
+        const double f = op.attrs.fvalue;
+        if (is_float(dt) && !std::isnan(f) && numerics::round_float(f, dt) != f)
+          fail(op, fmt::format("'constant' {} is not a {} value (it rounds to {})", f, dtype_name(dt),
+                               numerics::round_float(f, dt)));
         break;
       }
       case OpKind::ProgramId:
@@ -191,8 +191,9 @@ class Verifier {
         break;
       case OpKind::Arange: {
         expect_results(op, 1);
-        if (op.attrs.ints.size() != 2 || op.attrs.ints[1] <= op.attrs.ints[0])
-          fail(op, "'arange' needs attrs {start, end} with end > start");
+        if (op.attrs.ints.size() != 2 || op.attrs.ints[1] <= op.attrs.ints[0] ||
+            op.attrs.ints[0] < numerics::int_min(DType::i32) || op.attrs.ints[1] - 1 > numerics::int_max(DType::i32))
+          fail(op, "'arange' needs attrs {start, end} with end > start, its values i32");
         Type want{{op.attrs.ints[1] - op.attrs.ints[0]}, {DType::i32}};
         if (op.result()->type != want) fail(op, fmt::format("'arange' must produce {}, not {}", want.str(), ts(op.result())));
         break;

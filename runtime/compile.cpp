@@ -104,6 +104,14 @@ const std::string &build_id() {
   return id;
 }
 
+void check_warps_and_stages(const std::string &kernel, const LaunchConfig &cfg) {
+  const int w = cfg.num_warps;
+  if (w < 1 || w > 32 || (w & (w - 1)))
+    throw Error(fmt::format("kernel {}: num_warps must be a power of two in [1, 32], got {}", kernel, w));
+  if (cfg.num_stages < 1 || cfg.num_stages > 8)
+    throw Error(fmt::format("kernel {}: num_stages must be in [1, 8], got {}", kernel, cfg.num_stages));
+}
+
 codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {
   codegen::CodegenOptions opts;
   opts.arch = cfg.arch.empty() ? device_arch() : cfg.arch;

@@ -29,6 +29,7 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
   if (std::find(stages.begin(), stages.end(), stage) == stages.end())
     throw Error(fmt::format("stage '{}' is not a compile stage; the stages are: {}", stage, fmt::join(stages, ", ")));
   std::unique_ptr<ir::Function> fn = ir::parse(tir);
+  runtime::check_warps_and_stages(fn->name, cfg);
   std::string text;
   ir::optimize(*fn, ir::FloatRewrites::Fast, [&](const char *name, const ir::Function &f) {
     if (text.empty() && stage == name) text = ir::print(f);

@@ -354,12 +354,7 @@ KernelBase::~KernelBase() = default;
 
 void KernelBase::launch(Grid grid, const LaunchConfig &cfg, std::span<const ArgValue> args) {
   Bound b = impl_->bind(args);
-  // The same limits on both backends, so a launch that works on the interpreter works on the GPU.
-  int w = cfg.num_warps;
-  if (w < 1 || w > 32 || (w & (w - 1)))
-    throw Error(fmt::format("kernel {}: num_warps must be a power of two in [1, 32], got {}", impl_->name, w));
-  if (cfg.num_stages < 1 || cfg.num_stages > 8)
-    throw Error(fmt::format("kernel {}: num_stages must be in [1, 8], got {}", impl_->name, cfg.num_stages));
+  runtime::check_warps_and_stages(impl_->name, cfg);
   if (grid.y > 65535 || grid.z > 65535)
     throw Error(fmt::format("kernel {}: grid ({}, {}, {}) exceeds the limit of 65535 programs along y and z",
                             impl_->name, grid.x, grid.y, grid.z));

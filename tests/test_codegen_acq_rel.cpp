@@ -57,24 +57,33 @@ TEST_CASE("codegen: an AcqRel atomic_add is fenced, and its loop is not software
   }
 }
 
-TEST_CASE("codegen: a scalar atomic_add whose old value nobody reads adds without shared memory or barriers",
+TEST_CASE("codegen: a scalar atomic_add whose old value nobody reads adds without shared memory or barriers, "
+          "except an AcqRel one's",
           "[codegen][ptx]") {
   using namespace dsl_testing;
-  for (bool read_old : {false, true}) {
-    INFO((read_old ? "old value stored" : "old value unused"));
-    auto fn = trace(
-        [read_old] {
-          Tile counter = param(0), out = param(1);
-          Tile old = atomic_add(counter, Tile(3));
-          if (read_old) store(out, old);
-        },
-        {P(DType::i32), P(DType::i32)});
-    codegen::CodegenOptions opts;
-    opts.num_warps = 4;
-    const std::string ptx = codegen::compile_to_ptx(*fn, opts).ptx;
-    INFO(ptx);
-    CHECK((ptx.find("bar.sync") != std::string::npos) == read_old);
-    CHECK((ptx.find(".shared") != std::string::npos) == read_old);
-    CHECK(ptx.find("atom.global") != std::string::npos);
+  for (MemOrder order : {MemOrder::Relaxed, MemOrder::AcqRel}) {
+    for (bool read_old : {false, true}) {
+      const bool acq_rel = order == MemOrder::AcqRel;
+      INFO((acq_rel ? "AcqRel, " : "Relaxed, ") << (read_old ? "old value stored" : "old value unused"));
+      auto fn = trace(
+          [read_old, order] {
+            Tile counter = param(0), out = param(1);
+            Tile old = atomic_add(counter, Tile(3), {}, order);
+            if (read_old) store(out, old);
+          },
+          {P(DType::i32), P(DType::i32)});
+      codegen::CodegenOptions opts;
+      opts.num_warps = 4;
+      const std::string ptx = codegen::compile_to_ptx(*fn, opts).ptx;
+      INFO(ptx);
+      auto lines_with = [&](const char *what) {
+        return codegen::testing::count_lines(ptx, [&](const std::string &l) { return l.find(what) != std::string::npos; });
+      };
+      // The old value's broadcast: a barrier, thread 0's store to shared memory, a barrier. AcqRel: a barrier
+      // before the atomic and one after it (every thread's later accesses after thread 0's fence).
+      CHECK(lines_with("bar.sync") == (read_old ? 2 : 0) + (acq_rel ? 2 : 0) - (read_old && acq_rel ? 1 : 0));
+      CHECK((lines_with("st.shared") > 0) == read_old);
+      CHECK(lines_with("atom.global") == 1);
+    }
   }
 }

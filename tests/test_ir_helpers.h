@@ -1,11 +1,13 @@
 // Small helpers for building tile IR by hand in the ir/ tests (the DSL is not used here on purpose: the
 // tests must be able to build IR the DSL would refuse).
 #pragma once
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "ir/builder.h"
 #include "ir/ir.h"
+#include "ir/numerics.h"
 
 namespace tilejit::ir::testing {
 
@@ -29,7 +31,12 @@ struct FnBuilder {
   Value *op(OpKind k, std::vector<Value *> operands, Type t, Attrs a = {}, SourceLoc loc = {}) {
     return b.create1(k, std::move(operands), std::move(t), std::move(a), loc);
   }
-  Value *cf(Type t, double v) { Attrs a; a.fvalue = v; return op(OpKind::Constant, {}, std::move(t), a); }
+  /// A float constant, rounded to its dtype as the DSL makes them (the verifier requires it).
+  Value *cf(Type t, double v) {
+    Attrs a;
+    a.fvalue = std::isnan(v) ? v : numerics::round_float(v, t.dtype());
+    return op(OpKind::Constant, {}, std::move(t), a);
+  }
   Value *ci(Type t, int64_t v) { Attrs a; a.ivalue = v; return op(OpKind::Constant, {}, std::move(t), a); }
   Value *axis_op(OpKind k, Value *x, Type t, int64_t axis) { Attrs a; a.axis = axis; return op(k, {x}, std::move(t), a); }
   Value *cmp(CmpPred p, Value *x, Value *y) {

@@ -22,7 +22,7 @@ void build_kernel(FnBuilder &f, uint32_t line_base) {
   Value *r = f.arange(0, 64);
   Value *zero = f.ci(S(DType::i32), 0);
   Value *one = f.ci(S(DType::i32), 1);
-  Value *acc0 = f.cf(T({64}, DType::f32), 0.1);
+  Value *acc0 = f.cf(T({64}, DType::f32), 0.25);
   Value *cnt0 = f.cf(S(DType::f32), -0.0);
   Op *loop = f.begin_for(zero, n, one, {acc0, cnt0});
   {
@@ -55,7 +55,7 @@ const char *kGolden = R"(tt.func @golden(%x: ptr<f32> {align16}, %n: i32 {div16}
   %1 = arange {start = 0, end = 64} : tensor<64xi32>
   %2 = constant {value = 0} : i32
   %3 = constant {value = 1} : i32
-  %4 = constant {value = 0.1} : tensor<64xf32>
+  %4 = constant {value = 0.25} : tensor<64xf32>
   %5 = constant {value = -0} : f32
   %6:2 = for %7 = %2 to %n step %3 iter_args(%8 = %4, %9 = %5) -> (tensor<64xf32>, f32) {
     %10 = splat %7 : tensor<64xi32>

@@ -282,7 +282,6 @@ int main(int argc, char **argv) {
       if (!kname.empty()) throw Error(fmt::format("give a kernel name ('{}') or --input, not both", kname));
       if (tools::flex_requested(code_flex)) throw Error("variant flags apply to the built-in attention, not to --input");
       if (ir->count("--stage") > 0 && stage.empty()) throw Error("--stage needs a stage name (--stages lists them)");
-      if (spec.num_stages < 1 || spec.num_stages > 8) throw Error(fmt::format("--num-stages {} is not in [1, 8]", spec.num_stages));
       for (const char *builtin_only : {"--dtype", "--head-dim", "--causal", "--block-m", "--block-n", "--block-k", "--cols"})
         if (ir->count(builtin_only) > 0)
           fmt::print(stderr, "tilejit: note: {} applies to built-in kernels, not to --input\n", builtin_only);
@@ -303,9 +302,7 @@ int main(int argc, char **argv) {
       target.min_ctas_per_sm = spec.min_ctas_per_sm;
       try {
         fmt::print("{}", stage_of_text(text, stage.empty() ? "optimized" : stage, target));
-      } catch (const ParseError &e) {
-        throw Error(fmt::format("{}: {}", input == "-" ? "<stdin>" : input, e.what()));
-      } catch (const VerifyError &e) {  // parsed, but not a valid function (its values renumbered as printed)
+      } catch (const Error &e) {  // the text's errors (ParseError, VerifyError), and compiling it
         throw Error(fmt::format("{}: {}", input == "-" ? "<stdin>" : input, e.what()));
       }
       return 0;

@@ -28,7 +28,8 @@ std::vector<std::string> compile_stages();
 /// and "layouts", "lowering", "llvm" and "ptx" that compiled for cfg's arch (empty: sm_90a), num_warps,
 /// num_stages and min_ctas_per_sm. Float rewrites as kernels get them (not KernelOptions::exact_floats).
 /// Throws ParseError (the line, the column and what was expected), VerifyError for a text that parses to broken IR,
-/// Error for an unknown stage (naming the stages) and CompileError as compiling does.
+/// Error for an unknown stage (naming the stages) or a num_warps / num_stages a launch would refuse, and
+/// CompileError as compiling does.
 std::string stage_of_text(std::string_view tir, const std::string &stage, const LaunchConfig &cfg = {});
 
 }  // namespace tilejit
