@@ -39,11 +39,10 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
   if (target.arch.empty()) target.arch = "sm_90a";
   codegen::CodegenOptions opts = runtime::codegen_options(target);
   if (stage == "layouts") return codegen::print_layouts(*fn, opts.num_warps);
+  if (stage == "ptx") return codegen::compile_to_ptx(*fn, opts).ptx;
   std::string llvm_ir;
   std::string lowering = codegen::print_lowering(*fn, opts, &llvm_ir);
-  if (stage == "lowering") return lowering;
-  if (stage == "llvm") return llvm_ir;
-  return codegen::compile_to_ptx(*fn, opts).ptx;
+  return stage == "lowering" ? lowering : llvm_ir;
 }
 
 }  // namespace tilejit
