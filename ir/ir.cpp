@@ -82,6 +82,33 @@ const char *op_name(OpKind k) { return kOpInfo[int(k)].name; }
 int op_min_operands(OpKind k) { return kOpInfo[int(k)].lo; }
 int op_max_operands(OpKind k) { return kOpInfo[int(k)].hi; }
 int op_num_regions(OpKind k) { return kOpInfo[int(k)].regions; }
+
+const char *op_flag_name(OpKind k) {
+  switch (k) {
+    case OpKind::Dot: return "allow_tf32";
+    case OpKind::Cast: return "index";
+    case OpKind::Fma: return "split";
+    case OpKind::Div:
+    case OpKind::Mul: return "rn";
+    case OpKind::AtomicAdd: return "acq_rel";
+    default: return nullptr;
+  }
+}
+
+std::vector<const char *> op_attribute_names(OpKind k) {
+  switch (k) {
+    case OpKind::Constant: return {"value"};
+    case OpKind::ProgramId:
+    case OpKind::NumPrograms:
+    case OpKind::ExpandDims: return {"axis"};
+    case OpKind::Arange: return {"start", "end"};
+    case OpKind::Trans: return {"perm"};
+    case OpKind::Cmp: return {"pred"};
+    case OpKind::Reduce:
+    case OpKind::ArgReduce: return {"axis", "kind"};
+    default: return {};
+  }
+}
 bool is_pure(OpKind k) { return has(k, Pure); }
 bool is_elementwise(OpKind k) { return has(k, Elementwise); }
 bool reads_memory(OpKind k) { return has(k, Reads); }

@@ -51,6 +51,12 @@ const char *op_name(OpKind k);
 int op_min_operands(OpKind k);
 int op_max_operands(OpKind k);  // -1: variadic
 int op_num_regions(OpKind k);
+/// The spelling of the one boolean attribute (Attrs::flag) an op reads, as the printer writes it ("rn" for
+/// mul/div, "index" for cast, ...), or null for an op without one (ops.def says what each means).
+const char *op_flag_name(OpKind k);
+/// The valued attributes an op must have, as the printer names them ("value", "axis", "start" and "end",
+/// "perm", "pred", "kind"); empty for an op without any.
+std::vector<const char *> op_attribute_names(OpKind k);
 
 /// The properties of each op, stated in ir/ops.def (its header says what each means).
 namespace op_props {

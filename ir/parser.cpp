@@ -393,29 +393,16 @@ class Parser {
     if (count == 1) define(result, op->result(), result_pos);
   }
 
-  /// The attributes each op reads (ir/ops.def): those it must have, and the flags it may have.
+  /// The attributes each op reads: those it must have (ir::op_attribute_names) and the flag it may have
+  /// (ir::op_flag_name), as the printer names them.
   struct AttrSpec {
     std::vector<std::string> required, optional;
   };
   static AttrSpec attr_spec(OpKind k) {
-    switch (k) {
-      case OpKind::Constant: return {{"value"}, {}};
-      case OpKind::ProgramId:
-      case OpKind::NumPrograms:
-      case OpKind::ExpandDims: return {{"axis"}, {}};
-      case OpKind::Arange: return {{"start", "end"}, {}};
-      case OpKind::Trans: return {{"perm"}, {}};
-      case OpKind::Cmp: return {{"pred"}, {}};
-      case OpKind::Reduce:
-      case OpKind::ArgReduce: return {{"axis", "kind"}, {}};
-      case OpKind::Dot: return {{}, {"allow_tf32"}};
-      case OpKind::Cast: return {{}, {"index"}};
-      case OpKind::Fma: return {{}, {"split"}};
-      case OpKind::Div:
-      case OpKind::Mul: return {{}, {"rn"}};
-      case OpKind::AtomicAdd: return {{}, {"acq_rel"}};
-      default: return {};
-    }
+    AttrSpec spec;
+    for (const char *n : op_attribute_names(k)) spec.required.emplace_back(n);
+    if (const char *flag = op_flag_name(k)) spec.optional.emplace_back(flag);
+    return spec;
   }
   void require_attributes(OpKind kind, const std::vector<std::string> &given) {
     for (const std::string &r : attr_spec(kind).required)
@@ -490,7 +477,7 @@ class Parser {
           if (r == reduce_kind_name(k)) a.reduce = k, found = true;
         if (!found) fail("a reduction kind (sum, max, min)");
       } else {
-        a.flag = true;  // allow_tf32, index, split, rn, acq_rel
+        a.flag = true;  // the op's flag (op_flag_name)
       }
     } while (accept(","));
     expect("}");

@@ -107,12 +107,10 @@ std::string attr_text(const Op &op) {
     case OpKind::Reduce:
     case OpKind::ArgReduce:
       return fmt::format(" {{axis = {}, kind = {}}}", a.axis, reduce_kind_name(a.reduce));
-    case OpKind::Dot: return a.flag ? " {allow_tf32}" : "";
-    case OpKind::Cast: return a.flag ? " {index}" : "";
-    case OpKind::Fma: return a.flag ? " {split}" : "";
-    case OpKind::Div: case OpKind::Mul: return a.flag ? " {rn}" : "";
-    case OpKind::AtomicAdd: return a.flag ? " {acq_rel}" : "";
-    default: return "";
+    default: {
+      const char *flag = op_flag_name(op.kind);
+      return flag && a.flag ? fmt::format(" {{{}}}", flag) : "";
+    }
   }
 }
 
