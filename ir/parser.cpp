@@ -74,17 +74,21 @@ class Parser {
       while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
     }
   }
-  bool at(std::string_view tok) {
-    skip_space();
+  /// Where the next token may be: past line ends and comments, or only on this line (an op's operands,
+  /// attributes and type are on its line).
+  enum class Reach { AnyLine, ThisLine };
+  bool at(std::string_view tok, Reach reach = Reach::AnyLine) {
+    if (reach == Reach::AnyLine) skip_space();
+    else while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t')) ++pos_;
     return s_.compare(pos_, tok.size(), tok) == 0;
   }
-  bool accept(std::string_view tok) {
-    if (!at(tok)) return false;
+  bool accept(std::string_view tok, Reach reach = Reach::AnyLine) {
+    if (!at(tok, reach)) return false;
     pos_ += tok.size();
     return true;
   }
-  void expect(std::string_view tok) {
-    if (!accept(tok)) fail(fmt::format("'{}'", tok));
+  void expect(std::string_view tok, Reach reach = Reach::AnyLine) {
+    if (!accept(tok, reach)) fail(fmt::format("'{}'", tok));
   }
   std::pair<uint32_t, uint32_t> line_column(size_t at) const {
     uint32_t line = 1, col = 1;
@@ -114,20 +118,6 @@ class Parser {
     throw ParseError(fmt::format("parse: line {}, column {}: expected {}, found '{}'", line, col, expected,
                                  rest.empty() ? (pos_ >= s_.size() ? "the end of the text" : "the end of the line") : rest));
   }
-  /// Whether tok comes next on this line (blanks skipped, not line ends): an op's operands, attributes and type
-  /// are on its line.
-  bool at_on_line(std::string_view tok) {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t')) ++pos_;
-    return s_.compare(pos_, tok.size(), tok) == 0;
-  }
-  bool accept_on_line(std::string_view tok) {
-    if (!at_on_line(tok)) return false;
-    pos_ += tok.size();
-    return true;
-  }
-  void expect_on_line(std::string_view tok) {
-    if (!accept_on_line(tok)) fail(fmt::format("'{}'", tok));
-  }
   static bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
   std::string identifier(const char *what) {
     skip_space();
@@ -154,17 +144,6 @@ class Parser {
     errno = 0;
     long long v = std::strtoll(t.c_str(), &end, 10);
     if (*end || errno) {
-      pos_ = at_pos;
-      fail(what);
-    }
-    return v;
-  }
-  double real(const char *what) {
-    const size_t at_pos = pos_;
-    std::string t = number_text(what);
-    char *end = nullptr;
-    double v = std::strtod(t.c_str(), &end);
-    if (*end) {
       pos_ = at_pos;
       fail(what);
     }
@@ -316,7 +295,7 @@ class Parser {
       result_pos = pos_;
       result = value_name();
       count = 1;
-      if (accept_on_line(":")) {
+      if (accept(":", Reach::ThisLine)) {
         const size_t count_pos = pos_;
         const int64_t k = integer("the number of results");
         if (k < 2 || k > 4096) {
@@ -325,7 +304,7 @@ class Parser {
         }
         count = int(k);
       }
-      expect_on_line("=");
+      expect("=", Reach::ThisLine);
     }
     const size_t name_pos = pos_;
     skip_space();
@@ -343,9 +322,9 @@ class Parser {
         fail("an op with results ('yield' has none)");
       }
       std::vector<Value *> operands;
-      if (at_on_line("%")) {
+      if (at("%", Reach::ThisLine)) {
         do operands.push_back(use());
-        while (accept_on_line(","));
+        while (accept(",", Reach::ThisLine));
       }
       skip_location();
       b.create(OpKind::Yield, operands, {}, {}, op_loc);
@@ -358,19 +337,19 @@ class Parser {
       fail("an op's name (ir/ops.def)");
     }
     std::vector<Value *> operands;
-    if (at_on_line("%")) {
+    if (at("%", Reach::ThisLine)) {
       do operands.push_back(use());
-      while (accept_on_line(","));
+      while (accept(",", Reach::ThisLine));
     }
     Attrs attrs;
-    if (accept_on_line("{")) attributes(kind, attrs);
+    if (accept("{", Reach::ThisLine)) attributes(kind, attrs);
     else require_attributes(kind, {});
     std::vector<Type> types;
-    if (accept_on_line(":")) {
-      at_on_line("");  // to the type
+    if (accept(":", Reach::ThisLine)) {
+      at("", Reach::ThisLine);  // to the type
       const size_t type_pos = pos_;
       Type t = type();
-      if (accept_on_line("->")) {
+      if (accept("->", Reach::ThisLine)) {
         // A cast's source type, then its result type.
         if (kind != OpKind::Cast || operands.size() != 1 || operands[0]->type != t) {
           pos_ = type_pos;
