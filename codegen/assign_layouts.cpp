@@ -300,26 +300,4 @@ LayoutPlan assign_layouts(const ir::Function &fn, int num_warps) {
   return plan;
 }
 
-namespace {
-std::string layout_text(const Layout &l, bool rematerializable) {
-  auto list = [](const auto &v) { return fmt::format("[{}]", fmt::join(v, ",")); };
-  const BlockedLayout &p = l.parent;
-  std::string text = fmt::format("#blocked<spt={} tpw={} wpc={} order={}>", list(p.size_per_thread),
-                                 list(p.threads_per_warp), list(p.warps_per_cta), list(p.order));
-  if (l.rank() != p.rank()) text = fmt::format("#slice<dims={} of {}>", list(l.dims), text);
-  return rematerializable ? text + " remat" : text;
-}
-}  // namespace
-
-std::string print_layouts(const ir::Function &fn, int num_warps, const ir::OpAnnotator &comment) {
-  check_num_warps(fn, num_warps);
-  const LayoutPlan plan = assign_layouts(fn, num_warps);
-  return ir::print_annotated(
-      fn,
-      [&](const ir::Value *v) -> std::string {
-        return plan.has(v) ? layout_text(plan.of(v), plan.rematerializable.count(v)) : "";
-      },
-      comment);
-}
-
 }  // namespace tilejit::codegen

@@ -42,10 +42,4 @@ struct TILEJIT_EXPORT LayoutPlan {
 
 TILEJIT_EXPORT LayoutPlan assign_layouts(const ir::Function &fn, int num_warps);
 
-/// fn's text with each tile value's layout for num_warps in its type ("tensor<64x64xf32, #blocked<spt=[1,4]
-/// tpw=[8,4] wpc=[4,1] order=[1,0]>>"; a slice names the parent dims it keeps, "remat" marks a value recomputed
-/// in each user's layout), and `comment`'s text after each op (the "lowering" stage's decisions): the "layouts"
-/// compile stage without one.
-TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, int num_warps, const ir::OpAnnotator &comment = {});
-
 }  // namespace tilejit::codegen

@@ -17,6 +17,7 @@
 
 #include "codegen/assign_layouts.h"
 #include "codegen/emit_ptx.h"
+#include "codegen/layout_text.h"
 #include "codegen/lowering.h"
 #include "codegen/mma.h"
 #include "codegen/pipeline.h"
@@ -409,7 +410,7 @@ void Lowering::run() {
       fail(fmt::format("an f16/bf16 dot needs tensor cores of sm_80 or newer (mma.sync m16n8k16); {} is older",
                        opts.arch));
     });
-  plan = assign_layouts(fn, opts.num_warps);
+  plan = given_layouts ? *given_layouts : assign_layouts(fn, opts.num_warps);
   axis = analyze_axis_info(fn);
   declare_kernel();
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
@@ -545,13 +546,14 @@ std::string module_text(const llvm::Module &mod) {
   return s;
 }
 
-Lowered lower(const ir::Function &fn, const CodegenOptions &opts, Notes *notes = nullptr) {
+Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const LayoutPlan *layouts, Notes *notes = nullptr) {
   auto attempt = [&](bool dynamic_persistent) {
     Lowered out;
     out.mod = std::make_unique<llvm::Module>(fn.name, *out.ctx);
     prepare_module(*out.mod, target_machine(opts.arch));
     Lowering l(fn, opts, *out.ctx, *out.mod);
     l.allow_dynamic_persistent = dynamic_persistent;
+    l.given_layouts = layouts;
     if (notes) notes->clear();
     l.notes = notes;
     l.run();
@@ -574,8 +576,8 @@ Lowered lower(const ir::Function &fn, const CodegenOptions &opts, Notes *notes =
 
 }  // namespace
 
-TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts) {
-  Lowered m = lower(fn, opts);
+TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts, const LayoutPlan *layouts) {
+  Lowered m = lower(fn, opts, layouts);
   PtxResult r;
   r.ptx = optimize_and_emit_ptx(*m.mod, opts.arch);
   r.entry = m.entry;
@@ -584,18 +586,19 @@ TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOpt
   return r;
 }
 
-TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts) {
-  return module_text(*lower(fn, opts).mod);
+TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts, const LayoutPlan *layouts) {
+  return module_text(*lower(fn, opts, layouts).mod);
 }
 
-TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts, std::string *llvm_ir) {
+TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts, std::string *llvm_ir,
+                                          const LayoutPlan *layouts) {
   Notes notes;
-  Lowered m = lower(fn, opts, &notes);
+  Lowered m = lower(fn, opts, layouts, &notes);
   if (llvm_ir) *llvm_ir = module_text(*m.mod);
   return print_layouts(fn, opts.num_warps, [&](const ir::Op *op) {
     auto it = notes.find(op);
     return it == notes.end() ? std::string() : fmt::format("{}", fmt::join(it->second, "; "));
-  });
+  }, layouts);
 }
 
 TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }

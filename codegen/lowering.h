@@ -57,6 +57,8 @@ class Lowering {
   llvm::IRBuilder<> b;
   llvm::Function *kernel = nullptr;
   LayoutPlan plan;
+  /// The layouts to lower with (a layouts-stage text's, read_layouts); null: run() assigns them.
+  const LayoutPlan *given_layouts = nullptr;
   /// Loads that rematerialize() re-issues in the layout asked for, each under its guard (i1), instead of
   /// converting their result: a pipeline stage's gathered index tiles (pipeline.cpp). What each gave per
   /// layout is kept with it, so the copies of several loads sharing one index tile (K and V through one block

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -35,7 +36,7 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : s_(text) {
+  Parser(std::string_view text, TypeNotes *notes) : s_(text), notes_(notes) {
     if (s_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;  // a UTF-8 byte order mark
   }
 
@@ -169,8 +170,10 @@ class Parser {
       fail("a dtype (i1, i8, i16, i32, i64, f16, bf16, f32, f64)");
     }
   }
+  /// A type; its annotation, if any, is left in last_note_.
   Type type() {
     Type t;
+    last_note_.reset();
     if (accept("tensor<")) {
       // dims 'x' separated, then the element type: "128x64xbf16", "8xptr<f32>".
       for (;;) {
@@ -192,7 +195,14 @@ class Parser {
       }
       if (t.shape.empty()) fail("a tensor's dimensions");
       t.elem = elem_type();
-      if (accept(",")) skip_annotation();  // print_annotated's text (a layout) inside the brackets
+      if (accept(",")) {  // print_annotated's text (a layout) inside the brackets
+        skip_space();
+        const size_t note_pos = pos_;
+        skip_annotation();
+        last_note_ = TypeNote{std::string(s_.substr(note_pos, pos_ - note_pos)), location_of(note_pos)};
+        while (!last_note_->text.empty() && std::isspace(static_cast<unsigned char>(last_note_->text.back())))
+          last_note_->text.pop_back();
+      }
       expect(">");
       return t;
     }
@@ -208,11 +218,13 @@ class Parser {
       ++pos_;
     }
   }
-  std::vector<Type> type_list() {
+  std::vector<Type> type_list(std::vector<std::optional<TypeNote>> *notes = nullptr) {
     std::vector<Type> ts;
     expect("(");
-    do ts.push_back(type());
-    while (accept(","));
+    do {
+      ts.push_back(type());
+      if (notes) notes->push_back(last_note_);
+    } while (accept(","));
     expect(")");
     return ts;
   }
@@ -345,6 +357,7 @@ class Parser {
     if (accept("{", Reach::ThisLine)) attributes(kind, attrs);
     else require_attributes(kind, {});
     std::vector<Type> types;
+    std::optional<TypeNote> note;
     if (accept(":", Reach::ThisLine)) {
       at("", Reach::ThisLine);  // to the type
       const size_t type_pos = pos_;
@@ -360,6 +373,7 @@ class Parser {
       }
       if (count > 0) {
         types.push_back(t);
+        note = last_note_;
       } else if (operands.size() > 1 && operands[1]->type != t) {  // a store shows its value's type
         pos_ = type_pos;
         fail(fmt::format("the stored value's type {}", operands[1]->type.str()));
@@ -370,6 +384,11 @@ class Parser {
     if (kind == OpKind::Constant && !types.empty()) constant_value(types[0].dtype(), attrs);
     Op *op = b.create(kind, operands, types, attrs, op_loc);
     if (count == 1) define(result, op->result(), result_pos);
+    if (count == 1) keep_notes(op, {note});
+  }
+  void keep_notes(const Op *op, const std::vector<std::optional<TypeNote>> &notes) {
+    for (size_t i = 0; notes_ && i < notes.size(); ++i)
+      if (notes[i]) (*notes_)[op->result(int(i))] = *notes[i];
   }
 
   /// The attributes each op reads: those it must have (ir::op_attribute_names) and the flag it may have
@@ -485,9 +504,9 @@ class Parser {
     return true;
   }
 
-  std::vector<Type> result_types(int count) {
+  std::vector<Type> result_types(int count, std::vector<std::optional<TypeNote>> &notes) {
     std::vector<Type> types;
-    if (accept("->")) types = type_list();
+    if (accept("->")) types = type_list(&notes);
     if (int(types.size()) != count) fail(fmt::format("{} result types", count));
     return types;
   }
@@ -516,8 +535,10 @@ class Parser {
       } while (accept(","));
       expect(")");
     }
-    std::vector<Type> types = result_types(count);
+    std::vector<std::optional<TypeNote>> notes;
+    std::vector<Type> types = result_types(count, notes);
     Op *op = b.create(OpKind::For, operands, types, {}, loc);
+    keep_notes(op, notes);
     Block &body = *op->region(0);
     define(iv, body.add_arg(lb->type), iv_pos);
     for (size_t i = 0; i < carried.size(); ++i)
@@ -531,8 +552,10 @@ class Parser {
 
   void if_op(Builder &b, const std::string &result, int count, size_t result_pos, SourceLoc loc) {
     Value *cond = use();
-    std::vector<Type> types = result_types(count);
+    std::vector<std::optional<TypeNote>> notes;
+    std::vector<Type> types = result_types(count, notes);
     Op *op = b.create(OpKind::If, {cond}, types, {}, loc);
+    keep_notes(op, notes);
     expect("{");
     skip_location();
     block(*op->region(0));
@@ -556,10 +579,15 @@ class Parser {
   std::string value_text_;  // the last constant's value, read once its type is known
   size_t value_pos_ = 0;
   std::unordered_map<std::string, Value *> values_;
+  std::optional<TypeNote> last_note_;  // the annotation of the type read last
+  TypeNotes *notes_ = nullptr;         // where results' annotations go (parse's `notes`)
 };
 
 }  // namespace
 
-std::unique_ptr<Function> parse(std::string_view text) { return Parser(text).function(); }
+std::unique_ptr<Function> parse(std::string_view text, TypeNotes *notes) {
+  if (notes) notes->clear();
+  return Parser(text, notes).function();
+}
 
 }  // namespace tilejit::ir

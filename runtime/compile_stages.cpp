@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "codegen/assign_layouts.h"
 #include "codegen/codegen.h"
+#include "codegen/layout_text.h"
 #include "ir/parser.h"
 #include "ir/passes.h"
 #include "runtime/codegen_options.h"
@@ -26,22 +28,36 @@ std::vector<std::string> compile_stages() {
 
 std::string stage_of_text(std::string_view tir, const std::string &stage, const LaunchConfig &cfg) {
   const std::vector<std::string> stages = compile_stages();
-  if (std::find(stages.begin(), stages.end(), stage) == stages.end())
+  const auto at = std::find(stages.begin(), stages.end(), stage);
+  if (at == stages.end())
     throw Error(fmt::format("stage '{}' is not a compile stage; the stages are: {}", stage, fmt::join(stages, ", ")));
-  std::unique_ptr<ir::Function> fn = ir::parse(tir);
+  ir::TypeNotes notes;
+  std::unique_ptr<ir::Function> fn = ir::parse(tir, &notes);
   runtime::check_warps_and_stages(fn->name, cfg);
-  std::string text;
-  ir::optimize(*fn, ir::FloatRewrites::Fast, [&](const char *name, const ir::Function &f) {
-    if (text.empty() && stage == name) text = ir::print(f);
-  });
-  if (!text.empty()) return text;
   LaunchConfig target = cfg;
   if (target.arch.empty()) target.arch = "sm_90a";
   codegen::CodegenOptions opts = runtime::codegen_options(target);
-  if (stage == "layouts") return codegen::print_layouts(*fn, opts.num_warps);
-  if (stage == "ptx") return codegen::compile_to_ptx(*fn, opts).ptx;
+  // A text with layouts is a layouts (or lowering) stage: the tile IR's passes are behind it and its layouts are
+  // what the lowering uses.
+  std::optional<codegen::LayoutPlan> layouts;
+  if (!notes.empty()) {
+    const auto first = std::find(stages.begin(), stages.end(), "layouts");
+    if (at < first)
+      throw Error(fmt::format("stage '{}' comes before 'layouts', and this text already has layouts in its types; "
+                              "ask for {}", stage, fmt::join(first, stages.end(), ", ")));
+    layouts = codegen::read_layouts(*fn, notes, opts.num_warps);
+  } else {
+    std::string text;
+    ir::optimize(*fn, ir::FloatRewrites::Fast, [&](const char *name, const ir::Function &f) {
+      if (text.empty() && stage == name) text = ir::print(f);
+    });
+    if (!text.empty()) return text;
+  }
+  const codegen::LayoutPlan *plan = layouts ? &*layouts : nullptr;
+  if (stage == "layouts") return codegen::print_layouts(*fn, opts.num_warps, {}, plan);
+  if (stage == "ptx") return codegen::compile_to_ptx(*fn, opts, plan).ptx;
   std::string llvm_ir;
-  std::string lowering = codegen::print_lowering(*fn, opts, &llvm_ir);
+  std::string lowering = codegen::print_lowering(*fn, opts, &llvm_ir, plan);
   return stage == "lowering" ? lowering : llvm_ir;
 }
 

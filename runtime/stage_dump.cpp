@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "codegen/assign_layouts.h"
+#include "codegen/layout_text.h"
 #include "codegen/codegen.h"
 #include "runtime/env.h"
 #include "tilejit/error.h"

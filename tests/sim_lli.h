@@ -102,16 +102,17 @@ inline std::string host_runnable(std::string ir, std::vector<std::string> &param
   return ir + w;
 }
 
-/// Runs `fn` (grid and num_warps as given; codegen for sm_80) on the simulator; returns each buffer's bytes
-/// afterwards, in argument order. Throws std::runtime_error naming lli's messages when it fails.
+/// Runs `fn` (grid and num_warps as given; codegen for sm_80, with `layouts` when given) on the simulator; returns
+/// each buffer's bytes afterwards, in argument order. Throws std::runtime_error naming lli's messages when it fails.
 inline std::vector<std::vector<uint8_t>> run_simulated(const ir::Function &fn, Grid grid, int num_warps,
-                                                       const std::vector<SimArg> &args) {
+                                                       const std::vector<SimArg> &args,
+                                                       const codegen::LayoutPlan *layouts = nullptr) {
   codegen::CodegenOptions opts;
   opts.arch = "sm_80";
   opts.num_warps = num_warps;
   opts.num_stages = 1;
   std::vector<std::string> types;
-  std::string ir = host_runnable(codegen::emit_llvm_ir(fn, opts), types);
+  std::string ir = host_runnable(codegen::emit_llvm_ir(fn, opts, layouts), types);
   if (types.size() != args.size())
     throw std::runtime_error(fmt::format("sim: the kernel takes {} arguments, {} given", types.size(), args.size()));
   namespace fs = std::filesystem;

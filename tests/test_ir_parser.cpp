@@ -3,85 +3,22 @@
 // FileCheck files tests/ir/*.tir), and bad text is a ParseError naming the line, the column and what was expected.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 
+#include "dumped_stages.h"
 #include "ir/parser.h"
 #include "ir/passes.h"
-#include "test_runtime_scoped_env.h"
 #include "tilejit/error.h"
-#include "tilejit/flex_attention.h"
-#include "tilejit/flex_variants.h"
-#include "tilejit/kernels.h"
-#include "tilejit/ops.h"
-#include "tilejit/paged_attention.h"
 
 using namespace tilejit;
-namespace fs = std::filesystem;
 
-namespace {
-
-std::string read(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-/// Every stage file TILEJIT_DUMP_STAGES writes while the built-in kernels are rendered to PTX: the forward with a
-/// user's ALiBi and a causal mask, paged decode, the backward's three kernels with a soft-cap lambda, matmul,
-/// softmax; by kernel directory, then file name.
-std::map<std::string, std::map<std::string, std::string>> dumped_stages() {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("tilejit-parse-{}", ::getpid());
-  fs::remove_all(dir);
-  {
-    testing::ScopedEnv dump("TILEJIT_DUMP_STAGES", dir.string());
-    attention::FlexShape s{.batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 300, .seqlen_k = 300, .head_dim_qk = 64};
-    attention::FlexOptions o;
-    Captured slopes = capture(DevicePtr{256, 16}, DType::f32);
-    o.score_mod = attention::ScoreMod([slopes](Tile score, Tile, Tile h, Tile q, Tile kv) {
-      return score - load(slopes() + h) * abs(q - kv).to(DType::f32);
-    });
-    o.mask = attention::causal_top_left();
-    attention::flex_forward_ptx(s, o);
-    attention::FlexOptions b;
-    b.score_mod = attention::softcap(30.f);
-    attention::flex_backward_ptx(s, b);
-    attention::PagedKVCache c;
-    c.k_pages = c.v_pages = DevicePtr{256, 0};
-    c.block_table = c.seq_lens = DevicePtr{256, 0};
-    c.num_pages = 100;
-    c.page_size = 16;
-    c.heads_kv = 2;
-    c.head_dim = 64;
-    c.max_pages_per_seq = 32;
-    attention::FlexShape d{.batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 4, .seqlen_k = 500, .head_dim_qk = 64};
-    attention::FlexOptions p;
-    p.kv_cache = &c;
-    p.mask = attention::causal_bottom_right();
-    attention::flex_forward_ptx(d, p);
-    for (const char *k : {"matmul", "softmax"}) kernels::builtin_ptx(k, kernels::BuiltinSpec{});
-  }
-  std::map<std::string, std::map<std::string, std::string>> files;
-  for (const auto &kernel : fs::directory_iterator(dir))
-    for (const auto &f : fs::directory_iterator(kernel.path()))
-      if (f.path().extension() == ".tir") files[kernel.path().filename()][f.path().filename()] = read(f.path());
-  fs::remove_all(dir);
-  return files;
-}
-
-}  // namespace
 
 TEST_CASE("ir::parse reads back every tile-IR stage the kernels print, and the pipeline run from the traced text "
           "gives the optimized text",
           "[ir][parser]") {
-  const auto kernels = dumped_stages();
+  const auto kernels = testing::dumped_stages();
   REQUIRE(kernels.size() >= 7);  // forward, decode, the backward's three, matmul, softmax
   int stages = 0, annotated = 0, traced = 0;
   for (const auto &[kernel, files] : kernels) {
@@ -95,6 +32,7 @@ TEST_CASE("ir::parse reads back every tile-IR stage the kernels print, and the p
     const std::string optimized = has_tile_stages ? std::prev(first_codegen)->second : std::string();
     for (const auto &[name, text] : files) {
       INFO(name);
+      if (!name.ends_with(".tir")) continue;
       auto fn = ir::parse(text);
       if (name.find("layouts") == 0 || name.find("lowering") == 0) {
         // Layouts in the types and the lowering's comments are dropped: the optimized function remains.

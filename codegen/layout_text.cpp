@@ -1,0 +1,240 @@
+// The layouts' textual form, both ways (codegen/layout_text.h).
+#include "codegen/layout_text.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+#include <string_view>
+
+#include "codegen/codegen.h"
+#include "codegen/layout.h"
+#include "ir/passes.h"
+#include "tilejit/error.h"
+
+namespace tilejit::codegen {
+
+std::string layout_text(const Layout &l, bool rematerializable) {
+  auto list = [](const auto &v) { return fmt::format("[{}]", fmt::join(v, ",")); };
+  const BlockedLayout &p = l.parent;
+  std::string text = fmt::format("#blocked<spt={} tpw={} wpc={} order={}>", list(p.size_per_thread),
+                                 list(p.threads_per_warp), list(p.warps_per_cta), list(p.order));
+  std::vector<int> in_order(size_t(p.rank()));
+  std::iota(in_order.begin(), in_order.end(), 0);
+  if (l.dims != in_order) text = fmt::format("#slice<dims={} of {}>", list(l.dims), text);
+  return rematerializable ? text + " remat" : text;
+}
+
+std::string print_layouts(const ir::Function &fn, int num_warps, const ir::OpAnnotator &comment,
+                          const LayoutPlan *plan) {
+  check_num_warps(fn, num_warps);
+  const LayoutPlan assigned = plan ? LayoutPlan{} : assign_layouts(fn, num_warps);
+  const LayoutPlan &p = plan ? *plan : assigned;
+  return ir::print_annotated(
+      fn,
+      [&](const ir::Value *v) -> std::string {
+        return p.has(v) ? layout_text(p.of(v), p.rematerializable.count(v)) : "";
+      },
+      comment);
+}
+
+namespace {
+
+bool may_rematerialize(ir::OpKind k) {
+  using K = ir::OpKind;
+  return k == K::Constant || k == K::Arange || k == K::Splat || k == K::ExpandDims || k == K::Broadcast ||
+         ir::is_elementwise(k);
+}
+
+// Reads one annotation; its errors name the line and the column in the parsed text.
+class LayoutReader {
+ public:
+  LayoutReader(const ir::TypeNote &note, const ir::Type &type, int num_warps)
+      : s_(note.text), loc_(note.loc), type_(type), num_warps_(num_warps) {}
+
+  /// The layout; `remat` tells whether it is marked "remat", which only ops the lowering recomputes may be.
+  Layout read(ir::OpKind kind, bool &remat) {
+    Layout l;
+    l.shape = type_.shape;
+    const size_t start = pos_;
+    if (accept("#slice<")) {
+      expect("dims=");
+      const size_t dims_pos = pos_;
+      l.dims = list("the tile's parent dims");
+      expect("of");
+      l.parent = blocked();
+      expect(">");
+      check_dims(l, dims_pos);
+    } else {
+      l.parent = blocked();
+      l.dims.resize(size_t(l.parent.rank()));
+      std::iota(l.dims.begin(), l.dims.end(), 0);
+      if (l.parent.rank() != type_.rank()) {
+        pos_ = start;
+        fail(fmt::format("a layout of rank {} for {} (or a #slice naming its dims), not rank {}", type_.rank(),
+                         type_.str(), l.parent.rank()));
+      }
+    }
+    // Sizes per thread beyond a dim's extent give a thread copies of its elements (a reduction's expanded result
+    // keeps its parent's); a thread holding far more registers than the tile has elements is a typo, not a plan.
+    const int64_t most = std::max<int64_t>(4 * type_.numel(), 4096);
+    int64_t regs = 1;
+    for (int i = 0; i < l.rank(); ++i)
+      if ((regs *= l.regs_along(i)) > most) {
+        pos_ = start;
+        fail(fmt::format("a layout giving each thread at most {} registers for {}", most, type_.str()));
+      }
+    skip_space();
+    const size_t remat_pos = pos_;
+    remat = accept("remat");
+    if (remat && !may_rematerialize(kind)) {
+      pos_ = remat_pos;
+      fail(fmt::format("no 'remat' on {}'s result (only constants, aranges, splats, expansions, broadcasts and "
+                       "elementwise ops are recomputed)", ir::op_name(kind)));
+    }
+    skip_space();
+    if (pos_ < s_.size()) fail("the end of the layout");
+    return l;
+  }
+
+  [[noreturn]] void fail(const std::string &expected) const {
+    std::string rest(s_.substr(pos_, 40));
+    throw ParseError(fmt::format("parse: line {}, column {}: expected {}, found '{}'", loc_.line,
+                                 loc_.column + uint32_t(pos_), expected, rest.empty() ? "the end of the layout" : rest));
+  }
+
+ private:
+  BlockedLayout blocked() {
+    BlockedLayout p;
+    expect("#blocked<");
+    expect("spt=");
+    const size_t spt_pos = pos_;
+    p.size_per_thread = list("sizes per thread");
+    const int rank = p.rank();
+    auto same_rank = [&](std::vector<int> v, size_t at_pos, const char *what) {
+      if (int(v.size()) != rank) {
+        pos_ = at_pos;
+        fail(fmt::format("{} {} (one per parent dim, as spt has), not {}", rank, what, v.size()));
+      }
+      return v;
+    };
+    expect("tpw=");
+    size_t at_pos = pos_;
+    p.threads_per_warp = same_rank(list("threads per warp"), at_pos, "entries of tpw");
+    expect("wpc=");
+    const size_t wpc_pos = pos_;
+    p.warps_per_cta = same_rank(list("warps per program"), wpc_pos, "entries of wpc");
+    expect("order=");
+    const size_t order_pos = pos_;
+    p.order = same_rank(list("the parent dims, fastest first"), order_pos, "entries of order");
+    expect(">");
+    for (auto [v, at, what] : {std::tuple{&p.size_per_thread, spt_pos, "spt"}, {&p.threads_per_warp, at_pos, "tpw"},
+                               {&p.warps_per_cta, wpc_pos, "wpc"}})
+      for (int x : *v)
+        if (x < 1 || !is_pow2(x)) {
+          pos_ = at;
+          fail(fmt::format("powers of two in {} (got {})", what, x));
+        }
+    auto product = [](const std::vector<int> &v) { return std::accumulate(v.begin(), v.end(), int64_t(1), std::multiplies<>()); };
+    if (product(p.threads_per_warp) != 32) {
+      pos_ = at_pos;
+      fail(fmt::format("threads per warp whose product is 32, not {}", product(p.threads_per_warp)));
+    }
+    if (product(p.warps_per_cta) != num_warps_) {
+      pos_ = wpc_pos;
+      fail(fmt::format("warps per program whose product is num_warps = {}, not {}", num_warps_,
+                       product(p.warps_per_cta)));
+    }
+    std::vector<int> sorted = p.order;
+    std::vector<int> all(static_cast<size_t>(rank));
+    std::sort(sorted.begin(), sorted.end());
+    std::iota(all.begin(), all.end(), 0);
+    if (sorted != all) {
+      pos_ = order_pos;
+      fail(fmt::format("an order that names each parent dim 0..{} once", rank - 1));
+    }
+    return p;
+  }
+
+  void check_dims(const Layout &l, size_t dims_pos) {
+    std::vector<int> seen;
+    for (int d : l.dims) {
+      if (d < 0 || d >= l.parent.rank() || std::count(seen.begin(), seen.end(), d)) {
+        pos_ = dims_pos;
+        fail(fmt::format("distinct parent dims below {}", l.parent.rank()));
+      }
+      seen.push_back(d);
+    }
+    if (l.rank() != type_.rank()) {
+      pos_ = dims_pos;
+      fail(fmt::format("{} dims, one per dim of {}", type_.rank(), type_.str()));
+    }
+  }
+
+  std::vector<int> list(const char *what) {
+    expect("[");
+    std::vector<int> v;
+    do {
+      skip_space();
+      const size_t at_pos = pos_;
+      int64_t x = 0;
+      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_])) && x <= (1 << 20))
+        x = x * 10 + (s_[pos_++] - '0');
+      if (pos_ == at_pos || x > (1 << 20)) {
+        pos_ = at_pos;
+        fail(fmt::format("{}: a list of whole numbers", what));
+      }
+      v.push_back(int(x));
+    } while (accept(","));
+    expect("]");
+    return v;
+  }
+
+  void skip_space() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  bool accept(std::string_view tok) {
+    skip_space();
+    if (s_.compare(pos_, tok.size(), tok) != 0) return false;
+    pos_ += tok.size();
+    return true;
+  }
+  void expect(std::string_view tok) {
+    if (!accept(tok)) fail(fmt::format("'{}'", tok));
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+  ir::SourceLoc loc_;
+  const ir::Type &type_;
+  int num_warps_;
+};
+
+}  // namespace
+
+LayoutPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, int num_warps) {
+  check_num_warps(fn, num_warps);
+  LayoutPlan plan;
+  ir::walk(*fn.body, [&](ir::Op &op) {
+    for (int i = 0; i < op.num_results(); ++i) {
+      const ir::Value *v = op.result(i);
+      if (v->type.is_scalar()) continue;
+      auto it = notes.find(v);
+      if (it == notes.end())
+        throw ParseError(fmt::format("parse: line {}, column {}: expected a layout in the type of {}'s result {} "
+                                     "(a text with layouts gives every tile value one), found none",
+                                     op.loc.line, op.loc.column, ir::op_name(op.kind), v->type.str()));
+      bool remat = false;
+      plan.layouts[v] = LayoutReader(it->second, v->type, num_warps).read(op.kind, remat);
+      if (remat) plan.rematerializable.insert(v);
+    }
+    if (op.kind == ir::OpKind::For)
+      for (int i = 0; i < op.num_results(); ++i)
+        if (!op.result(i)->type.is_scalar()) plan.layouts[op.region(0)->arg(1 + i)] = plan.layouts.at(op.result(i));
+  });
+  return plan;
+}
+
+}  // namespace tilejit::codegen

@@ -1,0 +1,245 @@
+// Layouts read from text (codegen/layout_text.h): a layouts or lowering stage read back compiles to the kernel's
+// own PTX; layouts a text chooses are the ones the lowering uses, and kernels lowered with random layouts still
+// compute what the interpreter computes (under lli); a malformed or inconsistent layout is a ParseError naming its
+// line and column.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "codegen/layout_text.h"
+#include "dumped_stages.h"
+#include "ir/parser.h"
+#include "sim_lli.h"
+#include "test_codegen_kernels.h"
+#include "tilejit/error.h"
+#include "tilejit/stages.h"
+
+using namespace tilejit;
+using namespace tilejit::codegen::testing;
+
+namespace {
+
+/// The launch configuration a dumped stage file's name states ("layouts-sm_90a-w4-s2-c0.tir"); false for one this
+/// test cannot state (wgmma switched off).
+bool config_of(const std::string &name, LaunchConfig &cfg) {
+  char arch[16] = {};
+  int w = 0, s = 0, c = 0, used = 0;
+  const size_t dash = name.find('-');
+  if (name.find("nowgmma") != std::string::npos || dash == std::string::npos) return false;
+  if (std::sscanf(name.c_str() + dash + 1, "%15[^-]-w%d-s%d-c%d%n", arch, &w, &s, &c, &used) != 4) return false;
+  cfg.arch = arch;
+  cfg.num_warps = w;
+  cfg.num_stages = s;
+  cfg.min_ctas_per_sm = c;
+  return true;
+}
+
+/// A random layout of `shape` for num_warps: each of the 5 lane bits and log2(num_warps) warp bits goes to a
+/// random parent dim, sizes per thread 1, 2 or 4 (at most the dim), a random order; a third of them a slice of a
+/// parent with one more dim.
+codegen::Layout random_layout(const std::vector<int64_t> &shape, int num_warps, std::mt19937 &gen) {
+  const int rank = int(shape.size());
+  const bool slice = gen() % 3 == 0;
+  const int prank = rank + (slice ? 1 : 0);
+  codegen::Layout l;
+  l.shape = shape;
+  auto &p = l.parent;
+  p.size_per_thread.assign(size_t(prank), 1);
+  p.threads_per_warp.assign(size_t(prank), 1);
+  p.warps_per_cta.assign(size_t(prank), 1);
+  for (int bit = 0; bit < 5; ++bit) p.threads_per_warp[gen() % unsigned(prank)] *= 2;
+  for (int w = num_warps; w > 1; w /= 2) p.warps_per_cta[gen() % unsigned(prank)] *= 2;
+  for (int k = 0; k < prank; ++k) p.order.push_back(k);
+  std::shuffle(p.order.begin(), p.order.end(), gen);
+  const int dropped = slice ? int(gen() % unsigned(prank)) : -1;
+  for (int k = 0; k < prank; ++k)
+    if (k != dropped) l.dims.push_back(k);
+  for (int i = 0; i < rank; ++i) {
+    int s = 1 << (gen() % 3);
+    while (s > shape[size_t(i)]) s /= 2;
+    p.size_per_thread[size_t(l.dims[size_t(i)])] = s;
+  }
+  return l;
+}
+
+/// assign_layouts' plan with every tile value's layout replaced by a random one (a loop's carried arguments keep
+/// their results'), written as text and read back: what a layouts-stage text may state.
+std::pair<std::unique_ptr<ir::Function>, codegen::LayoutPlan> with_random_layouts(const ir::Function &fn, int num_warps,
+                                                                                  std::mt19937 &gen) {
+  codegen::LayoutPlan plan = codegen::assign_layouts(fn, num_warps);
+  for (auto &[v, l] : plan.layouts) l = random_layout(l.shape, num_warps, gen);
+  ir::walk(*fn.body, [&](ir::Op &op) {
+    if (op.kind == ir::OpKind::For)
+      for (int i = 0; i < op.num_results(); ++i)
+        if (!op.result(i)->type.is_scalar()) plan.layouts[op.region(0)->arg(1 + i)] = plan.layouts.at(op.result(i));
+  });
+  const std::string text = codegen::print_layouts(fn, num_warps, {}, &plan);
+  ir::TypeNotes notes;
+  auto read = ir::parse(text, &notes);
+  codegen::LayoutPlan back = codegen::read_layouts(*read, notes, num_warps);
+  CHECK(codegen::print_layouts(*read, num_warps, {}, &back) == text);
+  return {std::move(read), std::move(back)};
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937 &gen) {
+  std::vector<float> v(n);
+  for (auto &x : v) x = std::uniform_real_distribution<float>(-8, 8)(gen);
+  return v;
+}
+
+void require_same_bits(const std::vector<uint8_t> &interp, const std::vector<uint8_t> &simulated, const char *what) {
+  REQUIRE(interp.size() == simulated.size());
+  size_t written = 0;
+  for (size_t i = 0; i + 4 <= interp.size(); i += 4) written += interp[i] != 0xff || interp[i + 3] != 0xff;
+  INFO(what << ": " << written << " words written by the interpreter");
+  REQUIRE(written > 0);
+  for (size_t i = 0; i < interp.size(); ++i) {
+    INFO(what << " byte " << i);
+    REQUIRE(interp[i] == simulated[i]);
+  }
+}
+
+std::string layouts_text(const std::string &body) {
+  return "tt.func @k(%x: ptr<f32> {align16}, %y: ptr<f32> {align16}) {\n" + body + "}\n";
+}
+
+}  // namespace
+
+TEST_CASE("a layouts or lowering stage read back compiles to the kernel's own PTX", "[codegen][layouts][parser]") {
+  const auto kernels = tilejit::testing::dumped_stages();
+  int compared = 0;
+  for (const auto &[kernel, files] : kernels) {
+    INFO(kernel);
+    for (const auto &[name, text] : files) {
+      LaunchConfig cfg;
+      if (name.find("layouts-") != 0 || !config_of(name, cfg)) continue;
+      INFO(name);
+      const std::string config = name.substr(std::string("layouts-").size(), name.size() - 12);
+      const auto ptx = files.find("ptx-" + config + ".ptx"), lowering = files.find("lowering-" + config + ".tir");
+      REQUIRE(ptx != files.end());
+      REQUIRE(lowering != files.end());
+      CHECK(stage_of_text(text, "layouts", cfg) == text);
+      CHECK(stage_of_text(text, "ptx", cfg) == ptx->second);
+      CHECK(stage_of_text(lowering->second, "lowering", cfg) == lowering->second);
+      ++compared;
+    }
+    // The same kernel for another arch and warp count: the layouts stage printed for it reads back to its PTX.
+    auto optimized = std::find_if(files.rbegin(), files.rend(), [](const auto &f) {
+      return f.first.size() > 3 && f.first[2] == '-' && f.first.ends_with("optimized.tir");
+    });
+    if (optimized == files.rend()) continue;
+    LaunchConfig other;
+    other.arch = "sm_80";
+    other.num_warps = 8;
+    other.num_stages = 3;
+    const std::string layouts = stage_of_text(optimized->second, "layouts", other);
+    CHECK(stage_of_text(layouts, "ptx", other) == stage_of_text(optimized->second, "ptx", other));
+    ++compared;
+  }
+  CHECK(compared >= 2 * 7);  // each kernel's own configuration and one more
+}
+
+TEST_CASE("the lowering uses the layouts a text gives: random layouts compute what the interpreter computes",
+          "[codegen][layouts][sim]") {
+  // Data movement and max/argmax are exact in any layout; the sum's order follows the layout (checked to 1e-5).
+  std::mt19937 gen(1234);
+  for (int round = 0; round < 3; ++round) {
+    for (int warps : {1, 4}) {
+      INFO("round " << round << ", num_warps " << warps);
+      {
+        const int64_t n = 1000;
+        std::vector<sim::SimArg> args{sim::buffer(random_floats(n, gen)), sim::buffer(random_floats(n, gen)),
+                                      sim::poisoned(n * 4), sim::i32(int32_t(n))};
+        ir::Function fn = vector_add(256);
+        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        Grid grid{4};
+        require_same_bits(sim::run_interpreted(fn, grid, args)[2], sim::run_simulated(*read, grid, warps, args, &plan)[2],
+                          "vector_add");
+      }
+      {
+        const int64_t R = 16, C = 32;
+        std::vector<sim::SimArg> args{sim::buffer(random_floats(size_t(R * C), gen)), sim::poisoned(size_t(R * C) * 4)};
+        ir::Function fn = transpose_reshape(R, C);
+        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        require_same_bits(sim::run_interpreted(fn, Grid{1}, args)[1],
+                          sim::run_simulated(*read, Grid{1}, warps, args, &plan)[1], "transpose + reshape");
+      }
+      {
+        const int64_t B = 256, R = 16, C = 32, P = 2;
+        std::vector<sim::SimArg> args{sim::buffer(random_floats(size_t(B * P), gen)), sim::poisoned(P * 4),
+                                      sim::buffer(random_floats(size_t(R * C), gen)), sim::poisoned(C * 4),
+                                      sim::poisoned(P * 4)};
+        ir::Function fn = arg_reductions(B, R, C);
+        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        auto interp = sim::run_interpreted(fn, Grid{uint32_t(P)}, args);
+        auto simulated = sim::run_simulated(*read, Grid{uint32_t(P)}, warps, args, &plan);
+        require_same_bits(interp[1], simulated[1], "argmax");
+        require_same_bits(interp[3], simulated[3], "argmin along rows");
+        std::vector<float> r(P), g(P);
+        std::memcpy(r.data(), interp[4].data(), P * 4);
+        std::memcpy(g.data(), simulated[4].data(), P * 4);
+        for (size_t i = 0; i < r.size(); ++i) {
+          INFO("sum " << i << ": interpreter " << r[i] << ", simulated " << g[i]);
+          REQUIRE(std::abs(r[i] - g[i]) <= 1e-5 * (1 + std::abs(r[i])));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a layout that does not fit its value or the launch is a ParseError naming its line and column",
+          "[codegen][layouts][parser]") {
+  const std::string ok = "#blocked<spt=[4] tpw=[32] wpc=[4] order=[0]>";
+  auto text = [&](const std::string &load_layout) {
+    return layouts_text("  %0 = arange {start = 0, end = 512} : tensor<512xi32, " + ok + " remat>\n"
+                        "  %1 = splat %x : tensor<512xptr<f32>, " + ok + " remat>\n"
+                        "  %2 = ptr_add %1, %0 : tensor<512xptr<f32>, " + ok + " remat>\n"
+                        "  %3 = load %2 : tensor<512xf32, " + load_layout + ">\n"
+                        "  %4 = splat %y : tensor<512xptr<f32>, " + ok + " remat>\n"
+                        "  %5 = ptr_add %4, %0 : tensor<512xptr<f32>, " + ok + " remat>\n"
+                        "  store %5, %3 : tensor<512xf32>\n");
+  };
+  LaunchConfig cfg;
+  cfg.num_warps = 4;
+  // Four elements per thread load as one 16-byte access each; one element per thread cannot.
+  REQUIRE(stage_of_text(text(ok), "ptx", cfg).find("ld.global.v4") != std::string::npos);
+  REQUIRE(stage_of_text(text("#blocked<spt=[1] tpw=[32] wpc=[4] order=[0]>"), "ptx", cfg).find("ld.global.v") ==
+          std::string::npos);
+  const std::string at = "line 5, column 34";  // where the load's layout starts
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"#blocked<spt=[4] tpw=[32] wpc=[8] order=[0]>", "line 5, column 64: expected warps per program whose product is num_warps = 4, not 8"},
+      {"#blocked<spt=[4] tpw=[16] wpc=[4] order=[0]>", "line 5, column 55: expected threads per warp whose product is 32, not 16"},
+      {"#blocked<spt=[3] tpw=[32] wpc=[4] order=[0]>", "expected powers of two in spt (got 3)"},
+      {"#blocked<spt=[4] tpw=[32] wpc=[4] order=[1]>", "expected an order that names each parent dim 0..0 once"},
+      {"#blocked<spt=[4,1] tpw=[32] wpc=[4] order=[0]>", "expected 2 entries of tpw (one per parent dim, as spt has), not 1"},
+      {"#blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>", at + ": expected a layout of rank 1 for tensor<512xf32>"},
+      {"#slice<dims=[1,0] of #blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>>", "expected 1 dims, one per dim of tensor<512xf32>"},
+      {"#slice<dims=[2] of #blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>>", "expected distinct parent dims below 2"},
+      {ok + " remat", "expected no 'remat' on load's result"},
+      {"#blocked<spt=[1048576] tpw=[32] wpc=[4] order=[0]>", at + ": expected a layout giving each thread at most 4096 registers"},
+      {ok + " x", "expected the end of the layout, found 'x'"},
+      {"#blocked<spt=[4] tpw=[32]>", "expected 'wpc=', found '>'"},
+  };
+  for (const auto &[layout, message] : bad) {
+    INFO(layout);
+    try {
+      stage_of_text(text(layout), "ptx", cfg);
+      FAIL("no error");
+    } catch (const ParseError &e) {
+      CHECK_THAT(e.what(), Catch::Contains(message));
+      CHECK_THAT(e.what(), Catch::Contains("line 5, column"));
+    }
+  }
+  // Every tile value states its layout once one does, and the tile IR's stages are behind such a text.
+  std::string missing = text(ok);
+  missing.replace(missing.find(", " + ok + ">\n  %4"), ok.size() + 2, "");
+  CHECK_THROWS_WITH(stage_of_text(missing, "ptx", cfg),
+                    Catch::Contains("line 5, column 3: expected a layout in the type of load's result tensor<512xf32>"));
+  CHECK_THROWS_WITH(stage_of_text(text(ok), "cse", cfg),
+                    Catch::Contains("stage 'cse' comes before 'layouts', and this text already has layouts"));
+  cfg.num_warps = 8;
+  CHECK_THROWS_WITH(stage_of_text(text(ok), "ptx", cfg), Catch::Contains("line 2, column "));
+}
