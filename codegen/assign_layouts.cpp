@@ -1,4 +1,5 @@
 #include "codegen/assign_layouts.h"
+#include "codegen/fold_transposes.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -297,6 +298,12 @@ LayoutPlan assign_layouts(const ir::Function &fn, int num_warps) {
   a.collect_uses(*fn.body);
   a.block(*fn.body);
   a.resolve_open(*fn.body);
+  return plan;
+}
+
+LayoutPlan plan_lowering(const ir::Function &fn, int num_warps) {
+  LayoutPlan plan = assign_layouts(fn, num_warps);
+  fold_transposes(fn, num_warps, plan);
   return plan;
 }
 

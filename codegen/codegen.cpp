@@ -410,7 +410,7 @@ void Lowering::run() {
       fail(fmt::format("an f16/bf16 dot needs tensor cores of sm_80 or newer (mma.sync m16n8k16); {} is older",
                        opts.arch));
     });
-  plan = given_layouts ? *given_layouts : assign_layouts(fn, opts.num_warps);
+  plan = given_layouts ? *given_layouts : plan_lowering(fn, opts.num_warps);
   axis = analyze_axis_info(fn);
   declare_kernel();
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
@@ -429,32 +429,11 @@ void Lowering::run() {
     smem_base_ = b.CreateInBoundsGEP(b.getInt8Ty(), smem_, pad, "smem_aligned");
   }
   for (size_t i = 0; i < fn.params.size(); ++i) bind(fn.param(int(i)), Tile{std::nullopt, {kernel->getArg(unsigned(i))}});
-  find_folded_trans();
   lower_block(*fn.body);
   cur_op = fn.body->ops.empty() ? nullptr : fn.body->ops.back().get();  // the note goes on the last op
   wait_all_wgmma("the kernel ends waiting for a wgmma dot whose result is never read");
   cur_op = nullptr;
   b.CreateRetVoid();
-}
-
-void Lowering::find_folded_trans() {
-  std::unordered_map<const ir::Value *, std::vector<std::pair<const ir::Op *, int>>> uses;
-  std::vector<const ir::Op *> trans;
-  ir::walk(*fn.body, [&](ir::Op &op) {
-    for (int i = 0; i < op.num_operands(); ++i) uses[op.operand(i)].push_back({&op, i});
-    if (op.kind == ir::OpKind::Trans) trans.push_back(&op);
-  });
-  for (const ir::Op *t : trans) {
-    const ir::Value *r = t->result();
-    if (r->type.rank() != 2 || t->attrs.ints != std::vector<int64_t>{1, 0} || uses[r].empty()) continue;
-    bool only_mma_a = true, only_mma_b = true;
-    for (auto [user, i] : uses[r]) {
-      bool mma = user->kind == ir::OpKind::Dot && dot_uses_mma(*user, opts.num_warps);
-      only_mma_a = only_mma_a && mma && i == 0;
-      only_mma_b = only_mma_b && mma && i == 1;
-    }
-    if (only_mma_a || only_mma_b) folded_trans.insert(r);
-  }
 }
 
 void Lowering::lower_block(const ir::Block &blk) {
@@ -471,7 +450,7 @@ void Lowering::lower_op(const ir::Op &op) {
       set(op.result(), lower_source(*this, op));
       return;
     case K::Splat: case K::Broadcast: case K::ExpandDims: case K::Trans: case K::Reshape:
-      if (folded_trans.count(op.result())) return;  // read by tensor-core dots from its operand
+      if (plan.folded.count(op.result())) return;  // read by tensor-core dots from its operand
       set(op.result(), lower_shape_op(*this, op));
       return;
     case K::Load:

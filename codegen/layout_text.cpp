@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "codegen/codegen.h"
+#include "codegen/fold_transposes.h"
 #include "codegen/layout.h"
 #include "ir/passes.h"
 #include "tilejit/error.h"
@@ -30,12 +31,13 @@ std::string layout_text(const Layout &l, bool rematerializable) {
 std::string print_layouts(const ir::Function &fn, int num_warps, const ir::OpAnnotator &comment,
                           const LayoutPlan *plan) {
   check_num_warps(fn, num_warps);
-  const LayoutPlan assigned = plan ? LayoutPlan{} : assign_layouts(fn, num_warps);
-  const LayoutPlan &p = plan ? *plan : assigned;
+  const LayoutPlan planned = plan ? LayoutPlan{} : plan_lowering(fn, num_warps);
+  const LayoutPlan &p = plan ? *plan : planned;
   return ir::print_annotated(
       fn,
       [&](const ir::Value *v) -> std::string {
-        return p.has(v) ? layout_text(p.of(v), p.rematerializable.count(v)) : "";
+        if (!p.has(v)) return "";
+        return layout_text(p.of(v), p.rematerializable.count(v)) + (p.folded.count(v) ? " folded" : "");
       },
       comment);
 }
@@ -54,8 +56,10 @@ class LayoutReader {
   LayoutReader(const ir::TypeNote &note, const ir::Type &type, int num_warps)
       : s_(note.text), loc_(note.loc), type_(type), num_warps_(num_warps) {}
 
-  /// The layout; `remat` tells whether it is marked "remat", which only ops the lowering recomputes may be.
-  Layout read(ir::OpKind kind, bool &remat) {
+  /// The layout of op's result; `remat` and `folded` tell whether it is marked so, which only ops the lowering
+  /// recomputes may be, and only transposes that fold_transposes may fold.
+  Layout read(const ir::Function &fn, const ir::Op &op, bool &remat, bool &folded) {
+    const ir::OpKind kind = op.kind;
     Layout l;
     l.shape = type_.shape;
     const size_t start = pos_;
@@ -93,6 +97,14 @@ class LayoutReader {
       pos_ = remat_pos;
       fail(fmt::format("no 'remat' on {}'s result (only constants, aranges, splats, expansions, broadcasts and "
                        "elementwise ops are recomputed)", ir::op_name(kind)));
+    }
+    skip_space();
+    const size_t folded_pos = pos_;
+    folded = accept("folded");
+    if (folded && !(kind == ir::OpKind::Trans && can_fold_transpose(fn, op, num_warps_))) {
+      pos_ = folded_pos;
+      fail("no 'folded' here (only a 2-D transpose read only as operand a, or only as operand b, of tensor-core "
+           "dots is folded into them)");
     }
     skip_space();
     if (pos_ < s_.size()) fail("the end of the layout");
@@ -226,9 +238,10 @@ LayoutPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, int 
         throw ParseError(fmt::format("parse: line {}, column {}: expected a layout in the type of {}'s result {} "
                                      "(a text with layouts gives every tile value one), found none",
                                      op.loc.line, op.loc.column, ir::op_name(op.kind), v->type.str()));
-      bool remat = false;
-      plan.layouts[v] = LayoutReader(it->second, v->type, num_warps).read(op.kind, remat);
+      bool remat = false, folded = false;
+      plan.layouts[v] = LayoutReader(it->second, v->type, num_warps).read(fn, op, remat, folded);
       if (remat) plan.rematerializable.insert(v);
+      if (folded) plan.folded.insert(v);
     }
     if (op.kind == ir::OpKind::For)
       for (int i = 0; i < op.num_results(); ++i)

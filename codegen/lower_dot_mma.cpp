@@ -193,9 +193,9 @@ bool a_in_mma_registers(const Layout &a, int num_warps) {
 }
 
 /// The value staged for a dot operand, and whether it is the operand transposed: the Trans source when the
-/// Trans is folded (find_folded_trans), b's [N,K] or a's [K,M], read transposed.
+/// Trans is folded (fold_transposes.h), b's [N,K] or a's [K,M], read transposed.
 std::pair<const ir::Value *, bool> operand_source(Lowering &L, const ir::Value *v) {
-  if (L.folded_trans.count(v)) return {v->def->operand(0), true};
+  if (L.plan.folded.count(v)) return {v->def->operand(0), true};
   return {v, false};
 }
 
@@ -316,7 +316,7 @@ bool runs_on_wgmma(Lowering &L, const ir::Op &dot) {
 
 std::optional<std::pair<int, int64_t>> wgmma_a_order(Lowering &L, const ir::Op &dot) {
   // A folded trans(x) is read through its own [K, M] staging (a_trans), not in this row order.
-  if (!runs_on_wgmma(L, dot) || L.folded_trans.count(dot.operand(0))) return std::nullopt;
+  if (!runs_on_wgmma(L, dot) || L.plan.folded.count(dot.operand(0))) return std::nullopt;
   auto l = mma_layout(dot.result()->type.shape, L.opts.num_warps);
   int wm = l->parent.warps_per_cta[0];
   return std::make_pair(wm, l->shape[0] / (16 * int64_t(wm)));

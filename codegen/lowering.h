@@ -155,10 +155,6 @@ class Lowering {
   /// Loop-invariant A operands of tensor-core dots whose fragments were loaded into registers before the
   /// loop: per m16 tile mt and k16 tile kt, 4 registers (index (mt·KT + kt)·4 + i).
   std::unordered_map<const ir::Value *, std::vector<llvm::Value *>> mma_a_fragments;
-  /// Trans results read only as the b operand, or only as the a operand, of tensor-core dots: not lowered; the
-  /// dot stages the Trans operand ([N, K] or [K, M]) as is and reads it transposed: B with non-transposing
-  /// ldmatrix, A with ldmatrix.trans or by an M-major wgmma descriptor (the backward's dV += Pᵀ·dO).
-  std::unordered_set<const ir::Value *> folded_trans;
   bool is_lowered(const ir::Value *v) const { return values_.count(v) != 0; }
   /// Forgets the operands staged (persistent_operands, wgmma_smem_a, mma_a_fragments) since `before` was
   /// taken: staging emitted inside an if region or a loop body may not have run, so a later loop stages again.
@@ -240,7 +236,6 @@ class Lowering {
 
  private:
   void declare_kernel();
-  void find_folded_trans();
   Tile rematerialize(const ir::Value *v, const Layout &l, int depth);
 
   /// Waits until v's group (and every older one) has completed and pins their results.

@@ -211,7 +211,7 @@ std::optional<LoopPipeline> plan_pipeline(Lowering &L, const ir::Op &for_op) {
     bool ok = !us.empty();
     for (auto [user, i] : us) {
       if (is_body_dot_operand(user, i)) continue;
-      if (user->kind == ir::OpKind::Trans && L.folded_trans.count(user->result())) {
+      if (user->kind == ir::OpKind::Trans && L.plan.folded.count(user->result())) {
         for (auto [u2, j] : uses[user->result()]) ok = ok && j == 1 && is_body_dot_operand(u2, j);
         continue;
       }

@@ -65,11 +65,11 @@ codegen::Layout random_layout(const std::vector<int64_t> &shape, int num_warps, 
   return l;
 }
 
-/// assign_layouts' plan with every tile value's layout replaced by a random one (a loop's carried arguments keep
+/// plan_lowering's plan with every tile value's layout replaced by a random one (a loop's carried arguments keep
 /// their results'), written as text and read back: what a layouts-stage text may state.
 std::pair<std::unique_ptr<ir::Function>, codegen::LayoutPlan> with_random_layouts(const ir::Function &fn, int num_warps,
                                                                                   std::mt19937 &gen) {
-  codegen::LayoutPlan plan = codegen::assign_layouts(fn, num_warps);
+  codegen::LayoutPlan plan = codegen::plan_lowering(fn, num_warps);
   for (auto &[v, l] : plan.layouts) l = random_layout(l.shape, num_warps, gen);
   ir::walk(*fn.body, [&](ir::Op &op) {
     if (op.kind == ir::OpKind::For)
@@ -140,6 +140,34 @@ TEST_CASE("a layouts or lowering stage read back compiles to the kernel's own PT
     ++compared;
   }
   CHECK(compared >= 2 * 7);  // each kernel's own configuration and one more
+}
+
+TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its source, unmarked, it is lowered",
+          "[codegen][layouts][parser]") {
+  // The backward's dK/dV kernel reads Pᵀ and dSᵀ as dot operands a: folded into the dots.
+  const auto kernels = tilejit::testing::dumped_stages();
+  auto dkdv = std::find_if(kernels.begin(), kernels.end(), [](const auto &k) { return k.first.find("bwd_dkdv") != std::string::npos; });
+  REQUIRE(dkdv != kernels.end());
+  auto layouts = std::find_if(dkdv->second.begin(), dkdv->second.end(), [](const auto &f) { return f.first.find("layouts-") == 0; });
+  REQUIRE(layouts != dkdv->second.end());
+  LaunchConfig cfg;
+  REQUIRE(config_of(layouts->first, cfg));
+  const std::string &text = layouts->second;
+  REQUIRE(text.find("= trans ") != std::string::npos);
+  REQUIRE(text.find(" folded>") != std::string::npos);
+  std::string unfolded = text;
+  for (size_t at; (at = unfolded.find(" folded>")) != std::string::npos;) unfolded.erase(at, 7);
+  const std::string folded_lowering = stage_of_text(text, "lowering", cfg), lowering = stage_of_text(unfolded, "lowering", cfg);
+  CHECK(folded_lowering != lowering);
+  CHECK(stage_of_text(unfolded, "layouts", cfg) == unfolded);
+  // Where it may not fold, the mark is an error naming its place.
+  std::string wrong = unfolded;
+  const size_t load = wrong.find("= load ");
+  REQUIRE(load != std::string::npos);
+  const size_t close = wrong.find(">>\n", load);
+  REQUIRE(close != std::string::npos);
+  wrong.insert(close + 1, " folded");
+  CHECK_THROWS_WITH(stage_of_text(wrong, "ptx", cfg), Catch::Contains("expected no 'folded' here"));
 }
 
 TEST_CASE("the lowering uses the layouts a text gives: random layouts compute what the interpreter computes",

@@ -1,0 +1,19 @@
+// Fold transposes: a 2-D transpose read only as the a operand, or only as the b operand, of tensor-core dots is
+// not materialized. The dots stage the transpose's source ([K, M] for a, [N, K] for b) as it is and read it
+// transposed: b with non-transposing ldmatrix, a with ldmatrix.trans or through an M-major wgmma descriptor (the
+// backward's dV += Pᵀ·dO). A transpose with any other user is lowered (through shared memory). The decision is
+// part of the LayoutPlan and printed in the layouts stage ("folded" after the value's layout).
+#pragma once
+#include "codegen/assign_layouts.h"
+#include "ir/ir.h"
+
+namespace tilejit::codegen {
+
+/// Whether `trans` (a Trans op of fn) may be folded into its users at num_warps: a [1, 0] transpose of a rank-2
+/// tile whose every use is operand a, or every use operand b, of a dot that runs on tensor cores (dot_uses_mma).
+bool can_fold_transpose(const ir::Function &fn, const ir::Op &trans, int num_warps);
+
+/// Adds every transpose of fn that can_fold_transpose allows to plan.folded.
+void fold_transposes(const ir::Function &fn, int num_warps, LayoutPlan &plan);
+
+}  // namespace tilejit::codegen
