@@ -1,5 +1,4 @@
 #include "codegen/assign_layouts.h"
-#include "codegen/fold_transposes.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,18 +12,12 @@
 
 namespace tilejit::codegen {
 
-const Layout &LayoutPlan::of(const ir::Value *v) const {
-  auto it = layouts.find(v);
-  if (it == layouts.end())
-    throw CompileError(fmt::format("codegen: no layout was assigned to a value of type {}", v->type.str()));
-  return it->second;
-}
 
 namespace {
 
 class Assigner {
  public:
-  Assigner(LayoutPlan &plan, int num_warps) : plan_(plan), num_warps_(num_warps) {}
+  Assigner(LoweringPlan &plan, int num_warps) : plan_(plan), num_warps_(num_warps) {}
 
   void block(const ir::Block &b) {
     for (auto &op : b.ops) this->op(*op);
@@ -56,7 +49,7 @@ class Assigner {
   }
 
  private:
-  LayoutPlan &plan_;
+  LoweringPlan &plan_;
   int num_warps_;
   std::unordered_map<const ir::Value *, std::vector<const ir::Op *>> users_;
   std::unordered_set<const ir::Value *> tentative_;  // loop args whose init is rematerializable
@@ -292,8 +285,8 @@ class Assigner {
 
 }  // namespace
 
-LayoutPlan assign_layouts(const ir::Function &fn, int num_warps) {
-  LayoutPlan plan;
+LoweringPlan assign_layouts(const ir::Function &fn, int num_warps) {
+  LoweringPlan plan;
   Assigner a(plan, num_warps);
   a.collect_uses(*fn.body);
   a.block(*fn.body);
@@ -301,10 +294,5 @@ LayoutPlan assign_layouts(const ir::Function &fn, int num_warps) {
   return plan;
 }
 
-LayoutPlan plan_lowering(const ir::Function &fn, int num_warps) {
-  LayoutPlan plan = assign_layouts(fn, num_warps);
-  fold_transposes(fn, num_warps, plan);
-  return plan;
-}
 
 }  // namespace tilejit::codegen

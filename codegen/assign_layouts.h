@@ -26,26 +26,14 @@
 #include <unordered_set>
 
 #include "codegen/layout.h"
+#include "codegen/lowering_plan.h"
 #include "ir/ir.h"
 #include "ir/passes.h"
 #include "tilejit/export.h"
 
 namespace tilejit::codegen {
 
-struct TILEJIT_EXPORT LayoutPlan {
-  std::unordered_map<const ir::Value *, Layout> layouts;
-  std::unordered_set<const ir::Value *> rematerializable;
-  /// Transposes not materialized: the dots that read them read their source transposed (fold_transposes.h).
-  std::unordered_set<const ir::Value *> folded;
-  /// The layout of a tile value (throws CompileError for scalars or unknown values).
-  const Layout &of(const ir::Value *v) const;
-  bool has(const ir::Value *v) const { return layouts.count(v) != 0; }
-};
-
-TILEJIT_EXPORT LayoutPlan assign_layouts(const ir::Function &fn, int num_warps);
-
-/// The plan the lowering follows, made by the passes that decide before it runs, in order: assign layouts, fold
-/// transposes (codegen/fold_transposes.h).
-TILEJIT_EXPORT LayoutPlan plan_lowering(const ir::Function &fn, int num_warps);
+/// A plan with fn's layouts for num_warps (layouts and rematerializable; the other passes fill the rest).
+TILEJIT_EXPORT LoweringPlan assign_layouts(const ir::Function &fn, int num_warps);
 
 }  // namespace tilejit::codegen

@@ -39,7 +39,7 @@ Lowering::Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLV
                    llvm::Module &mod)
     : fn(fn), opts(opts), ctx(ctx), mod(mod), b(ctx) {
   check_num_warps(fn, opts.num_warps);
-  use_wgmma = opts.wgmma && opts.arch == "sm_90a" && kernel_may_use_wgmma(fn, opts.num_warps);
+  use_wgmma = kernel_uses_wgmma(fn, opts);
   entry_.clear();
   for (char c : fn.name) entry_ += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   if (entry_.empty() || std::isdigit(static_cast<unsigned char>(entry_[0]))) entry_ = "k_" + entry_;
@@ -410,7 +410,7 @@ void Lowering::run() {
       fail(fmt::format("an f16/bf16 dot needs tensor cores of sm_80 or newer (mma.sync m16n8k16); {} is older",
                        opts.arch));
     });
-  plan = given_layouts ? *given_layouts : plan_lowering(fn, opts.num_warps);
+  plan = given_plan ? *given_plan : plan_lowering(fn, opts);
   axis = analyze_axis_info(fn);
   declare_kernel();
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
@@ -454,8 +454,10 @@ void Lowering::lower_op(const ir::Op &op) {
       set(op.result(), lower_shape_op(*this, op));
       return;
     case K::Load:
-      if (staged_to_registers.count(&op)) return set(op.result(), read_staged_load(*this, op));
-      if (pipelined_loads.count(&op)) return;  // copied to shared memory by the loop's pipeline
+      if (const PipelinedLoad *ld = plan.pipelined(&op)) {
+        if (ld->to_registers) set(op.result(), read_staged_load(*this, op));
+        return;  // else copied to shared memory by the loop's pipeline, read there by the dots
+      }
       set(op.result(), lower_load(*this, op));
       return;
     case K::Store:
@@ -525,14 +527,14 @@ std::string module_text(const llvm::Module &mod) {
   return s;
 }
 
-Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const LayoutPlan *layouts, Notes *notes = nullptr) {
+Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *layouts, Notes *notes = nullptr) {
   auto attempt = [&](bool dynamic_persistent) {
     Lowered out;
     out.mod = std::make_unique<llvm::Module>(fn.name, *out.ctx);
     prepare_module(*out.mod, target_machine(opts.arch));
     Lowering l(fn, opts, *out.ctx, *out.mod);
     l.allow_dynamic_persistent = dynamic_persistent;
-    l.given_layouts = layouts;
+    l.given_plan = layouts;
     if (notes) notes->clear();
     l.notes = notes;
     l.run();
@@ -555,7 +557,7 @@ Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const LayoutPl
 
 }  // namespace
 
-TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts, const LayoutPlan *layouts) {
+TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *layouts) {
   Lowered m = lower(fn, opts, layouts);
   PtxResult r;
   r.ptx = optimize_and_emit_ptx(*m.mod, opts.arch);
@@ -565,16 +567,16 @@ TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOpt
   return r;
 }
 
-TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts, const LayoutPlan *layouts) {
+TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *layouts) {
   return module_text(*lower(fn, opts, layouts).mod);
 }
 
 TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts, std::string *llvm_ir,
-                                          const LayoutPlan *layouts) {
+                                          const LoweringPlan *layouts) {
   Notes notes;
   Lowered m = lower(fn, opts, layouts, &notes);
   if (llvm_ir) *llvm_ir = module_text(*m.mod);
-  return print_layouts(fn, opts.num_warps, [&](const ir::Op *op) {
+  return print_layouts(fn, opts, [&](const ir::Op *op) {
     auto it = notes.find(op);
     return it == notes.end() ? std::string() : fmt::format("{}", fmt::join(it->second, "; "));
   }, layouts);

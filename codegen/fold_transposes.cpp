@@ -42,7 +42,7 @@ bool can_fold_transpose(const ir::Function &fn, const ir::Op &trans, int num_war
   return foldable(trans, uses_of(fn), num_warps);
 }
 
-void fold_transposes(const ir::Function &fn, int num_warps, LayoutPlan &plan) {
+void fold_transposes(const ir::Function &fn, int num_warps, LoweringPlan &plan) {
   const Uses uses = uses_of(fn);
   ir::walk(*fn.body, [&](ir::Op &op) {
     if (op.kind == ir::OpKind::Trans && foldable(op, uses, num_warps)) plan.folded.insert(op.result());

@@ -2,7 +2,7 @@
 // not materialized. The dots stage the transpose's source ([K, M] for a, [N, K] for b) as it is and read it
 // transposed: b with non-transposing ldmatrix, a with ldmatrix.trans or through an M-major wgmma descriptor (the
 // backward's dV += Pᵀ·dO). A transpose with any other user is lowered (through shared memory). The decision is
-// part of the LayoutPlan and printed in the layouts stage ("folded" after the value's layout).
+// part of the LoweringPlan and printed in the layouts stage ("folded" after the value's layout).
 #pragma once
 #include "codegen/assign_layouts.h"
 #include "ir/ir.h"
@@ -14,6 +14,6 @@ namespace tilejit::codegen {
 bool can_fold_transpose(const ir::Function &fn, const ir::Op &trans, int num_warps);
 
 /// Adds every transpose of fn that can_fold_transpose allows to plan.folded.
-void fold_transposes(const ir::Function &fn, int num_warps, LayoutPlan &plan);
+void fold_transposes(const ir::Function &fn, int num_warps, LoweringPlan &plan);
 
 }  // namespace tilejit::codegen

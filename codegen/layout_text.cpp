@@ -11,6 +11,7 @@
 
 #include "codegen/codegen.h"
 #include "codegen/fold_transposes.h"
+#include "codegen/software_pipeline.h"
 #include "codegen/layout.h"
 #include "ir/passes.h"
 #include "tilejit/error.h"
@@ -28,16 +29,19 @@ std::string layout_text(const Layout &l, bool rematerializable) {
   return rematerializable ? text + " remat" : text;
 }
 
-std::string print_layouts(const ir::Function &fn, int num_warps, const ir::OpAnnotator &comment,
-                          const LayoutPlan *plan) {
-  check_num_warps(fn, num_warps);
-  const LayoutPlan planned = plan ? LayoutPlan{} : plan_lowering(fn, num_warps);
-  const LayoutPlan &p = plan ? *plan : planned;
+std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, const ir::OpAnnotator &comment,
+                          const LoweringPlan *plan) {
+  check_num_warps(fn, opts.num_warps);
+  const LoweringPlan planned = plan ? LoweringPlan{} : plan_lowering(fn, opts);
+  const LoweringPlan &p = plan ? *plan : planned;
   return ir::print_annotated(
       fn,
       [&](const ir::Value *v) -> std::string {
         if (!p.has(v)) return "";
-        return layout_text(p.of(v), p.rematerializable.count(v)) + (p.folded.count(v) ? " folded" : "");
+        std::string text = layout_text(p.of(v), p.rematerializable.count(v));
+        if (p.folded.count(v)) text += " folded";
+        if (const PipelinedLoad *ld = v->def ? p.pipelined(v->def) : nullptr) text += ld->to_registers ? " staged" : " pipelined";
+        return text;
       },
       comment);
 }
@@ -57,8 +61,9 @@ class LayoutReader {
       : s_(note.text), loc_(note.loc), type_(type), num_warps_(num_warps) {}
 
   /// The layout of op's result; `remat` and `folded` tell whether it is marked so, which only ops the lowering
-  /// recomputes may be, and only transposes that fold_transposes may fold.
-  Layout read(const ir::Function &fn, const ir::Op &op, bool &remat, bool &folded) {
+  /// recomputes may be, and only transposes that fold_transposes may fold; a load's "pipelined" or "staged" mark
+  /// goes to `marks` (plan_pipelines checks it).
+  Layout read(const ir::Function &fn, const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks) {
     const ir::OpKind kind = op.kind;
     Layout l;
     l.shape = type_.shape;
@@ -107,8 +112,26 @@ class LayoutReader {
            "dots is folded into them)");
     }
     skip_space();
+    mark_pos_ = pos_;
+    for (const char *mark : {"pipelined", "staged"})
+      if (accept(mark)) {
+        if (kind != ir::OpKind::Load) {
+          pos_ = mark_pos_;
+          fail(fmt::format("no '{}' on {}'s result (only a load is copied ahead by a loop's pipeline)", mark,
+                           ir::op_name(kind)));
+        }
+        marks[&op] = std::string_view(mark) == "staged";
+        break;
+      }
+    skip_space();
     if (pos_ < s_.size()) fail("the end of the layout");
     return l;
+  }
+
+  /// Where the pipeline mark was (or would be): its error, once plan_pipelines has not taken the load.
+  [[noreturn]] void fail_at_mark(const std::string &expected) {
+    pos_ = mark_pos_;
+    fail(expected);
   }
 
   [[noreturn]] void fail(const std::string &expected) const {
@@ -218,7 +241,7 @@ class LayoutReader {
   }
 
   std::string_view s_;
-  size_t pos_ = 0;
+  size_t pos_ = 0, mark_pos_ = 0;
   ir::SourceLoc loc_;
   const ir::Type &type_;
   int num_warps_;
@@ -226,9 +249,10 @@ class LayoutReader {
 
 }  // namespace
 
-LayoutPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, int num_warps) {
-  check_num_warps(fn, num_warps);
-  LayoutPlan plan;
+LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts) {
+  check_num_warps(fn, opts.num_warps);
+  LoweringPlan plan;
+  PipelineMarks marks;
   ir::walk(*fn.body, [&](ir::Op &op) {
     for (int i = 0; i < op.num_results(); ++i) {
       const ir::Value *v = op.result(i);
@@ -239,7 +263,7 @@ LayoutPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, int 
                                      "(a text with layouts gives every tile value one), found none",
                                      op.loc.line, op.loc.column, ir::op_name(op.kind), v->type.str()));
       bool remat = false, folded = false;
-      plan.layouts[v] = LayoutReader(it->second, v->type, num_warps).read(fn, op, remat, folded);
+      plan.layouts[v] = LayoutReader(it->second, v->type, opts.num_warps).read(fn, op, remat, folded, marks);
       if (remat) plan.rematerializable.insert(v);
       if (folded) plan.folded.insert(v);
     }
@@ -247,6 +271,22 @@ LayoutPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, int 
       for (int i = 0; i < op.num_results(); ++i)
         if (!op.result(i)->type.is_scalar()) plan.layouts[op.region(0)->arg(1 + i)] = plan.layouts.at(op.result(i));
   });
+  // The marked loads are the pipelines' candidates; one the planner did not take does not qualify.
+  plan_pipelines(fn, opts, plan, &marks);
+  for (const auto &[load, staged] : marks) {
+    const PipelinedLoad *ld = plan.pipelined(load);
+    if (ld && ld->to_registers == staged) continue;
+    const ir::Value *v = load->result();
+    LayoutReader reader(notes.at(v), v->type, opts.num_warps);
+    bool remat = false, folded = false;
+    PipelineMarks again;
+    reader.read(fn, *load, remat, folded, again);
+    reader.fail_at_mark(fmt::format(
+        "no '{}' on this load: its loop's software pipeline cannot copy it ahead{} (codegen/software_pipeline.h)",
+        staged ? "staged" : "pipelined",
+        opts.num_stages < 2 || sm_version(opts.arch) < 80 ? fmt::format(" with {} stages on {}", opts.num_stages, opts.arch)
+                                                          : std::string()));
+  }
   return plan;
 }
 

@@ -1,15 +1,17 @@
 // The layouts' textual form, both ways: how the "layouts" and "lowering" stages write a tile value's layout
-// inside its type, and those texts read back into a LayoutPlan, so that the lowering can start from a layouts-
+// inside its type, and those texts read back into a LoweringPlan, so that the lowering can start from a layouts-
 // stage text whose layouts a test or a person chose (`tilejit ir --input FILE --stage ptx`).
 //
-//   layout  := (blocked | "#slice<dims=" list " of " blocked ">") ["remat"] ["folded"]
+//   layout  := (blocked | "#slice<dims=" list " of " blocked ">") ["remat"] ["folded"] ["pipelined" | "staged"]
 //   blocked := "#blocked<spt=" list " tpw=" list " wpc=" list " order=" list ">"     list := "[" n ("," n)* "]"
 //
 // spt, tpw, wpc are the parent's size_per_thread, threads_per_warp and warps_per_cta per parent dim, order its
 // dims fastest first (codegen/layout.h). #slice names, for each tile dim, the parent dim it is; parent dims it
 // leaves out are replicated (a reduction's result), and a layout whose tile dims are not the parent's in order
 // is written the same way. "remat": the value is recomputed in each user's layout instead of converted. "folded":
-// a transpose the dots read from its source (codegen/fold_transposes.h), never materialized.
+// a transpose the dots read from its source (codegen/fold_transposes.h), never materialized. "pipelined": a load
+// its loop's software pipeline copies ahead into the stage buffers its dots read; "staged": one copied ahead and
+// read from there into registers (codegen/software_pipeline.h).
 #pragma once
 #include <string>
 
@@ -25,18 +27,20 @@ TILEJIT_EXPORT std::string layout_text(const Layout &l, bool rematerializable);
 
 /// fn's text with each tile value's layout (and marks) in its type ("tensor<64x64xf32, #blocked<spt=[1,4] tpw=[8,4]
 /// wpc=[4,1] order=[1,0]>>") and `comment`'s text after each op (the "lowering" stage's decisions): the "layouts"
-/// compile stage without one. The plan is `plan`, or plan_lowering's for num_warps when it is null.
-TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, int num_warps, const ir::OpAnnotator &comment = {},
-                                         const LayoutPlan *plan = nullptr);
+/// compile stage without one. The plan is `plan`, or plan_lowering's for opts when it is null.
+TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts,
+                                         const ir::OpAnnotator &comment = {}, const LoweringPlan *plan = nullptr);
 
-/// The layout plan that `notes` (ir::parse's annotations of fn's results) state for num_warps: every tile result
+/// The lowering plan that `notes` (ir::parse's annotations of fn's results) state for opts: every tile result
 /// has one; a for loop's carried region arguments take their loop result's. Each layout must be well formed for
 /// its value's shape: one entry per parent dim in every list, powers of two, 32 threads per warp, num_warps warps
 /// per program, order a permutation of the parent dims, at most max(4 · elements, 4096) registers per thread, #slice dims distinct parent dims, one per tile dim (a
 /// blocked layout names its tile dims in order), "remat" only on values the lowering can recompute (constants,
 /// aranges, splats, expansions, broadcasts and elementwise ops), "folded" only on transposes can_fold_transpose
-/// allows (a text without it keeps the transpose materialized). Throws ParseError naming the line and column of
+/// allows (a text without it keeps the transpose materialized), "pipelined" or "staged" only on loads the
+/// software pipeline of their loop takes so for opts (the marked loads are its only candidates: a loop without
+/// marks has no pipeline). Throws ParseError naming the line and column of
 /// the layout (of the op, for a missing one) and what was expected there.
-TILEJIT_EXPORT LayoutPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, int num_warps);
+TILEJIT_EXPORT LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts);
 
 }  // namespace tilejit::codegen

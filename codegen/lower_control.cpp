@@ -56,8 +56,14 @@ void lower_for(Lowering &L, const ir::Op &op) {
   bool down = cstep && cstep->isNegative();
   auto in_range = [&](llvm::Value *i) { return down ? b.CreateICmpSGT(i, ub) : b.CreateICmpSLT(i, ub); };
 
-  // Software pipeline (codegen/pipeline.h): prologue issues iterations 0..S-2.
-  std::optional<LoopPipeline> pipe = plan_pipeline(L, op);
+  // Software pipeline (codegen/pipeline.h, as plan_pipelines planned it): prologue issues iterations 0..S-2. Its
+  // stage buffers start past the scratch in use, aligned for wgmma's descriptors (1024 bytes) or to 128.
+  std::optional<LoopPipeline> pipe;
+  if (auto planned = L.plan.pipelines.find(&op); planned != L.plan.pipelines.end()) {
+    pipe = planned->second;
+    const int64_t align = L.use_wgmma ? 1024 : 128;
+    pipe->base = (L.scratch_offset + align - 1) / align * align;
+  }
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
     if (L.notes) {
@@ -68,10 +74,6 @@ void lower_for(Lowering &L, const ir::Op &op) {
     }
     L.barrier();  // earlier readers of the scratch space the stage buffers overlap are done
     L.reserve_smem_total(pipe->end());
-    for (const PipelinedLoad &ld : pipe->loads) {
-      L.pipelined_loads.insert(ld.load);
-      if (ld.to_registers) L.staged_to_registers.insert(ld.load);
-    }
     // Scratch past the stage buffers from here on, the prologue included: a layout conversion while issuing a
     // stage (a gathered index tile, e.g. a paged cache's page numbers) must not overwrite the copies in flight.
     L.scratch_offset = pipe->end();

@@ -310,16 +310,11 @@ llvm::Value *wgmma_a_row(Lowering &L, llvm::Value *row, int wm, int64_t mt_count
 }
 
 bool runs_on_wgmma(Lowering &L, const ir::Op &dot) {
-  return L.use_wgmma && dot.kind == ir::OpKind::Dot && dot_uses_mma(dot, L.opts.num_warps) &&
-         dot_fits_wgmma(dot, operand_source(L, dot.operand(1)).second, L.opts.num_warps);
+  return dot_runs_on_wgmma(dot, L.use_wgmma, L.opts.num_warps, L.plan.folded);
 }
 
 std::optional<std::pair<int, int64_t>> wgmma_a_order(Lowering &L, const ir::Op &dot) {
-  // A folded trans(x) is read through its own [K, M] staging (a_trans), not in this row order.
-  if (!runs_on_wgmma(L, dot) || L.plan.folded.count(dot.operand(0))) return std::nullopt;
-  auto l = mma_layout(dot.result()->type.shape, L.opts.num_warps);
-  int wm = l->parent.warps_per_cta[0];
-  return std::make_pair(wm, l->shape[0] / (16 * int64_t(wm)));
+  return wgmma_a_order(dot, L.use_wgmma, L.opts.num_warps, L.plan.folded);
 }
 
 bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
@@ -424,7 +419,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   if (L.notes) {
     auto from = [&](const ir::Value *v, bool staged_here) -> std::string {
       if (staged_here) return "shared memory staged here";
-      if (v->def && L.pipelined_loads.count(v->def)) return "the loop's cp.async stage buffer";
+      if (v->def && L.plan.pipelined(v->def)) return "the loop's cp.async stage buffer";
       return "shared memory staged before the loop";
     };
     // A: fragments loaded once before the loop, registers in the MMA layout, shared memory read by wgmma's

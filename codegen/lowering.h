@@ -20,6 +20,8 @@
 #include "codegen/axis_info.h"
 #include "codegen/codegen.h"
 #include "codegen/layout.h"
+#include "codegen/lowering_plan.h"
+#include "codegen/software_pipeline.h"
 #include "ir/ir.h"
 
 namespace tilejit::codegen {
@@ -37,8 +39,6 @@ struct Tile {
   bool is_scalar() const { return !layout.has_value(); }
 };
 
-/// 90 for "sm_90a", 80 for "sm_80": the digits of an arch name.
-int sm_version(const std::string &arch);
 
 class Lowering {
  public:
@@ -56,9 +56,9 @@ class Lowering {
   llvm::Module &mod;
   llvm::IRBuilder<> b;
   llvm::Function *kernel = nullptr;
-  LayoutPlan plan;
-  /// The layouts to lower with (a layouts-stage text's, read_layouts); null: run() assigns them.
-  const LayoutPlan *given_layouts = nullptr;
+  LoweringPlan plan;
+  /// The plan to lower with (a layouts-stage text's, read_layouts); null: run() makes it (plan_lowering).
+  const LoweringPlan *given_plan = nullptr;
   /// Loads that rematerialize() re-issues in the layout asked for, each under its guard (i1), instead of
   /// converting their result: a pipeline stage's gathered index tiles (pipeline.cpp). What each gave per
   /// layout is kept with it, so the copies of several loads sharing one index tile (K and V through one block
@@ -166,11 +166,7 @@ class Lowering {
   /// Forgets v's lowering (values re-lowered for another loop iteration by the software pipeline).
   void forget(const ir::Value *v) { values_.erase(v); }
 
-  // ---- software pipelining (codegen/pipeline.h) ----
-  /// Loads copied global→shared by cp.async into a pipelined loop's stage buffers: not lowered to registers.
-  std::unordered_set<const ir::Op *> pipelined_loads;
-  /// Those of them read into registers where they stand, from the current stage (read_staged_load).
-  std::unordered_set<const ir::Op *> staged_to_registers;
+  // ---- software pipelining (codegen/pipeline.h; planned by plan_pipelines) ----
   /// Where the current iteration's copy of a pipelined load's tile lives: a shared pointer to its swizzled
   /// row-major staging (the layout stage_swizzled writes; plain row-major for a load staged to registers),
   /// valid inside the loop body.
@@ -306,11 +302,6 @@ bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot);
 void preload_mma_fragments(Lowering &L, const ir::Op &dot);
 /// Before the loop `for_op`: stages its body's loop-invariant dot operands (Lowering::persistent_operands).
 void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op);
-/// The Constant op every element of v comes from, looking through Splat, Broadcast, ExpandDims and Reshape
-/// (and Cast with `through_casts`); null when v is not such a constant.
-const ir::Op *splatted_constant(const ir::Value *v, bool through_casts);
-/// True when v is zero in every element: a constant 0, possibly splatted, broadcast, reshaped or cast.
-bool is_zero_tile(const ir::Value *v);
 /// Element offset (i32) of 16-byte chunk `chunk` of `row` in a swizzled [rows, cols] 16-bit tile
 /// (swizzled_offset).
 llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols, int64_t rows);

@@ -42,6 +42,25 @@ bool dot_fits_wgmma(const ir::Op &dot, bool b_nk, int num_warps) {
                         dot.result()->type.shape[1], b_nk, num_warps);
 }
 
+bool kernel_uses_wgmma(const ir::Function &fn, const CodegenOptions &opts) {
+  return opts.wgmma && opts.arch == "sm_90a" && kernel_may_use_wgmma(fn, opts.num_warps);
+}
+
+bool dot_runs_on_wgmma(const ir::Op &dot, bool use_wgmma, int num_warps,
+                       const std::unordered_set<const ir::Value *> &folded) {
+  return use_wgmma && dot.kind == ir::OpKind::Dot && dot_uses_mma(dot, num_warps) &&
+         dot_fits_wgmma(dot, folded.count(dot.operand(1)) != 0, num_warps);
+}
+
+std::optional<std::pair<int, int64_t>> wgmma_a_order(const ir::Op &dot, bool use_wgmma, int num_warps,
+                                                     const std::unordered_set<const ir::Value *> &folded) {
+  // A folded trans(x) is read through its own [K, M] staging (a_trans), not in this row order.
+  if (!dot_runs_on_wgmma(dot, use_wgmma, num_warps, folded) || folded.count(dot.operand(0))) return std::nullopt;
+  auto l = mma_layout(dot.result()->type.shape, num_warps);
+  int wm = l->parent.warps_per_cta[0];
+  return std::make_pair(wm, l->shape[0] / (16 * int64_t(wm)));
+}
+
 bool kernel_may_use_wgmma(const ir::Function &fn, int num_warps) {
   bool any = false;
   ir::walk(const_cast<ir::Block &>(*fn.body), [&](ir::Op &op) {

@@ -13,7 +13,11 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <unordered_set>
+#include <utility>
 #include <vector>
+
+#include "codegen/codegen.h"
 
 #include "codegen/layout.h"
 #include "ir/ir.h"
@@ -40,6 +44,16 @@ TILEJIT_EXPORT bool dot_fits_wgmma(const ir::Op &dot, bool b_nk, int num_warps);
 /// wgmma with either orientation of B. Only such kernels pay for what wgmma needs around every barrier (the
 /// async-proxy fence) and in their shared memory (1024-byte aligned buffers); the others lower as on sm_80.
 TILEJIT_EXPORT bool kernel_may_use_wgmma(const ir::Function &fn, int num_warps);
+/// Whether the kernel's qualifying dots are issued as wgmma: sm_90a, opts.wgmma and kernel_may_use_wgmma.
+TILEJIT_EXPORT bool kernel_uses_wgmma(const ir::Function &fn, const CodegenOptions &opts);
+/// Whether `dot` is issued as wgmma in a kernel that uses it (use_wgmma): a dot_uses_mma dot whose shape fits,
+/// with B K-major when B is a folded transpose (in `folded`, fold_transposes.h) and N-major otherwise.
+TILEJIT_EXPORT bool dot_runs_on_wgmma(const ir::Op &dot, bool use_wgmma, int num_warps,
+                                      const std::unordered_set<const ir::Value *> &folded);
+/// (wm, m16 tiles per warp) of the row order in which a wgmma dot reads an A operand from shared memory (the MMA
+/// layout's rows, warps along M), when `dot` runs on wgmma and its A is not a folded transpose; nullopt otherwise.
+TILEJIT_EXPORT std::optional<std::pair<int, int64_t>> wgmma_a_order(const ir::Op &dot, bool use_wgmma, int num_warps,
+                                                                    const std::unordered_set<const ir::Value *> &folded);
 
 /// Element offset of (row, col) in a [rows, cols] tile of 16-bit elements staged in shared memory with its
 /// 16-byte chunks XOR-swizzled by row, so that the 8 row addresses of one ldmatrix 8x8 matrix (8 consecutive

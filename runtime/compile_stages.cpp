@@ -39,13 +39,13 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
   codegen::CodegenOptions opts = runtime::codegen_options(target);
   // A text with layouts is a layouts (or lowering) stage: the tile IR's passes are behind it and its layouts are
   // what the lowering uses.
-  std::optional<codegen::LayoutPlan> layouts;
+  std::optional<codegen::LoweringPlan> layouts;
   if (!notes.empty()) {
     const auto first = std::find(stages.begin(), stages.end(), "layouts");
     if (at < first)
       throw Error(fmt::format("stage '{}' comes before 'layouts', and this text already has layouts in its types; "
                               "ask for {}", stage, fmt::join(first, stages.end(), ", ")));
-    layouts = codegen::read_layouts(*fn, notes, opts.num_warps);
+    layouts = codegen::read_layouts(*fn, notes, opts);
   } else {
     std::string text;
     ir::optimize(*fn, ir::FloatRewrites::Fast, [&](const char *name, const ir::Function &f) {
@@ -53,8 +53,8 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
     });
     if (!text.empty()) return text;
   }
-  const codegen::LayoutPlan *plan = layouts ? &*layouts : nullptr;
-  if (stage == "layouts") return codegen::print_layouts(*fn, opts.num_warps, {}, plan);
+  const codegen::LoweringPlan *plan = layouts ? &*layouts : nullptr;
+  if (stage == "layouts") return codegen::print_layouts(*fn, opts, {}, plan);
   if (stage == "ptx") return codegen::compile_to_ptx(*fn, opts, plan).ptx;
   std::string llvm_ir;
   std::string lowering = codegen::print_lowering(*fn, opts, &llvm_ir, plan);

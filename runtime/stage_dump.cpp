@@ -84,7 +84,7 @@ void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOp
   const std::string config = fmt::format("{}-w{}-s{}-c{}{}", opts.arch, opts.num_warps, opts.num_stages,
                                          opts.min_ctas_per_sm, opts.wgmma ? "" : "-nowgmma");
   const std::string dir = stage_dir(optimized);
-  write_file(dir, "layouts-" + config + ".tir", codegen::print_layouts(optimized, opts.num_warps));
+  write_file(dir, "layouts-" + config + ".tir", codegen::print_layouts(optimized, opts));
   std::string llvm_ir;
   write_file(dir, "lowering-" + config + ".tir", codegen::print_lowering(optimized, opts, &llvm_ir));
   write_file(dir, "llvm-" + config + ".ll", llvm_ir);

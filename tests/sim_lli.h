@@ -106,7 +106,7 @@ inline std::string host_runnable(std::string ir, std::vector<std::string> &param
 /// each buffer's bytes afterwards, in argument order. Throws std::runtime_error naming lli's messages when it fails.
 inline std::vector<std::vector<uint8_t>> run_simulated(const ir::Function &fn, Grid grid, int num_warps,
                                                        const std::vector<SimArg> &args,
-                                                       const codegen::LayoutPlan *layouts = nullptr) {
+                                                       const codegen::LoweringPlan *layouts = nullptr) {
   codegen::CodegenOptions opts;
   opts.arch = "sm_80";
   opts.num_warps = num_warps;

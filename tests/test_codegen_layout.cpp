@@ -176,7 +176,7 @@ TEST_CASE("layout assignment: reductions slice, expand+broadcast recover the par
   Value *me = f.axis_op(OpKind::ExpandDims, m, T({64, 1}, DType::f32), 1);
   Value *mb = f.op(OpKind::Broadcast, {me}, T({64, 64}, DType::f32));
   Value *d = f.op(OpKind::Sub, {v, mb}, T({64, 64}, DType::f32));
-  LayoutPlan plan = assign_layouts(f.fn, 4);
+  LoweringPlan plan = assign_layouts(f.fn, 4);
   Layout def = default_layout({64, 64}, 4);
   REQUIRE(plan.of(v) == def);               // the pointer's offsets got the default layout of the broadcast shape
   REQUIRE(plan.of(m) == slice_layout(def, 1));

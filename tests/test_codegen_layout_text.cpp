@@ -67,20 +67,23 @@ codegen::Layout random_layout(const std::vector<int64_t> &shape, int num_warps, 
 
 /// plan_lowering's plan with every tile value's layout replaced by a random one (a loop's carried arguments keep
 /// their results'), written as text and read back: what a layouts-stage text may state.
-std::pair<std::unique_ptr<ir::Function>, codegen::LayoutPlan> with_random_layouts(const ir::Function &fn, int num_warps,
+std::pair<std::unique_ptr<ir::Function>, codegen::LoweringPlan> with_random_layouts(const ir::Function &fn, int num_warps,
                                                                                   std::mt19937 &gen) {
-  codegen::LayoutPlan plan = codegen::plan_lowering(fn, num_warps);
+  codegen::CodegenOptions opts;
+  opts.arch = "sm_80";
+  opts.num_warps = num_warps;
+  codegen::LoweringPlan plan = codegen::plan_lowering(fn, opts);
   for (auto &[v, l] : plan.layouts) l = random_layout(l.shape, num_warps, gen);
   ir::walk(*fn.body, [&](ir::Op &op) {
     if (op.kind == ir::OpKind::For)
       for (int i = 0; i < op.num_results(); ++i)
         if (!op.result(i)->type.is_scalar()) plan.layouts[op.region(0)->arg(1 + i)] = plan.layouts.at(op.result(i));
   });
-  const std::string text = codegen::print_layouts(fn, num_warps, {}, &plan);
+  const std::string text = codegen::print_layouts(fn, opts, {}, &plan);
   ir::TypeNotes notes;
   auto read = ir::parse(text, &notes);
-  codegen::LayoutPlan back = codegen::read_layouts(*read, notes, num_warps);
-  CHECK(codegen::print_layouts(*read, num_warps, {}, &back) == text);
+  codegen::LoweringPlan back = codegen::read_layouts(*read, notes, opts);
+  CHECK(codegen::print_layouts(*read, opts, {}, &back) == text);
   return {std::move(read), std::move(back)};
 }
 
@@ -155,8 +158,11 @@ TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its 
   const std::string &text = layouts->second;
   REQUIRE(text.find("= trans ") != std::string::npos);
   REQUIRE(text.find(" folded>") != std::string::npos);
+  // Without the marks nothing is folded, and nothing pipelined either (a pipelined operand of a folded transpose
+  // no longer qualifies once the transpose is materialized).
   std::string unfolded = text;
-  for (size_t at; (at = unfolded.find(" folded>")) != std::string::npos;) unfolded.erase(at, 7);
+  for (const std::string mark : {" folded", " pipelined", " staged"})
+    for (size_t at; (at = unfolded.find(mark + ">")) != std::string::npos;) unfolded.erase(at, mark.size());
   const std::string folded_lowering = stage_of_text(text, "lowering", cfg), lowering = stage_of_text(unfolded, "lowering", cfg);
   CHECK(folded_lowering != lowering);
   CHECK(stage_of_text(unfolded, "layouts", cfg) == unfolded);
@@ -216,6 +222,49 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
       }
     }
   }
+}
+
+TEST_CASE("a loop's software pipeline is the text's decision: the loads marked pipelined or staged, none else",
+          "[codegen][layouts][parser]") {
+  // The forward's key loop copies K and V ahead into the stage buffers its dots read.
+  const auto kernels = tilejit::testing::dumped_stages();
+  auto fwd = std::find_if(kernels.begin(), kernels.end(), [](const auto &k) {
+    return k.first.find("flex_attention_fwd") == 0 && k.second.count("00-traced.tir");
+  });
+  REQUIRE(fwd != kernels.end());
+  auto layouts = std::find_if(fwd->second.begin(), fwd->second.end(), [](const auto &f) { return f.first.find("layouts-") == 0; });
+  REQUIRE(layouts != fwd->second.end());
+  LaunchConfig cfg;
+  REQUIRE(config_of(layouts->first, cfg));
+  REQUIRE(cfg.num_stages >= 2);
+  const std::string &text = layouts->second;
+  const std::string copied = "copied ahead with cp.async into the stage buffer its dots read";
+  auto count = [](const std::string &s, const std::string &what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  const size_t marks = count(text, " pipelined>");
+  REQUIRE(marks >= 2);
+  CHECK(count(stage_of_text(text, "lowering", cfg), copied) == marks);
+  // One mark fewer: that load is read into registers, the others are still copied ahead.
+  std::string fewer = text;
+  fewer.erase(fewer.rfind(" pipelined>"), 10);
+  const std::string lowering = stage_of_text(fewer, "lowering", cfg);
+  CHECK(count(lowering, copied) == marks - 1);
+  CHECK(stage_of_text(fewer, "layouts", cfg) == fewer);
+  // A mark where the pipeline cannot take the load: an error at the mark.
+  LaunchConfig one_stage = cfg;
+  one_stage.num_stages = 1;
+  CHECK_THROWS_WITH(stage_of_text(text, "ptx", one_stage),
+                    Catch::Contains("expected no 'pipelined' on this load: its loop's software pipeline cannot copy it "
+                                    "ahead with 1 stages on sm_90a"));
+  std::string on_arange = text;
+  const size_t arange = on_arange.find("= arange ");
+  REQUIRE(arange != std::string::npos);
+  on_arange.insert(on_arange.find(" remat>", arange) + 6, " pipelined");
+  CHECK_THROWS_WITH(stage_of_text(on_arange, "ptx", cfg),
+                    Catch::Contains("expected no 'pipelined' on arange's result (only a load is copied ahead"));
 }
 
 TEST_CASE("a layout that does not fit its value or the launch is a ParseError naming its line and column",

@@ -89,7 +89,7 @@ TEST_CASE("layout assignment: a gathered mask meets the scores in the MMA layout
   Value *out = f.op(OpKind::Splat, {f.param("out", P({}, DType::f32))}, P({64, 64}, DType::f32));
   f.b.create(OpKind::Store, {out, r2}, {});
 
-  LayoutPlan plan = assign_layouts(f.fn, 4);
+  LoweringPlan plan = assign_layouts(f.fn, 4);
   Layout mma = *mma_layout({64, 64}, 4);
   REQUIRE(plan.of(s) == mma);
   REQUIRE(plan.of(vis) == mma);
