@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <bit>
 #include <filesystem>
 #include <fstream>
@@ -143,7 +146,9 @@ int run_attention(const AttentionArgs &a) {
 
 }  // namespace
 
-int main(int argc, char **argv) {
+namespace {
+
+int run_cli(int argc, char **argv) {
   CLI::App app{"tilejit: a C++ tile DSL JIT-compiled through LLVM NVPTX"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("tilejit ") + tilejit_version());
@@ -348,4 +353,20 @@ int main(int argc, char **argv) {
     fmt::print(stderr, "tilejit: error: {}\n", e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  int rc = 1;
+  try {
+    rc = run_cli(argc, argv);
+  } catch (...) {  // an error message that could not be written (stderr unwritable): the status says it
+  }
+  // What was printed must have reached its destination (a full disk, a closed pipe): else the run failed.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "tilejit: error: cannot write the output: %s\n", std::strerror(errno));  // may fail too
+    return 1;
+  }
+  return rc;
 }
