@@ -219,6 +219,7 @@ Tile Lowering::rematerialize(const ir::Value *v, const Layout &l, int depth) {
   cur_op = def;
   Tile t;
   using K = ir::OpKind;
+  // The families of can_rematerialize (software_pipeline.h), then a pipeline stage's gathered index loads.
   if (def->kind == K::Constant || def->kind == K::Arange) t = lower_source(*this, *def, &l);
   else if (def->kind == K::Splat || def->kind == K::ExpandDims || def->kind == K::Broadcast)
     t = lower_shape_op(*this, *def, &l);
@@ -410,6 +411,13 @@ void Lowering::run() {
       fail(fmt::format("an f16/bf16 dot needs tensor cores of sm_80 or newer (mma.sync m16n8k16); {} is older",
                        opts.arch));
     });
+  if (given_plan) {
+    const CodegenOptions &o = given_plan->opts;
+    if (o.arch != opts.arch || o.num_warps != opts.num_warps || o.num_stages != opts.num_stages || o.wgmma != opts.wgmma)
+      fail(fmt::format("the given lowering plan was made for {}, {} warps, {} stages{}; this compilation is for {}, "
+                       "{} warps, {} stages{}", o.arch, o.num_warps, o.num_stages, o.wgmma ? "" : " without wgmma",
+                       opts.arch, opts.num_warps, opts.num_stages, opts.wgmma ? "" : " without wgmma"));
+  }
   plan = given_plan ? *given_plan : plan_lowering(fn, opts);
   axis = analyze_axis_info(fn);
   declare_kernel();
@@ -505,6 +513,7 @@ struct Lowered {
   std::string entry;
   int64_t shared_bytes = 0, static_shared_bytes = 0;
   bool dynamic_persistent = false;  // some loop-invariant operand went to the dynamic buffer
+  LoweringPlan plan;                // the plan it followed
 };
 
 // The shared memory one block may use on `arch`, static and dynamic together (the opt-in maximum; CUDA C
@@ -527,14 +536,14 @@ std::string module_text(const llvm::Module &mod) {
   return s;
 }
 
-Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *layouts, Notes *notes = nullptr) {
+Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *plan, Notes *notes = nullptr) {
   auto attempt = [&](bool dynamic_persistent) {
     Lowered out;
     out.mod = std::make_unique<llvm::Module>(fn.name, *out.ctx);
     prepare_module(*out.mod, target_machine(opts.arch));
     Lowering l(fn, opts, *out.ctx, *out.mod);
     l.allow_dynamic_persistent = dynamic_persistent;
-    l.given_plan = layouts;
+    l.given_plan = plan;
     if (notes) notes->clear();
     l.notes = notes;
     l.run();
@@ -542,6 +551,7 @@ Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const Lowering
     out.shared_bytes = l.shared_bytes();
     out.static_shared_bytes = l.static_shared_bytes();
     out.dynamic_persistent = l.persistent_end() > 0;
+    if (notes) out.plan = l.plan;
     verify_or_throw(*out.mod, fn.name);
     return out;
   };
@@ -557,8 +567,8 @@ Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const Lowering
 
 }  // namespace
 
-TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *layouts) {
-  Lowered m = lower(fn, opts, layouts);
+TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *plan) {
+  Lowered m = lower(fn, opts, plan);
   PtxResult r;
   r.ptx = optimize_and_emit_ptx(*m.mod, opts.arch);
   r.entry = m.entry;
@@ -567,19 +577,19 @@ TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOpt
   return r;
 }
 
-TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *layouts) {
-  return module_text(*lower(fn, opts, layouts).mod);
+TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *plan) {
+  return module_text(*lower(fn, opts, plan).mod);
 }
 
 TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts, std::string *llvm_ir,
-                                          const LoweringPlan *layouts) {
+                                          const LoweringPlan *plan) {
   Notes notes;
-  Lowered m = lower(fn, opts, layouts, &notes);
+  Lowered m = lower(fn, opts, plan, &notes);
   if (llvm_ir) *llvm_ir = module_text(*m.mod);
   return print_layouts(fn, opts, [&](const ir::Op *op) {
     auto it = notes.find(op);
     return it == notes.end() ? std::string() : fmt::format("{}", fmt::join(it->second, "; "));
-  }, layouts);
+  }, &m.plan);
 }
 
 TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }

@@ -8,7 +8,7 @@
 
 namespace tilejit::codegen {
 
-struct LoweringPlan;  // codegen/assign_layouts.h
+struct LoweringPlan;  // codegen/lowering_plan.h
 
 struct CodegenOptions {
   std::string arch = "sm_90a";  // sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a
@@ -39,20 +39,20 @@ int sm_version(const std::string &arch);
 TILEJIT_EXPORT void check_num_warps(const ir::Function &fn, int num_warps);
 /// Lowers `fn` to LLVM IR, runs the LLVM verifier and the O3 pipeline, and emits PTX for opts.arch.
 /// Throws CompileError naming the op (and its source line) that could not be lowered.
-/// `layouts`: the tile values' layouts (read_layouts, from a layouts-stage text); null: assign_layouts' for
-/// opts.num_warps. The same holds for emit_llvm_ir and print_lowering.
+/// `plan`: the lowering plan to follow (read_layouts, from a layouts-stage text; made for these opts, else
+/// CompileError); null: plan_lowering's. The same holds for emit_llvm_ir and print_lowering.
 TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts,
-                                        const LoweringPlan *layouts = nullptr);
+                                        const LoweringPlan *plan = nullptr);
 /// The LLVM IR module text after lowering (before optimization), verified; used by tests and `tilejit ir --llvm`.
 TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOptions &opts,
-                                        const LoweringPlan *layouts = nullptr);
+                                        const LoweringPlan *plan = nullptr);
 /// fn's text with each tile value's layout in its type (as print_layouts) and, after each op, what its lowering
 /// for opts decided: tensor-core instruction and operand sources of each dot, the cp.async software pipeline of
 /// each loop and the loads it stages, where a dot's deferred wgmma wait lands, layout conversions. The
 /// "lowering" compile stage; throws as compile_to_ptx does. `llvm_ir`, when given, receives what emit_llvm_ir
 /// returns, from the same lowering.
 TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts,
-                                          std::string *llvm_ir = nullptr, const LoweringPlan *layouts = nullptr);
+                                          std::string *llvm_ir = nullptr, const LoweringPlan *plan = nullptr);
 /// Whether kernels compiled for `arch` start with the grid-dependency control of programmatic dependent launch
 /// (sm_90 and newer; PTX ISA, "Parallel Synchronization and Communication Instructions: griddepcontrol"; CUDA
 /// Programming Guide, "Programmatic Dependent Launch and Synchronization"). Each program first lets the stream's

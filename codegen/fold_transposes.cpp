@@ -38,10 +38,6 @@ bool foldable(const ir::Op &trans, const Uses &uses, int num_warps) {
 
 }  // namespace
 
-bool can_fold_transpose(const ir::Function &fn, const ir::Op &trans, int num_warps) {
-  return foldable(trans, uses_of(fn), num_warps);
-}
-
 void fold_transposes(const ir::Function &fn, int num_warps, LoweringPlan &plan) {
   const Uses uses = uses_of(fn);
   ir::walk(*fn.body, [&](ir::Op &op) {

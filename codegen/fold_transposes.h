@@ -4,16 +4,13 @@
 // backward's dV += Pᵀ·dO). A transpose with any other user is lowered (through shared memory). The decision is
 // part of the LoweringPlan and printed in the layouts stage ("folded" after the value's layout).
 #pragma once
-#include "codegen/assign_layouts.h"
+#include "codegen/lowering_plan.h"
 #include "ir/ir.h"
 
 namespace tilejit::codegen {
 
-/// Whether `trans` (a Trans op of fn) may be folded into its users at num_warps: a [1, 0] transpose of a rank-2
-/// tile whose every use is operand a, or every use operand b, of a dot that runs on tensor cores (dot_uses_mma).
-bool can_fold_transpose(const ir::Function &fn, const ir::Op &trans, int num_warps);
-
-/// Adds every transpose of fn that can_fold_transpose allows to plan.folded.
+/// Adds to plan.folded every [1, 0] transpose of a rank-2 tile of fn whose every use is operand a, or every use
+/// operand b, of a dot that runs on tensor cores (dot_uses_mma for num_warps).
 void fold_transposes(const ir::Function &fn, int num_warps, LoweringPlan &plan);
 
 }  // namespace tilejit::codegen

@@ -8,6 +8,8 @@
 #include <cctype>
 #include <numeric>
 #include <string_view>
+#include <tuple>
+#include <unordered_set>
 
 #include "codegen/codegen.h"
 #include "codegen/fold_transposes.h"
@@ -48,22 +50,18 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
 
 namespace {
 
-bool may_rematerialize(ir::OpKind k) {
-  using K = ir::OpKind;
-  return k == K::Constant || k == K::Arange || k == K::Splat || k == K::ExpandDims || k == K::Broadcast ||
-         ir::is_elementwise(k);
-}
 
 // Reads one annotation; its errors name the line and the column in the parsed text.
 class LayoutReader {
  public:
-  LayoutReader(const ir::TypeNote &note, const ir::Type &type, int num_warps)
-      : s_(note.text), loc_(note.loc), type_(type), num_warps_(num_warps) {}
+  LayoutReader(const ir::TypeNote &note, const ir::Type &type, int num_warps,
+               const std::unordered_set<const ir::Value *> &foldable)
+      : s_(note.text), loc_(note.loc), type_(type), num_warps_(num_warps), foldable_(foldable) {}
 
   /// The layout of op's result; `remat` and `folded` tell whether it is marked so, which only ops the lowering
   /// recomputes may be, and only transposes that fold_transposes may fold; a load's "pipelined" or "staged" mark
   /// goes to `marks` (plan_pipelines checks it).
-  Layout read(const ir::Function &fn, const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks) {
+  Layout read(const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks) {
     const ir::OpKind kind = op.kind;
     Layout l;
     l.shape = type_.shape;
@@ -98,7 +96,7 @@ class LayoutReader {
     skip_space();
     const size_t remat_pos = pos_;
     remat = accept("remat");
-    if (remat && !may_rematerialize(kind)) {
+    if (remat && !can_rematerialize(kind)) {
       pos_ = remat_pos;
       fail(fmt::format("no 'remat' on {}'s result (only constants, aranges, splats, expansions, broadcasts and "
                        "elementwise ops are recomputed)", ir::op_name(kind)));
@@ -106,7 +104,7 @@ class LayoutReader {
     skip_space();
     const size_t folded_pos = pos_;
     folded = accept("folded");
-    if (folded && !(kind == ir::OpKind::Trans && can_fold_transpose(fn, op, num_warps_))) {
+    if (folded && !foldable_.count(op.result())) {
       pos_ = folded_pos;
       fail("no 'folded' here (only a 2-D transpose read only as operand a, or only as operand b, of tensor-core "
            "dots is folded into them)");
@@ -172,7 +170,12 @@ class LayoutReader {
           pos_ = at;
           fail(fmt::format("powers of two in {} (got {})", what, x));
         }
-    auto product = [](const std::vector<int> &v) { return std::accumulate(v.begin(), v.end(), int64_t(1), std::multiplies<>()); };
+    // Saturating at 2^40: each entry is at most 2^20, and any product past 32 warps or threads is wrong anyway.
+    auto product = [](const std::vector<int> &v) {
+      int64_t p = 1;
+      for (int x : v) p = std::min<int64_t>(p * x, int64_t(1) << 40);
+      return p;
+    };
     if (product(p.threads_per_warp) != 32) {
       pos_ = at_pos;
       fail(fmt::format("threads per warp whose product is 32, not {}", product(p.threads_per_warp)));
@@ -245,6 +248,7 @@ class LayoutReader {
   ir::SourceLoc loc_;
   const ir::Type &type_;
   int num_warps_;
+  const std::unordered_set<const ir::Value *> &foldable_;  // what fold_transposes folds
 };
 
 }  // namespace
@@ -252,7 +256,10 @@ class LayoutReader {
 LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts) {
   check_num_warps(fn, opts.num_warps);
   LoweringPlan plan;
+  plan.opts = opts;
   PipelineMarks marks;
+  LoweringPlan foldable;
+  fold_transposes(fn, opts.num_warps, foldable);
   ir::walk(*fn.body, [&](ir::Op &op) {
     for (int i = 0; i < op.num_results(); ++i) {
       const ir::Value *v = op.result(i);
@@ -263,7 +270,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
                                      "(a text with layouts gives every tile value one), found none",
                                      op.loc.line, op.loc.column, ir::op_name(op.kind), v->type.str()));
       bool remat = false, folded = false;
-      plan.layouts[v] = LayoutReader(it->second, v->type, opts.num_warps).read(fn, op, remat, folded, marks);
+      plan.layouts[v] = LayoutReader(it->second, v->type, opts.num_warps, foldable.folded).read(op, remat, folded, marks);
       if (remat) plan.rematerializable.insert(v);
       if (folded) plan.folded.insert(v);
     }
@@ -271,19 +278,25 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
       for (int i = 0; i < op.num_results(); ++i)
         if (!op.result(i)->type.is_scalar()) plan.layouts[op.region(0)->arg(1 + i)] = plan.layouts.at(op.result(i));
   });
-  // The marked loads are the pipelines' candidates; one the planner did not take does not qualify.
+  // The marked loads are the pipelines' candidates; one the planner did not take does not qualify. The first such
+  // mark in the text is named.
   plan_pipelines(fn, opts, plan, &marks);
+  const ir::Op *first = nullptr;
   for (const auto &[load, staged] : marks) {
     const PipelinedLoad *ld = plan.pipelined(load);
     if (ld && ld->to_registers == staged) continue;
-    const ir::Value *v = load->result();
-    LayoutReader reader(notes.at(v), v->type, opts.num_warps);
+    const ir::SourceLoc &at = notes.at(load->result()).loc, *best = first ? &notes.at(first->result()).loc : nullptr;
+    if (!best || std::tie(at.line, at.column) < std::tie(best->line, best->column)) first = load;
+  }
+  if (first) {
+    const ir::Value *v = first->result();
+    LayoutReader reader(notes.at(v), v->type, opts.num_warps, foldable.folded);
     bool remat = false, folded = false;
     PipelineMarks again;
-    reader.read(fn, *load, remat, folded, again);
+    reader.read(*first, remat, folded, again);
     reader.fail_at_mark(fmt::format(
         "no '{}' on this load: its loop's software pipeline cannot copy it ahead{} (codegen/software_pipeline.h)",
-        staged ? "staged" : "pipelined",
+        marks.at(first) ? "staged" : "pipelined",
         opts.num_stages < 2 || sm_version(opts.arch) < 80 ? fmt::format(" with {} stages on {}", opts.num_stages, opts.arch)
                                                           : std::string()));
   }

@@ -15,9 +15,10 @@
 #pragma once
 #include <string>
 
-#include "codegen/assign_layouts.h"
+#include "codegen/lowering_plan.h"
 #include "ir/ir.h"
 #include "ir/parser.h"
+#include "ir/passes.h"
 #include "tilejit/export.h"
 
 namespace tilejit::codegen {

@@ -27,6 +27,7 @@ const PipelinedLoad *LoweringPlan::pipelined(const ir::Op *load) const {
 LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts) {
   check_num_warps(fn, opts.num_warps);
   LoweringPlan plan = assign_layouts(fn, opts.num_warps);
+  plan.opts = opts;
   fold_transposes(fn, opts.num_warps, plan);
   plan_pipelines(fn, opts, plan);
   return plan;

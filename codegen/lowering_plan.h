@@ -45,6 +45,8 @@ struct LoopPipeline {
 };
 
 struct TILEJIT_EXPORT LoweringPlan {
+  /// What the plan was made for: the lowering refuses it under other arch, num_warps, num_stages or wgmma.
+  CodegenOptions opts;
   /// Each tile value's distributed layout (assign_layouts).
   std::unordered_map<const ir::Value *, Layout> layouts;
   /// Values recomputed in each user's layout instead of converted (assign_layouts).

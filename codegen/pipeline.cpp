@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -101,10 +100,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
     for (const ir::Value *o : op->operands) from_gather = from_gather || (o->def && deferred.count(o->def));
     if (from_gather) deferred.insert(op);
   }
-  auto rematerializable = [](const ir::Op *op) {
-    return is_index_load(*op) ||
-           (relowerable(op->kind) && op->kind != ir::OpKind::Reshape && op->kind != ir::OpKind::Trans);
-  };
+  auto rematerializable = [](const ir::Op *op) { return is_index_load(*op) || can_rematerialize(op->kind); };
   if (!std::all_of(deferred.begin(), deferred.end(), rematerializable)) deferred.clear();
   for (const ir::Op *op : deferred)
     if (is_index_load(*op)) L.guarded_loads[op->result()] = {valid, {}};

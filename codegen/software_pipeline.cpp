@@ -19,6 +19,8 @@ bool relowerable(ir::OpKind k) {
          k == K::Reshape || k == K::Trans || ir::is_elementwise(k);
 }
 
+bool can_rematerialize(ir::OpKind k) { return relowerable(k) && k != ir::OpKind::Reshape && k != ir::OpKind::Trans; }
+
 bool is_index_load(const ir::Op &op) {
   if (op.kind != ir::OpKind::Load || op.num_operands() != 1 || op.result()->type.elem.is_ptr) return false;
   DType dt = op.result()->type.dtype();
@@ -187,7 +189,7 @@ std::optional<LoopPipeline> plan_loop(const Context &C, const ir::Op &for_op) {
     while (s >= 2 && s * stage_bytes > kMaxPipelineBytes) --s;
     return s;
   };
-  // Small loads read by other ops ride in the same stages (pipeline.h), if staging them cannot read a value
+  // Small loads read by other ops ride in the same stages (software_pipeline.h), if staging them cannot read a value
   // older than the plain load would and does not cost the pipeline a stage.
   const std::unordered_set<const ir::Value *> written = written_pointer_roots(C.fn, body);
   auto sliced = [&](const ir::Op *op) {

@@ -41,6 +41,9 @@ void plan_pipelines(const ir::Function &fn, const CodegenOptions &opts, Lowering
 
 /// Ops that may be re-lowered for another iteration: pure, no regions, no memory.
 bool relowerable(ir::OpKind k);
+/// Ops the lowering can recompute in any layout a user asks for ("remat"): constants, aranges, splats, expansions,
+/// broadcasts and elementwise ops (relowerable but for reshapes and transposes).
+bool can_rematerialize(ir::OpKind k);
 /// An unmasked load of integer indices — a block-sparse loop's next key-block index, `load(list + i)`, or a
 /// paged cache's page numbers, `load(block_table + cols / page_size)`: it may be re-lowered for a later
 /// iteration too, guarded by that iteration's validity.

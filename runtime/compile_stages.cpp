@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 
-#include "codegen/assign_layouts.h"
 #include "codegen/codegen.h"
 #include "codegen/layout_text.h"
 #include "ir/parser.h"

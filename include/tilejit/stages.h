@@ -30,8 +30,9 @@ std::vector<std::string> compile_stages();
 /// and "layouts", "lowering", "llvm" and "ptx" that compiled for cfg's arch (empty: sm_90a), num_warps,
 /// num_stages and min_ctas_per_sm. Float rewrites as kernels get them (not KernelOptions::exact_floats). A text
 /// with layouts in its types (a "layouts" or "lowering" stage) is past the tile IR's passes: it is lowered with
-/// the layouts it states (every tile value needs one, well formed for its shape and num_warps), and only the
-/// stages from "layouts" on may be asked of it.
+/// the plan it states — every tile value's layout (well formed for its shape and num_warps), and only the
+/// transposes and loads it marks folded, pipelined or staged (a text without marks gets no folded transpose and
+/// no software pipeline) — and only the stages from "layouts" on may be asked of it.
 /// Throws ParseError (the line, the column and what was expected; a layout's too), VerifyError for a text that parses to broken IR,
 /// Error for an unknown stage (naming the stages) or a num_warps / num_stages a launch would refuse, and
 /// CompileError as compiling does.
