@@ -41,8 +41,8 @@ bool config_of(const std::string &name, LaunchConfig &cfg) {
 }
 
 /// A random layout of `shape` for num_warps: each of the 5 lane bits and log2(num_warps) warp bits goes to a
-/// random parent dim, sizes per thread 1, 2 or 4 (at most the dim), a random order; a third of them a slice of a
-/// parent with one more dim.
+/// random parent dim, sizes per thread 1, 2 or 4 (at most twice the dim), a random order; a third of them a slice
+/// of a parent with one more dim, a quarter with the tile dims in another order than the parent's.
 codegen::Layout random_layout(const std::vector<int64_t> &shape, int num_warps, std::mt19937 &gen) {
   const int rank = int(shape.size());
   const bool slice = gen() % 3 == 0;
@@ -60,9 +60,10 @@ codegen::Layout random_layout(const std::vector<int64_t> &shape, int num_warps, 
   const int dropped = slice ? int(gen() % unsigned(prank)) : -1;
   for (int k = 0; k < prank; ++k)
     if (k != dropped) l.dims.push_back(k);
+  if (gen() % 4 == 0) std::shuffle(l.dims.begin(), l.dims.end(), gen);  // tile dims not in the parent's order
   for (int i = 0; i < rank; ++i) {
     int s = 1 << (gen() % 3);
-    while (s > shape[size_t(i)]) s /= 2;
+    while (s > 2 * shape[size_t(i)]) s /= 2;  // up to twice the dim: registers holding copies
     p.size_per_thread[size_t(l.dims[size_t(i)])] = s;
   }
   return l;
@@ -207,6 +208,30 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
   for (int round = 0; round < 3; ++round) {
     for (int warps : {1, 4}) {
       INFO("round " << round << ", num_warps " << warps);
+      {  // an if with a tile result: the yields converted to the result's layout
+        std::vector<sim::SimArg> args{sim::buffer(random_floats(256 * 4, gen)), sim::poisoned(256 * 4 * 4)};
+        ir::Function fn = branchy();
+        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        require_same_bits(sim::run_interpreted(fn, Grid{4}, args)[1], sim::run_simulated(*read, Grid{4}, warps, args, &plan)[1],
+                          "branchy");
+      }
+      {  // a K loop carrying an f32 accumulator (an FMA dot): the loop's init, argument and yield in its layout
+        const int32_t N = 32, K = 32;
+        std::vector<sim::SimArg> args{sim::buffer(random_floats(size_t(N * K), gen)), sim::buffer(random_floats(size_t(K * N), gen)),
+                                      sim::poisoned(size_t(N * N) * 4), sim::i32(N), sim::i32(K)};
+        ir::Function fn = matmul(16, 16, 8, DType::f32);
+        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        auto interp = sim::run_interpreted(fn, Grid{2, 2}, args)[2];
+        auto simulated = sim::run_simulated(*read, Grid{2, 2}, warps, args, &plan)[2];
+        REQUIRE(interp.size() == simulated.size());
+        std::vector<float> r(interp.size() / 4), g(r.size());
+        std::memcpy(r.data(), interp.data(), interp.size());
+        std::memcpy(g.data(), simulated.data(), simulated.size());
+        for (size_t i = 0; i < r.size(); ++i) {  // sums of 32 products of |x| < 8: the order moves a few ulps
+          INFO("c " << i << ": interpreter " << r[i] << ", simulated " << g[i]);
+          REQUIRE(std::abs(r[i] - g[i]) <= 1e-4f * (64 + std::abs(r[i])));
+        }
+      }
       {
         const int64_t n = 1000;
         std::vector<sim::SimArg> args{sim::buffer(random_floats(n, gen)), sim::buffer(random_floats(n, gen)),
