@@ -15,6 +15,7 @@
 #include "codegen/fold_transposes.h"
 #include "codegen/software_pipeline.h"
 #include "codegen/layout.h"
+#include "codegen/mma.h"
 #include "ir/passes.h"
 #include "tilejit/error.h"
 
@@ -50,6 +51,9 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
 
 namespace {
 
+
+// Parent dims a layout may have: tiles of the DSL have a few dims; slices and expansions add one each.
+constexpr size_t kMaxParentDims = 16;
 
 // Reads one annotation; its errors name the line and the column in the parsed text.
 class LayoutReader {
@@ -126,6 +130,12 @@ class LayoutReader {
     return l;
   }
 
+  /// An error about the whole layout.
+  [[noreturn]] void fail_at_start(const std::string &expected) {
+    pos_ = 0;
+    fail(expected);
+  }
+
   /// Where the pipeline mark was (or would be): its error, once plan_pipelines has not taken the load.
   [[noreturn]] void fail_at_mark(const std::string &expected) {
     pos_ = mark_pos_;
@@ -133,9 +143,7 @@ class LayoutReader {
   }
 
   [[noreturn]] void fail(const std::string &expected) const {
-    std::string rest(s_.substr(pos_, 40));
-    throw ParseError(fmt::format("parse: line {}, column {}: expected {}, found '{}'", loc_.line,
-                                 loc_.column + uint32_t(pos_), expected, rest.empty() ? "the end of the layout" : rest));
+    ir::throw_parse_error(loc_.line, loc_.column + uint32_t(pos_), expected, s_, pos_, "the end of the layout");
   }
 
  private:
@@ -220,9 +228,9 @@ class LayoutReader {
       int64_t x = 0;
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_])) && x <= (1 << 20))
         x = x * 10 + (s_[pos_++] - '0');
-      if (pos_ == at_pos || x > (1 << 20)) {
+      if (pos_ == at_pos || x > (1 << 20) || v.size() == kMaxParentDims) {
         pos_ = at_pos;
-        fail(fmt::format("{}: a list of whole numbers", what));
+        fail(fmt::format("{}: a list of at most {} whole numbers of at most 2^20", what, kMaxParentDims));
       }
       v.push_back(int(x));
     } while (accept(","));
@@ -265,12 +273,18 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
       const ir::Value *v = op.result(i);
       if (v->type.is_scalar()) continue;
       auto it = notes.find(v);
-      if (it == notes.end())
-        throw ParseError(fmt::format("parse: line {}, column {}: expected a layout in the type of {}'s result {} "
-                                     "(a text with layouts gives every tile value one), found none",
-                                     op.loc.line, op.loc.column, ir::op_name(op.kind), v->type.str()));
+      const std::string expected = fmt::format("a layout in the type of {}'s result {} (a text with layouts gives "
+                                               "every tile value one)", ir::op_name(op.kind), v->type.str());
+      if (it == notes.end()) ir::throw_parse_error(op.loc.line, op.loc.column, expected, "", 0, "none");
+      if (it->second.text.empty()) ir::throw_parse_error(it->second.loc.line, it->second.loc.column, expected, ">", 0, "");
       bool remat = false, folded = false;
-      plan.layouts[v] = LayoutReader(it->second, v->type, opts.num_warps, foldable.folded).read(op, remat, folded, marks);
+      LayoutReader reader(it->second, v->type, opts.num_warps, foldable.folded);
+      plan.layouts[v] = reader.read(op, remat, folded, marks);
+      // A tensor-core dot computes in the fragments' layout; no other is written for its result.
+      if (op.kind == ir::OpKind::Dot && dot_uses_mma(op, opts.num_warps) &&
+          !(plan.layouts[v] == *mma_layout(v->type.shape, opts.num_warps)))
+        reader.fail_at_start(fmt::format("the MMA layout {} for a tensor-core dot's result",
+                                         layout_text(*mma_layout(v->type.shape, opts.num_warps), false)));
       if (remat) plan.rematerializable.insert(v);
       if (folded) plan.folded.insert(v);
     }

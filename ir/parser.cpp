@@ -110,14 +110,7 @@ class Parser {
   }
   [[noreturn]] void fail(const std::string &expected) {
     auto [line, col] = line_column(pos_);
-    // What stands there, up to the line's end (at most 40 bytes), other control bytes written as \xNN.
-    std::string rest;
-    for (size_t i = pos_; i < s_.size() && i < pos_ + 40 && s_[i] != '\n' && s_[i] != '\r'; ++i) {
-      const auto c = static_cast<unsigned char>(s_[i]);
-      rest += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
-    }
-    throw ParseError(fmt::format("parse: line {}, column {}: expected {}, found '{}'", line, col, expected,
-                                 rest.empty() ? (pos_ >= s_.size() ? "the end of the text" : "the end of the line") : rest));
+    throw_parse_error(line, col, expected, s_, pos_, pos_ >= s_.size() ? "the end of the text" : "the end of the line");
   }
   static bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
   std::string identifier(const char *what) {
@@ -202,6 +195,9 @@ class Parser {
         last_note_ = TypeNote{std::string(s_.substr(note_pos, pos_ - note_pos)), location_of(note_pos)};
         while (!last_note_->text.empty() && std::isspace(static_cast<unsigned char>(last_note_->text.back())))
           last_note_->text.pop_back();
+      } else {
+        skip_space();
+        last_note_ = TypeNote{"", location_of(pos_)};  // where one would be
       }
       expect(">");
       return t;
@@ -362,6 +358,11 @@ class Parser {
       at("", Reach::ThisLine);  // to the type
       const size_t type_pos = pos_;
       Type t = type();
+      const bool is_result_type = count > 0 && !at("->", Reach::ThisLine);
+      if (last_note_ && !last_note_->text.empty() && !is_result_type) {
+        pos_ = type_pos;
+        fail("a type without a layout (only results' types carry one)");
+      }
       if (accept("->", Reach::ThisLine)) {
         // A cast's source type, then its result type.
         if (kind != OpKind::Cast || operands.size() != 1 || operands[0]->type != t) {
@@ -584,6 +585,17 @@ class Parser {
 };
 
 }  // namespace
+
+void throw_parse_error(uint32_t line, uint32_t column, const std::string &expected, std::string_view text, size_t at,
+                       const char *nothing) {
+  std::string rest;
+  for (size_t i = at; i < text.size() && i < at + 40 && text[i] != '\n' && text[i] != '\r'; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    rest += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
+  }
+  throw ParseError(fmt::format("parse: line {}, column {}: expected {}, found '{}'", line, column, expected,
+                               rest.empty() ? nothing : rest));
+}
 
 std::unique_ptr<Function> parse(std::string_view text, TypeNotes *notes) {
   if (notes) notes->clear();

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <regex>
@@ -109,6 +110,11 @@ void require_same_bits(const std::vector<uint8_t> &interp, const std::vector<uin
   }
 }
 
+/// How far two f32 sums of the same n terms, added in different orders (a layout decides the order), may be
+/// apart: each is within (n − 1)·2^-24·Σ|term| of the exact sum (Higham, "Accuracy and Stability of Numerical
+/// Algorithms", 4.2), `magnitude` being Σ|term|.
+double f32_sum_bound(int64_t n, double magnitude) { return 2.0 * double(n - 1) * std::ldexp(1.0, -24) * magnitude; }
+
 std::string layouts_text(const std::string &body) {
   return "tt.func @k(%x: ptr<f32> {align16}, %y: ptr<f32> {align16}) {\n" + body + "}\n";
 }
@@ -203,7 +209,7 @@ TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its 
 
 TEST_CASE("the lowering uses the layouts a text gives: random layouts compute what the interpreter computes",
           "[codegen][layouts][sim]") {
-  // Data movement and max/argmax are exact in any layout; the sum's order follows the layout (checked to 1e-5).
+  // Data movement and max/argmax are exact in any layout; a sum's order follows the layout (f32_sum_bound).
   std::mt19937 gen(1234);
   for (int round = 0; round < 3; ++round) {
     for (int warps : {1, 4}) {
@@ -217,8 +223,9 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
       }
       {  // a K loop carrying an f32 accumulator (an FMA dot): the loop's init, argument and yield in its layout
         const int32_t N = 32, K = 32;
-        std::vector<sim::SimArg> args{sim::buffer(random_floats(size_t(N * K), gen)), sim::buffer(random_floats(size_t(K * N), gen)),
-                                      sim::poisoned(size_t(N * N) * 4), sim::i32(N), sim::i32(K)};
+        const std::vector<float> a = random_floats(size_t(N * K), gen), b = random_floats(size_t(K * N), gen);
+        std::vector<sim::SimArg> args{sim::buffer(a), sim::buffer(b), sim::poisoned(size_t(N * N) * 4), sim::i32(N),
+                                      sim::i32(K)};
         ir::Function fn = matmul(16, 16, 8, DType::f32);
         auto [read, plan] = with_random_layouts(fn, warps, gen);
         auto interp = sim::run_interpreted(fn, Grid{2, 2}, args)[2];
@@ -227,9 +234,11 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
         std::vector<float> r(interp.size() / 4), g(r.size());
         std::memcpy(r.data(), interp.data(), interp.size());
         std::memcpy(g.data(), simulated.data(), simulated.size());
-        for (size_t i = 0; i < r.size(); ++i) {  // sums of 32 products of |x| < 8: the order moves a few ulps
+        for (size_t i = 0; i < r.size(); ++i) {
+          double magnitude = 0;  // Σ_k |a_ik·b_kj|
+          for (int k = 0; k < K; ++k) magnitude += std::abs(double(a[i / N * K + size_t(k)]) * b[size_t(k) * N + i % N]);
           INFO("c " << i << ": interpreter " << r[i] << ", simulated " << g[i]);
-          REQUIRE(std::abs(r[i] - g[i]) <= 1e-4f * (64 + std::abs(r[i])));
+          REQUIRE(std::abs(double(r[i]) - g[i]) <= f32_sum_bound(K, magnitude));
         }
       }
       {
@@ -261,12 +270,15 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
         auto simulated = sim::run_simulated(*read, Grid{uint32_t(P)}, warps, args, &plan);
         require_same_bits(interp[1], simulated[1], "argmax");
         require_same_bits(interp[3], simulated[3], "argmin along rows");
-        std::vector<float> r(P), g(P);
+        std::vector<float> r(P), g(P), x(size_t(B * P));
         std::memcpy(r.data(), interp[4].data(), P * 4);
         std::memcpy(g.data(), simulated[4].data(), P * 4);
+        std::memcpy(x.data(), args[0].bytes.data(), x.size() * 4);
         for (size_t i = 0; i < r.size(); ++i) {
+          double magnitude = 0;
+          for (int64_t j = 0; j < B; ++j) magnitude += std::abs(x[i * size_t(B) + size_t(j)]);
           INFO("sum " << i << ": interpreter " << r[i] << ", simulated " << g[i]);
-          REQUIRE(std::abs(r[i] - g[i]) <= 1e-5 * (1 + std::abs(r[i])));
+          REQUIRE(std::abs(double(r[i]) - g[i]) <= f32_sum_bound(B, magnitude));
         }
       }
     }
@@ -318,6 +330,23 @@ TEST_CASE("a loop's software pipeline is the text's decision: the loads marked p
                     Catch::Contains("expected no 'pipelined' on arange's result (only a load is copied ahead"));
 }
 
+TEST_CASE("a tensor-core dot's result is written in the MMA layout, or the text is refused", "[codegen][layouts][parser]") {
+  auto kernels = tilejit::testing::dumped_stages();
+  auto mm = std::find_if(kernels.begin(), kernels.end(), [](const auto &k) { return k.first.find("matmul") == 0; });
+  REQUIRE(mm != kernels.end());
+  auto layouts = std::find_if(mm->second.begin(), mm->second.end(), [](const auto &f) { return f.first.find("layouts-") == 0; });
+  REQUIRE(layouts != mm->second.end());
+  LaunchConfig cfg;
+  REQUIRE(config_of(layouts->first, cfg));
+  std::string text = layouts->second;
+  const size_t dot = text.find(" = dot ");
+  REQUIRE(dot != std::string::npos);
+  const size_t spt = text.find("spt=[1,2]", dot);
+  REQUIRE(spt != std::string::npos);
+  text.replace(spt, 9, "spt=[1,4]");
+  CHECK_THROWS_WITH(stage_of_text(text, "ptx", cfg), Catch::Contains("expected the MMA layout #blocked<spt=[1,2] tpw=[8,4]"));
+}
+
 TEST_CASE("a layout that does not fit its value or the launch is a ParseError naming its line and column",
           "[codegen][layouts][parser]") {
   const std::string ok = "#blocked<spt=[4] tpw=[32] wpc=[4] order=[0]>";
@@ -365,7 +394,18 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
   std::string missing = text(ok);
   missing.replace(missing.find(", " + ok + ">\n  %4"), ok.size() + 2, "");
   CHECK_THROWS_WITH(stage_of_text(missing, "ptx", cfg),
-                    Catch::Contains("line 5, column 3: expected a layout in the type of load's result tensor<512xf32>"));
+                    Catch::Contains("line 5, column 32: expected a layout in the type of load's result tensor<512xf32> "
+                                    "(a text with layouts gives every tile value one), found '>'"));
+  // Layouts are written on results' types only: not on a store's value type, nor on a cast's source type.
+  std::string on_store = text(ok);
+  on_store.replace(on_store.find("store %5, %3 : tensor<512xf32>"), 30, "store %5, %3 : tensor<512xf32, " + ok + ">");
+  CHECK_THROWS_WITH(stage_of_text(on_store, "ptx", cfg),
+                    Catch::Contains("line 8, column 18: expected a type without a layout (only results' types carry one)"));
+  // Control bytes in a layout are shown escaped.
+  CHECK_THROWS_WITH(stage_of_text(text(ok + std::string(1, '\0') + " remat"), "ptx", cfg),
+                    Catch::Contains("expected the end of the layout, found '\\x00 remat'"));
+  CHECK_THROWS_WITH(stage_of_text(text("#blocked<spt=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1] tpw=[32] wpc=[4] order=[0]>"), "ptx", cfg),
+                    Catch::Contains("expected sizes per thread: a list of at most 16 whole numbers of at most 2^20"));
   CHECK_THROWS_WITH(stage_of_text(text(ok), "cse", cfg),
                     Catch::Contains("stage 'cse' comes before 'layouts', and this text already has layouts"));
   cfg.num_warps = 8;
