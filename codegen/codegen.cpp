@@ -201,7 +201,7 @@ void Lowering::set(const ir::Value *v, Tile t) {
 
 Tile Lowering::get_in(const ir::Value *v, const Layout &l) {
   // Not lowered where it is defined (a pipeline stage's deferred gather, pipeline.cpp): computed here in l.
-  if (!values_.count(v) && plan.rematerializable.count(v)) return rematerialize(v, l, 0);
+  if (!values_.count(v) && is_remat(v)) return rematerialize(v, l, 0);
   const Tile &t = get(v);
   if (t.is_scalar()) return splat_tile(l, t.regs[0]);
   if (*t.layout == l) return t;
@@ -209,7 +209,7 @@ Tile Lowering::get_in(const ir::Value *v, const Layout &l) {
     fail(fmt::format("internal: operand of shape {} needed in shape {}", ir::shape_str(t.layout->shape),
                      ir::shape_str(l.shape)));
   if (same_distribution(*t.layout, l)) return Tile{l, t.regs};
-  if (plan.rematerializable.count(v)) return rematerialize(v, l, 0);
+  if (is_remat(v)) return rematerialize(v, l, 0);
   return convert(t, v->type.elem, l);
 }
 

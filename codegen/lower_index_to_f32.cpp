@@ -137,7 +137,7 @@ class Decompose {
     // Only where v's registers are already there or recomputed: never a trip through shared memory that the
     // plain cast would not make (nothing emitted here may have side effects: the result may go unused).
     const Tile &cur = L_.get(v);
-    if (!cur.is_scalar() && !same_distribution(*cur.layout, want) && !L_.plan.rematerializable.count(v))
+    if (!cur.is_scalar() && !same_distribution(*cur.layout, want) && !L_.is_remat(v))
       return std::nullopt;
     Tile t = L_.get_in(v, want);
     Affine a{nullptr, std::vector<int64_t>(size_t(l_.num_regs()), 0), {}};

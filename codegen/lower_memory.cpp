@@ -116,7 +116,7 @@ void red_add_f32(Lowering &L, llvm::Value *p, const std::vector<llvm::Value *> &
 /// Whether a store or atomic of val to ptr (under mask) can work in val's own layout: its addresses and mask
 /// can be recomputed in any layout (rematerializable), so nothing is converted through shared memory.
 bool in_value_layout(Lowering &L, const ir::Value *val, const ir::Value *ptr, const ir::Value *mask) {
-  auto remat = [&](const ir::Value *x) { return x->type.is_scalar() || L.plan.rematerializable.count(x) != 0; };
+  auto remat = [&](const ir::Value *x) { return x->type.is_scalar() || L.is_remat(x); };
   return !val->type.is_scalar() && remat(ptr) && (!mask || remat(mask));
 }
 

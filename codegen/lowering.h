@@ -59,6 +59,12 @@ class Lowering {
   LoweringPlan plan;
   /// The plan to lower with (a layouts-stage text's, read_layouts); null: run() makes it (plan_lowering).
   const LoweringPlan *given_plan = nullptr;
+  /// Values recomputed in each user's layout: the plan's, and while a pipeline stage is issued, the slice's values
+  /// computed from a gathered index tile (pipeline.cpp's issue_stage).
+  std::unordered_set<const ir::Value *> remat_while_issuing;
+  bool is_remat(const ir::Value *v) const {
+    return plan.rematerializable.count(v) != 0 || remat_while_issuing.count(v) != 0;
+  }
   /// Loads that rematerialize() re-issues in the layout asked for, each under its guard (i1), instead of
   /// converting their result: a pipeline stage's gathered index tiles (pipeline.cpp). What each gave per
   /// layout is kept with it, so the copies of several loads sharing one index tile (K and V through one block

@@ -133,12 +133,10 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   // count as rematerializable while the stage is issued, so a pointer tile built from a gathered index tile
   // (page numbers) is recomputed in the copy layout from the small index tile instead of converted itself (a
   // [BLOCK_N, d] tile of 64-bit pointers through shared memory, per load and stage).
-  std::vector<const ir::Value *> made_remat;
   for (const ir::Op *op : p.slice)
     if (!is_index_load(*op) || deferred.count(op))
       for (int i = 0; i < op->num_results(); ++i)
-        if (!op->result(i)->type.is_scalar() && L.plan.rematerializable.insert(op->result(i)).second)
-          made_remat.push_back(op->result(i));
+        if (!op->result(i)->type.is_scalar()) L.remat_while_issuing.insert(op->result(i));
   llvm::Function *copy = L.intrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s);
   llvm::Value *stage_off = b.CreateMul(stage, L.i32(p.stage_bytes));
   for (const PipelinedLoad &ld : p.loads) {
@@ -165,7 +163,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
     }
   }
   b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group));
-  for (const ir::Value *v : made_remat) L.plan.rematerializable.erase(v);
+  L.remat_while_issuing.clear();
   L.guarded_loads.clear();
   for (const ir::Op *op : p.slice)
     if (!deferred.count(op))
