@@ -89,8 +89,9 @@ class LayoutReader {
       }
     }
     // Sizes per thread beyond a dim's extent give a thread copies of its elements (a reduction's expanded result
-    // keeps its parent's); a thread holding far more registers than the tile has elements is a typo, not a plan.
-    const int64_t most = std::max<int64_t>(4 * type_.numel(), 4096);
+    // keeps its parent's), but one thread holding half the tile or more (the compiler's plans spread a tile over
+    // at least a warp) is a typo, not a plan: it would take minutes to compile.
+    const int64_t most = std::max<int64_t>(type_.numel() / 2, 1024);
     int64_t regs = 1;
     for (int i = 0; i < l.rank(); ++i)
       if ((regs *= l.regs_along(i)) > most) {

@@ -35,7 +35,7 @@ TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, const CodegenOp
 /// The lowering plan that `notes` (ir::parse's annotations of fn's results) state for opts: every tile result
 /// has one; a for loop's carried region arguments take their loop result's. Each layout must be well formed for
 /// its value's shape: one entry per parent dim in every list, powers of two, 32 threads per warp, num_warps warps
-/// per program, order a permutation of the parent dims, at most max(4 · elements, 4096) registers per thread, #slice dims distinct parent dims, one per tile dim (a
+/// per program, order a permutation of the parent dims, at most max(elements / 2, 1024) registers per thread (the plans the compiler makes stay far below), #slice dims distinct parent dims, one per tile dim (a
 /// blocked layout names its tile dims in order), "remat" only on values the lowering can recompute (constants,
 /// aranges, splats, expansions, broadcasts and elementwise ops), "folded" only on transposes can_fold_transpose
 /// allows (a text without it keeps the transpose materialized), "pipelined" or "staged" only on loads the

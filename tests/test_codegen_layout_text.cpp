@@ -376,7 +376,7 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
       {"#slice<dims=[1,0] of #blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>>", "expected 1 dims, one per dim of tensor<512xf32>"},
       {"#slice<dims=[2] of #blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>>", "expected distinct parent dims below 2"},
       {ok + " remat", "expected no 'remat' on load's result"},
-      {"#blocked<spt=[1048576] tpw=[32] wpc=[4] order=[0]>", at + ": expected a layout giving each thread at most 4096 registers"},
+      {"#blocked<spt=[1048576] tpw=[32] wpc=[4] order=[0]>", at + ": expected a layout giving each thread at most 1024 registers"},
       {ok + " x", "expected the end of the layout, found 'x'"},
       {"#blocked<spt=[4] tpw=[32]>", "expected 'wpc=', found '>'"},
   };
