@@ -9,6 +9,7 @@
 #include <numeric>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "codegen/codegen.h"
@@ -37,20 +38,36 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
   check_num_warps(fn, opts.num_warps);
   const LoweringPlan planned = plan ? LoweringPlan{} : plan_lowering(fn, opts);
   const LoweringPlan &p = plan ? *plan : planned;
-  return ir::print_annotated(
+  // Each distinct layout once, as an alias line before the function ("#blocked0 = #blocked<...>"), named in order of
+  // first use; the types name it.
+  std::string aliases;
+  std::unordered_map<std::string, std::string> name_of;
+  int blocked = 0, sliced = 0;
+  auto alias = [&](const Layout &l) -> std::string {
+    const std::string text = layout_text(l, false);
+    auto [it, added] = name_of.emplace(text, "");
+    if (added) {
+      const bool slice = text.rfind("#slice", 0) == 0;
+      it->second = fmt::format("#{}{}", slice ? "slice" : "blocked", slice ? sliced++ : blocked++);
+      aliases += fmt::format("{} = {}\n", it->second, text);
+    }
+    return it->second;
+  };
+  std::string body = ir::print_annotated(
       fn,
       [&](const ir::Value *v) -> std::string {
         if (!p.has(v)) return "";
-        std::string text = layout_text(p.of(v), p.rematerializable.count(v));
+        std::string text = alias(p.of(v));
+        if (p.rematerializable.count(v)) text += " remat";
         if (p.folded.count(v)) text += " folded";
         if (const PipelinedLoad *ld = v->def ? p.pipelined(v->def) : nullptr) text += ld->to_registers ? " staged" : " pipelined";
         return text;
       },
       comment);
+  return aliases.empty() ? body : aliases + "\n" + body;
 }
 
 namespace {
-
 
 // Parent dims a layout may have: tiles of the DSL have a few dims; slices and expansions add one each.
 constexpr size_t kMaxParentDims = 16;
@@ -59,8 +76,9 @@ constexpr size_t kMaxParentDims = 16;
 class LayoutReader {
  public:
   LayoutReader(const ir::TypeNote &note, const ir::Type &type, int num_warps,
-               const std::unordered_set<const ir::Value *> &foldable)
-      : s_(note.text), loc_(note.loc), type_(type), num_warps_(num_warps), foldable_(foldable) {}
+               const std::unordered_set<const ir::Value *> &foldable,
+               const std::unordered_map<std::string, ir::TypeNote> &aliases)
+      : s_(note.text), loc_(note.loc), type_(type), num_warps_(num_warps), foldable_(foldable), aliases_(aliases) {}
 
   /// The layout of op's result; `remat` and `folded` tell whether it is marked so, which only ops the lowering
   /// recomputes may be, and only transposes that fold_transposes may fold; a load's "pipelined" or "staged" mark
@@ -70,23 +88,23 @@ class LayoutReader {
     Layout l;
     l.shape = type_.shape;
     const size_t start = pos_;
-    if (accept("#slice<")) {
-      expect("dims=");
-      const size_t dims_pos = pos_;
-      l.dims = list("the tile's parent dims");
-      expect("of");
-      l.parent = blocked();
-      expect(">");
-      check_dims(l, dims_pos);
+    bool slice = false;
+    if (const ir::TypeNote *alias = alias_at_start()) {  // "#name" a line "#name = LAYOUT" defined
+      LayoutReader of(*alias, type_, num_warps_, foldable_, aliases_);
+      slice = of.syntax(l);
+      of.skip_space();
+      if (of.pos_ < of.s_.size()) of.fail("the end of the alias's layout");
     } else {
-      l.parent = blocked();
-      l.dims.resize(size_t(l.parent.rank()));
-      std::iota(l.dims.begin(), l.dims.end(), 0);
-      if (l.parent.rank() != type_.rank()) {
-        pos_ = start;
-        fail(fmt::format("a layout of rank {} for {} (or a #slice naming its dims), not rank {}", type_.rank(),
-                         type_.str(), l.parent.rank()));
-      }
+      slice = syntax(l);
+    }
+    if (!slice && l.parent.rank() != type_.rank()) {
+      pos_ = start;
+      fail(fmt::format("a layout of rank {} for {} (or a #slice naming its dims), not rank {}", type_.rank(),
+                       type_.str(), l.parent.rank()));
+    }
+    if (slice && l.rank() != type_.rank()) {
+      pos_ = start;
+      fail(fmt::format("a #slice with {} dims, one per dim of {}, not {}", type_.rank(), type_.str(), l.rank()));
     }
     // Sizes per thread beyond a dim's extent give a thread copies of its elements (a reduction's expanded result
     // keeps its parent's), but one thread holding half the tile or more (the compiler's plans spread a tile over
@@ -205,19 +223,42 @@ class LayoutReader {
     return p;
   }
 
-  void check_dims(const Layout &l, size_t dims_pos) {
-    std::vector<int> seen;
-    for (int d : l.dims) {
-      if (d < 0 || d >= l.parent.rank() || std::count(seen.begin(), seen.end(), d)) {
-        pos_ = dims_pos;
-        fail(fmt::format("distinct parent dims below {}", l.parent.rank()));
+  /// A layout's text into l's parent and dims (a blocked layout names its dims in order); true for a #slice.
+  bool syntax(Layout &l) {
+    if (accept("#slice<")) {
+      expect("dims=");
+      const size_t dims_pos = pos_;
+      l.dims = list("the tile's parent dims");
+      expect("of");
+      l.parent = blocked();
+      expect(">");
+      std::vector<int> seen;
+      for (int d : l.dims) {
+        if (d < 0 || d >= l.parent.rank() || std::count(seen.begin(), seen.end(), d)) {
+          pos_ = dims_pos;
+          fail(fmt::format("distinct parent dims below {}", l.parent.rank()));
+        }
+        seen.push_back(d);
       }
-      seen.push_back(d);
+      return true;
     }
-    if (l.rank() != type_.rank()) {
-      pos_ = dims_pos;
-      fail(fmt::format("{} dims, one per dim of {}", type_.rank(), type_.str()));
-    }
+    l.parent = blocked();
+    l.dims.resize(size_t(l.parent.rank()));
+    std::iota(l.dims.begin(), l.dims.end(), 0);
+    return false;
+  }
+
+  /// The alias the annotation starts with ("#name" not followed by '<'), or null for a layout written out.
+  const ir::TypeNote *alias_at_start() {
+    size_t end = pos_;
+    if (end >= s_.size() || s_[end] != '#') return nullptr;
+    ++end;
+    while (end < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '_')) ++end;
+    if (end < s_.size() && s_[end] == '<') return nullptr;
+    auto it = aliases_.find(std::string(s_.substr(pos_, end - pos_)));
+    if (it == aliases_.end()) fail("a layout (#blocked<...>, #slice<...>) or an alias defined before tt.func");
+    pos_ = end;
+    return &it->second;
   }
 
   std::vector<int> list(const char *what) {
@@ -258,6 +299,7 @@ class LayoutReader {
   const ir::Type &type_;
   int num_warps_;
   const std::unordered_set<const ir::Value *> &foldable_;  // what fold_transposes folds
+  const std::unordered_map<std::string, ir::TypeNote> &aliases_;
 };
 
 }  // namespace
@@ -273,13 +315,13 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
     for (int i = 0; i < op.num_results(); ++i) {
       const ir::Value *v = op.result(i);
       if (v->type.is_scalar()) continue;
-      auto it = notes.find(v);
+      auto it = notes.types.find(v);
       const std::string expected = fmt::format("a layout in the type of {}'s result {} (a text with layouts gives "
                                                "every tile value one)", ir::op_name(op.kind), v->type.str());
-      if (it == notes.end()) ir::throw_parse_error(op.loc.line, op.loc.column, expected, "", 0, "none");
+      if (it == notes.types.end()) ir::throw_parse_error(op.loc.line, op.loc.column, expected, "", 0, "none");
       if (it->second.text.empty()) ir::throw_parse_error(it->second.loc.line, it->second.loc.column, expected, ">", 0, "");
       bool remat = false, folded = false;
-      LayoutReader reader(it->second, v->type, opts.num_warps, foldable.folded);
+      LayoutReader reader(it->second, v->type, opts.num_warps, foldable.folded, notes.aliases);
       plan.layouts[v] = reader.read(op, remat, folded, marks);
       // A tensor-core dot computes in the fragments' layout; no other is written for its result.
       if (op.kind == ir::OpKind::Dot && dot_uses_mma(op, opts.num_warps) &&
@@ -300,12 +342,12 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   for (const auto &[load, staged] : marks) {
     const PipelinedLoad *ld = plan.pipelined(load);
     if (ld && ld->to_registers == staged) continue;
-    const ir::SourceLoc &at = notes.at(load->result()).loc, *best = first ? &notes.at(first->result()).loc : nullptr;
+    const ir::SourceLoc &at = notes.types.at(load->result()).loc, *best = first ? &notes.types.at(first->result()).loc : nullptr;
     if (!best || std::tie(at.line, at.column) < std::tie(best->line, best->column)) first = load;
   }
   if (first) {
     const ir::Value *v = first->result();
-    LayoutReader reader(notes.at(v), v->type, opts.num_warps, foldable.folded);
+    LayoutReader reader(notes.types.at(v), v->type, opts.num_warps, foldable.folded, notes.aliases);
     bool remat = false, folded = false;
     PipelineMarks again;
     reader.read(*first, remat, folded, again);

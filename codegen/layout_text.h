@@ -2,7 +2,9 @@
 // inside its type, and those texts read back into a LoweringPlan, so that the lowering can start from a layouts-
 // stage text whose layouts a test or a person chose (`tilejit ir --input FILE --stage ptx`).
 //
-//   layout  := (blocked | "#slice<dims=" list " of " blocked ">") ["remat"] ["folded"] ["pipelined" | "staged"]
+//   text    := (alias "=" layout "\n")* function        (aliases before the function: "#blocked0 = #blocked<...>")
+//   note    := (layout | alias) ["remat"] ["folded"] ["pipelined" | "staged"]       (inside a result's tensor type)
+//   layout  := blocked | "#slice<dims=" list " of " blocked ">"
 //   blocked := "#blocked<spt=" list " tpw=" list " wpc=" list " order=" list ">"     list := "[" n ("," n)* "]"
 //
 // spt, tpw, wpc are the parent's size_per_thread, threads_per_warp and warps_per_cta per parent dim, order its
@@ -26,8 +28,9 @@ namespace tilejit::codegen {
 /// l as the layouts stage writes it inside a tensor type, with " remat" when the value is rematerializable.
 TILEJIT_EXPORT std::string layout_text(const Layout &l, bool rematerializable);
 
-/// fn's text with each tile value's layout (and marks) in its type ("tensor<64x64xf32, #blocked<spt=[1,4] tpw=[8,4]
-/// wpc=[4,1] order=[1,0]>>") and `comment`'s text after each op (the "lowering" stage's decisions): the "layouts"
+/// fn's text with each tile value's layout (and marks) in its type, each distinct layout defined once before the
+/// function and named in order of first use ("#blocked0 = #blocked<spt=[1,4] tpw=[8,4] wpc=[4,1] order=[1,0]>",
+/// then "tensor<64x64xf32, #blocked0>"), and `comment`'s text after each op (the "lowering" stage's decisions): the "layouts"
 /// compile stage without one. The plan is `plan`, or plan_lowering's for opts when it is null.
 TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts,
                                          const ir::OpAnnotator &comment = {}, const LoweringPlan *plan = nullptr);

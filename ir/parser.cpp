@@ -42,6 +42,7 @@ class Parser {
 
   std::unique_ptr<Function> function() {
     auto fn = std::make_unique<Function>();
+    while (at("#")) alias();
     expect("tt.func");
     expect("@");
     {
@@ -142,6 +143,29 @@ class Parser {
       fail(what);
     }
     return v;
+  }
+
+  /// "#name = TEXT": TEXT (to the line's end) for annotations that name it.
+  void alias() {
+    const size_t name_pos = pos_;
+    ++pos_;  // '#'
+    while (pos_ < s_.size() && word_char(s_[pos_])) ++pos_;
+    const std::string name(s_.substr(name_pos, pos_ - name_pos));
+    if (name.size() == 1) fail("an alias's name after '#'");
+    expect("=", Reach::ThisLine);
+    at("", Reach::ThisLine);
+    const size_t text_pos = pos_;
+    while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+    std::string text(s_.substr(text_pos, pos_ - text_pos));
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+    if (text.empty()) {
+      pos_ = text_pos;
+      fail(fmt::format("the text that {} stands for", name));
+    }
+    if (notes_ && !notes_->aliases.emplace(name, TypeNote{std::move(text), location_of(text_pos)}).second) {
+      pos_ = name_pos;
+      fail(fmt::format("a new alias ({} is defined twice)", name));
+    }
   }
 
   // ---- types ----
@@ -389,7 +413,7 @@ class Parser {
   }
   void keep_notes(const Op *op, const std::vector<std::optional<TypeNote>> &notes) {
     for (size_t i = 0; notes_ && i < notes.size(); ++i)
-      if (notes[i]) (*notes_)[op->result(int(i))] = *notes[i];
+      if (notes[i]) notes_->types[op->result(int(i))] = *notes[i];
   }
 
   /// The attributes each op reads: those it must have (ir::op_attribute_names) and the flag it may have
@@ -598,7 +622,7 @@ void throw_parse_error(uint32_t line, uint32_t column, const std::string &expect
 }
 
 std::unique_ptr<Function> parse(std::string_view text, TypeNotes *notes) {
-  if (notes) notes->clear();
+  if (notes) *notes = {};
   return Parser(text, notes).function();
 }
 

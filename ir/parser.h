@@ -17,15 +17,20 @@ struct TypeNote {
   std::string text;
   SourceLoc loc;
 };
-using TypeNotes = std::unordered_map<const Value *, TypeNote>;
+/// The annotations of a parsed text: each result type's, and the aliases defined before the function
+/// ("#name = TEXT" lines; an annotation may start with such a name instead of spelling TEXT out).
+struct TypeNotes {
+  std::unordered_map<const Value *, TypeNote> types;
+  std::unordered_map<std::string, TypeNote> aliases;  // by name, '#' included
+};
 
 /// Throws the ParseError "parse: line L, column C: expected EXPECTED, found 'X'", X being what stands at byte `at`
 /// of `text` up to its line's end (at most 40 bytes, control bytes written as \xNN), or `nothing` when nothing does.
 [[noreturn]] void throw_parse_error(uint32_t line, uint32_t column, const std::string &expected, std::string_view text,
                                     size_t at, const char *nothing);
 
-/// The function `text` prints (as ir::print, print_with_locations or print_annotated write it; value names are
-/// labels, source locations are dropped). The annotations of op results' types go to `notes` when given (for
+/// The function `text` prints (as ir::print, print_with_locations or print_annotated write it, after any alias
+/// lines "#name = TEXT"; value names are labels, source locations are dropped). The annotations of op results' types go to `notes` when given (for
 /// and if results included, a tensor result type without one as an empty TypeNote located at its '>'; region
 /// arguments carry none), else they are skipped: the tile IR does not read them. Only results' types may carry one. Throws ParseError naming the line, column and expected token, and VerifyError (ir::verify) when the
 /// text parses but breaks an invariant of the IR.

@@ -198,12 +198,13 @@ TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its 
   std::string wrong = unfolded;
   const size_t load = wrong.find("= load ");
   REQUIRE(load != std::string::npos);
-  const size_t close = wrong.find(">>\n", load);
+  const size_t close = wrong.find(">\n", load);  // the end of the load's type
   REQUIRE(close != std::string::npos);
-  wrong.insert(close + 1, " folded");
+  wrong.insert(close, " folded");
+  const size_t line_start = wrong.rfind('\n', close) + 1;
   const std::string line = fmt::format("line {}, column {}: expected no 'folded' here",
                                        1 + std::count(wrong.begin(), wrong.begin() + long(close), '\n'),
-                                       close + 2 - wrong.rfind('\n', close));
+                                       close + 2 - line_start);
   CHECK_THROWS_WITH(stage_of_text(wrong, "ptx", cfg), Catch::Contains(line));
 }
 
@@ -341,9 +342,9 @@ TEST_CASE("a tensor-core dot's result is written in the MMA layout, or the text 
   std::string text = layouts->second;
   const size_t dot = text.find(" = dot ");
   REQUIRE(dot != std::string::npos);
-  const size_t spt = text.find("spt=[1,2]", dot);
-  REQUIRE(spt != std::string::npos);
-  text.replace(spt, 9, "spt=[1,4]");
+  const size_t alias = text.find("#blocked", dot), alias_end = text.find('>', alias);
+  REQUIRE(alias_end != std::string::npos);
+  text.replace(alias, alias_end - alias, "#blocked<spt=[1,4] tpw=[8,4] wpc=[" + std::to_string(cfg.num_warps) + ",1] order=[1,0]>");
   CHECK_THROWS_WITH(stage_of_text(text, "ptx", cfg), Catch::Contains("expected the MMA layout #blocked<spt=[1,2] tpw=[8,4]"));
 }
 
@@ -373,7 +374,7 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
       {"#blocked<spt=[4] tpw=[32] wpc=[4] order=[1]>", "expected an order that names each parent dim 0..0 once"},
       {"#blocked<spt=[4,1] tpw=[32] wpc=[4] order=[0]>", "expected 2 entries of tpw (one per parent dim, as spt has), not 1"},
       {"#blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>", at + ": expected a layout of rank 1 for tensor<512xf32>"},
-      {"#slice<dims=[1,0] of #blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>>", "expected 1 dims, one per dim of tensor<512xf32>"},
+      {"#slice<dims=[1,0] of #blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>>", at + ": expected a #slice with 1 dims, one per dim of tensor<512xf32>, not 2"},
       {"#slice<dims=[2] of #blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>>", "expected distinct parent dims below 2"},
       {ok + " remat", "expected no 'remat' on load's result"},
       {"#blocked<spt=[1048576] tpw=[32] wpc=[4] order=[0]>", at + ": expected a layout giving each thread at most 1024 registers"},
@@ -396,6 +397,16 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
   CHECK_THROWS_WITH(stage_of_text(missing, "ptx", cfg),
                     Catch::Contains("line 5, column 32: expected a layout in the type of load's result tensor<512xf32> "
                                     "(a text with layouts gives every tile value one), found '>'"));
+  // Aliases: defined once before the function, each name once; an error in one is named on its own line.
+  const std::string aliased = "#a = " + ok + "\n" + text("#a");
+  CHECK(stage_of_text(aliased, "ptx", cfg) == stage_of_text(text(ok), "ptx", cfg));
+  CHECK_THROWS_WITH(stage_of_text("#a = " + ok + "\n" + aliased, "ptx", cfg),
+                    Catch::Contains("line 2, column 1: expected a new alias (#a is defined twice)"));
+  CHECK_THROWS_WITH(stage_of_text(text("#b"), "ptx", cfg),
+                    Catch::Contains("line 5, column 34: expected a layout (#blocked<...>, #slice<...>) or an alias "
+                                    "defined before tt.func, found '#b'"));
+  CHECK_THROWS_WITH(stage_of_text("#a = #blocked<spt=[4] tpw=[32] wpc=[2] order=[0]>\n" + text("#a"), "ptx", cfg),
+                    Catch::Contains("line 1, column 36: expected warps per program whose product is num_warps = 4, not 2"));
   // Layouts are written on results' types only: not on a store's value type, nor on a cast's source type.
   std::string on_store = text(ok);
   on_store.replace(on_store.find("store %5, %3 : tensor<512xf32>"), 30, "store %5, %3 : tensor<512xf32, " + ok + ">");

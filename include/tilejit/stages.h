@@ -16,7 +16,7 @@ namespace tilejit {
 /// The stages in order: "traced" (the tile IR as the trace built it), each pass of the tile IR's optimization
 /// pipeline by its name (the IR after that pass's first run; the pipeline repeats until nothing changes),
 /// "optimized" (what the back ends get), "layouts" (the optimized IR with the plan the lowering follows in its
-/// types: each tile value's distributed layout, which threads and registers hold which elements, and the
+/// types: each tile value's distributed layout (named by an alias defined before the function), which threads and registers hold which elements, and the
 /// decisions of the passes before the lowering: values recomputed per use ("remat"), transposes the dots read
 /// from their source ("folded"), loads a loop's cp.async pipeline copies ahead ("pipelined", "staged")), "lowering" (the same with what the lowering
 /// decided after each op: each dot's tensor-core instruction and operand sources, each loop's cp.async pipeline
