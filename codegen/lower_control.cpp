@@ -58,17 +58,16 @@ void lower_for(Lowering &L, const ir::Op &op) {
 
   // Software pipeline (codegen/pipeline.h, as plan_pipelines planned it): prologue issues iterations 0..S-2. Its
   // stage buffers start past the scratch in use, aligned for wgmma's descriptors (1024 bytes) or to 128.
-  std::optional<LoopPipeline> pipe;
+  std::optional<PlacedPipeline> pipe;
   if (auto planned = L.plan.pipelines.find(&op); planned != L.plan.pipelines.end()) {
-    pipe = planned->second;
     const int64_t align = L.use_wgmma ? 1024 : 128;
-    pipe->base = (L.scratch_offset + align - 1) / align * align;
+    pipe.emplace(PlacedPipeline{planned->second, (L.scratch_offset + align - 1) / align * align});
   }
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
     if (L.notes) {
-      L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes", pipe->stages, pipe->stage_bytes));
-      for (const PipelinedLoad &ld : pipe->loads)
+      L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes", pipe->plan.stages, pipe->plan.stage_bytes));
+      for (const PipelinedLoad &ld : pipe->plan.loads)
         L.note_on(ld.load, ld.to_registers ? "copied ahead with cp.async (4 bytes an element), read from its stage"
                                            : "copied ahead with cp.async into the stage buffer its dots read");
     }
@@ -77,7 +76,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
     // Scratch past the stage buffers from here on, the prologue included: a layout conversion while issuing a
     // stage (a gathered index tile, e.g. a paged cache's page numbers) must not overwrite the copies in flight.
     L.scratch_offset = pipe->end();
-    for (int s = 0; s < pipe->stages - 1; ++s) {
+    for (int s = 0; s < pipe->plan.stages - 1; ++s) {
       llvm::Value *iv_s = b.CreateAdd(lb, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(s))));
       issue_stage(L, op, *pipe, iv_s, in_range(iv_s), L.i32(s));
     }
@@ -116,7 +115,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
 
   b.SetInsertPoint(loop);
   if (pipe) {
-    int S = pipe->stages;
+    int S = pipe->plan.stages;
     wait_copies(L, S - 2);  // this iteration's copies have landed (for this thread)...
     L.barrier();            // ...for every thread; and all are done reading the previous iteration's buffer
     llvm::Value *refill = b.CreateSelect(b.CreateICmpEQ(stage, L.i32(0)), L.i32(S - 1), b.CreateSub(stage, L.i32(1)));
@@ -142,7 +141,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   llvm::BasicBlock *latch = b.GetInsertBlock();
   iv->addIncoming(iv_next, latch);
   if (pipe) {
-    int S = pipe->stages;
+    int S = pipe->plan.stages;
     stage->addIncoming(b.CreateSelect(b.CreateICmpEQ(stage, L.i32(S - 1)), L.i32(0), b.CreateAdd(stage, L.i32(1))), latch);
   }
   for (int i = 0; i < n; ++i)
@@ -153,7 +152,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   if (pipe) {
     wait_copies(L, 0);  // copies of iterations past the end must not land in reused shared memory
     L.scratch_offset = std::max(saved_scratch, L.persistent_end());
-    for (const PipelinedLoad &ld : pipe->loads) {
+    for (const PipelinedLoad &ld : pipe->plan.loads) {
       L.smem_operands.erase(ld.load->result());
       L.wgmma_stage_a.erase(ld.load->result());
     }

@@ -38,10 +38,8 @@ inline constexpr int64_t kMaxStagedValueElems = 256;
 struct LoopPipeline {
   int stages = 2;
   int64_t stage_bytes = 0;                  // bytes of one stage (all loads' buffers)
-  int64_t base = 0;                         // byte offset of stage 0 in dynamic shared memory (the lowering's)
   std::vector<PipelinedLoad> loads;
   std::vector<const ir::Op *> slice;        // body ops the pointers and masks depend on, in body order
-  int64_t end() const { return base + stages * stage_bytes; }
 };
 
 struct TILEJIT_EXPORT LoweringPlan {
