@@ -145,7 +145,7 @@ class Parser {
     return v;
   }
 
-  /// "#name = TEXT": TEXT (to the line's end) for annotations that name it.
+  /// "#name = TEXT": TEXT (to the line's end or a comment) for annotations that name it.
   void alias() {
     const size_t name_pos = pos_;
     ++pos_;  // '#'
@@ -155,7 +155,7 @@ class Parser {
     expect("=", Reach::ThisLine);
     at("", Reach::ThisLine);
     const size_t text_pos = pos_;
-    while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+    while (pos_ < s_.size() && s_[pos_] != '\n' && s_.compare(pos_, 2, "//") != 0) ++pos_;  // a comment may follow
     std::string text(s_.substr(text_pos, pos_ - text_pos));
     while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
     if (text.empty()) {

@@ -398,7 +398,7 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
                     Catch::Contains("line 5, column 32: expected a layout in the type of load's result tensor<512xf32> "
                                     "(a text with layouts gives every tile value one), found '>'"));
   // Aliases: defined once before the function, each name once; an error in one is named on its own line.
-  const std::string aliased = "#a = " + ok + "\n" + text("#a");
+  const std::string aliased = "#a = " + ok + "  // a comment may follow\n" + text("#a");
   CHECK(stage_of_text(aliased, "ptx", cfg) == stage_of_text(text(ok), "ptx", cfg));
   CHECK_THROWS_WITH(stage_of_text("#a = " + ok + "\n" + aliased, "ptx", cfg),
                     Catch::Contains("line 2, column 1: expected a new alias (#a is defined twice)"));
