@@ -107,15 +107,19 @@ class LayoutReader {
       fail(fmt::format("a #slice with {} dims, one per dim of {}, not {}", type_.rank(), type_.str(), l.rank()));
     }
     // Sizes per thread beyond a dim's extent give a thread copies of its elements (a reduction's expanded result
-    // keeps its parent's), but one thread holding half the tile or more (the compiler's plans spread a tile over
-    // at least a warp) is a typo, not a plan: it would take minutes to compile.
-    const int64_t most = std::max<int64_t>(type_.numel() / 2, 1024);
-    int64_t regs = 1;
-    for (int i = 0; i < l.rank(); ++i)
-      if ((regs *= l.regs_along(i)) > most) {
+    // keeps its parent's), but one thread holding more than half a large tile (the compiler's plans spread a tile
+    // over at least a warp) is a typo, not a plan: it would take minutes to compile.
+    const int64_t most_distinct = std::max<int64_t>(type_.numel() / 2, 1024), most = 8 * most_distinct;
+    int64_t regs = 1, distinct = 1;
+    for (int i = 0; i < l.rank(); ++i) {
+      regs = std::min(regs * l.regs_along(i), int64_t(1) << 60);
+      distinct *= std::min(l.regs_along(i), l.shape[size_t(i)]);  // at most the dim's elements along it
+      if (regs > most || distinct > most_distinct) {
         pos_ = start;
-        fail(fmt::format("a layout giving each thread at most {} registers for {}", most, type_.str()));
+        fail(fmt::format("a layout giving each thread at most {} elements of {} ({} registers with copies)",
+                         most_distinct, type_.str(), most));
       }
+    }
     skip_space();
     const size_t remat_pos = pos_;
     remat = accept("remat");
@@ -253,7 +257,7 @@ class LayoutReader {
     size_t end = pos_;
     if (end >= s_.size() || s_[end] != '#') return nullptr;
     ++end;
-    while (end < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '_')) ++end;
+    while (end < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '_')) ++end;  // as ir::parse
     if (end < s_.size() && s_[end] == '<') return nullptr;
     auto it = aliases_.find(std::string(s_.substr(pos_, end - pos_)));
     if (it == aliases_.end()) fail("a layout (#blocked<...>, #slice<...>) or an alias defined before tt.func");

@@ -2,7 +2,8 @@
 // inside its type, and those texts read back into a LoweringPlan, so that the lowering can start from a layouts-
 // stage text whose layouts a test or a person chose (`tilejit ir --input FILE --stage ptx`).
 //
-//   text    := (alias "=" layout "\n")* function        (aliases before the function: "#blocked0 = #blocked<...>")
+//   text    := (alias "=" layout ["//" comment] "\n")* function   (before the function: "#blocked0 = #blocked<...>")
+//   alias   := "#" [A-Za-z0-9_]+                 (a name followed by '<' is a layout written out, not an alias)
 //   note    := (layout | alias) ["remat"] ["folded"] ["pipelined" | "staged"]       (inside a result's tensor type)
 //   layout  := blocked | "#slice<dims=" list " of " blocked ">"
 //   blocked := "#blocked<spt=" list " tpw=" list " wpc=" list " order=" list ">"     list := "[" n ("," n)* "]"
@@ -25,7 +26,8 @@
 
 namespace tilejit::codegen {
 
-/// l as the layouts stage writes it inside a tensor type, with " remat" when the value is rematerializable.
+/// l written out ("#blocked<...>" or "#slice<...>", as an alias line of the layouts stage defines it), with " remat"
+/// when the value is rematerializable.
 TILEJIT_EXPORT std::string layout_text(const Layout &l, bool rematerializable);
 
 /// fn's text with each tile value's layout (and marks) in its type, each distinct layout defined once before the
@@ -38,13 +40,16 @@ TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, const CodegenOp
 /// The lowering plan that `notes` (ir::parse's annotations of fn's results) state for opts: every tile result
 /// has one; a for loop's carried region arguments take their loop result's. Each layout must be well formed for
 /// its value's shape: one entry per parent dim in every list, powers of two, 32 threads per warp, num_warps warps
-/// per program, order a permutation of the parent dims, at most max(elements / 2, 1024) registers per thread (the plans the compiler makes stay far below), #slice dims distinct parent dims, one per tile dim (a
+/// per program, order a permutation of the parent dims, at most max(elements / 2, 1024) of the value's elements per
+/// thread (and 8 times that with copies; the compiler's plans stay far below), at most 16 parent dims, a tensor-core
+/// dot's result in the MMA layout, aliases resolved, #slice dims distinct parent dims, one per tile dim (a
 /// blocked layout names its tile dims in order), "remat" only on values the lowering can recompute (constants,
-/// aranges, splats, expansions, broadcasts and elementwise ops), "folded" only on transposes can_fold_transpose
-/// allows (a text without it keeps the transpose materialized), "pipelined" or "staged" only on loads the
+/// aranges, splats, expansions, broadcasts and elementwise ops), "folded" only on transposes fold_transposes
+/// would fold (a text without it keeps the transpose materialized), "pipelined" or "staged" only on loads the
 /// software pipeline of their loop takes so for opts (the marked loads are its only candidates: a loop without
 /// marks has no pipeline). Throws ParseError naming the line and column of
-/// the layout (of the op, for a missing one) and what was expected there.
+/// the layout (of the type's '>', for a missing one; of the alias line, for an error inside an alias) and what was
+/// expected there.
 TILEJIT_EXPORT LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts);
 
 }  // namespace tilejit::codegen

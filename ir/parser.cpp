@@ -1,6 +1,7 @@
 // The tile IR's textual form read back: the inverse of ir::print (ir/printer.cpp), so that a pass can be run and
 // tested from text. A recursive-descent reader over the printer's grammar:
 //
+//   text    := alias* func      alias := "#"name "=" TEXT     (to the line's end or a comment; name: [A-Za-z0-9_]+)
 //   func    := "tt.func" "@"name "(" [param ("," param)*] ")" "{" op* "}"     (name: anything up to "(")
 //   param   := %name ":" type ["(param type" type ")"] ["{" align16 "}" (pointers) | "{" div16 "}" (integers)]
 //   op      := [results "="] opname operands [attrs] [":" type ["->" type]] [loc]    (on one line)
@@ -9,6 +10,7 @@
 //            | [results "="] "if" v ["->" "(" types ")"] "{" op* "}" ["else" "{" op* "}"]
 //            | "yield" [v ("," v)*]
 //   results := %N | %N:k (uses: %N#i)     type := i32 | ptr<f32> | tensor<8x16xf32> | tensor<8xptr<bf16>>
+//   a result's tensor type may end in ", NOTE>" (print_annotated's; opaque here, kept in TypeNotes)
 //
 // Value names are only labels: the printer's numbering need not be kept (print(parse(text)) renumbers). A name
 // used before its definition or defined twice, an unknown op or attribute, or a missing token is a ParseError
@@ -25,6 +27,7 @@
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -113,6 +116,8 @@ class Parser {
     auto [line, col] = line_column(pos_);
     throw_parse_error(line, col, expected, s_, pos_, pos_ >= s_.size() ? "the end of the text" : "the end of the line");
   }
+  /// What an alias's name is made of after its '#' (codegen's layout reader reads names the same way).
+  static bool alias_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
   static bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
   std::string identifier(const char *what) {
     skip_space();
@@ -149,9 +154,9 @@ class Parser {
   void alias() {
     const size_t name_pos = pos_;
     ++pos_;  // '#'
-    while (pos_ < s_.size() && word_char(s_[pos_])) ++pos_;
+    while (pos_ < s_.size() && alias_char(s_[pos_])) ++pos_;
     const std::string name(s_.substr(name_pos, pos_ - name_pos));
-    if (name.size() == 1) fail("an alias's name after '#'");
+    if (name.size() == 1) fail("an alias's name after '#' (letters, digits, '_')");
     expect("=", Reach::ThisLine);
     at("", Reach::ThisLine);
     const size_t text_pos = pos_;
@@ -162,10 +167,11 @@ class Parser {
       pos_ = text_pos;
       fail(fmt::format("the text that {} stands for", name));
     }
-    if (notes_ && !notes_->aliases.emplace(name, TypeNote{std::move(text), location_of(text_pos)}).second) {
+    if (!alias_names_.insert(name).second) {
       pos_ = name_pos;
       fail(fmt::format("a new alias ({} is defined twice)", name));
     }
+    if (notes_) notes_->aliases.emplace(name, TypeNote{std::move(text), location_of(text_pos)});
   }
 
   // ---- types ----
@@ -216,12 +222,12 @@ class Parser {
         skip_space();
         const size_t note_pos = pos_;
         skip_annotation();
-        last_note_ = TypeNote{std::string(s_.substr(note_pos, pos_ - note_pos)), location_of(note_pos)};
+        last_note_ = TypeNote{std::string(s_.substr(note_pos, pos_ - note_pos)), notes_ ? location_of(note_pos) : SourceLoc{}};
         while (!last_note_->text.empty() && std::isspace(static_cast<unsigned char>(last_note_->text.back())))
           last_note_->text.pop_back();
       } else {
         skip_space();
-        last_note_ = TypeNote{"", location_of(pos_)};  // where one would be
+        last_note_ = TypeNote{"", notes_ ? location_of(pos_) : SourceLoc{}};  // where one would be
       }
       expect(">");
       return t;
@@ -605,6 +611,7 @@ class Parser {
   size_t value_pos_ = 0;
   std::unordered_map<std::string, Value *> values_;
   std::optional<TypeNote> last_note_;  // the annotation of the type read last
+  std::unordered_set<std::string> alias_names_;
   TypeNotes *notes_ = nullptr;         // where results' annotations go (parse's `notes`)
 };
 

@@ -39,7 +39,8 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
   // A text with layouts is a layouts (or lowering) stage: the tile IR's passes are behind it and its layouts are
   // what the lowering uses.
   std::optional<codegen::LoweringPlan> layouts;
-  if (std::any_of(notes.types.begin(), notes.types.end(), [](const auto &n) { return !n.second.text.empty(); })) {
+  if (!notes.aliases.empty() ||
+      std::any_of(notes.types.begin(), notes.types.end(), [](const auto &n) { return !n.second.text.empty(); })) {
     const auto first = std::find(stages.begin(), stages.end(), "layouts");
     if (at < first)
       throw Error(fmt::format("stage '{}' comes before 'layouts', and this text already has layouts in its types; "

@@ -110,10 +110,14 @@ void require_same_bits(const std::vector<uint8_t> &interp, const std::vector<uin
   }
 }
 
-/// How far two f32 sums of the same n terms, added in different orders (a layout decides the order), may be
-/// apart: each is within (n − 1)·2^-24·Σ|term| of the exact sum (Higham, "Accuracy and Stability of Numerical
-/// Algorithms", 4.2), `magnitude` being Σ|term|.
-double f32_sum_bound(int64_t n, double magnitude) { return 2.0 * double(n - 1) * std::ldexp(1.0, -24) * magnitude; }
+/// How far two f32 sums of the same n terms (or dot products of length n, the products rounded or fused), added
+/// in different orders (a layout decides the order), may be apart: each is within γ_n·Σ|term| of the exact value,
+/// γ_n = n·u / (1 − n·u), u = 2^-24 (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1 and 4.2), `magnitude` being
+/// Σ|term|.
+double f32_sum_bound(int64_t n, double magnitude) {
+  const double nu = double(n) * std::ldexp(1.0, -24);
+  return 2.0 * nu / (1.0 - nu) * magnitude;  // 2·γ_n·Σ|term|
+}
 
 std::string layouts_text(const std::string &body) {
   return "tt.func @k(%x: ptr<f32> {align16}, %y: ptr<f32> {align16}) {\n" + body + "}\n";
@@ -345,7 +349,11 @@ TEST_CASE("a tensor-core dot's result is written in the MMA layout, or the text 
   const size_t alias = text.find("#blocked", dot), alias_end = text.find('>', alias);
   REQUIRE(alias_end != std::string::npos);
   text.replace(alias, alias_end - alias, "#blocked<spt=[1,4] tpw=[8,4] wpc=[" + std::to_string(cfg.num_warps) + ",1] order=[1,0]>");
-  CHECK_THROWS_WITH(stage_of_text(text, "ptx", cfg), Catch::Contains("expected the MMA layout #blocked<spt=[1,2] tpw=[8,4]"));
+  const size_t line_start = text.rfind('\n', alias) + 1;
+  CHECK_THROWS_WITH(stage_of_text(text, "ptx", cfg),
+                    Catch::Contains(fmt::format("line {}, column {}: expected the MMA layout #blocked<spt=[1,2] tpw=[8,4]",
+                                                1 + std::count(text.begin(), text.begin() + long(alias), '\n'),
+                                                alias - line_start + 1)));
 }
 
 TEST_CASE("a layout that does not fit its value or the launch is a ParseError naming its line and column",
@@ -377,7 +385,7 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
       {"#slice<dims=[1,0] of #blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>>", at + ": expected a #slice with 1 dims, one per dim of tensor<512xf32>, not 2"},
       {"#slice<dims=[2] of #blocked<spt=[4,1] tpw=[32,1] wpc=[4,1] order=[0,1]>>", "expected distinct parent dims below 2"},
       {ok + " remat", "expected no 'remat' on load's result"},
-      {"#blocked<spt=[1048576] tpw=[32] wpc=[4] order=[0]>", at + ": expected a layout giving each thread at most 1024 registers"},
+      {"#blocked<spt=[1048576] tpw=[32] wpc=[4] order=[0]>", at + ": expected a layout giving each thread at most 1024 elements of tensor<512xf32> (8192 registers with copies)"},
       {ok + " x", "expected the end of the layout, found 'x'"},
       {"#blocked<spt=[4] tpw=[32]>", "expected 'wpc=', found '>'"},
   };
@@ -407,11 +415,17 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
                                     "defined before tt.func, found '#b'"));
   CHECK_THROWS_WITH(stage_of_text("#a = #blocked<spt=[4] tpw=[32] wpc=[2] order=[0]>\n" + text("#a"), "ptx", cfg),
                     Catch::Contains("line 1, column 36: expected warps per program whose product is num_warps = 4, not 2"));
+  CHECK_THROWS_WITH(stage_of_text("#a.b = " + ok + "\n" + text("#a"), "ptx", cfg),
+                    Catch::Contains("line 1, column 3: expected '='"));
   // Layouts are written on results' types only: not on a store's value type, nor on a cast's source type.
   std::string on_store = text(ok);
   on_store.replace(on_store.find("store %5, %3 : tensor<512xf32>"), 30, "store %5, %3 : tensor<512xf32, " + ok + ">");
   CHECK_THROWS_WITH(stage_of_text(on_store, "ptx", cfg),
                     Catch::Contains("line 8, column 18: expected a type without a layout (only results' types carry one)"));
+  std::string on_cast = layouts_text("  %0 = arange {start = 0, end = 512} : tensor<512xi32, " + ok + " remat>\n"
+                                     "  %1 = cast %0 : tensor<512xi32, " + ok + "> -> tensor<512xf32, " + ok + " remat>\n");
+  CHECK_THROWS_WITH(stage_of_text(on_cast, "ptx", cfg),
+                    Catch::Contains("line 3, column 18: expected a type without a layout (only results' types carry one)"));
   // Control bytes in a layout are shown escaped.
   CHECK_THROWS_WITH(stage_of_text(text(ok + std::string(1, '\0') + " remat"), "ptx", cfg),
                     Catch::Contains("expected the end of the layout, found '\\x00 remat'"));
