@@ -219,6 +219,15 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
   for (int round = 0; round < 3; ++round) {
     for (int warps : {1, 4}) {
       INFO("round " << round << ", num_warps " << warps);
+      {  // round trips through bf16/f16/f32/i32/i64/i1/i8/f64: bit for bit
+        std::vector<float> x(128);
+        for (auto &v : x) v = std::uniform_real_distribution<float>(-100, 100)(gen);
+        std::vector<sim::SimArg> args{sim::buffer(x), sim::poisoned(128 * 64 * 4)};
+        ir::Function fn = casts();
+        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        require_same_bits(sim::run_interpreted(fn, Grid{1}, args)[1], sim::run_simulated(*read, Grid{1}, warps, args, &plan)[1],
+                          "casts");
+      }
       {  // an if with a tile result: the yields converted to the result's layout
         std::vector<sim::SimArg> args{sim::buffer(random_floats(256 * 4, gen)), sim::poisoned(256 * 4 * 4)};
         ir::Function fn = branchy();
