@@ -129,6 +129,8 @@ std::optional<LoopPipeline> plan_loop(const Context &C, const ir::Op &for_op) {
     if (d->parent != &body) {
       for (const ir::Block *blk = d->parent; blk; blk = blk->parent ? blk->parent->parent : nullptr)
         if (blk == &body) return false;  // inside a nested region of the body
+      // From outside the loop: in registers by the time the loop runs, unless it is a folded transpose or an
+      // enclosing pipeline's copied load (both read only by dots, so an address never reaches one in practice).
       return !C.plan.folded.count(v) && !(v->def->kind == ir::OpKind::Load && C.copied.count(v->def));
     }
     if (auto it = in_slice.find(d); it != in_slice.end()) return it->second;
