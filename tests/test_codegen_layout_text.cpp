@@ -16,6 +16,7 @@
 #include "codegen/layout_text.h"
 #include "dumped_stages.h"
 #include "ir/parser.h"
+#include "random_layouts.h"
 #include "sim_lli.h"
 #include "test_codegen_kernels.h"
 #include "tilejit/error.h"
@@ -41,55 +42,13 @@ bool config_of(const std::string &name, LaunchConfig &cfg) {
   return true;
 }
 
-/// A random layout of `shape` for num_warps: each of the 5 lane bits and log2(num_warps) warp bits goes to a
-/// random parent dim, sizes per thread 1, 2 or 4 (at most twice the dim), a random order; a third of them a slice
-/// of a parent with one more dim, a quarter with the tile dims in another order than the parent's.
-codegen::Layout random_layout(const std::vector<int64_t> &shape, int num_warps, std::mt19937 &gen) {
-  const int rank = int(shape.size());
-  const bool slice = gen() % 3 == 0;
-  const int prank = rank + (slice ? 1 : 0);
-  codegen::Layout l;
-  l.shape = shape;
-  auto &p = l.parent;
-  p.size_per_thread.assign(size_t(prank), 1);
-  p.threads_per_warp.assign(size_t(prank), 1);
-  p.warps_per_cta.assign(size_t(prank), 1);
-  for (int bit = 0; bit < 5; ++bit) p.threads_per_warp[gen() % unsigned(prank)] *= 2;
-  for (int w = num_warps; w > 1; w /= 2) p.warps_per_cta[gen() % unsigned(prank)] *= 2;
-  for (int k = 0; k < prank; ++k) p.order.push_back(k);
-  std::shuffle(p.order.begin(), p.order.end(), gen);
-  const int dropped = slice ? int(gen() % unsigned(prank)) : -1;
-  for (int k = 0; k < prank; ++k)
-    if (k != dropped) l.dims.push_back(k);
-  if (gen() % 4 == 0) std::shuffle(l.dims.begin(), l.dims.end(), gen);  // tile dims not in the parent's order
-  for (int i = 0; i < rank; ++i) {
-    int s = 1 << (gen() % 3);
-    while (s > 2 * shape[size_t(i)]) s /= 2;  // up to twice the dim: registers holding copies
-    p.size_per_thread[size_t(l.dims[size_t(i)])] = s;
-  }
-  return l;
-}
-
-/// plan_lowering's plan with every tile value's layout replaced by a random one (a loop's carried arguments keep
-/// their results'), written as text and read back: what a layouts-stage text may state.
-std::pair<std::unique_ptr<ir::Function>, codegen::LoweringPlan> with_random_layouts(const ir::Function &fn, int num_warps,
-                                                                                  std::mt19937 &gen) {
+/// What the simulator runs: sm_80 code without a pipeline.
+codegen::CodegenOptions sim_options(int num_warps) {
   codegen::CodegenOptions opts;
   opts.arch = "sm_80";
   opts.num_warps = num_warps;
-  codegen::LoweringPlan plan = codegen::plan_lowering(fn, opts);
-  for (auto &[v, l] : plan.layouts) l = random_layout(l.shape, num_warps, gen);
-  ir::walk(*fn.body, [&](ir::Op &op) {
-    if (op.kind == ir::OpKind::For)
-      for (int i = 0; i < op.num_results(); ++i)
-        if (!op.result(i)->type.is_scalar()) plan.layouts[op.region(0)->arg(1 + i)] = plan.layouts.at(op.result(i));
-  });
-  const std::string text = codegen::print_layouts(fn, opts, {}, &plan);
-  ir::TypeNotes notes;
-  auto read = ir::parse(text, &notes);
-  codegen::LoweringPlan back = codegen::read_layouts(*read, notes, opts);
-  CHECK(codegen::print_layouts(*read, opts, {}, &back) == text);
-  return {std::move(read), std::move(back)};
+  opts.num_stages = 1;
+  return opts;
 }
 
 std::vector<float> random_floats(size_t n, std::mt19937 &gen) {
@@ -224,14 +183,14 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
         for (auto &v : x) v = std::uniform_real_distribution<float>(-100, 100)(gen);
         std::vector<sim::SimArg> args{sim::buffer(x), sim::poisoned(128 * 64 * 4)};
         ir::Function fn = casts();
-        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        auto [read, plan] = tilejit::testing::with_random_layouts(fn, sim_options(warps), gen);
         require_same_bits(sim::run_interpreted(fn, Grid{1}, args)[1], sim::run_simulated(*read, Grid{1}, warps, args, &plan)[1],
                           "casts");
       }
       {  // an if with a tile result: the yields converted to the result's layout
         std::vector<sim::SimArg> args{sim::buffer(random_floats(256 * 4, gen)), sim::poisoned(256 * 4 * 4)};
         ir::Function fn = branchy();
-        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        auto [read, plan] = tilejit::testing::with_random_layouts(fn, sim_options(warps), gen);
         require_same_bits(sim::run_interpreted(fn, Grid{4}, args)[1], sim::run_simulated(*read, Grid{4}, warps, args, &plan)[1],
                           "branchy");
       }
@@ -241,7 +200,7 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
         std::vector<sim::SimArg> args{sim::buffer(a), sim::buffer(b), sim::poisoned(size_t(N * N) * 4), sim::i32(N),
                                       sim::i32(K)};
         ir::Function fn = matmul(16, 16, 8, DType::f32);
-        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        auto [read, plan] = tilejit::testing::with_random_layouts(fn, sim_options(warps), gen);
         auto interp = sim::run_interpreted(fn, Grid{2, 2}, args)[2];
         auto simulated = sim::run_simulated(*read, Grid{2, 2}, warps, args, &plan)[2];
         REQUIRE(interp.size() == simulated.size());
@@ -260,7 +219,7 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
         std::vector<sim::SimArg> args{sim::buffer(random_floats(n, gen)), sim::buffer(random_floats(n, gen)),
                                       sim::poisoned(n * 4), sim::i32(int32_t(n))};
         ir::Function fn = vector_add(256);
-        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        auto [read, plan] = tilejit::testing::with_random_layouts(fn, sim_options(warps), gen);
         Grid grid{4};
         require_same_bits(sim::run_interpreted(fn, grid, args)[2], sim::run_simulated(*read, grid, warps, args, &plan)[2],
                           "vector_add");
@@ -269,7 +228,7 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
         const int64_t R = 16, C = 32;
         std::vector<sim::SimArg> args{sim::buffer(random_floats(size_t(R * C), gen)), sim::poisoned(size_t(R * C) * 4)};
         ir::Function fn = transpose_reshape(R, C);
-        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        auto [read, plan] = tilejit::testing::with_random_layouts(fn, sim_options(warps), gen);
         require_same_bits(sim::run_interpreted(fn, Grid{1}, args)[1],
                           sim::run_simulated(*read, Grid{1}, warps, args, &plan)[1], "transpose + reshape");
       }
@@ -279,7 +238,7 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
                                       sim::buffer(random_floats(size_t(R * C), gen)), sim::poisoned(C * 4),
                                       sim::poisoned(P * 4)};
         ir::Function fn = arg_reductions(B, R, C);
-        auto [read, plan] = with_random_layouts(fn, warps, gen);
+        auto [read, plan] = tilejit::testing::with_random_layouts(fn, sim_options(warps), gen);
         auto interp = sim::run_interpreted(fn, Grid{uint32_t(P)}, args);
         auto simulated = sim::run_simulated(*read, Grid{uint32_t(P)}, warps, args, &plan);
         require_same_bits(interp[1], simulated[1], "argmax");

@@ -5,14 +5,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "codegen/codegen.h"
+#include "codegen/lowering_plan.h"
 #include "interp/interpreter.h"
 #include "kernel_args.h"
 #include "ir/ir.h"
+#include "runtime/codegen_options.h"
+#include "runtime/module.h"
 #include "runtime/runtime.h"
 #include "tilejit/buffer.h"
 
@@ -46,8 +50,10 @@ inline std::vector<float> random_floats(size_t n, float lo, float hi, uint32_t s
   return v;
 }
 
-/// Runs fn on the interpreter and on the GPU; afterwards arg.cpu / arg.gpu hold each backend's buffers.
-inline void run_both(const ir::Function &fn, Grid grid, std::vector<Arg> &args, int num_warps = 4, int num_stages = 1) {
+/// Runs fn on the interpreter and on the GPU; afterwards arg.cpu / arg.gpu hold each backend's buffers. With
+/// `plan` (made for the device's arch, num_warps and num_stages), the GPU runs the code lowered with that plan.
+inline void run_both(const ir::Function &fn, Grid grid, std::vector<Arg> &args, int num_warps = 4, int num_stages = 1,
+                     const codegen::LoweringPlan *plan = nullptr) {
   for (Backend be : {Backend::Interpreter, Backend::GPU}) {
     std::vector<KernelArg> ka;
     for (auto &a : args) {
@@ -70,8 +76,15 @@ inline void run_both(const ir::Function &fn, Grid grid, std::vector<Arg> &args, 
       LaunchConfig cfg;
       cfg.num_warps = num_warps;
       cfg.num_stages = num_stages;
-      const auto &k = runtime::get_kernel(fn, cfg);
-      runtime::launch(k, grid, fn.params, ka, nullptr);
+      if (plan) {
+        cfg.arch = runtime::device_arch();
+        const codegen::PtxResult ptx = codegen::compile_to_ptx(fn, runtime::codegen_options(cfg), plan);
+        const runtime::LoadedKernel k = runtime::load_kernel({ptx.entry, ptx.shared_bytes, ptx.num_threads, ptx.ptx});
+        runtime::launch(k, grid, fn.params, ka, nullptr);
+      } else {
+        const auto &k = runtime::get_kernel(fn, cfg);
+        runtime::launch(k, grid, fn.params, ka, nullptr);
+      }
     }
   }
 }
@@ -110,6 +123,36 @@ inline void require_close(const std::vector<float> &cpu, const std::vector<float
       REQUIRE(err <= bound);
     }
   }
+}
+
+/// v rounded to multiples of 1/64 as 16-bit dt (bf16 or f16): exact there, and every product and partial sum of
+/// such values in [-1, 1] is exact in f32 over a few hundred terms.
+inline Arg sixty_fourths(const std::vector<float> &v, DType dt) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    float q = std::round(v[i] * 64) / 64;
+    if (dt == DType::bf16) {
+      uint32_t bits;
+      std::memcpy(&bits, &q, 4);
+      h[i] = uint16_t(bits >> 16);
+    } else {
+      _Float16 f = static_cast<_Float16>(q);
+      std::memcpy(&h[i], &f, 2);
+    }
+  }
+  return buffer_arg(h);
+}
+
+/// matmul_acc's first three arguments on fresh random inputs: a [M,K] and b [K,N] (or its transpose) in
+/// sixty-fourths of dt, c [M,N] in f32 sixty-fourths, so that every product and sum is exact.
+inline std::vector<Arg> matmul_inputs(int64_t M, int64_t N, int64_t K, DType dt, uint32_t seed) {
+  auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
+  for (auto &x : c0) x = std::round(x * 64) / 64;
+  std::vector<Arg> args;
+  args.push_back(sixty_fourths(random_floats(size_t(M * K), -1, 1, seed), dt));
+  args.push_back(sixty_fourths(random_floats(size_t(K * N), -1, 1, seed + 1), dt));
+  args.push_back(buffer_arg(c0));
+  return args;
 }
 
 }  // namespace tilejit::gpu_testing

@@ -95,27 +95,6 @@ TEST_CASE("codegen on the GPU: argmax/argmin and a cross-warp sum", "[gpu][codeg
   require_close(cs, gs, 1e-5, 1e-3, "sum");  // 512 terms of ±100 in another order
 }
 
-namespace {
-
-/// v rounded to multiples of 1/64 as 16-bit dt (bf16 or f16): exact there, and every product and partial sum of
-/// such values in [-1, 1] is exact in f32 over a few hundred terms.
-Arg sixty_fourths(const std::vector<float> &v, DType dt) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    float q = std::round(v[i] * 64) / 64;
-    if (dt == BF16) {
-      uint32_t bits;
-      std::memcpy(&bits, &q, 4);
-      h[i] = uint16_t(bits >> 16);
-    } else {
-      _Float16 f = static_cast<_Float16>(q);
-      std::memcpy(&h[i], &f, 2);
-    }
-  }
-  return buffer_arg(h);
-}
-
-}  // namespace
 
 TEST_CASE("codegen on the GPU: dot in a K loop (bf16, f16, f32)", "[gpu][codegen]") {
   const int64_t M = 128, N = 192, K = 96;
@@ -138,21 +117,6 @@ TEST_CASE("codegen on the GPU: dot in a K loop (bf16, f16, f32)", "[gpu][codegen
 // an MMA layout for 4 warps, bf16 and f16, a loaded (random) accumulator, two K-loop steps, b as [K,N] and as
 // trans([N,K]). Inputs are multiples of 1/64 in [-1, 1] so every product and partial sum is exact in f32: the
 // GPU must match bit for bit whatever the summation order.
-namespace {
-
-/// matmul_acc's first three arguments on fresh random inputs: a [M,K] and b [K,N] (or its transpose) in
-/// sixty-fourths of dt, c [M,N] in f32 sixty-fourths, so that every product and sum is exact.
-std::vector<Arg> matmul_inputs(int64_t M, int64_t N, int64_t K, DType dt, uint32_t seed) {
-  auto c0 = random_floats(size_t(M * N), -4, 4, seed + 3);
-  for (auto &x : c0) x = std::round(x * 64) / 64;
-  std::vector<Arg> args;
-  args.push_back(sixty_fourths(random_floats(size_t(M * K), -1, 1, seed), dt));
-  args.push_back(sixty_fourths(random_floats(size_t(K * N), -1, 1, seed + 1), dt));
-  args.push_back(buffer_arg(c0));
-  return args;
-}
-
-}  // namespace
 
 TEST_CASE("codegen on the GPU: dot on tensor cores for many shapes (bf16, f16, acc, loop, transposed b)", "[gpu][codegen]") {
   int cases = 0;
