@@ -64,7 +64,11 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
         return text;
       },
       comment);
-  return aliases.empty() ? body : aliases + "\n" + body;
+  // What the plan was made for: reading the text back needs the same options (read_layouts checks the warps; the
+  // pipeline marks are lowered with the stages asked for).
+  const std::string header = fmt::format("// the lowering plan for {}, {} warps, {} stages{}\n", opts.arch, opts.num_warps,
+                                         opts.num_stages, opts.wgmma ? "" : ", without wgmma");
+  return header + (aliases.empty() ? body : aliases + "\n" + body);
 }
 
 namespace {
@@ -355,11 +359,20 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
     bool remat = false, folded = false;
     PipelineMarks again;
     reader.read(*first, remat, folded, again);
-    reader.fail_at_mark(fmt::format(
-        "no '{}' on this load: its loop's software pipeline cannot copy it ahead{} (codegen/software_pipeline.h)",
-        marks.at(first) ? "staged" : "pipelined",
-        opts.num_stages < 2 || sm_version(opts.arch) < 80 ? fmt::format(" with {} stages on {}", opts.num_stages, opts.arch)
-                                                          : std::string()));
+    const bool staged = marks.at(first);
+    const ir::Op *loop = first->parent ? first->parent->parent : nullptr;
+    std::string why;
+    if (!loop || loop->kind != ir::OpKind::For) why = "it is not at the top level of a loop's body";
+    else if (opts.num_stages < 2 || sm_version(opts.arch) < 80)
+      why = fmt::format("no loop is pipelined with {} stages on {}", opts.num_stages, opts.arch);
+    else if (staged)
+      why = "a staged load is a small f32 or i32 load (at most 256 elements) read by other ops than dots, in a loop "
+            "that pipelines dot operands";
+    else
+      why = "a pipelined load is an f16/bf16 tile read only by the loop's tensor-core dots (directly or through a "
+            "folded transpose), its rows contiguous and 16-byte aligned";
+    reader.fail_at_mark(fmt::format("no '{}' on this load: {} (codegen/software_pipeline.h)",
+                                    staged ? "staged" : "pipelined", why));
   }
   return plan;
 }

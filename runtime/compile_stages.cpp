@@ -44,7 +44,8 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
     const auto first = std::find(stages.begin(), stages.end(), "layouts");
     if (at < first)
       throw Error(fmt::format("stage '{}' comes before 'layouts', and this text already has layouts in its types; "
-                              "ask for {}", stage, fmt::join(first, stages.end(), ", ")));
+                              "ask for one of {} (tilejit ir --stage NAME; 'optimized' is the default)", stage,
+                              fmt::join(first, stages.end(), ", ")));
     layouts = codegen::read_layouts(*fn, notes, opts);
   } else {
     std::string text;

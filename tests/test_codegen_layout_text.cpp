@@ -291,8 +291,14 @@ TEST_CASE("a loop's software pipeline is the text's decision: the loads marked p
   LaunchConfig one_stage = cfg;
   one_stage.num_stages = 1;
   CHECK_THROWS_WITH(stage_of_text(text, "ptx", one_stage),
-                    Catch::Contains("expected no 'pipelined' on this load: its loop's software pipeline cannot copy it "
-                                    "ahead with 1 stages on sm_90a"));
+                    Catch::Contains("expected no 'pipelined' on this load: no loop is pipelined with 1 stages on sm_90a"));
+  // On a load before the loop (the forward's Q): no loop copies it.
+  std::string before_loop = text;
+  const size_t first_load = before_loop.find("= load "), loop = before_loop.find(" = for ");
+  REQUIRE(first_load < loop);
+  before_loop.insert(before_loop.find(">\n", first_load), " pipelined");
+  CHECK_THROWS_WITH(stage_of_text(before_loop, "ptx", cfg),
+                    Catch::Contains("expected no 'pipelined' on this load: it is not at the top level of a loop's body"));
   std::string on_arange = text;
   const size_t arange = on_arange.find("= arange ");
   REQUIRE(arange != std::string::npos);
