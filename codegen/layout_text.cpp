@@ -22,7 +22,7 @@
 
 namespace tilejit::codegen {
 
-std::string layout_text(const Layout &l, bool rematerializable) {
+std::string layout_text(const Layout &l) {
   auto list = [](const auto &v) { return fmt::format("[{}]", fmt::join(v, ",")); };
   const BlockedLayout &p = l.parent;
   std::string text = fmt::format("#blocked<spt={} tpw={} wpc={} order={}>", list(p.size_per_thread),
@@ -30,7 +30,7 @@ std::string layout_text(const Layout &l, bool rematerializable) {
   std::vector<int> in_order(size_t(p.rank()));
   std::iota(in_order.begin(), in_order.end(), 0);
   if (l.dims != in_order) text = fmt::format("#slice<dims={} of {}>", list(l.dims), text);
-  return rematerializable ? text + " remat" : text;
+  return text;
 }
 
 std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, const ir::OpAnnotator &comment,
@@ -44,7 +44,7 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
   std::unordered_map<std::string, std::string> name_of;
   int blocked = 0, sliced = 0;
   auto alias = [&](const Layout &l) -> std::string {
-    const std::string text = layout_text(l, false);
+    const std::string text = layout_text(l);
     auto [it, added] = name_of.emplace(text, "");
     if (added) {
       const bool slice = text.rfind("#slice", 0) == 0;
@@ -163,9 +163,10 @@ class LayoutReader {
     fail(expected);
   }
 
-  /// Where the pipeline mark was (or would be): its error, once plan_pipelines has not taken the load.
-  [[noreturn]] void fail_at_mark(const std::string &expected) {
-    pos_ = mark_pos_;
+  /// Where the pipeline mark is (or would be), once read: its error, should plan_pipelines not take the load.
+  size_t mark_pos() const { return mark_pos_; }
+  [[noreturn]] void fail_at(size_t pos, const std::string &expected) {
+    pos_ = pos;
     fail(expected);
   }
 
@@ -261,7 +262,7 @@ class LayoutReader {
     size_t end = pos_;
     if (end >= s_.size() || s_[end] != '#') return nullptr;
     ++end;
-    while (end < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '_')) ++end;  // as ir::parse
+    while (end < s_.size() && ir::is_alias_name_char(s_[end])) ++end;
     if (end < s_.size() && s_[end] == '<') return nullptr;
     auto it = aliases_.find(std::string(s_.substr(pos_, end - pos_)));
     if (it == aliases_.end()) fail("a layout (#blocked<...>, #slice<...>) or an alias defined before tt.func");
@@ -317,6 +318,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   LoweringPlan plan;
   plan.opts = opts;
   PipelineMarks marks;
+  std::unordered_map<const ir::Op *, size_t> mark_at;  // where each load's mark stands in its note
   LoweringPlan foldable;
   fold_transposes(fn, opts.num_warps, foldable);
   ir::walk(*fn.body, [&](ir::Op &op) {
@@ -331,11 +333,12 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
       bool remat = false, folded = false;
       LayoutReader reader(it->second, v->type, opts.num_warps, foldable.folded, notes.aliases);
       plan.layouts[v] = reader.read(op, remat, folded, marks);
+      if (marks.count(&op)) mark_at[&op] = reader.mark_pos();
       // A tensor-core dot computes in the fragments' layout; no other is written for its result.
       if (op.kind == ir::OpKind::Dot && dot_uses_mma(op, opts.num_warps) &&
           !(plan.layouts[v] == *mma_layout(v->type.shape, opts.num_warps)))
         reader.fail_at_start(fmt::format("the MMA layout {} for a tensor-core dot's result",
-                                         layout_text(*mma_layout(v->type.shape, opts.num_warps), false)));
+                                         layout_text(*mma_layout(v->type.shape, opts.num_warps))));
       if (remat) plan.rematerializable.insert(v);
       if (folded) plan.folded.insert(v);
     }
@@ -355,10 +358,6 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   }
   if (first) {
     const ir::Value *v = first->result();
-    LayoutReader reader(notes.types.at(v), v->type, opts.num_warps, foldable.folded, notes.aliases);
-    bool remat = false, folded = false;
-    PipelineMarks again;
-    reader.read(*first, remat, folded, again);
     const bool staged = marks.at(first);
     const ir::Op *loop = first->parent ? first->parent->parent : nullptr;
     std::string why;
@@ -371,8 +370,9 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
     else
       why = "a pipelined load is an f16/bf16 tile read only by the loop's tensor-core dots (directly or through a "
             "folded transpose), its rows contiguous and 16-byte aligned";
-    reader.fail_at_mark(fmt::format("no '{}' on this load: {} (codegen/software_pipeline.h)",
-                                    staged ? "staged" : "pipelined", why));
+    LayoutReader(notes.types.at(v), v->type, opts.num_warps, foldable.folded, notes.aliases)
+        .fail_at(mark_at.at(first), fmt::format("no '{}' on this load: {} (codegen/software_pipeline.h)",
+                                                staged ? "staged" : "pipelined", why));
   }
   return plan;
 }

@@ -26,9 +26,8 @@
 
 namespace tilejit::codegen {
 
-/// l written out ("#blocked<...>" or "#slice<...>", as an alias line of the layouts stage defines it), with " remat"
-/// when the value is rematerializable.
-TILEJIT_EXPORT std::string layout_text(const Layout &l, bool rematerializable);
+/// l written out ("#blocked<...>" or "#slice<...>", as an alias line of the layouts stage defines it).
+TILEJIT_EXPORT std::string layout_text(const Layout &l);
 
 /// fn's text with each tile value's layout (and marks) in its type, each distinct layout defined once before the
 /// function and named in order of first use ("#blocked0 = #blocked<spt=[1,4] tpw=[8,4] wpc=[4,1] order=[1,0]>",

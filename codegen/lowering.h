@@ -39,7 +39,6 @@ struct Tile {
   bool is_scalar() const { return !layout.has_value(); }
 };
 
-
 class Lowering {
  public:
   Lowering(const ir::Function &fn, const CodegenOptions &opts, llvm::LLVMContext &ctx, llvm::Module &mod);

@@ -116,8 +116,6 @@ class Parser {
     auto [line, col] = line_column(pos_);
     throw_parse_error(line, col, expected, s_, pos_, pos_ >= s_.size() ? "the end of the text" : "the end of the line");
   }
-  /// What an alias's name is made of after its '#' (codegen's layout reader reads names the same way).
-  static bool alias_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
   static bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
   std::string identifier(const char *what) {
     skip_space();
@@ -154,7 +152,7 @@ class Parser {
   void alias() {
     const size_t name_pos = pos_;
     ++pos_;  // '#'
-    while (pos_ < s_.size() && alias_char(s_[pos_])) ++pos_;
+    while (pos_ < s_.size() && is_alias_name_char(s_[pos_])) ++pos_;
     const std::string name(s_.substr(name_pos, pos_ - name_pos));
     if (name.size() == 1) fail("an alias's name after '#' (letters, digits, '_')");
     expect("=", Reach::ThisLine);
@@ -616,6 +614,8 @@ class Parser {
 };
 
 }  // namespace
+
+bool is_alias_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 void throw_parse_error(uint32_t line, uint32_t column, const std::string &expected, std::string_view text, size_t at,
                        const char *nothing) {

@@ -24,6 +24,9 @@ struct TypeNotes {
   std::unordered_map<std::string, TypeNote> aliases;  // by name, '#' included
 };
 
+/// Whether c may stand in an alias's name after its '#': letters, digits, '_'.
+bool is_alias_name_char(char c);
+
 /// Throws the ParseError "parse: line L, column C: expected EXPECTED, found 'X'", X being what stands at byte `at`
 /// of `text` up to its line's end (at most 40 bytes, control bytes written as \xNN), or `nothing` when nothing does.
 [[noreturn]] void throw_parse_error(uint32_t line, uint32_t column, const std::string &expected, std::string_view text,
