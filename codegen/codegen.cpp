@@ -418,8 +418,8 @@ void Lowering::run() {
                        "{} warps, {} stages{}", o.arch, o.num_warps, o.num_stages, o.wgmma ? "" : " without wgmma",
                        opts.arch, opts.num_warps, opts.num_stages, opts.wgmma ? "" : " without wgmma"));
   }
-  plan = given_plan ? *given_plan : plan_lowering(fn, opts);
   axis = analyze_axis_info(fn);
+  plan = given_plan ? *given_plan : plan_lowering(fn, opts, &axis);
   declare_kernel();
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
   tid_ = b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");

@@ -348,7 +348,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   });
   // The marked loads are the pipelines' candidates; one the planner did not take does not qualify. The first such
   // mark in the text is named.
-  plan_pipelines(fn, opts, plan, &marks);
+  plan_pipelines(fn, opts, analyze_axis_info(fn), plan, &marks);
   const ir::Op *first = nullptr;
   for (const auto &[load, staged] : marks) {
     const PipelinedLoad *ld = plan.pipelined(load);

@@ -24,12 +24,13 @@ const PipelinedLoad *LoweringPlan::pipelined(const ir::Op *load) const {
   return nullptr;
 }
 
-LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts) {
+LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts, const AxisInfoMap *axis) {
   check_num_warps(fn, opts.num_warps);
   LoweringPlan plan = assign_layouts(fn, opts.num_warps);
   plan.opts = opts;
   fold_transposes(fn, opts.num_warps, plan);
-  plan_pipelines(fn, opts, plan);
+  AxisInfoMap computed;
+  plan_pipelines(fn, opts, axis ? *axis : (computed = analyze_axis_info(fn)), plan);
   return plan;
 }
 

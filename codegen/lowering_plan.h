@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "codegen/axis_info.h"
 #include "codegen/codegen.h"
 #include "codegen/layout.h"
 #include "ir/ir.h"
@@ -61,7 +62,9 @@ struct TILEJIT_EXPORT LoweringPlan {
   const PipelinedLoad *pipelined(const ir::Op *load) const;
 };
 
-/// The plan for fn compiled with opts: assign layouts, then fold transposes, then the software pipelines.
-TILEJIT_EXPORT LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts);
+/// The plan for fn compiled with opts: assign layouts, then fold transposes, then the software pipelines (with fn's
+/// axis info `axis`, analyze_axis_info's; computed here when null).
+TILEJIT_EXPORT LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts,
+                                          const AxisInfoMap *axis = nullptr);
 
 }  // namespace tilejit::codegen

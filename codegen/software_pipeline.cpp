@@ -7,7 +7,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "codegen/axis_info.h"
 #include "codegen/mma.h"
 #include "tilejit/launch.h"
 
@@ -239,9 +238,9 @@ std::optional<LoopPipeline> plan_loop(const Context &C, const ir::Op &for_op) {
 
 }  // namespace
 
-void plan_pipelines(const ir::Function &fn, const CodegenOptions &opts, LoweringPlan &plan, const PipelineMarks *only) {
+void plan_pipelines(const ir::Function &fn, const CodegenOptions &opts, const AxisInfoMap &axis, LoweringPlan &plan,
+                    const PipelineMarks *only) {
   if (opts.num_stages < 2 || sm_version(opts.arch) < 80) return;
-  const AxisInfoMap axis = analyze_axis_info(fn);
   Context C{fn, opts, plan, axis, kernel_uses_wgmma(fn, opts), only, {}};
   // Outer loops first: what an enclosing pipeline copies is not in registers for the loops inside it.
   ir::walk(*fn.body, [&](ir::Op &op) {

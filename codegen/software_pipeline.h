@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "codegen/axis_info.h"
 #include "codegen/codegen.h"
 #include "codegen/lowering_plan.h"
 #include "ir/ir.h"
@@ -33,10 +34,10 @@ inline constexpr int64_t kChunkElems = 8;
 /// dots from the stage buffer).
 using PipelineMarks = std::unordered_map<const ir::Op *, bool>;
 
-/// Fills plan.pipelines for fn compiled with opts (plan's layouts and folded transposes already decided). With
-/// `only`, a load is pipelined only as its mark says, and a marked load that does not qualify is left out (the
-/// caller checks: plan.pipelined).
-void plan_pipelines(const ir::Function &fn, const CodegenOptions &opts, LoweringPlan &plan,
+/// Fills plan.pipelines for fn compiled with opts (plan's layouts and folded transposes already decided), with
+/// fn's axis info (analyze_axis_info). With `only`, a load is pipelined only as its mark says, and a marked load
+/// that does not qualify is left out (the caller checks: plan.pipelined).
+void plan_pipelines(const ir::Function &fn, const CodegenOptions &opts, const AxisInfoMap &axis, LoweringPlan &plan,
                     const PipelineMarks *only = nullptr);
 
 /// Ops that may be re-lowered for another iteration: pure, no regions, no memory.
