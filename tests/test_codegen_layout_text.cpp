@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <regex>
 #include <set>
@@ -40,6 +41,21 @@ bool config_of(const std::string &name, LaunchConfig &cfg) {
   cfg.num_stages = s;
   cfg.min_ctas_per_sm = c;
   return true;
+}
+
+/// The layouts stage dumped for the first kernel (by directory name) that `matches` picks from its name and its files,
+/// and the configuration it was compiled for.
+template <class Matches>
+std::pair<std::string, LaunchConfig> dumped_layouts(const std::map<std::string, std::map<std::string, std::string>> &kernels,
+                                                    Matches matches) {
+  auto kernel = std::find_if(kernels.begin(), kernels.end(), [&](const auto &k) { return matches(k.first, k.second); });
+  REQUIRE(kernel != kernels.end());
+  auto layouts = std::find_if(kernel->second.begin(), kernel->second.end(),
+                              [](const auto &f) { return f.first.find("layouts-") == 0; });
+  REQUIRE(layouts != kernel->second.end());
+  LaunchConfig cfg;
+  REQUIRE(config_of(layouts->first, cfg));
+  return {layouts->second, cfg};
 }
 
 /// What the simulator runs: sm_80 code without a pipeline.
@@ -122,14 +138,9 @@ TEST_CASE("a layouts or lowering stage read back compiles to the kernel's own PT
 TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its source, unmarked, it is lowered",
           "[codegen][layouts][parser]") {
   // The backward's dK/dV kernel reads Pᵀ and dSᵀ as dot operands a: folded into the dots.
-  const auto kernels = tilejit::testing::dumped_stages();
-  auto dkdv = std::find_if(kernels.begin(), kernels.end(), [](const auto &k) { return k.first.find("bwd_dkdv") != std::string::npos; });
-  REQUIRE(dkdv != kernels.end());
-  auto layouts = std::find_if(dkdv->second.begin(), dkdv->second.end(), [](const auto &f) { return f.first.find("layouts-") == 0; });
-  REQUIRE(layouts != dkdv->second.end());
-  LaunchConfig cfg;
-  REQUIRE(config_of(layouts->first, cfg));
-  const std::string &text = layouts->second;
+  const auto [text, cfg] = dumped_layouts(tilejit::testing::dumped_stages(), [](const std::string &name, const auto &) {
+    return name.find("bwd_dkdv") != std::string::npos;
+  });
   REQUIRE(text.find("= trans ") != std::string::npos);
   REQUIRE(text.find(" folded>") != std::string::npos);
   // Without the marks nothing is folded, and nothing pipelined either (a pipelined operand of a folded transpose
@@ -261,17 +272,10 @@ TEST_CASE("the lowering uses the layouts a text gives: random layouts compute wh
 TEST_CASE("a loop's software pipeline is the text's decision: the loads marked pipelined or staged, none else",
           "[codegen][layouts][parser]") {
   // The forward's key loop copies K and V ahead into the stage buffers its dots read.
-  const auto kernels = tilejit::testing::dumped_stages();
-  auto fwd = std::find_if(kernels.begin(), kernels.end(), [](const auto &k) {
-    return k.first.find("flex_attention_fwd") == 0 && k.second.count("00-traced.tir");
+  const auto [text, cfg] = dumped_layouts(tilejit::testing::dumped_stages(), [](const std::string &name, const auto &files) {
+    return name.find("flex_attention_fwd") == 0 && files.count("00-traced.tir");
   });
-  REQUIRE(fwd != kernels.end());
-  auto layouts = std::find_if(fwd->second.begin(), fwd->second.end(), [](const auto &f) { return f.first.find("layouts-") == 0; });
-  REQUIRE(layouts != fwd->second.end());
-  LaunchConfig cfg;
-  REQUIRE(config_of(layouts->first, cfg));
   REQUIRE(cfg.num_stages >= 2);
-  const std::string &text = layouts->second;
   const std::string copied = "copied ahead with cp.async into the stage buffer its dots read";
   auto count = [](const std::string &s, const std::string &what) {
     size_t n = 0;
@@ -310,14 +314,9 @@ TEST_CASE("a loop's software pipeline is the text's decision: the loads marked p
 }
 
 TEST_CASE("a tensor-core dot's result is written in the MMA layout, or the text is refused", "[codegen][layouts][parser]") {
-  auto kernels = tilejit::testing::dumped_stages();
-  auto mm = std::find_if(kernels.begin(), kernels.end(), [](const auto &k) { return k.first.find("matmul") == 0; });
-  REQUIRE(mm != kernels.end());
-  auto layouts = std::find_if(mm->second.begin(), mm->second.end(), [](const auto &f) { return f.first.find("layouts-") == 0; });
-  REQUIRE(layouts != mm->second.end());
-  LaunchConfig cfg;
-  REQUIRE(config_of(layouts->first, cfg));
-  std::string text = layouts->second;
+  auto [text, cfg] = dumped_layouts(tilejit::testing::dumped_stages(), [](const std::string &name, const auto &) {
+    return name.find("matmul") == 0;
+  });
   const size_t dot = text.find(" = dot ");
   REQUIRE(dot != std::string::npos);
   const size_t alias = text.find("#blocked", dot), alias_end = text.find('>', alias);
