@@ -314,11 +314,9 @@ llvm::Value *Lowering::smem_raw(int64_t base_bytes) {
 }
 
 llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
-  // Static shared memory is limited to 48 KB per kernel; the sum below counts worst-case alignment padding.
-  constexpr int64_t kStaticBudget = 44 * 1024;
   bytes = (bytes + 15) / 16 * 16;
-  int64_t cost = bytes + (align > 16 ? align - 16 : 0);  // worst-case padding before an aligned array
-  if (static_smem_bytes_ + cost > kStaticBudget) return nullptr;
+  const int64_t cost = bytes + (align > 16 ? align - 16 : 0);  // as stage_operands counts it
+  if (static_smem_bytes_ + cost > kStaticStagingBytes) return nullptr;
   static_smem_bytes_ += cost;
   auto *ty = llvm::ArrayType::get(b.getInt8Ty(), uint64_t(bytes));
   auto *g = new llvm::GlobalVariable(mod, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
@@ -327,20 +325,13 @@ llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
   return g;
 }
 
-llvm::Value *Lowering::new_persistent_smem(int64_t bytes, int64_t align) {
-  if (llvm::GlobalVariable *g = new_static_smem(bytes, align)) return g;
-  if (!allow_dynamic_persistent) return nullptr;
-  // The dynamic buffer's start is 1024-byte aligned only for wgmma kernels (shared_bytes() adds the slack).
-  if (align > 16 && !use_wgmma) return nullptr;
-  // Past about 160 KB the stage buffers and scratch of the loops would no longer fit beside it (227 KB per
-  // block on sm_90, 163 KB on sm_80): such an operand is cheaper in registers than a kernel that cannot launch.
-  constexpr int64_t kDynamicBudget = 160 * 1024;
-  int64_t at = (scratch_offset + align - 1) / align * align;
-  bytes = (bytes + 15) / 16 * 16;
-  if (at + bytes > kDynamicBudget) return nullptr;
-  scratch_offset = persistent_end_ = at + bytes;
+llvm::Value *Lowering::place_dynamic_staging(int64_t offset, int64_t bytes) {
+  if (offset < scratch_offset)
+    fail(fmt::format("internal: the plan stages an operand at byte {} of the dynamic buffer, below the scratch in "
+                     "use (from byte {})", offset, scratch_offset));
+  scratch_offset = persistent_end_ = offset + (bytes + 15) / 16 * 16;
   reserve_smem_total(scratch_offset);
-  return smem_raw(at);
+  return smem_raw(offset);
 }
 
 void Lowering::barrier() {
@@ -420,6 +411,10 @@ void Lowering::run() {
   }
   axis = analyze_axis_info(fn);
   plan = given_plan ? *given_plan : plan_lowering(fn, opts, &axis);
+  if (!allow_dynamic_staging) {  // the same operands, or fewer, placed again without the dynamic buffer
+    const std::unordered_set<const ir::Value *> staged = staged_operands(plan);
+    stage_operands(fn, plan, /*dynamic=*/false, &staged);
+  }
   declare_kernel();
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
   tid_ = b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");
@@ -542,7 +537,7 @@ Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const Lowering
     out.mod = std::make_unique<llvm::Module>(fn.name, *out.ctx);
     prepare_module(*out.mod, target_machine(opts.arch));
     Lowering l(fn, opts, *out.ctx, *out.mod);
-    l.allow_dynamic_persistent = dynamic_persistent;
+    l.allow_dynamic_staging = dynamic_persistent;
     l.given_plan = plan;
     if (notes) notes->clear();
     l.notes = notes;

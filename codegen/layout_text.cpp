@@ -15,6 +15,7 @@
 #include "codegen/codegen.h"
 #include "codegen/fold_transposes.h"
 #include "codegen/software_pipeline.h"
+#include "codegen/stage_operands.h"
 #include "codegen/layout.h"
 #include "codegen/mma.h"
 #include "ir/passes.h"
@@ -53,6 +54,7 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
     }
     return it->second;
   };
+  const std::unordered_set<const ir::Value *> shared = staged_operands(p);
   std::string body = ir::print_annotated(
       fn,
       [&](const ir::Value *v) -> std::string {
@@ -61,6 +63,7 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
         if (p.rematerializable.count(v)) text += " remat";
         if (p.folded.count(v)) text += " folded";
         if (const PipelinedLoad *ld = v->def ? p.pipelined(v->def) : nullptr) text += ld->to_registers ? " staged" : " pipelined";
+        if (shared.count(v)) text += " shared";
         return text;
       },
       comment);
@@ -87,7 +90,7 @@ class LayoutReader {
   /// The layout of op's result; `remat` and `folded` tell whether it is marked so, which only ops the lowering
   /// recomputes may be, and only transposes that fold_transposes may fold; a load's "pipelined" or "staged" mark
   /// goes to `marks` (plan_pipelines checks it).
-  Layout read(const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks) {
+  Layout read(const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks, bool &shared) {
     const ir::OpKind kind = op.kind;
     Layout l;
     l.shape = type_.shape;
@@ -124,35 +127,42 @@ class LayoutReader {
                          most_distinct, type_.str(), most));
       }
     }
-    skip_space();
-    const size_t remat_pos = pos_;
-    remat = accept("remat");
-    if (remat && !can_rematerialize(kind)) {
-      pos_ = remat_pos;
-      fail(fmt::format("no 'remat' on {}'s result (only constants, aranges, splats, expansions, broadcasts and "
-                       "elementwise ops are recomputed)", ir::op_name(kind)));
-    }
-    skip_space();
-    const size_t folded_pos = pos_;
-    folded = accept("folded");
-    if (folded && !foldable_.count(op.result())) {
-      pos_ = folded_pos;
-      fail("no 'folded' here (only a 2-D transpose read only as operand a, or only as operand b, of tensor-core "
-           "dots is folded into them)");
-    }
-    skip_space();
-    mark_pos_ = pos_;
-    for (const char *mark : {"pipelined", "staged"})
-      if (accept(mark)) {
-        if (kind != ir::OpKind::Load) {
-          pos_ = mark_pos_;
-          fail(fmt::format("no '{}' on {}'s result (only a load is copied ahead by a loop's pipeline)", mark,
-                           ir::op_name(kind)));
-        }
-        marks[&op] = std::string_view(mark) == "staged";
-        break;
+    // The marks, in any order, each once.
+    remat = folded = shared = false;
+    mark_pos_ = shared_pos_ = s_.size();
+    std::unordered_set<std::string_view> seen;
+    for (skip_space(); pos_ < s_.size(); skip_space()) {
+      const size_t at = pos_;
+      size_t end = pos_;
+      while (end < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '_')) ++end;
+      const std::string_view mark = s_.substr(pos_, end - pos_);
+      if (mark != "remat" && mark != "folded" && mark != "pipelined" && mark != "staged" && mark != "shared") break;
+      if (!seen.insert(mark).second || (mark == "pipelined" && seen.count("staged")) ||
+          (mark == "staged" && seen.count("pipelined")))
+        fail(fmt::format("each mark at most once (and a load 'pipelined' or 'staged', not both), not a second '{}'",
+                         mark));
+      pos_ = end;
+      if (mark == "remat") {
+        remat = true;
+        if (!can_rematerialize(kind))
+          fail_at(at, fmt::format("no 'remat' on {}'s result (only constants, aranges, splats, expansions, broadcasts "
+                                  "and elementwise ops are recomputed)", ir::op_name(kind)));
+      } else if (mark == "folded") {
+        folded = true;
+        if (!foldable_.count(op.result()))
+          fail_at(at, "no 'folded' here (only a 2-D transpose read only as operand a, or only as operand b, of "
+                      "tensor-core dots is folded into them)");
+      } else if (mark == "shared") {
+        shared = true;
+        shared_pos_ = at;
+      } else {
+        mark_pos_ = at;
+        if (kind != ir::OpKind::Load)
+          fail_at(at, fmt::format("no '{}' on {}'s result (only a load is copied ahead by a loop's pipeline)", mark,
+                                  ir::op_name(kind)));
+        marks[&op] = mark == "staged";
       }
-    skip_space();
+    }
     if (pos_ < s_.size()) fail("the end of the layout");
     return l;
   }
@@ -165,6 +175,8 @@ class LayoutReader {
 
   /// Where the pipeline mark is (or would be), once read: its error, should plan_pipelines not take the load.
   size_t mark_pos() const { return mark_pos_; }
+  /// Where the "shared" mark is, once read: its error, should stage_operands not take the operand.
+  size_t shared_pos() const { return shared_pos_; }
   [[noreturn]] void fail_at(size_t pos, const std::string &expected) {
     pos_ = pos;
     fail(expected);
@@ -303,7 +315,7 @@ class LayoutReader {
   }
 
   std::string_view s_;
-  size_t pos_ = 0, mark_pos_ = 0;
+  size_t pos_ = 0, mark_pos_ = 0, shared_pos_ = 0;
   ir::SourceLoc loc_;
   const ir::Type &type_;
   int num_warps_;
@@ -319,6 +331,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   plan.opts = opts;
   PipelineMarks marks;
   std::unordered_map<const ir::Op *, size_t> mark_at;  // where each load's mark stands in its note
+  std::unordered_map<const ir::Value *, size_t> shared_at;  // where each "shared" mark stands in its note
   LoweringPlan foldable;
   fold_transposes(fn, opts.num_warps, foldable);
   ir::walk(*fn.body, [&](ir::Op &op) {
@@ -330,10 +343,11 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
                                                "every tile value one)", ir::op_name(op.kind), v->type.str());
       if (it == notes.types.end()) ir::throw_parse_error(op.loc.line, op.loc.column, expected, "", 0, "none");
       if (it->second.text.empty()) ir::throw_parse_error(it->second.loc.line, it->second.loc.column, expected, ">", 0, "");
-      bool remat = false, folded = false;
+      bool remat = false, folded = false, staged = false;
       LayoutReader reader(it->second, v->type, opts.num_warps, foldable.folded, notes.aliases);
-      plan.layouts[v] = reader.read(op, remat, folded, marks);
+      plan.layouts[v] = reader.read(op, remat, folded, marks, staged);
       if (marks.count(&op)) mark_at[&op] = reader.mark_pos();
+      if (staged) shared_at[v] = reader.shared_pos();
       // A tensor-core dot computes in the fragments' layout; no other is written for its result.
       if (op.kind == ir::OpKind::Dot && dot_uses_mma(op, opts.num_warps) &&
           !(plan.layouts[v] == *mma_layout(v->type.shape, opts.num_warps)))
@@ -374,6 +388,25 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
         .fail_at(mark_at.at(first), fmt::format("no '{}' on this load: {} (codegen/software_pipeline.h)",
                                                 staged ? "staged" : "pipelined", why));
   }
+  // The operands marked "shared" are staged before the loops that read them, as far as they qualify and fit; the
+  // first one marked in the text that is not is named.
+  std::unordered_set<const ir::Value *> marked;
+  for (const auto &[v, pos] : shared_at) marked.insert(v);
+  stage_operands(fn, plan, /*dynamic=*/true, &marked);
+  const std::unordered_set<const ir::Value *> staged = staged_operands(plan);
+  const ir::Value *refused = nullptr;
+  for (const auto &[v, pos] : shared_at) {
+    if (staged.count(v)) continue;
+    const ir::SourceLoc &at = notes.types.at(v).loc, *best = refused ? &notes.types.at(refused).loc : nullptr;
+    if (!best || std::tie(at.line, at.column) < std::tie(best->line, best->column)) refused = v;
+  }
+  if (refused)
+    LayoutReader(notes.types.at(refused), refused->type, opts.num_warps, foldable.folded, notes.aliases)
+        .fail_at(shared_at.at(refused),
+                 "no 'shared' on this value: a value staged in shared memory before a loop is a rank-2 operand of a "
+                 "dot in the loop, computed before it (not a pipelined load, not a folded transpose but as a "
+                 "tensor-core dot's b, not an A already in MMA registers without wgmma, not an f32 operand of a "
+                 "tf32 dot), and it must fit in shared memory (codegen/stage_operands.h)");
   return plan;
 }
 

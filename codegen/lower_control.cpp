@@ -57,17 +57,18 @@ void lower_for(Lowering &L, const ir::Op &op) {
   auto in_range = [&](llvm::Value *i) { return down ? b.CreateICmpSGT(i, ub) : b.CreateICmpSLT(i, ub); };
 
   // Software pipeline (codegen/pipeline.h, as plan_pipelines planned it): prologue issues iterations 0..S-2. Its
-  // stage buffers start past the scratch in use, aligned for wgmma's descriptors (1024 bytes) or to 128.
-  std::optional<PlacedPipeline> pipe;
-  if (auto planned = L.plan.pipelines.find(&op); planned != L.plan.pipelines.end()) {
-    const int64_t align = L.use_wgmma ? 1024 : 128;
-    pipe.emplace(PlacedPipeline{planned->second, (L.scratch_offset + align - 1) / align * align});
-  }
+  // stage buffers start where stage_operands placed them: past the scratch in use.
+  const LoopPipeline *pipe = nullptr;
+  if (auto planned = L.plan.pipelines.find(&op); planned != L.plan.pipelines.end()) pipe = &planned->second;
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
+    if (pipe->base < L.scratch_offset)
+      L.fail(fmt::format("internal: the plan puts a loop's stage buffers at byte {} of the dynamic buffer, below the "
+                         "scratch in use (from byte {})", pipe->base, L.scratch_offset));
     if (L.notes) {
-      L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes", pipe->plan.stages, pipe->plan.stage_bytes));
-      for (const PipelinedLoad &ld : pipe->plan.loads)
+      L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes, in the dynamic buffer from byte {}",
+                         pipe->stages, pipe->stage_bytes, pipe->base));
+      for (const PipelinedLoad &ld : pipe->loads)
         L.note_on(ld.load, ld.to_registers ? "copied ahead with cp.async (4 bytes an element), read from its stage"
                                            : "copied ahead with cp.async into the stage buffer its dots read");
     }
@@ -76,7 +77,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
     // Scratch past the stage buffers from here on, the prologue included: a layout conversion while issuing a
     // stage (a gathered index tile, e.g. a paged cache's page numbers) must not overwrite the copies in flight.
     L.scratch_offset = pipe->end();
-    for (int s = 0; s < pipe->plan.stages - 1; ++s) {
+    for (int s = 0; s < pipe->stages - 1; ++s) {
       llvm::Value *iv_s = b.CreateAdd(lb, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(s))));
       issue_stage(L, op, *pipe, iv_s, in_range(iv_s), L.i32(s));
     }
@@ -115,7 +116,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
 
   b.SetInsertPoint(loop);
   if (pipe) {
-    int S = pipe->plan.stages;
+    int S = pipe->stages;
     wait_copies(L, S - 2);  // this iteration's copies have landed (for this thread)...
     L.barrier();            // ...for every thread; and all are done reading the previous iteration's buffer
     llvm::Value *refill = b.CreateSelect(b.CreateICmpEQ(stage, L.i32(0)), L.i32(S - 1), b.CreateSub(stage, L.i32(1)));
@@ -141,7 +142,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   llvm::BasicBlock *latch = b.GetInsertBlock();
   iv->addIncoming(iv_next, latch);
   if (pipe) {
-    int S = pipe->plan.stages;
+    int S = pipe->stages;
     stage->addIncoming(b.CreateSelect(b.CreateICmpEQ(stage, L.i32(S - 1)), L.i32(0), b.CreateAdd(stage, L.i32(1))), latch);
   }
   for (int i = 0; i < n; ++i)
@@ -152,7 +153,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   if (pipe) {
     wait_copies(L, 0);  // copies of iterations past the end must not land in reused shared memory
     L.scratch_offset = std::max(saved_scratch, L.persistent_end());
-    for (const PipelinedLoad &ld : pipe->plan.loads) {
+    for (const PipelinedLoad &ld : pipe->loads) {
       L.smem_operands.erase(ld.load->result());
       L.wgmma_stage_a.erase(ld.load->result());
     }

@@ -39,33 +39,24 @@ llvm::Value *to_f32(Lowering &L, llvm::Value *v, DType t) {
 }  // namespace
 
 void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op) {
-  bool staged_any = false;
-  std::vector<const ir::Op *> mma_dots;
-  ir::walk(*for_op.region(0), [&](ir::Op &op) {
-    if (op.kind != ir::OpKind::Dot) return;
-    if (dot_uses_mma(op, L.opts.num_warps)) {
-      staged_any = stage_invariant_mma_operands(L, op) || staged_any;
-      mma_dots.push_back(&op);
-      return;
-    }
-    for (int i = 0; i < 2; ++i) {
-      const ir::Value *v = op.operand(i);
-      if (L.persistent_operands.count(v) || !L.is_lowered(v) || v->type.rank() != 2) continue;
-      bool tf32 = op.attrs.flag && v->type.dtype() == DType::f32;
-      if (tf32) continue;  // staged values would depend on the dot's rounding; keep the general path
-      const Tile &t = L.get(v);
-      if (t.is_scalar()) continue;
-      int64_t bytes = v->type.numel() * dtype_bytes(v->type.dtype());
-      llvm::Value *g = L.new_persistent_smem(bytes);
-      if (!g) continue;
-      stage(L, t, v->type.elem, v->type.shape[1], g, false);
-      L.persistent_operands[v] = g;
-      if (L.notes) L.note("stages a loop-invariant dot operand in shared memory once, before the loop");
-      staged_any = true;
-    }
-  });
-  if (staged_any) L.barrier();
-  for (const ir::Op *op : mma_dots) preload_mma_fragments(L, *op);
+  auto it = L.plan.staging.find(&for_op);
+  if (it == L.plan.staging.end()) return;
+  const LoopStaging &staging = it->second;
+  for (const StagedOperand &s : staging.operands) {
+    llvm::Value *at = s.dynamic ? L.place_dynamic_staging(s.offset, s.bytes) : L.new_static_smem(s.bytes, s.align);
+    if (!at) L.fail("internal: the plan stages more loop-invariant operands than static shared memory holds");
+    if (s.form == StagedOperand::Form::RowMajor) stage(L, L.get(s.source), s.source->type.elem, s.source->type.shape[1], at, false);
+    else stage_mma_operand(L, s, at);
+    if (L.notes)
+      L.note(fmt::format("stages a loop-invariant {} operand in shared memory once, before the loop{}: {}",
+                         s.form == StagedOperand::Form::RowMajor ? "dot" : s.index == 0 ? "tensor-core A" : "tensor-core B",
+                         s.wgmma_rows ? " (in wgmma's row order)" : "",
+                         s.dynamic ? fmt::format("{} bytes of the dynamic buffer from byte {}", s.bytes, s.offset)
+                                   : fmt::format("a static array of {} bytes", s.bytes)));
+    L.persistent_operands[s.operand] = at;
+  }
+  if (!staging.operands.empty()) L.barrier();
+  for (const ir::Op *dot : staging.preload) preload_mma_fragments(L, *dot);
 }
 
 Tile lower_dot(Lowering &L, const ir::Op &op) {

@@ -8,9 +8,8 @@
 //   - shared memory otherwise: the operand is stored row-major with 16-byte chunks XOR-swizzled by row
 //     (swizzled_offset) and read with ldmatrix.x4 (a; b stored [N,K] when it is a folded Trans) or
 //     ldmatrix.x4.trans (b stored [K,N]; a stored [K,M] when it is a folded Trans, the backward's Pᵀ).
-//     Loop-invariant operands live in shared memory of their own (static while the 48 KB static budget
-//     lasts, then a region of the dynamic buffer below the scratch), staged once before the loop; the others
-//     go through the dynamic scratch buffer.
+//     Loop-invariant operands live in shared memory of their own, staged once before the loop where
+//     stage_operands (codegen/stage_operands.h) placed them; the others go through the dynamic scratch buffer.
 //
 // Hopper (sm_90a): when the warps tile M only (whole warpgroups) and B can be read in 128-byte-swizzled panels
 // (wgmma_shape_ok), the same dot is issued as wgmma.mma_async (codegen/wgmma.h). Nothing around the dot
@@ -58,7 +57,6 @@ llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, i
 namespace {
 
 using Frag = std::array<llvm::Value *, 4>;
-constexpr int64_t kMaxPreloadedRegs = 16;  // registers of preloaded A fragments per thread
 
 struct Geometry {
   int64_t M = 0, N = 0, K = 0, MT = 0, NT = 0, KT = 0;
@@ -187,11 +185,6 @@ Frag a_from_regs(Lowering &L, const Tile &t, int64_t mt, int64_t kt) {
   return f;
 }
 
-bool a_in_mma_registers(const Layout &a, int num_warps) {
-  auto want = mma_layout(a.shape, num_warps);
-  return want && want->parent.warps_per_cta[1] == 1 && same_distribution(a, *want);
-}
-
 /// The value staged for a dot operand, and whether it is the operand transposed: the Trans source when the
 /// Trans is folded (fold_transposes.h), b's [N,K] or a's [K,M], read transposed.
 std::pair<const ir::Value *, bool> operand_source(Lowering &L, const ir::Value *v) {
@@ -317,49 +310,19 @@ std::optional<std::pair<int, int64_t>> wgmma_a_order(Lowering &L, const ir::Op &
   return wgmma_a_order(dot, L.use_wgmma, L.opts.num_warps, L.plan.folded);
 }
 
-bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot) {
-  bool staged = false;
-  for (int i = 0; i < 2; ++i) {
-    const ir::Value *v = dot.operand(i);
-    if (L.persistent_operands.count(v)) continue;
-    const ir::Value *src = i == 1 ? operand_source(L, v).first : v;
-    if (!L.is_lowered(src)) continue;  // defined inside the loop
-    const Tile &t = L.get(src);
-    if (t.is_scalar()) continue;
-    // A loop-invariant A already in MMA registers is used in place, except with wgmma: a wgmma's A registers
-    // must be fresh values every iteration (see preload_mma_fragments), so it is staged and read by ldmatrix.
-    if (i == 0 && a_in_mma_registers(*t.layout, L.opts.num_warps) && !L.use_wgmma) continue;
-    // A loop-invariant A of a dot that will run on wgmma is stored in the rows order wgmma reads and read by it
-    // from shared memory, and a loop-invariant B 1024-byte aligned for its descriptor (lower_dot_mma must then
-    // take the wgmma path: same conditions).
-    std::optional<std::pair<int, int64_t>> wgmma_rows = i == 0 ? wgmma_a_order(L, dot) : std::nullopt;
-    const bool wgmma_b = i == 1 && runs_on_wgmma(L, dot);
-    llvm::Value *g = L.new_persistent_smem(src->type.numel() * 2, wgmma_rows || wgmma_b ? 1024 : 16);
-    if (!g) continue;
-    stage_swizzled(L, t, src->type.elem, g, wgmma_rows);
-    if (wgmma_b) L.wgmma_smem_b.insert(v);
-    if (wgmma_rows) L.wgmma_smem_a.insert(v);
-    L.persistent_operands[v] = g;
-    if (L.notes)
-      L.note(fmt::format("stages a loop-invariant tensor-core {} operand in shared memory once, before the loop{}",
-                         i == 0 ? "A" : "B", wgmma_rows ? " (in wgmma's row order)" : ""));
-    staged = true;
-  }
-  return staged;
+void stage_mma_operand(Lowering &L, const StagedOperand &s, llvm::Value *at) {
+  stage_swizzled(L, L.get(s.source), s.source->type.elem, at, s.wgmma_rows);
+  if (s.form == StagedOperand::Form::WgmmaB) L.wgmma_smem_b.insert(s.operand);
+  if (s.form == StagedOperand::Form::WgmmaA) L.wgmma_smem_a.insert(s.operand);
 }
 
 void preload_mma_fragments(Lowering &L, const ir::Op &dot) {
   const ir::Value *av = dot.operand(0);
   llvm::Value *base = persistent(L, av);
-  if (!base || L.mma_a_fragments.count(av)) return;
+  if (!base || L.mma_a_fragments.count(av) || L.use_wgmma)
+    L.fail("internal: the plan preloads the fragments of an A operand that is not staged, or already preloaded");
   auto l = mma_layout(dot.result()->type.shape, L.opts.num_warps);
   Geometry g = geometry(L, *l, av->type.shape[1]);
-  if (g.MT * g.KT * 4 > kMaxPreloadedRegs) return;
-  // Not with wgmma: ptxas (CUDA 13.0, driver 580) was seen to give loop-invariant A fragments of a wgmma the
-  // same physical registers as the next dot's A fragments (flex attention's p, in a loop with an `if`), so the
-  // second iteration multiplied by p instead of q (SASS: both HGMMAs read R88..R103). Reading the fragments
-  // with ldmatrix in every iteration avoids it.
-  if (L.use_wgmma) return;
   std::vector<llvm::Value *> regs;
   for (int64_t mt = 0; mt < g.MT; ++mt)
     for (int64_t kt = 0; kt < g.KT; ++kt)

@@ -22,6 +22,7 @@
 #include "codegen/layout.h"
 #include "codegen/lowering_plan.h"
 #include "codegen/software_pipeline.h"
+#include "codegen/stage_operands.h"
 #include "ir/ir.h"
 
 namespace tilejit::codegen {
@@ -135,19 +136,18 @@ class Lowering {
                     const std::vector<int64_t> &dst_strides, bool owners_only = false);
 
   // ---- loop-invariant dot operands ----
-  /// Dot operands defined outside a loop are staged once, before the loop, in shared memory of their own
-  /// (new_persistent_smem; row-major, their dtype); the dot inside the loop reads them from there.
+  /// Where the loop-invariant dot operands the plan stages before a loop (stage_operands) lie while in scope; the
+  /// dots read them from there.
   std::unordered_map<const ir::Value *, llvm::Value *> persistent_operands;
-  /// A new static shared array of `bytes` (`align`-byte aligned), or null when the static budget is exhausted.
+  /// A new static shared array of `bytes` (`align`-byte aligned), or null past kStaticStagingBytes (with padding).
   llvm::GlobalVariable *new_static_smem(int64_t bytes, int64_t align = 16);
-  /// Shared memory for a loop-invariant operand: a static array while the static budget lasts (48 KB per
-  /// kernel), else a region of the dynamic buffer above the scratch in use, kept for the rest of the kernel
-  /// (scratch and later stage buffers start past it). Null when neither fits: the operand stays in registers.
-  llvm::Value *new_persistent_smem(int64_t bytes, int64_t align = 16);
-  /// Where scratch may start once a loop ends: past the dynamic regions new_persistent_smem handed out.
+  /// The region of the dynamic buffer at byte `offset` (stage_operands placed a staged operand there), kept for
+  /// the rest of the kernel: scratch and later stage buffers start past it.
+  llvm::Value *place_dynamic_staging(int64_t offset, int64_t bytes);
+  /// Where scratch may start once a loop ends: past the dynamic regions staged operands took.
   int64_t persistent_end() const { return persistent_end_; }
-  /// false: new_persistent_smem hands out static memory only (a kernel that did not fit a block otherwise).
-  bool allow_dynamic_persistent = true;
+  /// false: loop-invariant operands are staged in static memory only (a kernel that did not fit a block otherwise).
+  bool allow_dynamic_staging = true;
   /// Static shared memory declared so far (the staged operands' arrays, worst-case padding included).
   int64_t static_shared_bytes() const { return static_smem_bytes_; }
   /// Loop-invariant A operands staged for wgmma's shared-memory A (rows in the order wgmma reads them,
@@ -300,12 +300,12 @@ bool runs_on_wgmma(Lowering &L, const ir::Op &dot);
 std::optional<std::pair<int, int64_t>> wgmma_a_order(Lowering &L, const ir::Op &dot);
 // lower_dot_mma.cpp: dots for which dot_uses_mma holds (codegen/mma.h).
 Tile lower_dot_mma(Lowering &L, const ir::Op &op);
-/// Before a loop: stages the loop-invariant operands of one tensor-core dot inside it in swizzled static
-/// shared memory (true when it staged any; the caller then emits one barrier) ...
-bool stage_invariant_mma_operands(Lowering &L, const ir::Op &dot);
-/// ... and after that barrier loads the fragments of a staged A operand into registers when they are few.
+/// Writes a loop-invariant tensor-core operand to shared memory at `at` in the form the plan chose
+/// (codegen/stage_operands.h) ...
+void stage_mma_operand(Lowering &L, const StagedOperand &s, llvm::Value *at);
+/// ... and after the barrier that follows the staging loads a staged A's fragments into registers (ldmatrix).
 void preload_mma_fragments(Lowering &L, const ir::Op &dot);
-/// Before the loop `for_op`: stages its body's loop-invariant dot operands (Lowering::persistent_operands).
+/// Before the loop `for_op`: stages what the plan stages before it (Lowering::persistent_operands).
 void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op);
 /// Element offset (i32) of 16-byte chunk `chunk` of `row` in a swizzled [rows, cols] 16-bit tile
 /// (swizzled_offset).

@@ -6,6 +6,7 @@
 #include "codegen/assign_layouts.h"
 #include "codegen/fold_transposes.h"
 #include "codegen/software_pipeline.h"
+#include "codegen/stage_operands.h"
 #include "tilejit/error.h"
 
 namespace tilejit::codegen {
@@ -31,6 +32,7 @@ LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts, c
   fold_transposes(fn, opts.num_warps, plan);
   AxisInfoMap computed;
   plan_pipelines(fn, opts, axis ? *axis : (computed = analyze_axis_info(fn)), plan);
+  stage_operands(fn, plan);
   return plan;
 }
 

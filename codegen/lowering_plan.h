@@ -1,6 +1,7 @@
 // The lowering's plan: what the passes that run before the emitter decided, in the order plan_lowering runs them —
 // assign layouts (codegen/assign_layouts.h), fold transposes (codegen/fold_transposes.h), software pipeline
-// (codegen/software_pipeline.h). The emitter (codegen/lowering.h) follows it; the "layouts" compile stage prints
+// (codegen/software_pipeline.h), stage operands (codegen/stage_operands.h: loop-invariant dot operands and where
+// everything lies in shared memory). The emitter (codegen/lowering.h) follows it; the "layouts" compile stage prints
 // it in the IR's types (codegen/layout_text.h), and a text of that stage is read back into one. No LLVM.
 #pragma once
 #include <cstdint>
@@ -41,6 +42,33 @@ struct LoopPipeline {
   int64_t stage_bytes = 0;                  // bytes of one stage (all loads' buffers)
   std::vector<PipelinedLoad> loads;
   std::vector<const ir::Op *> slice;        // body ops the pointers and masks depend on, in body order
+  int64_t base = 0;                         // where stage 0 starts in the dynamic buffer (stage_operands)
+  int64_t end() const { return base + stages * stage_bytes; }
+};
+
+/// A loop-invariant dot operand written to shared memory of its own before its loop (codegen/stage_operands.h).
+struct StagedOperand {
+  enum class Form {
+    Swizzled,  // a tensor-core operand in the swizzled staging ldmatrix reads
+    WgmmaA,    // an A that wgmma reads from shared memory, its rows in wgmma's order (wgmma_rows)
+    WgmmaB,    // a B that wgmma reads by descriptor: the swizzled staging, 1024-byte aligned
+    RowMajor,  // an FMA dot's operand, row-major in its dtype
+  };
+  const ir::Value *operand = nullptr;  // the dot's operand (a folded transpose: the dots read its source transposed)
+  int index = 0;                       // which: 0 (a) or 1 (b)
+  const ir::Value *source = nullptr;   // the tile written: the operand, or the folded transpose's source
+  Form form = Form::Swizzled;
+  std::optional<std::pair<int, int64_t>> wgmma_rows;  // WgmmaA: wgmma_a_order's (wm, m16 tiles per warp)
+  int64_t bytes = 0, align = 16;
+  bool dynamic = false;  // in the dynamic buffer at `offset`; else a static array of its own
+  int64_t offset = 0;
+};
+
+/// What a loop stages before it runs (stage_operands).
+struct LoopStaging {
+  std::vector<StagedOperand> operands;  // in staging order; one barrier follows them
+  /// Tensor-core dots of the loop whose staged A has its fragments loaded into registers after that barrier.
+  std::vector<const ir::Op *> preload;
 };
 
 struct TILEJIT_EXPORT LoweringPlan {
@@ -52,8 +80,10 @@ struct TILEJIT_EXPORT LoweringPlan {
   std::unordered_set<const ir::Value *> rematerializable;
   /// Transposes not materialized: the dots that read them read their source transposed (fold_transposes).
   std::unordered_set<const ir::Value *> folded;
-  /// The software pipeline of each for loop that has one (plan_pipelines).
+  /// The software pipeline of each for loop that has one (plan_pipelines; placed by stage_operands).
   std::unordered_map<const ir::Op *, LoopPipeline> pipelines;
+  /// The loop-invariant dot operands each for loop stages before it runs (stage_operands).
+  std::unordered_map<const ir::Op *, LoopStaging> staging;
 
   /// The layout of a tile value (throws CompileError for scalars or unknown values).
   const Layout &of(const ir::Value *v) const;
@@ -63,7 +93,8 @@ struct TILEJIT_EXPORT LoweringPlan {
 };
 
 /// The plan for fn compiled with opts: assign layouts, then fold transposes, then the software pipelines (with fn's
-/// axis info `axis`, analyze_axis_info's; computed here when null).
+/// axis info `axis`, analyze_axis_info's; computed here when null), then the staged operands and the shared memory's
+/// layout.
 TILEJIT_EXPORT LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts,
                                           const AxisInfoMap *axis = nullptr);
 

@@ -83,4 +83,9 @@ int64_t swizzled_offset(int64_t row, int64_t col, int64_t cols, int64_t rows) {
   return panel * rows * panel_cols + row * panel_cols + chunk * 8 + col % 8;
 }
 
+bool a_in_mma_registers(const Layout &a, int num_warps) {
+  auto want = mma_layout(a.shape, num_warps);
+  return want && want->parent.warps_per_cta[1] == 1 && same_distribution(a, *want);
+}
+
 }  // namespace tilejit::codegen

@@ -28,6 +28,10 @@ namespace tilejit::codegen {
 /// The MMA accumulator layout of a [M, N] tile, or nullopt when the shape is too small for num_warps.
 TILEJIT_EXPORT std::optional<Layout> mma_layout(const std::vector<int64_t> &shape, int num_warps);
 
+/// True when a tile in layout `a` is an A operand already in MMA registers: the MMA layout of its [M, K] with
+/// every warp holding whole rows (attention's p → dot(p, v): no staging).
+TILEJIT_EXPORT bool a_in_mma_registers(const Layout &a, int num_warps);
+
 /// True when `dot` (an OpKind::Dot) lowers to mma.sync: both operands f16 or both bf16, rank 2, K a
 /// multiple of 16, and an MMA layout exists for its [M, N] result. Other dots keep the f32 FMA path.
 TILEJIT_EXPORT bool dot_uses_mma(const ir::Op &dot, int num_warps);

@@ -84,10 +84,9 @@ Tile read_staged_load(Lowering &L, const ir::Op &load) {
   return out;
 }
 
-void issue_stage(Lowering &L, const ir::Op &for_op, const PlacedPipeline &placed, llvm::Value *iv, llvm::Value *valid,
+void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm::Value *iv, llvm::Value *valid,
                  llvm::Value *stage) {
   auto &b = L.b;
-  const LoopPipeline &p = placed.plan;
   const ir::Block &body = *for_op.region(0);
   const ir::Op *saved = L.cur_op;
   L.bind(body.arg(0), Tile{std::nullopt, {iv}});
@@ -141,7 +140,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const PlacedPipeline &placed
   llvm::Function *copy = L.intrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s);
   llvm::Value *stage_off = b.CreateMul(stage, L.i32(p.stage_bytes));
   for (const PipelinedLoad &ld : p.loads) {
-    if (ld.to_registers) issue_staged_value(L, ld, placed.base, stage_off, valid);
+    if (ld.to_registers) issue_staged_value(L, ld, p.base, stage_off, valid);
   }
   for (const PipelinedLoad &ld : p.loads) {
     if (ld.to_registers) continue;
@@ -151,7 +150,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const PlacedPipeline &placed
     Layout cl = copy_layout(ld.rows, ld.cols, L.opts.num_warps);
     Tile pt = L.get_in(ptr, cl);
     Tile mt = mask ? L.get_in(mask, cl) : Tile{};
-    llvm::Value *buf = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(placed.base + ld.offset), stage_off);
+    llvm::Value *buf = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(p.base + ld.offset), stage_off);
     for (int64_t r = 0; r < cl.num_regs(); ++r) {
       if (cl.reg_index(r)[1] % kChunkElems || cl.reg_is_duplicate(r)) continue;
       llvm::Value *row = L.coord(cl, 0, r), *col = L.coord(cl, 1, r);
@@ -173,12 +172,11 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const PlacedPipeline &placed
   L.cur_op = saved;
 }
 
-void bind_stage(Lowering &L, const PlacedPipeline &placed, llvm::Value *stage) {
+void bind_stage(Lowering &L, const LoopPipeline &p, llvm::Value *stage) {
   auto &b = L.b;
-  const LoopPipeline &p = placed.plan;
   llvm::Value *stage_off = b.CreateMul(stage, L.i32(p.stage_bytes));
   for (const PipelinedLoad &ld : p.loads) {
-    L.smem_operands[ld.load->result()] = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(placed.base + ld.offset), stage_off);
+    L.smem_operands[ld.load->result()] = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(p.base + ld.offset), stage_off);
     if (ld.wgmma_a_rows) L.wgmma_stage_a.insert(ld.load->result());
   }
 }

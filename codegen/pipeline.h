@@ -33,19 +33,12 @@
 
 namespace tilejit::codegen {
 
-/// A planned pipeline placed in dynamic shared memory by the lowering: stage 0 at byte `base`.
-struct PlacedPipeline {
-  const LoopPipeline &plan;
-  int64_t base = 0;
-  int64_t end() const { return base + plan.stages * plan.stage_bytes; }
-};
-
 /// Issues the copies of the iteration whose induction variable is `iv` into stage `stage` (i32), zero-filled
 /// where `valid` (i1) is false, and commits them as one group. Leaves the induction variable unbound.
-void issue_stage(Lowering &L, const ir::Op &for_op, const PlacedPipeline &p, llvm::Value *iv, llvm::Value *valid,
+void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm::Value *iv, llvm::Value *valid,
                  llvm::Value *stage);
 /// Makes the dots and staged reads read stage `stage` (i32) of every pipelined load.
-void bind_stage(Lowering &L, const PlacedPipeline &p, llvm::Value *stage);
+void bind_stage(Lowering &L, const LoopPipeline &p, llvm::Value *stage);
 /// The registers of a load staged `to_registers`, read from its buffer of the stage bound last (bind_stage) in
 /// the load's layout, `other` where its mask is false.
 Tile read_staged_load(Lowering &L, const ir::Op &load);

@@ -313,6 +313,47 @@ TEST_CASE("a loop's software pipeline is the text's decision: the loads marked p
                     Catch::Contains("expected no 'pipelined' on arange's result (only a load is copied ahead"));
 }
 
+TEST_CASE("a loop-invariant operand's staging is the text's decision: marked shared, it is staged once before the loop",
+          "[codegen][layouts][parser]") {
+  // The forward stages its q (the key loop's loop-invariant A) once, before the key loop.
+  const auto [text, cfg] = dumped_layouts(tilejit::testing::dumped_stages(), [](const std::string &name, const auto &files) {
+    return name.find("flex_attention_fwd") == 0 && files.count("00-traced.tir");
+  });
+  const std::string once = "operand in shared memory once, before the loop";
+  const size_t mark = text.find(" shared>");
+  REQUIRE(mark != std::string::npos);
+  CHECK(text.find(" shared>", mark + 1) == std::string::npos);
+  CHECK_THAT(stage_of_text(text, "lowering", cfg), Catch::Contains(once));
+  // Unmarked, q stays in registers and the dot stages it in every iteration.
+  std::string unmarked = text;
+  unmarked.erase(mark, 7);
+  const std::string lowering = stage_of_text(unmarked, "lowering", cfg);
+  CHECK_THAT(lowering, !Catch::Contains(once));
+  CHECK_THAT(lowering, Catch::Contains("A from shared memory staged here"));
+  CHECK(stage_of_text(unmarked, "layouts", cfg) == unmarked);
+  CHECK(stage_of_text(unmarked, "ptx", cfg) != stage_of_text(text, "ptx", cfg));
+  const size_t pipelined = text.find(" pipelined>");
+  REQUIRE(pipelined != std::string::npos);
+  // On a value no loop's dot reads as a loop-invariant operand (the first arange): an error at the mark.
+  std::string on_arange = text;
+  const size_t remat = on_arange.find(" remat>", on_arange.find("= arange "));
+  REQUIRE(remat != std::string::npos);
+  on_arange.insert(remat + 6, " shared");
+  const size_t line_start = on_arange.rfind('\n', remat) + 1;
+  CHECK_THROWS_WITH(stage_of_text(on_arange, "ptx", cfg),
+                    Catch::Contains(fmt::format("line {}, column {}: expected no 'shared' on this value",
+                                                1 + std::count(on_arange.begin(), on_arange.begin() + long(remat), '\n'),
+                                                remat + 8 - line_start)));
+  // A pipelined load (computed in the loop) is not loop-invariant.
+  std::string on_load = text;
+  on_load.insert(pipelined, " shared");
+  CHECK_THROWS_WITH(stage_of_text(on_load, "ptx", cfg), Catch::Contains("expected no 'shared' on this value"));
+  // A mark given twice is refused where the second one stands.
+  std::string twice = text;
+  twice.insert(mark, " shared");
+  CHECK_THROWS_WITH(stage_of_text(twice, "ptx", cfg), Catch::Contains("expected each mark at most once"));
+}
+
 TEST_CASE("a tensor-core dot's result is written in the MMA layout, or the text is refused", "[codegen][layouts][parser]") {
   auto [text, cfg] = dumped_layouts(tilejit::testing::dumped_stages(), [](const std::string &name, const auto &) {
     return name.find("matmul") == 0;

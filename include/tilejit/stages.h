@@ -18,9 +18,11 @@ namespace tilejit {
 /// "optimized" (what the back ends get), "layouts" (the optimized IR with the plan the lowering follows in its
 /// types: each tile value's distributed layout (named by an alias defined before the function), which threads and registers hold which elements, and the
 /// decisions of the passes before the lowering: values recomputed per use ("remat"), transposes the dots read
-/// from their source ("folded"), loads a loop's cp.async pipeline copies ahead ("pipelined", "staged")), "lowering" (the same with what the lowering
+/// from their source ("folded"), loads a loop's cp.async pipeline copies ahead ("pipelined", "staged"), loop-invariant
+/// dot operands written to shared memory once before their loop ("shared")), "lowering" (the same with what the lowering
 /// decided after each op: each dot's tensor-core instruction and operand sources, each loop's cp.async pipeline
-/// and the loads it copies ahead, where a running wgmma dot is waited for, layout conversions), "llvm" (the LLVM
+/// and the loads it copies ahead, where each shared-memory buffer lies, where a running wgmma dot is waited for,
+/// layout conversions), "llvm" (the LLVM
 /// IR as lowered, before LLVM's optimizations) and "ptx".
 std::vector<std::string> compile_stages();
 
@@ -31,8 +33,9 @@ std::vector<std::string> compile_stages();
 /// num_stages and min_ctas_per_sm. Float rewrites as kernels get them (not KernelOptions::exact_floats). A text
 /// with layouts in its types (a "layouts" or "lowering" stage) is past the tile IR's passes: it is lowered with
 /// the plan it states — every tile value's layout (well formed for its shape and num_warps), and only the
-/// transposes and loads it marks folded, pipelined or staged (a text without marks gets no folded transpose and
-/// no software pipeline) — and only the stages from "layouts" on may be asked of it.
+/// transposes, loads and operands it marks folded, pipelined, staged or shared (a text without marks gets no folded
+/// transpose, no software pipeline and no operand staged before a loop) — and only the stages from "layouts" on may
+/// be asked of it.
 /// Throws ParseError (the line, the column and what was expected; a layout's too), VerifyError for a text that parses to broken IR,
 /// Error for an unknown stage (naming the stages) or a num_warps / num_stages a launch would refuse, and
 /// CompileError as compiling does.

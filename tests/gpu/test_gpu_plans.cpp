@@ -1,6 +1,6 @@
-// Lowering plans given as text, on the GPU: kernels lowered with random layouts, and tensor-core K loops whose
-// plan (the loads a pipeline copies ahead, the transposes folded into the dots) is changed by editing the layouts
-// stage, match the interpreter — what the CPU simulator cannot run (wgmma, cp.async, sm_90a).
+// Lowering plans given as text, on the GPU: kernels lowered with random layouts, and tensor-core loops whose
+// plan (the loads a pipeline copies ahead, the transposes folded into the dots, the loop-invariant operands staged
+// in shared memory) is changed by editing the layouts stage, match the interpreter — what the CPU simulator cannot run (wgmma, cp.async, sm_90a).
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -158,4 +158,66 @@ TEST_CASE("plans on the GPU: a K loop's pipeline and folds changed in the text s
     }
   }
   REQUIRE(runs >= 2 * 3);
+}
+
+TEST_CASE("plans on the GPU: loop-invariant operands staged or not as the text says still match the interpreter",
+          "[gpu][codegen][layouts]") {
+  // acc += a·b0 + a·b(i) over n iterations: a and b0 loop-invariant (32 KB each, so b0 lands in the dynamic buffer
+  // past the stage buffers of b(i), which the pipeline copies ahead). Both marked "shared" as planned, then each
+  // unmarked (staged at its dot in every iteration), then neither: exact inputs, bit for bit.
+  const char *kernel = R"(tt.func @invariant(%a: ptr<bf16> {align16}, %b: ptr<bf16> {align16}, %c: ptr<f32> {align16}, %n: i32) {
+  %0 = arange {start = 0, end = 128} : tensor<128xi32>
+  %1 = constant {value = 128} : tensor<128xi32>
+  %2 = mul %0, %1 : tensor<128xi32>
+  %3 = expand_dims %2 {axis = 1} : tensor<128x1xi32>
+  %4 = broadcast %3 : tensor<128x128xi32>
+  %5 = expand_dims %0 {axis = 0} : tensor<1x128xi32>
+  %6 = broadcast %5 : tensor<128x128xi32>
+  %7 = add %4, %6 : tensor<128x128xi32>
+  %8 = splat %a : tensor<128x128xptr<bf16>>
+  %9 = ptr_add %8, %7 : tensor<128x128xptr<bf16>>
+  %10 = load %9 : tensor<128x128xbf16>
+  %11 = splat %b : tensor<128x128xptr<bf16>>
+  %12 = ptr_add %11, %7 : tensor<128x128xptr<bf16>>
+  %13 = load %12 : tensor<128x128xbf16>
+  %14 = constant {value = 0} : tensor<128x128xf32>
+  %15 = constant {value = 0} : i32
+  %16 = constant {value = 1} : i32
+  %17 = for %18 = %15 to %n step %16 iter_args(%19 = %14) -> (tensor<128x128xf32>) {
+    %20 = constant {value = 16384} : i32
+    %21 = mul %18, %20 : i32
+    %22 = splat %21 : tensor<128x128xi32>
+    %23 = add %7, %22 : tensor<128x128xi32>
+    %24 = ptr_add %11, %23 : tensor<128x128xptr<bf16>>
+    %25 = load %24 : tensor<128x128xbf16>
+    %26 = dot %10, %13, %19 : tensor<128x128xf32>
+    %27 = dot %10, %25, %26 : tensor<128x128xf32>
+    yield %27
+  }
+  %28 = splat %c : tensor<128x128xptr<f32>>
+  %29 = ptr_add %28, %7 : tensor<128x128xptr<f32>>
+  store %29, %17 : tensor<128x128xf32>
+})";
+  const codegen::CodegenOptions opts = device_options(4, 2);
+  const std::string text = codegen::print_layouts(*ir::parse(kernel), opts);
+  const size_t first = text.find(" shared>"), second = text.find(" shared>", first + 1);
+  REQUIRE(second != std::string::npos);
+  const std::vector<std::string> variants{text, std::string(text).erase(first, 7), std::string(text).erase(second, 7),
+                                          std::string(text).erase(second, 7).erase(first, 7)};
+  const int64_t n = 3;
+  int runs = 0;
+  for (const std::string &variant : variants) {
+    INFO("plan:\n" << variant);
+    ir::TypeNotes notes;
+    auto read = ir::parse(variant, &notes);
+    const codegen::LoweringPlan plan = codegen::read_layouts(*read, notes, opts);
+    std::vector<Arg> args = matmul_inputs(128, 128, 128 * n, DType::bf16, uint32_t(41 + runs));
+    // a: the first 128x128 elements of its buffer; b: n blocks of 128x128.
+    args.push_back(int_arg(n));
+    run_both(*read, Grid{1, 1}, args, 4, 2, &plan);
+    auto [cpu, gpu] = outputs<float>(args[2]);
+    require_close(cpu, gpu, 0, 0, fmt::format("loop-invariant operands, plan {}", runs));
+    ++runs;
+  }
+  REQUIRE(runs == 4);
 }
