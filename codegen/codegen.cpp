@@ -403,6 +403,9 @@ void Lowering::run() {
                        opts.arch));
     });
   if (given_plan) {
+    if (given_plan->passes < int(plan_passes().size()))
+      fail(fmt::format("the given lowering plan is up to {}; the lowering follows a plan after all its passes ({})",
+                       plan_passes()[size_t(given_plan->passes - 1)], fmt::join(plan_passes(), ", ")));
     const CodegenOptions &o = given_plan->opts;
     if (o.arch != opts.arch || o.num_warps != opts.num_warps || o.num_stages != opts.num_stages || o.wgmma != opts.wgmma)
       fail(fmt::format("the given lowering plan was made for {}, {} warps, {} stages{}; this compilation is for {}, "

@@ -39,7 +39,7 @@ int sm_version(const std::string &arch);
 TILEJIT_EXPORT void check_num_warps(const ir::Function &fn, int num_warps);
 /// Lowers `fn` to LLVM IR, runs the LLVM verifier and the O3 pipeline, and emits PTX for opts.arch.
 /// Throws CompileError naming the op (and its source line) that could not be lowered.
-/// `plan`: the lowering plan to follow (read_layouts, from a layouts-stage text; made for these opts, else
+/// `plan`: the lowering plan to follow (read_layouts, from a plan's text; made for these opts, else
 /// CompileError); null: plan_lowering's. The same holds for emit_llvm_ir and print_lowering.
 TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOptions &opts,
                                         const LoweringPlan *plan = nullptr);

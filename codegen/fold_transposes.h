@@ -2,7 +2,7 @@
 // not materialized. The dots stage the transpose's source ([K, M] for a, [N, K] for b) as it is and read it
 // transposed: b with non-transposing ldmatrix, a with ldmatrix.trans or through an M-major wgmma descriptor (the
 // backward's dV += Pᵀ·dO). A transpose with any other user is lowered (through shared memory). The decision is
-// part of the LoweringPlan and printed in the layouts stage ("folded" after the value's layout).
+// part of the LoweringPlan and printed in the plan's text ("folded" after the value's layout).
 #pragma once
 #include "codegen/lowering_plan.h"
 #include "ir/ir.h"

@@ -69,8 +69,10 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
       comment);
   // What the plan was made for: reading the text back needs the same options (read_layouts checks the warps; the
   // pipeline marks are lowered with the stages asked for).
-  const std::string header = fmt::format("// the lowering plan for {}, {} warps, {} stages{}\n", opts.arch, opts.num_warps,
-                                         opts.num_stages, opts.wgmma ? "" : ", without wgmma");
+  const std::string up_to =
+      p.passes < int(plan_passes().size()) ? fmt::format("up to {} ", plan_passes()[size_t(p.passes - 1)]) : "";
+  const std::string header = fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}\n", up_to, opts.arch,
+                                         opts.num_warps, opts.num_stages, opts.wgmma ? "" : ", without wgmma");
   return header + (aliases.empty() ? body : aliases + "\n" + body);
 }
 
@@ -90,7 +92,7 @@ class LayoutReader {
   /// The layout of op's result; `remat` and `folded` tell whether it is marked so, which only ops the lowering
   /// recomputes may be, and only transposes that fold_transposes may fold; a load's "pipelined" or "staged" mark
   /// goes to `marks` (plan_pipelines checks it).
-  Layout read(const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks, bool &shared) {
+  Layout read(const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks, bool &shared, int done) {
     const ir::OpKind kind = op.kind;
     Layout l;
     l.shape = type_.shape;
@@ -142,6 +144,11 @@ class LayoutReader {
         fail(fmt::format("each mark at most once (and a load 'pipelined' or 'staged', not both), not a second '{}'",
                          mark));
       pos_ = end;
+      // The pass that decides it (plan_passes()'s order): a plan up to an earlier one has no such mark.
+      const int pass = mark == "remat" ? 0 : mark == "folded" ? 1 : mark == "shared" ? 3 : 2;
+      if (pass >= done)
+        fail_at(at, fmt::format("no '{}' in a plan up to {} ({} has not run)", mark,
+                                plan_passes()[size_t(done - 1)], plan_passes()[size_t(pass)]));
       if (mark == "remat") {
         remat = true;
         if (!can_rematerialize(kind))
@@ -325,10 +332,40 @@ class LayoutReader {
 
 }  // namespace
 
-LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts) {
+int plan_up_to(std::string_view text) {
+  const std::string_view prefix = "// the lowering plan up to ";
+  uint32_t line = 1;
+  for (size_t at = 0; at < text.size(); ++line) {
+    const size_t eol = std::min(text.find('\n', at), text.size());
+    const std::string_view l = text.substr(at, eol - at);
+    if (l.rfind("tt.func", 0) == 0) break;
+    if (l.rfind(prefix, 0) == 0) {
+      const std::string_view rest = l.substr(prefix.size());
+      const std::string_view pass = rest.substr(0, rest.find(' '));
+      const auto &passes = plan_passes();
+      const auto it = std::find(passes.begin(), passes.end(), pass);
+      if (it == passes.end() || it + 1 == passes.end())
+        ir::throw_parse_error(line, uint32_t(prefix.size() + 1),
+                              fmt::format("one of the plan passes before the last ({})",
+                                          fmt::join(passes.begin(), passes.end() - 1, ", ")),
+                              text, at + prefix.size(), "nothing");
+      return int(it - passes.begin()) + 1;
+    }
+    at = eol + 1;
+  }
+  return int(plan_passes().size());
+}
+
+LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts, int done,
+                          int target) {
+  const int all = int(plan_passes().size());
+  if (done < 1 || done > target || target > all)
+    throw CompileError(fmt::format("codegen: a plan after {} of {} passes cannot be read into one after {}", done, all,
+                                   target));
   check_num_warps(fn, opts.num_warps);
   LoweringPlan plan;
   plan.opts = opts;
+  plan.passes = target;
   PipelineMarks marks;
   std::unordered_map<const ir::Op *, size_t> mark_at;  // where each load's mark stands in its note
   std::unordered_map<const ir::Value *, size_t> shared_at;  // where each "shared" mark stands in its note
@@ -345,7 +382,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
       if (it->second.text.empty()) ir::throw_parse_error(it->second.loc.line, it->second.loc.column, expected, ">", 0, "");
       bool remat = false, folded = false, staged = false;
       LayoutReader reader(it->second, v->type, opts.num_warps, foldable.folded, notes.aliases);
-      plan.layouts[v] = reader.read(op, remat, folded, marks, staged);
+      plan.layouts[v] = reader.read(op, remat, folded, marks, staged, done);
       if (marks.count(&op)) mark_at[&op] = reader.mark_pos();
       if (staged) shared_at[v] = reader.shared_pos();
       // A tensor-core dot computes in the fragments' layout; no other is written for its result.
@@ -360,6 +397,13 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
       for (int i = 0; i < op.num_results(); ++i)
         if (!op.result(i)->type.is_scalar()) plan.layouts[op.region(0)->arg(1 + i)] = plan.layouts.at(op.result(i));
   });
+  // The passes the text is not after decide freely.
+  if (done < 2 && target >= 2) fold_transposes(fn, opts.num_warps, plan);
+  if (done < 3) {
+    if (target >= 3) plan_pipelines(fn, opts, analyze_axis_info(fn), plan);
+    if (target >= 4) stage_operands(fn, plan);
+    return plan;
+  }
   // The marked loads are the pipelines' candidates; one the planner did not take does not qualify. The first such
   // mark in the text is named.
   plan_pipelines(fn, opts, analyze_axis_info(fn), plan, &marks);
@@ -387,6 +431,10 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
     LayoutReader(notes.types.at(v), v->type, opts.num_warps, foldable.folded, notes.aliases)
         .fail_at(mark_at.at(first), fmt::format("no '{}' on this load: {} (codegen/software_pipeline.h)",
                                                 staged ? "staged" : "pipelined", why));
+  }
+  if (done < 4) {
+    if (target >= 4) stage_operands(fn, plan);
+    return plan;
   }
   // The operands marked "shared" are staged before the loops that read them, as far as they qualify and fit; the
   // first one marked in the text that is not is named.

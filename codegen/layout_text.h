@@ -1,6 +1,6 @@
-// The layouts' textual form, both ways: how the "layouts" and "lowering" stages write a tile value's layout
-// inside its type, and those texts read back into a LoweringPlan, so that the lowering can start from a layouts-
-// stage text whose layouts a test or a person chose (`tilejit ir --input FILE --stage ptx`).
+// The layouts' textual form, both ways: how the plan passes' and the "lowering" stages write a tile value's
+// layout (and the plan's marks) inside its type, and those texts read back into a LoweringPlan, so that the lowering
+// can start from a plan whose layouts a test or a person chose (`tilejit ir --input FILE --stage ptx`).
 //
 //   text    := (alias "=" layout ["//" comment] "\n")* function   (before the function: "#blocked0 = #blocked<...>")
 //   alias   := "#" [A-Za-z0-9_]+                 (a name followed by '<' is a layout written out, not an alias)
@@ -17,6 +17,7 @@
 // read from there into registers (codegen/software_pipeline.h).
 #pragma once
 #include <string>
+#include <string_view>
 
 #include "codegen/lowering_plan.h"
 #include "ir/ir.h"
@@ -26,13 +27,15 @@
 
 namespace tilejit::codegen {
 
-/// l written out ("#blocked<...>" or "#slice<...>", as an alias line of the layouts stage defines it).
+/// l written out ("#blocked<...>" or "#slice<...>", as an alias line of a plan's text defines it).
 TILEJIT_EXPORT std::string layout_text(const Layout &l);
 
 /// fn's text with each tile value's layout (and marks) in its type, each distinct layout defined once before the
 /// function and named in order of first use ("#blocked0 = #blocked<spt=[1,4] tpw=[8,4] wpc=[4,1] order=[1,0]>",
-/// then "tensor<64x64xf32, #blocked0>"), and `comment`'s text after each op (the "lowering" stage's decisions): the "layouts"
-/// compile stage without one. The plan is `plan`, or plan_lowering's for opts when it is null.
+/// then "tensor<64x64xf32, #blocked0>"), and `comment`'s text after each op (the "lowering" stage's decisions): the
+/// plan passes' compile stages without one. The plan is `plan`, or plan_lowering's for opts when it is null. The first
+/// line says what the plan was made for, and when it is partial the last pass run ("// the lowering plan up to
+/// fold_transposes for sm_90a, 4 warps, 2 stages"; plan_up_to reads it).
 TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts,
                                          const ir::OpAnnotator &comment = {}, const LoweringPlan *plan = nullptr);
 
@@ -46,9 +49,17 @@ TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, const CodegenOp
 /// aranges, splats, expansions, broadcasts and elementwise ops), "folded" only on transposes fold_transposes
 /// would fold (a text without it keeps the transpose materialized), "pipelined" or "staged" only on loads the
 /// software pipeline of their loop takes so for opts (the marked loads are its only candidates: a loop without
-/// marks has no pipeline). Throws ParseError naming the line and column of
+/// marks has no pipeline), "shared" only on loop-invariant dot operands stage_operands would stage (the marked
+/// ones are its only candidates). Marks come in any order, each once. The text is a plan after the first `done`
+/// passes of plan_passes() (marks of later passes are refused); the passes after it run up to the first `target`
+/// (done ≤ target ≤ 4), deciding freely. Throws ParseError naming the line and column of
 /// the layout (of the type's '>', for a missing one; of the alias line, for an error inside an alias) and what was
 /// expected there.
-TILEJIT_EXPORT LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts);
+TILEJIT_EXPORT LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts,
+                                         int done = 4, int target = 4);
+
+/// How many plan passes a plan's text states it is after: 1 to 3 for a first line "// the lowering plan up to PASS
+/// ..." (print_layouts of a partial plan), 4 otherwise. Throws ParseError for a pass that is not a plan pass.
+TILEJIT_EXPORT int plan_up_to(std::string_view text);
 
 }  // namespace tilejit::codegen

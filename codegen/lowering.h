@@ -57,7 +57,7 @@ class Lowering {
   llvm::IRBuilder<> b;
   llvm::Function *kernel = nullptr;
   LoweringPlan plan;
-  /// The plan to lower with (a layouts-stage text's, read_layouts); null: run() makes it (plan_lowering).
+  /// The plan to lower with (a plan text's, read_layouts); null: run() makes it (plan_lowering).
   const LoweringPlan *given_plan = nullptr;
   /// Values recomputed in each user's layout: the plan's, and while a pipeline stage is issued, the slice's values
   /// computed from a gathered index tile (pipeline.cpp's issue_stage).

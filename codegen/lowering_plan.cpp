@@ -25,15 +25,37 @@ const PipelinedLoad *LoweringPlan::pipelined(const ir::Op *load) const {
   return nullptr;
 }
 
-LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts, const AxisInfoMap *axis) {
+const std::vector<std::string> &plan_passes() {
+  static const std::vector<std::string> passes{"assign_layouts", "fold_transposes", "software_pipeline",
+                                               "stage_operands"};
+  return passes;
+}
+
+namespace {
+
+LoweringPlan plan_passes_up_to(const ir::Function &fn, const CodegenOptions &opts, const AxisInfoMap *axis,
+                               int passes) {
   check_num_warps(fn, opts.num_warps);
   LoweringPlan plan = assign_layouts(fn, opts.num_warps);
   plan.opts = opts;
-  fold_transposes(fn, opts.num_warps, plan);
+  plan.passes = passes;
+  if (passes >= 2) fold_transposes(fn, opts.num_warps, plan);
   AxisInfoMap computed;
-  plan_pipelines(fn, opts, axis ? *axis : (computed = analyze_axis_info(fn)), plan);
-  stage_operands(fn, plan);
+  if (passes >= 3) plan_pipelines(fn, opts, axis ? *axis : (computed = analyze_axis_info(fn)), plan);
+  if (passes >= 4) stage_operands(fn, plan);
   return plan;
+}
+
+}  // namespace
+
+LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts, const AxisInfoMap *axis) {
+  return plan_passes_up_to(fn, opts, axis, int(plan_passes().size()));
+}
+
+LoweringPlan plan_lowering_up_to(const ir::Function &fn, const CodegenOptions &opts, int passes) {
+  if (passes < 1 || passes > int(plan_passes().size()))
+    throw CompileError(fmt::format("codegen: a lowering plan has 1 to {} passes, not {}", plan_passes().size(), passes));
+  return plan_passes_up_to(fn, opts, nullptr, passes);
 }
 
 }  // namespace tilejit::codegen

@@ -1,11 +1,12 @@
 // The lowering's plan: what the passes that run before the emitter decided, in the order plan_lowering runs them —
 // assign layouts (codegen/assign_layouts.h), fold transposes (codegen/fold_transposes.h), software pipeline
 // (codegen/software_pipeline.h), stage operands (codegen/stage_operands.h: loop-invariant dot operands and where
-// everything lies in shared memory). The emitter (codegen/lowering.h) follows it; the "layouts" compile stage prints
+// everything lies in shared memory). The emitter (codegen/lowering.h) follows it; each pass's compile stage prints
 // it in the IR's types (codegen/layout_text.h), and a text of that stage is read back into one. No LLVM.
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -71,9 +72,15 @@ struct LoopStaging {
   std::vector<const ir::Op *> preload;
 };
 
+/// The plan's passes in the order plan_lowering runs them: "assign_layouts", "fold_transposes",
+/// "software_pipeline", "stage_operands". Each is a compile stage that prints the plan so far.
+TILEJIT_EXPORT const std::vector<std::string> &plan_passes();
+
 struct TILEJIT_EXPORT LoweringPlan {
   /// What the plan was made for: the lowering refuses it under other arch, num_warps, num_stages or wgmma.
   CodegenOptions opts;
+  /// How many of plan_passes() have run (the lowering needs them all).
+  int passes = 4;
   /// Each tile value's distributed layout (assign_layouts).
   std::unordered_map<const ir::Value *, Layout> layouts;
   /// Values recomputed in each user's layout instead of converted (assign_layouts).
@@ -97,5 +104,7 @@ struct TILEJIT_EXPORT LoweringPlan {
 /// layout.
 TILEJIT_EXPORT LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts,
                                           const AxisInfoMap *axis = nullptr);
+/// The plan after the first `passes` of plan_passes() (1 to 4).
+TILEJIT_EXPORT LoweringPlan plan_lowering_up_to(const ir::Function &fn, const CodegenOptions &opts, int passes);
 
 }  // namespace tilejit::codegen

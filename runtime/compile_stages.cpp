@@ -18,7 +18,7 @@ namespace tilejit {
 
 std::vector<std::string> compile_stages() {
   std::vector<std::string> stages = ir::pipeline_stages();
-  stages.emplace_back("layouts");
+  for (const std::string &pass : codegen::plan_passes()) stages.push_back(pass);
   stages.emplace_back("lowering");
   stages.emplace_back("llvm");
   stages.emplace_back("ptx");
@@ -36,26 +36,32 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
   LaunchConfig target = cfg;
   if (target.arch.empty()) target.arch = "sm_90a";
   codegen::CodegenOptions opts = runtime::codegen_options(target);
-  // A text with layouts is a layouts (or lowering) stage: the tile IR's passes are behind it and its layouts are
-  // what the lowering uses.
-  std::optional<codegen::LoweringPlan> layouts;
+  // The plan passes' stages print the plan after that pass; the later stages follow the whole plan.
+  const std::vector<std::string> &passes = codegen::plan_passes();
+  const auto pass = std::find(passes.begin(), passes.end(), stage);
+  const int upto = pass == passes.end() ? int(passes.size()) : int(pass - passes.begin()) + 1;
+  // A text with layouts is a plan pass's stage (or the lowering's): the tile IR's passes are behind it, its layouts
+  // and marks are what the plan passes it states decided, and the later ones run from there.
+  std::optional<codegen::LoweringPlan> read;
   if (!notes.aliases.empty() ||
       std::any_of(notes.types.begin(), notes.types.end(), [](const auto &n) { return !n.second.text.empty(); })) {
-    const auto first = std::find(stages.begin(), stages.end(), "layouts");
+    const int done = codegen::plan_up_to(tir);
+    const auto first = std::find(stages.begin(), stages.end(), passes[size_t(done - 1)]);
     if (at < first)
-      throw Error(fmt::format("stage '{}' comes before 'layouts', and this text already has layouts in its types; "
-                              "ask for one of {} (tilejit ir --stage NAME; 'optimized' is the default)", stage,
+      throw Error(fmt::format("stage '{}' comes before '{}', and this text is a plan up to that pass; ask for one of "
+                              "{} (tilejit ir --stage NAME; 'optimized' is the default)", stage, *first,
                               fmt::join(first, stages.end(), ", ")));
-    layouts = codegen::read_layouts(*fn, notes, opts);
+    read = codegen::read_layouts(*fn, notes, opts, done, upto);
   } else {
     std::string text;
     ir::optimize(*fn, ir::FloatRewrites::Fast, [&](const char *name, const ir::Function &f) {
       if (text.empty() && stage == name) text = ir::print(f);
     });
     if (!text.empty()) return text;
+    if (pass != passes.end()) read = codegen::plan_lowering_up_to(*fn, opts, upto);
   }
-  const codegen::LoweringPlan *plan = layouts ? &*layouts : nullptr;
-  if (stage == "layouts") return codegen::print_layouts(*fn, opts, {}, plan);
+  const codegen::LoweringPlan *plan = read ? &*read : nullptr;
+  if (pass != passes.end()) return codegen::print_layouts(*fn, opts, {}, plan);
   if (stage == "ptx") return codegen::compile_to_ptx(*fn, opts, plan).ptx;
   std::string llvm_ir;
   std::string lowering = codegen::print_lowering(*fn, opts, &llvm_ir, plan);

@@ -84,7 +84,11 @@ void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOp
   const std::string config = fmt::format("{}-w{}-s{}-c{}{}", opts.arch, opts.num_warps, opts.num_stages,
                                          opts.min_ctas_per_sm, opts.wgmma ? "" : "-nowgmma");
   const std::string dir = stage_dir(optimized);
-  write_file(dir, "layouts-" + config + ".tir", codegen::print_layouts(optimized, opts));
+  const std::vector<std::string> &passes = codegen::plan_passes();
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const codegen::LoweringPlan plan = codegen::plan_lowering_up_to(optimized, opts, int(i + 1));
+    write_file(dir, passes[i] + "-" + config + ".tir", codegen::print_layouts(optimized, opts, {}, &plan));
+  }
   std::string llvm_ir;
   write_file(dir, "lowering-" + config + ".tir", codegen::print_lowering(optimized, opts, &llvm_ir));
   write_file(dir, "llvm-" + config + ".ll", llvm_ir);

@@ -34,9 +34,9 @@ class TileStageDump {
   std::vector<std::pair<std::string, std::string>> stages_;
 };
 
-/// Writes fn's layouts (codegen::print_layouts), the lowering's decisions (codegen::print_lowering), its LLVM IR
-/// as lowered (before LLVM's optimizations) and `ptx`, compiled for opts, into its directory as
-/// layouts-<config>.tir, lowering-<config>.tir, llvm-<config>.ll and ptx-<config>.ptx (<config>: arch, warps,
+/// Writes fn's plan after each plan pass (codegen::print_layouts), the lowering's decisions
+/// (codegen::print_lowering), its LLVM IR as lowered (before LLVM's optimizations) and `ptx`, compiled for opts,
+/// into its directory as <pass>-<config>.tir, lowering-<config>.tir, llvm-<config>.ll and ptx-<config>.ptx (<config>: arch, warps,
 /// stages, programs per SM, "-nowgmma" when wgmma is off). Failures as TileStageDump::write.
 void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOptions &opts, const std::string &ptx);
 

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "codegen/layout_text.h"
+#include "codegen/lowering_plan.h"
 #include "dumped_stages.h"
 #include "ir/parser.h"
 #include "random_layouts.h"
@@ -28,7 +29,7 @@ using namespace tilejit::codegen::testing;
 
 namespace {
 
-/// The launch configuration a dumped stage file's name states ("layouts-sm_90a-w4-s2-c0.tir"); false for one this
+/// The launch configuration a dumped stage file's name states ("stage_operands-sm_90a-w4-s2-c0.tir"); false for one this
 /// test cannot state (wgmma switched off).
 bool config_of(const std::string &name, LaunchConfig &cfg) {
   char arch[16] = {};
@@ -43,7 +44,7 @@ bool config_of(const std::string &name, LaunchConfig &cfg) {
   return true;
 }
 
-/// The layouts stage dumped for the first kernel (by directory name) that `matches` picks from its name and its files,
+/// The whole plan (the stage_operands stage) dumped for the first kernel (by directory name) that `matches` picks from its name and its files,
 /// and the configuration it was compiled for.
 template <class Matches>
 std::pair<std::string, LaunchConfig> dumped_layouts(const std::map<std::string, std::map<std::string, std::string>> &kernels,
@@ -51,7 +52,7 @@ std::pair<std::string, LaunchConfig> dumped_layouts(const std::map<std::string, 
   auto kernel = std::find_if(kernels.begin(), kernels.end(), [&](const auto &k) { return matches(k.first, k.second); });
   REQUIRE(kernel != kernels.end());
   auto layouts = std::find_if(kernel->second.begin(), kernel->second.end(),
-                              [](const auto &f) { return f.first.find("layouts-") == 0; });
+                              [](const auto &f) { return f.first.find("stage_operands-") == 0; });
   REQUIRE(layouts != kernel->second.end());
   LaunchConfig cfg;
   REQUIRE(config_of(layouts->first, cfg));
@@ -108,20 +109,20 @@ TEST_CASE("a layouts or lowering stage read back compiles to the kernel's own PT
     int compared = 0;
     for (const auto &[name, text] : files) {
       LaunchConfig cfg;
-      if (name.find("layouts-") != 0 || !config_of(name, cfg)) continue;
+      if (name.find("stage_operands-") != 0 || !config_of(name, cfg)) continue;
       INFO(name);
-      const std::string config = name.substr(std::string("layouts-").size(), name.size() - 12);
+      const std::string config = name.substr(name.find('-') + 1, name.size() - name.find('-') - 5);
       const auto ptx = files.find("ptx-" + config + ".ptx"), lowering = files.find("lowering-" + config + ".tir");
       REQUIRE(ptx != files.end());
       REQUIRE(lowering != files.end());
-      CHECK(stage_of_text(text, "layouts", cfg) == text);
+      CHECK(stage_of_text(text, "stage_operands", cfg) == text);
       CHECK(stage_of_text(text, "ptx", cfg) == ptx->second);
       CHECK(stage_of_text(lowering->second, "lowering", cfg) == lowering->second);
       ++compared;
     }
     CHECK((compared >= 1 || kernel.find("score_mod_probe") != std::string::npos));  // a probe is traced, never compiled
     // The same kernel for another arch and warp count (a kernel traced before in this process wrote no tile-IR
-    // stages): the layouts stage printed for it reads back to its PTX.
+    // stages): the plan printed for it reads back to its PTX.
     auto optimized = std::find_if(files.rbegin(), files.rend(), [](const auto &f) {
       return f.first.size() > 3 && f.first[2] == '-' && f.first.ends_with("optimized.tir");
     });
@@ -130,9 +131,65 @@ TEST_CASE("a layouts or lowering stage read back compiles to the kernel's own PT
     other.arch = "sm_80";
     other.num_warps = 8;
     other.num_stages = 3;
-    const std::string layouts = stage_of_text(optimized->second, "layouts", other);
+    const std::string layouts = stage_of_text(optimized->second, "stage_operands", other);
     CHECK(stage_of_text(layouts, "ptx", other) == stage_of_text(optimized->second, "ptx", other));
   }
+}
+
+TEST_CASE("each plan pass is a stage: run from the previous pass's text, it gives the plan the kernel's own compile "
+          "made", "[codegen][layouts][parser]") {
+  const std::vector<std::string> &passes = codegen::plan_passes();
+  const auto kernels = tilejit::testing::dumped_stages();
+  int checked = 0;
+  for (const auto &[kernel, files] : kernels) {
+    INFO(kernel);
+    auto optimized = std::find_if(files.rbegin(), files.rend(), [](const auto &f) {
+      return f.first.size() > 3 && f.first[2] == '-' && f.first.ends_with("optimized.tir");
+    });
+    if (optimized == files.rend()) continue;
+    for (const auto &[name, whole] : files) {
+      LaunchConfig cfg;
+      if (name.find("stage_operands-") != 0 || !config_of(name, cfg)) continue;
+      INFO(name);
+      const std::string config = name.substr(name.find('-') + 1, name.size() - name.find('-') - 5);
+      std::vector<std::string> plans;
+      for (const std::string &pass : passes) plans.push_back(stage_of_text(optimized->second, pass, cfg));
+      CHECK(plans.back() == whole);
+      for (size_t i = 0; i < passes.size(); ++i) {
+        INFO("up to " << passes[i]);
+        CHECK(plans[i] == files.at(passes[i] + "-" + config + ".tir"));
+        CHECK(stage_of_text(plans[i], passes[i], cfg) == plans[i]);
+        if (i + 1 < passes.size()) {
+          CHECK(plans[i].rfind("// the lowering plan up to " + passes[i] + " for ", 0) == 0);
+          CHECK(stage_of_text(plans[i], passes[i + 1], cfg) == plans[i + 1]);
+          CHECK(stage_of_text(plans[i], "ptx", cfg) == files.at("ptx-" + config + ".ptx"));
+          // No pass runs backwards: an earlier stage of a later plan is refused.
+          CHECK_THROWS_WITH(stage_of_text(plans[i + 1], passes[i], cfg),
+                            Catch::Contains(fmt::format("stage '{}' comes before '{}'", passes[i], passes[i + 1])));
+        }
+      }
+      // Each pass adds its own marks only.
+      CHECK(plans[0].find(" folded") == std::string::npos);
+      for (size_t i = 0; i < 2; ++i) CHECK(plans[i].find(" pipelined") == std::string::npos);
+      for (size_t i = 0; i < 3; ++i) CHECK(plans[i].find(" shared") == std::string::npos);
+      ++checked;
+    }
+  }
+  CHECK(checked >= 7);
+  // A mark a pass the text is not after decides is refused at the mark.
+  const auto [text, cfg] = dumped_layouts(kernels, [](const std::string &name, const auto &files) {
+    return name.find("flex_attention_fwd") == 0 && files.count("00-traced.tir");
+  });
+  std::string early = text;
+  for (size_t at; (at = early.find(" shared>")) != std::string::npos;) early.erase(at, 7);
+  early.replace(0, early.find(" for "), "// the lowering plan up to fold_transposes");
+  CHECK_THROWS_WITH(stage_of_text(early, "ptx", cfg),
+                    Catch::Contains("expected no 'pipelined' in a plan up to fold_transposes (software_pipeline has not run)"));
+  std::string unknown = text;
+  unknown.replace(0, unknown.find(" for "), "// the lowering plan up to stage_layouts");
+  CHECK_THROWS_WITH(stage_of_text(unknown, "ptx", cfg),
+                    Catch::Contains("line 1, column 28: expected one of the plan passes before the last (assign_layouts, "
+                                    "fold_transposes, software_pipeline), found 'stage_layouts for"));
 }
 
 TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its source, unmarked, it is lowered",
@@ -167,7 +224,7 @@ TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its 
   REQUIRE(unfolded_notes.size() == folded_notes.size());
   for (const std::string &n : folded_notes) CHECK_THAT(n, Catch::Contains("B from the loop's cp.async stage buffer)"));
   for (const std::string &n : unfolded_notes) CHECK_THAT(n, Catch::Contains("B from shared memory staged here, N-major)"));
-  CHECK(stage_of_text(unfolded, "layouts", cfg) == unfolded);
+  CHECK(stage_of_text(unfolded, "stage_operands", cfg) == unfolded);
   // Where it may not fold, the mark is an error naming its place.
   std::string wrong = unfolded;
   const size_t load = wrong.find("= load ");
@@ -290,7 +347,7 @@ TEST_CASE("a loop's software pipeline is the text's decision: the loads marked p
   fewer.erase(fewer.rfind(" pipelined>"), 10);
   const std::string lowering = stage_of_text(fewer, "lowering", cfg);
   CHECK(count(lowering, copied) == marks - 1);
-  CHECK(stage_of_text(fewer, "layouts", cfg) == fewer);
+  CHECK(stage_of_text(fewer, "stage_operands", cfg) == fewer);
   // A mark where the pipeline cannot take the load: an error at the mark.
   LaunchConfig one_stage = cfg;
   one_stage.num_stages = 1;
@@ -330,7 +387,7 @@ TEST_CASE("a loop-invariant operand's staging is the text's decision: marked sha
   const std::string lowering = stage_of_text(unmarked, "lowering", cfg);
   CHECK_THAT(lowering, !Catch::Contains(once));
   CHECK_THAT(lowering, Catch::Contains("A from shared memory staged here"));
-  CHECK(stage_of_text(unmarked, "layouts", cfg) == unmarked);
+  CHECK(stage_of_text(unmarked, "stage_operands", cfg) == unmarked);
   CHECK(stage_of_text(unmarked, "ptx", cfg) != stage_of_text(text, "ptx", cfg));
   const size_t pipelined = text.find(" pipelined>");
   REQUIRE(pipelined != std::string::npos);
@@ -446,7 +503,7 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
   CHECK_THROWS_WITH(stage_of_text(text("#blocked<spt=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1] tpw=[32] wpc=[4] order=[0]>"), "ptx", cfg),
                     Catch::Contains("expected sizes per thread: a list of at most 16 whole numbers of at most 2^20"));
   CHECK_THROWS_WITH(stage_of_text(text(ok), "cse", cfg),
-                    Catch::Contains("stage 'cse' comes before 'layouts', and this text already has layouts"));
+                    Catch::Contains("stage 'cse' comes before 'stage_operands', and this text is a plan up to that pass"));
   cfg.num_warps = 8;
   CHECK_THROWS_WITH(stage_of_text(text(ok), "ptx", cfg),
                     Catch::Contains("line 2, column 86: expected warps per program whose product is num_warps = 8, not 4"));

@@ -74,8 +74,11 @@ TEST_CASE("optimize reports every stage in pipeline order: the input, each pass 
 
   const std::vector<std::string> all = compile_stages();
   CHECK(std::equal(ir::pipeline_stages().begin(), ir::pipeline_stages().end(), all.begin()));
-  CHECK(all.size() == ir::pipeline_stages().size() + 4);
-  CHECK(all[all.size() - 4] == "layouts");
+  CHECK(all.size() == ir::pipeline_stages().size() + 7);
+  CHECK(all[all.size() - 7] == "assign_layouts");
+  CHECK(all[all.size() - 6] == "fold_transposes");
+  CHECK(all[all.size() - 5] == "software_pipeline");
+  CHECK(all[all.size() - 4] == "stage_operands");
   CHECK(all[all.size() - 3] == "lowering");
   CHECK(all[all.size() - 2] == "llvm");
   CHECK(all.back() == "ptx");
@@ -113,16 +116,25 @@ TEST_CASE("TILEJIT_DUMP_STAGES writes each stage of a traced and compiled kernel
   for (const auto &e : fs::directory_iterator(kernels[0])) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
   const std::vector<std::string> &tile = ir::pipeline_stages();
-  REQUIRE(files.size() == tile.size() + 4);
+  REQUIRE(files.size() == tile.size() + 7);
   for (size_t i = 0; i < tile.size(); ++i) CHECK(files[i] == fmt::format("{:02}-{}.tir", i, tile[i]));
-  CHECK(files[tile.size()] == "layouts-sm_80-w4-s1-c0.tir");
-  CHECK(files[tile.size() + 1] == "llvm-sm_80-w4-s1-c0.ll");
-  CHECK(files[tile.size() + 2] == "lowering-sm_80-w4-s1-c0.tir");
-  CHECK(files[tile.size() + 3] == "ptx-sm_80-w4-s1-c0.ptx");
+  // Then, by name: each plan pass's plan, the LLVM IR, the lowering's decisions and the PTX of the configuration.
+  const std::vector<std::string> codegen_files{"assign_layouts", "fold_transposes", "llvm", "lowering", "ptx",
+                                               "software_pipeline", "stage_operands"};
+  for (size_t i = 0; i < codegen_files.size(); ++i)
+    CHECK(files[tile.size() + i] ==
+          codegen_files[i] + (codegen_files[i] == "llvm" ? "-sm_80-w4-s1-c0.ll"
+                              : codegen_files[i] == "ptx" ? "-sm_80-w4-s1-c0.ptx" : "-sm_80-w4-s1-c0.tir"));
+  auto stage_file = [&](const std::string &stage) {
+    return read(kernels[0] / *std::find_if(files.begin(), files.end(), [&](const std::string &f) {
+      return f.rfind(stage + "-", 0) == 0;
+    }));
+  };
   CHECK(read(kernels[0] / files.front()).find("tt.func @staged_axpy") != std::string::npos);
   // Each tile result's layout in its type (the loaded values', the fma's), named by an alias defined first.
-  const std::string layouts = read(kernels[0] / files[tile.size()]);
+  const std::string layouts = stage_file("stage_operands");
   CHECK(layouts.rfind("// the lowering plan for sm_80, 4 warps, 1 stages\n#blocked0 = #blocked<spt=", 0) == 0);
+  CHECK(stage_file("assign_layouts").rfind("// the lowering plan up to assign_layouts for sm_80, 4 warps, 1 stages\n", 0) == 0);
   for (const char *op : {"= load ", "= fma "}) {
     const size_t at = layouts.find(op);
     REQUIRE(at != std::string::npos);
@@ -130,9 +142,9 @@ TEST_CASE("TILEJIT_DUMP_STAGES writes each stage of a traced and compiled kernel
     INFO(line);
     CHECK(std::regex_search(line, std::regex(": tensor<64xf32, #blocked[0-9]+>")));
   }
-  CHECK(read(kernels[0] / files[tile.size() + 1]).find("define ptx_kernel void @staged_axpy") != std::string::npos);
-  CHECK(read(kernels[0] / files[tile.size() + 2]).find("tt.func @staged_axpy") != std::string::npos);
-  CHECK(read(kernels[0] / files.back()).find(".target sm_80") != std::string::npos);
+  CHECK(stage_file("llvm").find("define ptx_kernel void @staged_axpy") != std::string::npos);
+  CHECK(stage_file("lowering").find("tt.func @staged_axpy") != std::string::npos);
+  CHECK(stage_file("ptx").find(".target sm_80") != std::string::npos);
   fs::remove_all(dir);
 
   // A path under a regular file cannot be a directory: a warning on stderr, and the kernel still traces and

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "codegen/lowering_plan.h"
 #include "dumped_stages.h"
 #include "ir/parser.h"
 #include "ir/passes.h"
@@ -25,16 +26,20 @@ TEST_CASE("ir::parse reads back every tile-IR stage the kernels print, and the p
     INFO(kernel);
     // A kernel this process traced before (another test case, run in the same process) writes no tile-IR stages
     // again, only its codegen stages.
-    auto first_codegen = std::find_if(files.begin(), files.end(), [](const auto &f) {
-      return f.first.find("layouts") == 0 || f.first.find("lowering") == 0;
-    });
+    auto annotated_stage = [](const std::string &name) {  // a plan pass's stage or the lowering's
+      const auto &passes = codegen::plan_passes();
+      return name.find("lowering") == 0 || std::any_of(passes.begin(), passes.end(), [&](const std::string &p) {
+               return name.find(p + "-") == 0;
+             });
+    };
+    auto first_codegen = std::find_if(files.begin(), files.end(), [&](const auto &f) { return annotated_stage(f.first); });
     const bool has_tile_stages = first_codegen != files.begin() && files.count("00-traced.tir");
     const std::string optimized = has_tile_stages ? std::prev(first_codegen)->second : std::string();
     for (const auto &[name, text] : files) {
       INFO(name);
       if (!name.ends_with(".tir")) continue;
       auto fn = ir::parse(text);
-      if (name.find("layouts") == 0 || name.find("lowering") == 0) {
+      if (annotated_stage(name)) {
         // Layouts in the types and the lowering's comments are dropped: the optimized function remains.
         if (has_tile_stages) CHECK(ir::print(*fn) == optimized);
         CHECK(ir::print(*ir::parse(ir::print(*fn))) == ir::print(*fn));

@@ -1,6 +1,6 @@
 // Lowering plans given as text, on the GPU: kernels lowered with random layouts, and tensor-core loops whose
 // plan (the loads a pipeline copies ahead, the transposes folded into the dots, the loop-invariant operands staged
-// in shared memory) is changed by editing the layouts stage, match the interpreter — what the CPU simulator cannot run (wgmma, cp.async, sm_90a).
+// in shared memory) is changed by editing the plan's text, match the interpreter — what the CPU simulator cannot run (wgmma, cp.async, sm_90a).
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
