@@ -127,8 +127,6 @@ Lowering::StagedSnapshot Lowering::staged_snapshot() const {
 
 void Lowering::forget_staged_since(const StagedSnapshot &before) {
   std::erase_if(persistent_operands, [&](const auto &e) { return !before.persistent.count(e.first); });
-  std::erase_if(wgmma_smem_a, [&](const ir::Value *v) { return !before.persistent.count(v); });
-  std::erase_if(wgmma_smem_b, [&](const ir::Value *v) { return !before.persistent.count(v); });
   std::erase_if(mma_a_fragments, [&](const auto &e) { return !before.fragments.count(e.first); });
 }
 
@@ -314,8 +312,8 @@ llvm::Value *Lowering::smem_raw(int64_t base_bytes) {
 }
 
 llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
+  const int64_t cost = static_staging_cost(bytes, align);
   bytes = (bytes + 15) / 16 * 16;
-  const int64_t cost = bytes + (align > 16 ? align - 16 : 0);  // as stage_operands counts it
   if (static_smem_bytes_ + cost > kStaticStagingBytes) return nullptr;
   static_smem_bytes_ += cost;
   auto *ty = llvm::ArrayType::get(b.getInt8Ty(), uint64_t(bytes));
@@ -325,10 +323,11 @@ llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
   return g;
 }
 
-llvm::Value *Lowering::place_dynamic_staging(int64_t offset, int64_t bytes) {
-  if (offset < scratch_offset)
-    fail(fmt::format("internal: the plan stages an operand at byte {} of the dynamic buffer, below the scratch in "
-                     "use (from byte {})", offset, scratch_offset));
+llvm::Value *Lowering::place_dynamic_staging(int64_t offset, int64_t bytes, int64_t align) {
+  // stage_operands follows the emission order: a drift either way is a bug of one of them.
+  if (offset != (scratch_offset + align - 1) / align * align)
+    fail(fmt::format("internal: the plan stages an operand at byte {} of the dynamic buffer, where the scratch in use "
+                     "ends at byte {}", offset, scratch_offset));
   scratch_offset = persistent_end_ = offset + (bytes + 15) / 16 * 16;
   reserve_smem_total(scratch_offset);
   return smem_raw(offset);
@@ -549,14 +548,21 @@ Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const Lowering
     out.shared_bytes = l.shared_bytes();
     out.static_shared_bytes = l.static_shared_bytes();
     out.dynamic_persistent = l.persistent_end() > 0;
-    if (notes) out.plan = l.plan;
+    out.plan = l.plan;
     verify_or_throw(*out.mod, fn.name);
     return out;
   };
   Lowered out = attempt(true);
   // Loop-invariant operands in the dynamic buffer push the loops' stage buffers and scratch up; where that
-  // no longer fits a block, they stay in registers (restaged each iteration) as before.
-  if (out.dynamic_persistent && out.shared_bytes + out.static_shared_bytes > max_shared_per_block(opts.arch)) {
+  // no longer fits a block, they stay in registers (restaged each iteration) as before — unless a text stated
+  // them, which is then refused rather than changed.
+  const int64_t needed = out.shared_bytes + out.static_shared_bytes, most = max_shared_per_block(opts.arch);
+  if (out.dynamic_persistent && needed > most) {
+    if (plan && plan->stated_staging)
+      throw CompileError(fmt::format(
+          "codegen: {}: the plan's loop-invariant operands staged in the dynamic buffer leave the kernel {} bytes of "
+          "shared memory with its scratch, more than a block has on {} ({}); take the 'shared' mark off some of "
+          "them (the stage_operands stage shows what fits)", fn.name, needed, opts.arch, most));
     out.mod.reset();  // before its context, which the move below destroys first
     out = attempt(false);
   }
@@ -588,6 +594,10 @@ TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenO
     auto it = notes.find(op);
     return it == notes.end() ? std::string() : fmt::format("{}", fmt::join(it->second, "; "));
   }, &m.plan);
+}
+
+TILEJIT_EXPORT LoweringPlan followed_plan(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *plan) {
+  return lower(fn, opts, plan).plan;
 }
 
 TILEJIT_EXPORT std::string llvm_version() { return LLVM_VERSION_STRING; }

@@ -53,6 +53,12 @@ TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOpt
 /// returns, from the same lowering.
 TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts,
                                           std::string *llvm_ir = nullptr, const LoweringPlan *plan = nullptr);
+/// The plan the lowering of fn for opts follows: `plan` (or plan_lowering's), unless the loop-invariant operands it
+/// stages in the dynamic buffer leave the kernel more shared memory than a block has once the lowering has sized
+/// its scratch: those then stay in registers (stage_operands without the dynamic buffer). What the last plan
+/// pass's compile stage prints; throws as compile_to_ptx does.
+TILEJIT_EXPORT LoweringPlan followed_plan(const ir::Function &fn, const CodegenOptions &opts,
+                                          const LoweringPlan *plan = nullptr);
 /// Whether kernels compiled for `arch` start with the grid-dependency control of programmatic dependent launch
 /// (sm_90 and newer; PTX ISA, "Parallel Synchronization and Communication Instructions: griddepcontrol"; CUDA
 /// Programming Guide, "Programmatic Dependent Launch and Synchronization"). Each program first lets the stream's

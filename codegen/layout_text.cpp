@@ -34,6 +34,13 @@ std::string layout_text(const Layout &l) {
   return text;
 }
 
+std::string plan_header(const CodegenOptions &opts, int passes) {
+  const std::string up_to =
+      passes < int(plan_passes().size()) ? fmt::format("up to {} ", plan_passes()[size_t(passes - 1)]) : "";
+  return fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}\n", up_to, opts.arch, opts.num_warps,
+                     opts.num_stages, opts.wgmma ? "" : ", without wgmma");
+}
+
 std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, const ir::OpAnnotator &comment,
                           const LoweringPlan *plan) {
   check_num_warps(fn, opts.num_warps);
@@ -69,10 +76,7 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
       comment);
   // What the plan was made for: reading the text back needs the same options (read_layouts checks the warps; the
   // pipeline marks are lowered with the stages asked for).
-  const std::string up_to =
-      p.passes < int(plan_passes().size()) ? fmt::format("up to {} ", plan_passes()[size_t(p.passes - 1)]) : "";
-  const std::string header = fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}\n", up_to, opts.arch,
-                                         opts.num_warps, opts.num_stages, opts.wgmma ? "" : ", without wgmma");
+  const std::string header = plan_header(opts, p.passes);
   return header + (aliases.empty() ? body : aliases + "\n" + body);
 }
 
@@ -89,9 +93,10 @@ class LayoutReader {
                const std::unordered_map<std::string, ir::TypeNote> &aliases)
       : s_(note.text), loc_(note.loc), type_(type), num_warps_(num_warps), foldable_(foldable), aliases_(aliases) {}
 
-  /// The layout of op's result; `remat` and `folded` tell whether it is marked so, which only ops the lowering
-  /// recomputes may be, and only transposes that fold_transposes may fold; a load's "pipelined" or "staged" mark
-  /// goes to `marks` (plan_pipelines checks it).
+  /// The layout of op's result; `remat`, `folded` and `shared` tell whether it is marked so (only ops the lowering
+  /// recomputes may be "remat", only transposes that fold_transposes may fold "folded"; stage_operands checks
+  /// "shared"); a load's "pipelined" or "staged" mark goes to `marks` (plan_pipelines checks it). A mark of a pass
+  /// past the first `done` plan passes is refused.
   Layout read(const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks, bool &shared, int done) {
     const ir::OpKind kind = op.kind;
     Layout l;
@@ -139,10 +144,9 @@ class LayoutReader {
       while (end < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '_')) ++end;
       const std::string_view mark = s_.substr(pos_, end - pos_);
       if (mark != "remat" && mark != "folded" && mark != "pipelined" && mark != "staged" && mark != "shared") break;
-      if (!seen.insert(mark).second || (mark == "pipelined" && seen.count("staged")) ||
-          (mark == "staged" && seen.count("pipelined")))
-        fail(fmt::format("each mark at most once (and a load 'pipelined' or 'staged', not both), not a second '{}'",
-                         mark));
+      if (!seen.insert(mark).second) fail(fmt::format("each mark at most once, not a second '{}'", mark));
+      if ((mark == "pipelined" && seen.count("staged")) || (mark == "staged" && seen.count("pipelined")))
+        fail(fmt::format("a load 'pipelined' or 'staged', not both, not '{}' as well", mark));
       pos_ = end;
       // The pass that decides it (plan_passes()'s order): a plan up to an earlier one has no such mark.
       const int pass = mark == "remat" ? 0 : mark == "folded" ? 1 : mark == "shared" ? 3 : 2;
@@ -332,28 +336,49 @@ class LayoutReader {
 
 }  // namespace
 
-int plan_up_to(std::string_view text) {
-  const std::string_view prefix = "// the lowering plan up to ";
+int plan_up_to(std::string_view text, const CodegenOptions &opts) {
+  const auto &passes = plan_passes();
+  int done = int(passes.size());
+  bool seen = false;
   uint32_t line = 1;
   for (size_t at = 0; at < text.size(); ++line) {
     const size_t eol = std::min(text.find('\n', at), text.size());
-    const std::string_view l = text.substr(at, eol - at);
-    if (l.rfind("tt.func", 0) == 0) break;
-    if (l.rfind(prefix, 0) == 0) {
-      const std::string_view rest = l.substr(prefix.size());
-      const std::string_view pass = rest.substr(0, rest.find(' '));
-      const auto &passes = plan_passes();
-      const auto it = std::find(passes.begin(), passes.end(), pass);
-      if (it == passes.end() || it + 1 == passes.end())
-        ir::throw_parse_error(line, uint32_t(prefix.size() + 1),
-                              fmt::format("one of the plan passes before the last ({})",
-                                          fmt::join(passes.begin(), passes.end() - 1, ", ")),
-                              text, at + prefix.size(), "nothing");
-      return int(it - passes.begin()) + 1;
+    std::string_view l = text.substr(at, eol - at);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    if (l.find("tt.func") != std::string_view::npos) break;
+    // Before the function, a comment that reads like a plan's first line is one, and must be exactly what
+    // print_layouts writes.
+    std::string words;
+    for (char c : l) words += char(std::tolower(static_cast<unsigned char>(c)));
+    const size_t start = words.find_first_not_of(" \t"), slashes = words.find("//");
+    const size_t said = slashes == std::string::npos ? slashes : words.find_first_not_of(" \t", slashes + 2);
+    if (slashes != std::string::npos && (start == slashes || words.rfind("\xef\xbb\xbf", 0) == 0) &&
+        said != std::string::npos && words.compare(said, 17, "the lowering plan") == 0) {
+      const std::string_view up_to = "// the lowering plan up to ";
+      if (l.rfind(up_to, 0) == 0) {
+        const std::string_view rest = l.substr(up_to.size());
+        const auto it = std::find(passes.begin(), passes.end(), rest.substr(0, rest.find(' ')));
+        if (it == passes.end() || it + 1 == passes.end())
+          ir::throw_parse_error(line, uint32_t(up_to.size() + 1),
+                                fmt::format("one of the plan passes before the last ({})",
+                                            fmt::join(passes.begin(), passes.end() - 1, ", ")),
+                                text, at + up_to.size(), "nothing");
+        done = int(it - passes.begin()) + 1;
+      }
+      std::string expected = plan_header(opts, done);
+      expected.pop_back();  // its newline
+      if (seen || l != expected)
+        ir::throw_parse_error(
+            line, 1,
+            seen ? std::string("one plan header line")
+                : fmt::format("the plan header '{}' (a plan's first line: how far the plan has come, and the --arch, "
+                              "--num-warps and --num-stages it is compiled with)", expected),
+            text, at, "nothing");
+      seen = true;
     }
     at = eol + 1;
   }
-  return int(plan_passes().size());
+  return done;
 }
 
 LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts, int done,
@@ -440,6 +465,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   // first one marked in the text that is not is named.
   std::unordered_set<const ir::Value *> marked;
   for (const auto &[v, pos] : shared_at) marked.insert(v);
+  plan.stated_staging = true;
   stage_operands(fn, plan, /*dynamic=*/true, &marked);
   const std::unordered_set<const ir::Value *> staged = staged_operands(plan);
   const ir::Value *refused = nullptr;

@@ -2,9 +2,11 @@
 // layout (and the plan's marks) inside its type, and those texts read back into a LoweringPlan, so that the lowering
 // can start from a plan whose layouts a test or a person chose (`tilejit ir --input FILE --stage ptx`).
 //
-//   text    := (alias "=" layout ["//" comment] "\n")* function   (before the function: "#blocked0 = #blocked<...>")
+//   text    := [header "\n"] (alias "=" layout ["//" comment] "\n")* function   (aliases: "#blocked0 = #blocked<...>")
+//   header  := "// the lowering plan " ["up to " pass " "] "for " arch ", " n " warps, " n " stages" [", without wgmma"]
 //   alias   := "#" [A-Za-z0-9_]+                 (a name followed by '<' is a layout written out, not an alias)
-//   note    := (layout | alias) ["remat"] ["folded"] ["pipelined" | "staged"]       (inside a result's tensor type)
+//   note    := (layout | alias) mark*         mark := "remat" | "folded" | "pipelined" | "staged" | "shared"
+//              (inside a result's tensor type; marks in any order, each once, "pipelined" and "staged" not both)
 //   layout  := blocked | "#slice<dims=" list " of " blocked ">"
 //   blocked := "#blocked<spt=" list " tpw=" list " wpc=" list " order=" list ">"     list := "[" n ("," n)* "]"
 //
@@ -14,7 +16,9 @@
 // is written the same way. "remat": the value is recomputed in each user's layout instead of converted. "folded":
 // a transpose the dots read from its source (codegen/fold_transposes.h), never materialized. "pipelined": a load
 // its loop's software pipeline copies ahead into the stage buffers its dots read; "staged": one copied ahead and
-// read from there into registers (codegen/software_pipeline.h).
+// read from there into registers (codegen/software_pipeline.h). "shared": a loop-invariant dot operand written to
+// shared memory of its own once, before its loop (codegen/stage_operands.h). Each mark is a pass's decision: a
+// plan up to an earlier pass (the header's "up to") has none of it.
 #pragma once
 #include <string>
 #include <string_view>
@@ -58,8 +62,14 @@ TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, const CodegenOp
 TILEJIT_EXPORT LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts,
                                          int done = 4, int target = 4);
 
-/// How many plan passes a plan's text states it is after: 1 to 3 for a first line "// the lowering plan up to PASS
-/// ..." (print_layouts of a partial plan), 4 otherwise. Throws ParseError for a pass that is not a plan pass.
-TILEJIT_EXPORT int plan_up_to(std::string_view text);
+/// A plan's first line as print_layouts writes it for opts, after the first `passes` plan passes ("// the lowering
+/// plan [up to PASS ]for ARCH, W warps, S stages[, without wgmma]\n").
+TILEJIT_EXPORT std::string plan_header(const CodegenOptions &opts, int passes);
+/// How many plan passes a plan's text states it is after: 1 to 3 for a header "// the lowering plan up to PASS
+/// ..." (print_layouts of a partial plan), 4 for the complete plan's header or none (a hand-written plan). Any
+/// comment line mentioning a lowering plan is a header: at most one, before the function, and exactly
+/// plan_header(opts, passes) — the arch, warps and stages it names are the ones it is compiled with. Throws
+/// ParseError naming the line otherwise.
+TILEJIT_EXPORT int plan_up_to(std::string_view text, const CodegenOptions &opts);
 
 }  // namespace tilejit::codegen

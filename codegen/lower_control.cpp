@@ -62,9 +62,10 @@ void lower_for(Lowering &L, const ir::Op &op) {
   if (auto planned = L.plan.pipelines.find(&op); planned != L.plan.pipelines.end()) pipe = &planned->second;
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
-    if (pipe->base < L.scratch_offset)
-      L.fail(fmt::format("internal: the plan puts a loop's stage buffers at byte {} of the dynamic buffer, below the "
-                         "scratch in use (from byte {})", pipe->base, L.scratch_offset));
+    const int64_t align = L.use_wgmma ? 1024 : 128;  // as stage_operands placed them
+    if (pipe->base != (L.scratch_offset + align - 1) / align * align)
+      L.fail(fmt::format("internal: the plan puts a loop's stage buffers at byte {} of the dynamic buffer, where the "
+                         "scratch in use ends at byte {}", pipe->base, L.scratch_offset));
     if (L.notes) {
       L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes, in the dynamic buffer from byte {}",
                          pipe->stages, pipe->stage_bytes, pipe->base));

@@ -43,17 +43,18 @@ void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op) {
   if (it == L.plan.staging.end()) return;
   const LoopStaging &staging = it->second;
   for (const StagedOperand &s : staging.operands) {
-    llvm::Value *at = s.dynamic ? L.place_dynamic_staging(s.offset, s.bytes) : L.new_static_smem(s.bytes, s.align);
+    llvm::Value *at = s.dynamic ? L.place_dynamic_staging(s.offset, s.bytes, s.align) : L.new_static_smem(s.bytes, s.align);
     if (!at) L.fail("internal: the plan stages more loop-invariant operands than static shared memory holds");
     if (s.form == StagedOperand::Form::RowMajor) stage(L, L.get(s.source), s.source->type.elem, s.source->type.shape[1], at, false);
     else stage_mma_operand(L, s, at);
-    if (L.notes)
-      L.note(fmt::format("stages a loop-invariant {} operand in shared memory once, before the loop{}: {}",
+    if (L.notes)  // one note per operand, even where two read alike
+      L.note_on(L.cur_op, fmt::format("stages a loop-invariant {} operand in shared memory once, before the loop{}: {}",
                          s.form == StagedOperand::Form::RowMajor ? "dot" : s.index == 0 ? "tensor-core A" : "tensor-core B",
                          s.wgmma_rows ? " (in wgmma's row order)" : "",
                          s.dynamic ? fmt::format("{} bytes of the dynamic buffer from byte {}", s.bytes, s.offset)
-                                   : fmt::format("a static array of {} bytes", s.bytes)));
-    L.persistent_operands[s.operand] = at;
+                                   : fmt::format("a static array of {} bytes", s.bytes)),
+                /*merge=*/false);
+    L.persistent_operands[s.operand] = {at, s.form};
   }
   if (!staging.operands.empty()) L.barrier();
   for (const ir::Op *dot : staging.preload) preload_mma_fragments(L, *dot);
@@ -81,11 +82,7 @@ Tile lower_dot(Lowering &L, const ir::Op &op) {
 
   // Operands staged before an enclosing loop are read from their own arrays; the others go through the
   // shared scratch buffer (a first, then b).
-  auto persistent = [&](const ir::Value *v) -> llvm::Value * {
-    auto it = L.persistent_operands.find(v);
-    return it == L.persistent_operands.end() ? nullptr : it->second;
-  };
-  llvm::Value *a_base = a_tf32 ? nullptr : persistent(av), *b_base = b_tf32 ? nullptr : persistent(bv);
+  llvm::Value *a_base = a_tf32 ? nullptr : L.staged_for(av, false), *b_base = b_tf32 ? nullptr : L.staged_for(bv, false);
   bool stage_a = !a_base, stage_b = !b_base;
   if (stage_a || stage_b) {
     int64_t a_bytes = stage_a ? M * K * dtype_bytes(aet.dtype) : 0;

@@ -192,10 +192,7 @@ std::pair<const ir::Value *, bool> operand_source(Lowering &L, const ir::Value *
   return {v, false};
 }
 
-llvm::Value *persistent(Lowering &L, const ir::Value *v) {
-  auto it = L.persistent_operands.find(v);
-  return it == L.persistent_operands.end() ? nullptr : it->second;
-}
+llvm::Value *persistent(Lowering &L, const ir::Value *v) { return L.staged_for(v, /*tensor_core=*/true); }
 
 /// The shared staging of a load copied there by a pipelined loop (this iteration's stage), or null.
 llvm::Value *pipelined(Lowering &L, const ir::Value *v) {
@@ -312,8 +309,6 @@ std::optional<std::pair<int, int64_t>> wgmma_a_order(Lowering &L, const ir::Op &
 
 void stage_mma_operand(Lowering &L, const StagedOperand &s, llvm::Value *at) {
   stage_swizzled(L, L.get(s.source), s.source->type.elem, at, s.wgmma_rows);
-  if (s.form == StagedOperand::Form::WgmmaB) L.wgmma_smem_b.insert(s.operand);
-  if (s.form == StagedOperand::Form::WgmmaA) L.wgmma_smem_a.insert(s.operand);
 }
 
 void preload_mma_fragments(Lowering &L, const ir::Op &dot) {
@@ -363,8 +358,8 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   // wgmma, and an A staged in wgmma's row order is restaged here (or read from registers) by a dot that
   // cannot use wgmma.
   bool wg = runs_on_wgmma(L, op);
-  if (wg && persistent(L, bv) && !L.wgmma_smem_b.count(bv)) b_base = nullptr, stage_b = true;
-  if (!wg && !a_pre && L.wgmma_smem_a.count(av)) {
+  if (wg && persistent(L, bv) && !L.staged_as(bv, StagedOperand::Form::WgmmaB)) b_base = nullptr, stage_b = true;
+  if (!wg && !a_pre && L.staged_as(av, StagedOperand::Form::WgmmaA)) {
     a_base = nullptr;
     const Tile &ta = L.get(av);
     if (ta.is_scalar()) L.fail("dot operands must be tiles");
@@ -374,7 +369,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   if (!wg && L.wgmma_stage_a.count(av)) L.fail("internal: an A stage buffer in wgmma's row order read by mma.sync");
   // The accumulator: a running wgmma dot's result read only here is continued without a wait (chained) when
   // this dot reads A from shared memory too (no register of it to fence) and issues wgmmas of the same shape.
-  bool a_smem = wg && (L.wgmma_smem_a.count(av) != 0 || L.wgmma_stage_a.count(av) != 0 || a_trans);
+  bool a_smem = wg && (L.staged_as(av, StagedOperand::Form::WgmmaA) || L.wgmma_stage_a.count(av) != 0 || a_trans);
   std::optional<Tile> chained;
   if (wg && a_smem && !stage_a && L.use_count(cv) == 1) chained = L.take_pending(cv, int(b_nk ? g.N : 64));
   Tile acc = chained ? *chained : L.get_in(cv, l);

@@ -80,10 +80,11 @@ class Lowering {
   /// when nobody asked. note() records one for the op being lowered, note_on() for another.
   std::unordered_map<const ir::Op *, std::vector<std::string>> *notes = nullptr;
   void note(const std::string &text) { note_on(cur_op, text); }
-  void note_on(const ir::Op *op, const std::string &text) {
+  /// `merge`: a text equal to the op's last note is not repeated (an op lowered again, for a pipeline stage).
+  void note_on(const ir::Op *op, const std::string &text, bool merge = true) {
     if (!notes || !op) return;
     auto &v = (*notes)[op];
-    if (v.empty() || v.back() != text) v.push_back(text);
+    if (!merge || v.empty() || v.back() != text) v.push_back(text);
   }
   /// sm_90a, opts.wgmma and some dot of the kernel fits wgmma (kernel_may_use_wgmma): qualifying dots use
   /// wgmma; the dynamic shared buffer is then 1024-byte aligned (the swizzle atoms of wgmma descriptors) and
@@ -136,33 +137,43 @@ class Lowering {
                     const std::vector<int64_t> &dst_strides, bool owners_only = false);
 
   // ---- loop-invariant dot operands ----
-  /// Where the loop-invariant dot operands the plan stages before a loop (stage_operands) lie while in scope; the
-  /// dots read them from there.
-  std::unordered_map<const ir::Value *, llvm::Value *> persistent_operands;
+  /// Where the loop-invariant dot operands the plan stages before a loop (stage_operands) lie while in scope, and in
+  /// which form; the dots that read that form read them from there.
+  struct StagedAt {
+    llvm::Value *at = nullptr;
+    StagedOperand::Form form = StagedOperand::Form::Swizzled;
+  };
+  std::unordered_map<const ir::Value *, StagedAt> persistent_operands;
+  /// Where v is staged for a tensor-core dot (`tensor_core`: any form but RowMajor) or an FMA dot (RowMajor); null
+  /// when it is not staged so (a dot of the other family stages it at the dot).
+  llvm::Value *staged_for(const ir::Value *v, bool tensor_core) const {
+    auto it = persistent_operands.find(v);
+    if (it == persistent_operands.end()) return nullptr;
+    return (it->second.form != StagedOperand::Form::RowMajor) == tensor_core ? it->second.at : nullptr;
+  }
+  /// Whether v is staged before its loop in `form`.
+  bool staged_as(const ir::Value *v, StagedOperand::Form form) const {
+    auto it = persistent_operands.find(v);
+    return it != persistent_operands.end() && it->second.form == form;
+  }
   /// A new static shared array of `bytes` (`align`-byte aligned), or null past kStaticStagingBytes (with padding).
   llvm::GlobalVariable *new_static_smem(int64_t bytes, int64_t align = 16);
   /// The region of the dynamic buffer at byte `offset` (stage_operands placed a staged operand there), kept for
   /// the rest of the kernel: scratch and later stage buffers start past it.
-  llvm::Value *place_dynamic_staging(int64_t offset, int64_t bytes);
+  llvm::Value *place_dynamic_staging(int64_t offset, int64_t bytes, int64_t align);
   /// Where scratch may start once a loop ends: past the dynamic regions staged operands took.
   int64_t persistent_end() const { return persistent_end_; }
   /// false: loop-invariant operands are staged in static memory only (a kernel that did not fit a block otherwise).
   bool allow_dynamic_staging = true;
   /// Static shared memory declared so far (the staged operands' arrays, worst-case padding included).
   int64_t static_shared_bytes() const { return static_smem_bytes_; }
-  /// Loop-invariant A operands staged for wgmma's shared-memory A (rows in the order wgmma reads them,
-  /// 1024-byte aligned): the dot passes a descriptor instead of registers.
-  std::unordered_set<const ir::Value *> wgmma_smem_a;
-  /// Loop-invariant B operands staged 1024-byte aligned for a wgmma dot, which reads them by descriptor.
-  std::unordered_set<const ir::Value *> wgmma_smem_b;
   /// Pipelined loads (pipeline.h) whose stage buffers hold A in wgmma's row order: read by the wgmma itself.
   std::unordered_set<const ir::Value *> wgmma_stage_a;
   /// Loop-invariant A operands of tensor-core dots whose fragments were loaded into registers before the
   /// loop: per m16 tile mt and k16 tile kt, 4 registers (index (mt·KT + kt)·4 + i).
   std::unordered_map<const ir::Value *, std::vector<llvm::Value *>> mma_a_fragments;
-  bool is_lowered(const ir::Value *v) const { return values_.count(v) != 0; }
-  /// Forgets the operands staged (persistent_operands, wgmma_smem_a, mma_a_fragments) since `before` was
-  /// taken: staging emitted inside an if region or a loop body may not have run, so a later loop stages again.
+  /// Forgets the operands staged (persistent_operands, mma_a_fragments) since `before` was taken: staging emitted
+  /// inside an if region or a loop body may not have run, so a later loop stages again (as stage_operands plans).
   struct StagedSnapshot {
     std::unordered_set<const ir::Value *> persistent, fragments;
   };

@@ -79,8 +79,11 @@ TILEJIT_EXPORT const std::vector<std::string> &plan_passes();
 struct TILEJIT_EXPORT LoweringPlan {
   /// What the plan was made for: the lowering refuses it under other arch, num_warps, num_stages or wgmma.
   CodegenOptions opts;
-  /// How many of plan_passes() have run (the lowering needs them all).
+  /// How many of plan_passes() have run (the lowering needs them all; plan_lowering runs them all).
   int passes = 4;
+  /// The staged operands are a text's "shared" marks (read_layouts), not stage_operands' own choice: the lowering
+  /// refuses them rather than staging fewer when they do not fit (followed_plan).
+  bool stated_staging = false;
   /// Each tile value's distributed layout (assign_layouts).
   std::unordered_map<const ir::Value *, Layout> layouts;
   /// Values recomputed in each user's layout instead of converted (assign_layouts).

@@ -3,6 +3,7 @@
 #include "codegen/stage_operands.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "codegen/mma.h"
 
@@ -40,7 +41,8 @@ class Stager {
  private:
   // An if region, or a loop body, may not run: what it stages is staged again by a later loop.
   void scoped(const ir::Block &blk) {
-    const auto staged = staged_, fragments = fragments_;
+    const auto staged = staged_;
+    const auto fragments = fragments_;
     block(blk);
     staged_ = staged;
     fragments_ = fragments;
@@ -62,7 +64,7 @@ class Stager {
       if (mma) mma_dots.push_back(&dot);
       for (int i = 0; i < 2; ++i)
         if (auto s = candidate(dot, i, mma, body); s && place(*s)) {
-          staged_.insert(s->operand);
+          staged_[s->operand] = s->form;
           staging.operands.push_back(*s);
         }
     });
@@ -79,7 +81,8 @@ class Stager {
   /// Operand i of `dot` (in the loop whose body is `body`) as a staged operand, if it qualifies.
   std::optional<StagedOperand> candidate(const ir::Op &dot, int i, bool mma, const ir::Block &body) const {
     const ir::Value *v = dot.operand(i);
-    if (staged_.count(v) || (only_ && !only_->count(v)) || v->type.rank() != 2) return std::nullopt;
+    // A text marks only op results: a loop-carried tile (a region argument) is decided as the pass decides.
+    if (staged_.count(v) || (only_ && v->def && !only_->count(v)) || v->type.rank() != 2) return std::nullopt;
     StagedOperand s;
     s.operand = v;
     s.index = i;
@@ -114,8 +117,7 @@ class Stager {
 
   /// Places s in a static array, or in the dynamic buffer past the scratch in use; false when neither fits.
   bool place(StagedOperand &s) {
-    const int64_t bytes = align_up(s.bytes, 16);
-    const int64_t cost = bytes + (s.align > 16 ? s.align - 16 : 0);  // worst-case padding before an aligned array
+    const int64_t bytes = align_up(s.bytes, 16), cost = static_staging_cost(s.bytes, s.align);
     if (static_bytes_ + cost <= kStaticStagingBytes) {
       static_bytes_ += cost;
       return true;
@@ -136,7 +138,9 @@ class Stager {
   /// iteration multiplied by p instead of q (SASS: both HGMMAs read R88..R103).
   bool preloads(const ir::Op &dot) const {
     const ir::Value *a = dot.operand(0);
-    if (use_wgmma_ || !staged_.count(a) || fragments_.count(a)) return false;
+    auto staged = staged_.find(a);
+    if (use_wgmma_ || staged == staged_.end() || staged->second == StagedOperand::Form::RowMajor || fragments_.count(a))
+      return false;
     const auto l = mma_layout(dot.result()->type.shape, plan_.opts.num_warps);
     const int64_t mt = l->shape[0] / (16 * l->parent.warps_per_cta[0]), kt = a->type.shape[1] / 16;
     return mt * kt * 4 <= kMaxPreloadedRegs;
@@ -145,7 +149,8 @@ class Stager {
   LoweringPlan &plan_;
   const bool use_wgmma_, dynamic_;
   const std::unordered_set<const ir::Value *> *only_;
-  std::unordered_set<const ir::Value *> staged_, fragments_;  // in shared memory / A fragments in registers, now
+  std::unordered_map<const ir::Value *, StagedOperand::Form> staged_;  // in shared memory now, and how
+  std::unordered_set<const ir::Value *> fragments_;                     // A fragments in registers now
   int64_t scratch_ = 0;          // where scratch starts in the dynamic buffer
   int64_t persistent_end_ = 0;   // the end of the dynamic staged operands
   int64_t static_bytes_ = 0;     // static arrays so far, padding counted

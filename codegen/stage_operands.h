@@ -11,8 +11,9 @@
 //   wgmma reads in its row order (wgmma_a_order), a B that a wgmma reads by descriptor (1024-byte aligned), or
 //   the swizzled staging ldmatrix reads;
 // - for an FMA dot: it is not an f32 operand of a tf32 dot; row-major, its dtype.
-// Once staged, an operand is reused by later loops, except when it was staged inside an if region or a loop
-// body (which may not have run). An operand that fits nowhere stays in registers. After the staging (one
+// Once staged, an operand is reused by later loops' dots of the same family (tensor-core or FMA: a dot of the
+// other family stages it at the dot), except when it was staged inside an if region or a loop body (which may not
+// have run). An operand that fits nowhere stays in registers. After the staging (one
 // barrier) the A fragments of a staged A are loaded into registers once when they are few (not with wgmma).
 //
 // The dynamic buffer is laid out in the order the lowering emits: a pipeline's stage buffers start past the
@@ -35,6 +36,12 @@ inline constexpr int64_t kStaticStagingBytes = 44 * 1024;
 /// longer fit beside it (227 KB per block on sm_90, 163 KB on sm_80), and an operand in registers is cheaper
 /// than a kernel that cannot launch.
 inline constexpr int64_t kDynamicStagingBytes = 160 * 1024;
+
+/// What a static array of `bytes` (rounded up to 16) aligned to `align` takes of kStaticStagingBytes, the padding
+/// before it counted at its worst.
+inline int64_t static_staging_cost(int64_t bytes, int64_t align) {
+  return (bytes + 15) / 16 * 16 + (align > 16 ? align - 16 : 0);
+}
 
 /// Fills plan.staging and the pipelines' bases for fn (plan's layouts, folded transposes and pipelines already
 /// decided). `dynamic`: operands may go to the dynamic buffer once the static budget is spent (the lowering

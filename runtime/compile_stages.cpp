@@ -45,7 +45,7 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
   std::optional<codegen::LoweringPlan> read;
   if (!notes.aliases.empty() ||
       std::any_of(notes.types.begin(), notes.types.end(), [](const auto &n) { return !n.second.text.empty(); })) {
-    const int done = codegen::plan_up_to(tir);
+    const int done = codegen::plan_up_to(tir, opts);
     const auto first = std::find(stages.begin(), stages.end(), passes[size_t(done - 1)]);
     if (at < first)
       throw Error(fmt::format("stage '{}' comes before '{}', and this text is a plan up to that pass; ask for one of "
@@ -61,6 +61,10 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
     if (pass != passes.end()) read = codegen::plan_lowering_up_to(*fn, opts, upto);
   }
   const codegen::LoweringPlan *plan = read ? &*read : nullptr;
+  if (pass + 1 == passes.end()) {  // the whole plan, as the lowering follows it
+    const codegen::LoweringPlan followed = codegen::followed_plan(*fn, opts, plan);
+    return codegen::print_layouts(*fn, opts, {}, &followed);
+  }
   if (pass != passes.end()) return codegen::print_layouts(*fn, opts, {}, plan);
   if (stage == "ptx") return codegen::compile_to_ptx(*fn, opts, plan).ptx;
   std::string llvm_ir;

@@ -86,7 +86,8 @@ void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOp
   const std::string dir = stage_dir(optimized);
   const std::vector<std::string> &passes = codegen::plan_passes();
   for (size_t i = 0; i < passes.size(); ++i) {
-    const codegen::LoweringPlan plan = codegen::plan_lowering_up_to(optimized, opts, int(i + 1));
+    const codegen::LoweringPlan plan = i + 1 < passes.size() ? codegen::plan_lowering_up_to(optimized, opts, int(i + 1))
+                                                             : codegen::followed_plan(optimized, opts);
     write_file(dir, passes[i] + "-" + config + ".tir", codegen::print_layouts(optimized, opts, {}, &plan));
   }
   std::string llvm_ir;

@@ -2,7 +2,7 @@
 // the [BM, 16]·[16, BN] product of loop-invariant operands issued first and the q·k wgmmas continuing its
 // accumulators (a chained dot, lower_dot_mma), its result read later (a deferred wgmma wait). The first loop
 // sits inside if_(flag): its operands staged there must be staged again for the second loop when the
-// flag is 0 (Lowering::forget_staged_since). Also two kernels whose loop-invariant operand is read by a
+// flag is 0 (codegen/stage_operands.h). Also two kernels whose loop-invariant operand is read by a
 // wgmma dot and by one that cannot use wgmma. Used by the PTX checks and the GPU tests.
 #pragma once
 #include "tilejit/tilejit.h"

@@ -1,4 +1,4 @@
-// Random lowering plans for tests: any well-formed layout for each value, written as a layouts-stage text and
+// Random lowering plans for tests: any well-formed layout for each value, written as a plan's text and
 // read back (codegen/layout_text.h), so the lowering is checked against the interpreter whatever the layouts.
 #pragma once
 #include <catch2/catch.hpp>
@@ -49,7 +49,7 @@ inline codegen::Layout random_layout(const std::vector<int64_t> &shape, int num_
 
 /// plan_lowering's plan for opts with every tile value's layout replaced by a random one (but a tensor-core dot's
 /// result, which keeps the MMA layout, and a loop's carried arguments, which keep their results'), written as text
-/// and read back: what a layouts-stage text may state.
+/// and read back: what a plan's text may state.
 inline std::pair<std::unique_ptr<ir::Function>, codegen::LoweringPlan> with_random_layouts(
     const ir::Function &fn, const codegen::CodegenOptions &opts, std::mt19937 &gen) {
   codegen::LoweringPlan plan = codegen::plan_lowering(fn, opts);

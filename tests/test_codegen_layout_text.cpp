@@ -1,4 +1,4 @@
-// Layouts read from text (codegen/layout_text.h): a layouts or lowering stage read back compiles to the kernel's
+// Plans read from text (codegen/layout_text.h): a plan pass's or the lowering stage read back compiles to the kernel's
 // own PTX; layouts a text chooses are the ones the lowering uses, and kernels lowered with random layouts still
 // compute what the interpreter computes (under lli); a malformed or inconsistent layout is a ParseError naming its
 // line and column.
@@ -20,6 +20,7 @@
 #include "ir/parser.h"
 #include "random_layouts.h"
 #include "sim_lli.h"
+#include "staged_operand_kernels.h"
 #include "test_codegen_kernels.h"
 #include "tilejit/error.h"
 #include "tilejit/stages.h"
@@ -101,7 +102,7 @@ std::string layouts_text(const std::string &body) {
 
 }  // namespace
 
-TEST_CASE("a layouts or lowering stage read back compiles to the kernel's own PTX", "[codegen][layouts][parser]") {
+TEST_CASE("a plan or lowering stage read back compiles to the kernel's own PTX", "[codegen][layouts][parser]") {
   const auto kernels = tilejit::testing::dumped_stages();
   REQUIRE(kernels.size() >= 7);  // forward, decode, the backward's three, matmul, softmax
   for (const auto &[kernel, files] : kernels) {
@@ -170,7 +171,11 @@ TEST_CASE("each plan pass is a stage: run from the previous pass's text, it give
       }
       // Each pass adds its own marks only.
       CHECK(plans[0].find(" folded") == std::string::npos);
-      for (size_t i = 0; i < 2; ++i) CHECK(plans[i].find(" pipelined") == std::string::npos);
+      for (size_t i = 0; i < 2; ++i) {
+        CHECK(plans[i].find(" pipelined") == std::string::npos);
+        CHECK(plans[i].find(" staged>") == std::string::npos);
+        CHECK(plans[i].find(" staged ") == std::string::npos);
+      }
       for (size_t i = 0; i < 3; ++i) CHECK(plans[i].find(" shared") == std::string::npos);
       ++checked;
     }
@@ -351,7 +356,14 @@ TEST_CASE("a loop's software pipeline is the text's decision: the loads marked p
   // A mark where the pipeline cannot take the load: an error at the mark.
   LaunchConfig one_stage = cfg;
   one_stage.num_stages = 1;
+  std::string one_stage_text = text;
+  const std::string stages = fmt::format(" warps, {} stages\n", cfg.num_stages);
+  REQUIRE(one_stage_text.find(stages) < one_stage_text.find('\n') + 1);
+  one_stage_text.replace(one_stage_text.find(stages), stages.size(), " warps, 1 stages\n");
+  // The header names the stages asked for; asked for others, the text is refused at its first line.
   CHECK_THROWS_WITH(stage_of_text(text, "ptx", one_stage),
+                    Catch::Contains("line 1, column 1: expected the plan header '// the lowering plan for sm_90a, "));
+  CHECK_THROWS_WITH(stage_of_text(one_stage_text, "ptx", one_stage),
                     Catch::Contains("expected no 'pipelined' on this load: no loop is pipelined with 1 stages on sm_90a"));
   // On a load before the loop (the forward's Q): no loop copies it.
   std::string before_loop = text;
@@ -409,6 +421,43 @@ TEST_CASE("a loop-invariant operand's staging is the text's decision: marked sha
   std::string twice = text;
   twice.insert(mark, " shared");
   CHECK_THROWS_WITH(stage_of_text(twice, "ptx", cfg), Catch::Contains("expected each mark at most once"));
+}
+
+TEST_CASE("staged operands: a carried tile round-trips, each dot family reads its own form, a stated plan that does "
+          "not fit is refused", "[codegen][layouts][parser]") {
+  auto count = [](const std::string &s, const std::string &what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string staged_note = "operand in shared memory once, before the loop";
+  LaunchConfig sm80;
+  sm80.arch = "sm_80";
+  // An outer loop's carried tile read by an inner loop's dot: no text can mark it, and the text's plan stages it
+  // as the compiler's does.
+  const std::string carried = stage_of_text(tilejit::testing::kCarriedOperandKernel, "stage_operands", sm80);
+  CHECK(count(stage_of_text(carried, "lowering", sm80), staged_note) == 2);
+  CHECK(stage_of_text(carried, "ptx", sm80) == stage_of_text(tilejit::testing::kCarriedOperandKernel, "ptx", sm80));
+  // An operand of an FMA dot and of a tensor-core dot in one loop: staged once, row-major for the FMA dot, which the
+  // tensor-core dot (it reads the swizzled staging) does not take: it stages the operand at the dot.
+  const std::string mixed = stage_of_text(tilejit::testing::kMixedFamiliesKernel, "lowering", sm80);
+  CHECK(count(mixed, "stages a loop-invariant dot operand") == 2);  // a, and the FMA dot's b
+  const size_t mma = mixed.find("// mma.sync");
+  REQUIRE(mma != std::string::npos);
+  CHECK_THAT(mixed.substr(mma, mixed.find('\n', mma) - mma), Catch::Contains("A from shared memory staged here"));
+  // On sm_86 (99 KB a block) with 4 stages, b0 in the dynamic buffer past the stage buffers leaves no room for the
+  // scratch: the plan the lowering follows keeps it in registers, and a text that stages it anyway is refused.
+  LaunchConfig sm86 = sm80;
+  sm86.arch = "sm_86";
+  sm86.num_stages = 4;
+  const std::string fits = stage_of_text(tilejit::testing::kInvariantDotsKernel, "stage_operands", sm86);
+  REQUIRE(count(fits, " shared>") == 1);
+  std::string stated = fits;
+  const size_t b0 = stated.find("%13 = load ");
+  REQUIRE(b0 != std::string::npos);
+  stated.insert(stated.find(">\n", b0), " shared");
+  CHECK_THROWS_WITH(stage_of_text(stated, "ptx", sm86),
+                    Catch::Contains("more than a block has on sm_86") && Catch::Contains("take the 'shared' mark off"));
 }
 
 TEST_CASE("a tensor-core dot's result is written in the MMA layout, or the text is refused", "[codegen][layouts][parser]") {

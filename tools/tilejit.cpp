@@ -240,7 +240,12 @@ int run_cli(int argc, char **argv) {
 
   auto *tune = tools::add_tune_command(app);
   auto *decode = tools::add_decode_command(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    // --help and --version exit 0; a command line CLI11 refuses exits 2 (its own codes run past 100).
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   try {
     if (att->parsed() && parse_backend(a.backend) != Backend::GPU) {
       if (a.autotune)

@@ -21,7 +21,7 @@ namespace tilejit {
 /// function: which threads and registers hold which elements; values recomputed per use, "remat"),
 /// "fold_transposes" (transposes the dots read from their source, "folded"), "software_pipeline" (loads a loop's
 /// cp.async pipeline copies ahead, "pipelined", "staged"), "stage_operands" (loop-invariant dot operands written
-/// to shared memory once before their loop, "shared": the whole plan); "lowering" (the same with what the lowering
+/// to shared memory once before their loop, "shared": the whole plan, as the lowering follows it); "lowering" (the same with what the lowering
 /// decided after each op: each dot's tensor-core instruction and operand sources, each loop's cp.async pipeline
 /// and the loads it copies ahead, where each shared-memory buffer lies, where a running wgmma dot is waited for,
 /// layout conversions), "llvm" (the LLVM IR as lowered, before LLVM's optimizations) and "ptx".

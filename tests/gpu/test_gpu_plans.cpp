@@ -13,6 +13,7 @@
 #include "codegen_gpu_harness.h"
 #include "ir/parser.h"
 #include "random_layouts.h"
+#include "staged_operand_kernels.h"
 #include "runtime/codegen_options.h"
 #include "test_codegen_kernels.h"
 
@@ -165,41 +166,9 @@ TEST_CASE("plans on the GPU: loop-invariant operands staged or not as the text s
   // acc += a·b0 + a·b(i) over n iterations: a and b0 loop-invariant (32 KB each, so b0 lands in the dynamic buffer
   // past the stage buffers of b(i), which the pipeline copies ahead). Both marked "shared" as planned, then each
   // unmarked (staged at its dot in every iteration), then neither: exact inputs, bit for bit.
-  const char *kernel = R"(tt.func @invariant(%a: ptr<bf16> {align16}, %b: ptr<bf16> {align16}, %c: ptr<f32> {align16}, %n: i32) {
-  %0 = arange {start = 0, end = 128} : tensor<128xi32>
-  %1 = constant {value = 128} : tensor<128xi32>
-  %2 = mul %0, %1 : tensor<128xi32>
-  %3 = expand_dims %2 {axis = 1} : tensor<128x1xi32>
-  %4 = broadcast %3 : tensor<128x128xi32>
-  %5 = expand_dims %0 {axis = 0} : tensor<1x128xi32>
-  %6 = broadcast %5 : tensor<128x128xi32>
-  %7 = add %4, %6 : tensor<128x128xi32>
-  %8 = splat %a : tensor<128x128xptr<bf16>>
-  %9 = ptr_add %8, %7 : tensor<128x128xptr<bf16>>
-  %10 = load %9 : tensor<128x128xbf16>
-  %11 = splat %b : tensor<128x128xptr<bf16>>
-  %12 = ptr_add %11, %7 : tensor<128x128xptr<bf16>>
-  %13 = load %12 : tensor<128x128xbf16>
-  %14 = constant {value = 0} : tensor<128x128xf32>
-  %15 = constant {value = 0} : i32
-  %16 = constant {value = 1} : i32
-  %17 = for %18 = %15 to %n step %16 iter_args(%19 = %14) -> (tensor<128x128xf32>) {
-    %20 = constant {value = 16384} : i32
-    %21 = mul %18, %20 : i32
-    %22 = splat %21 : tensor<128x128xi32>
-    %23 = add %7, %22 : tensor<128x128xi32>
-    %24 = ptr_add %11, %23 : tensor<128x128xptr<bf16>>
-    %25 = load %24 : tensor<128x128xbf16>
-    %26 = dot %10, %13, %19 : tensor<128x128xf32>
-    %27 = dot %10, %25, %26 : tensor<128x128xf32>
-    yield %27
-  }
-  %28 = splat %c : tensor<128x128xptr<f32>>
-  %29 = ptr_add %28, %7 : tensor<128x128xptr<f32>>
-  store %29, %17 : tensor<128x128xf32>
-})";
+
   const codegen::CodegenOptions opts = device_options(4, 2);
-  const std::string text = codegen::print_layouts(*ir::parse(kernel), opts);
+  const std::string text = codegen::print_layouts(*ir::parse(tilejit::testing::kInvariantDotsKernel), opts);
   const size_t first = text.find(" shared>"), second = text.find(" shared>", first + 1);
   REQUIRE(second != std::string::npos);
   const std::vector<std::string> variants{text, std::string(text).erase(first, 7), std::string(text).erase(second, 7),
@@ -211,6 +180,12 @@ TEST_CASE("plans on the GPU: loop-invariant operands staged or not as the text s
     ir::TypeNotes notes;
     auto read = ir::parse(variant, &notes);
     const codegen::LoweringPlan plan = codegen::read_layouts(*read, notes, opts);
+    // Each variant lowers as it says: 2, 1, 1 and 0 operands staged before the loop.
+    const std::string lowering = codegen::print_lowering(*read, opts, nullptr, &plan);
+    size_t staged = 0;
+    for (size_t at = 0; (at = lowering.find("operand in shared memory once, before the loop", at)) != std::string::npos; ++at)
+      ++staged;
+    CHECK(staged == (runs == 0 ? 2u : runs == 3 ? 0u : 1u));
     std::vector<Arg> args = matmul_inputs(128, 128, 128 * n, DType::bf16, uint32_t(41 + runs));
     // a: the first 128x128 elements of its buffer; b: n blocks of 128x128.
     args.push_back(int_arg(n));
@@ -220,4 +195,19 @@ TEST_CASE("plans on the GPU: loop-invariant operands staged or not as the text s
     ++runs;
   }
   REQUIRE(runs == 4);
+}
+
+TEST_CASE("plans on the GPU: an operand staged for an FMA dot is staged again by a tensor-core dot that reads it",
+          "[gpu][codegen][layouts]") {
+  // One bf16 [64, 64] operand read in a loop by an FMA dot (row-major staging) and by a tensor-core dot (swizzled
+  // staging): exact inputs, bit for bit against the interpreter.
+  auto fn = ir::parse(tilejit::testing::kMixedFamiliesKernel);
+  const int64_t n = 3;
+  std::vector<Arg> args;
+  args.push_back(sixty_fourths(random_floats(64 * 64, -1, 1, 71), DType::bf16));
+  args.push_back(buffer_arg(random_floats(4096 + 64 * 64, -1, 1, 72)));
+  args.push_back(int_arg(n));
+  run_both(*fn, Grid{1, 1}, args, 4, 1);
+  auto [cpu, gpu] = outputs<float>(args[1]);
+  require_close(cpu, gpu, 0, 0, "FMA and tensor-core dots of one staged operand", /*unwritten_ok=*/true);
 }
