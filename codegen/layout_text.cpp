@@ -476,11 +476,8 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   }
   if (refused)
     LayoutReader(notes.types.at(refused), refused->type, opts.num_warps, foldable.folded, notes.aliases)
-        .fail_at(shared_at.at(refused),
-                 "no 'shared' on this value: a value staged in shared memory before a loop is a rank-2 operand of a "
-                 "dot in the loop, computed before it (not a pipelined load, not a folded transpose but as a "
-                 "tensor-core dot's b, not an A already in MMA registers without wgmma, not an f32 operand of a "
-                 "tf32 dot), and it must fit in shared memory (codegen/stage_operands.h)");
+        .fail_at(shared_at.at(refused), fmt::format("no 'shared' on this value: {} (codegen/stage_operands.h)",
+                                                    why_not_staged(fn, plan, refused)));
   return plan;
 }
 

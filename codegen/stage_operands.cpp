@@ -2,7 +2,10 @@
 // what the lowering will have in shared memory at each point.
 #include "codegen/stage_operands.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <string>
 #include <unordered_map>
 
 #include "codegen/mma.h"
@@ -66,6 +69,9 @@ class Stager {
         if (auto s = candidate(dot, i, mma, body); s && place(*s)) {
           staged_[s->operand] = s->form;
           staging.operands.push_back(*s);
+        } else if (s && s->operand == explain_ && why_.empty()) {
+          why_ = fmt::format("it does not fit in shared memory ({} bytes past {} of static arrays, or in the dynamic "
+                             "buffer up to byte {})", s->bytes, kStaticStagingBytes, kDynamicStagingBytes);
         }
     });
     for (const ir::Op *dot : mma_dots)
@@ -79,24 +85,32 @@ class Stager {
   }
 
   /// Operand i of `dot` (in the loop whose body is `body`) as a staged operand, if it qualifies.
-  std::optional<StagedOperand> candidate(const ir::Op &dot, int i, bool mma, const ir::Block &body) const {
+  std::optional<StagedOperand> candidate(const ir::Op &dot, int i, bool mma, const ir::Block &body) {
     const ir::Value *v = dot.operand(i);
     // A text marks only op results: a loop-carried tile (a region argument) is decided as the pass decides.
     if (staged_.count(v) || (only_ && v->def && !only_->count(v)) || v->type.rank() != 2) return std::nullopt;
+    auto refuse = [&](const char *why) -> std::optional<StagedOperand> {
+      if (v == explain_ && why_.empty()) why_ = why;
+      return std::nullopt;
+    };
     StagedOperand s;
     s.operand = v;
     s.index = i;
     s.source = mma && i == 1 && plan_.folded.count(v) ? v->def->operand(0) : v;
-    if (defined_inside(s.source, body) || !computed(s.source)) return std::nullopt;
+    if (defined_inside(s.source, body)) return std::nullopt;  // not loop-invariant here; maybe in an inner loop
+    if (plan_.folded.count(s.source)) return refuse("a folded transpose is staged only as a tensor-core dot's b");
+    if (!computed(s.source)) return refuse("it is a load another loop's pipeline copies into its stage buffers");
     if (!mma) {
-      if (dot.attrs.flag && v->type.dtype() == DType::f32) return std::nullopt;  // tf32: rounded at the dot
+      if (dot.attrs.flag && v->type.dtype() == DType::f32)  // tf32: rounded at the dot
+        return refuse("it is an f32 operand of a tf32 dot, rounded at the dot");
       s.form = StagedOperand::Form::RowMajor;
       s.bytes = v->type.numel() * dtype_bytes(v->type.dtype());
       return s;
     }
     const int num_warps = plan_.opts.num_warps;
     // An A already in MMA registers is used in place, except with wgmma (codegen/lower_dot_mma.cpp).
-    if (i == 0 && a_in_mma_registers(plan_.of(s.source), num_warps) && !use_wgmma_) return std::nullopt;
+    if (i == 0 && a_in_mma_registers(plan_.of(s.source), num_warps) && !use_wgmma_)
+      return refuse("it is an A already in the MMA layout, which mma.sync reads from registers");
     s.bytes = s.source->type.numel() * 2;
     if (i == 0 && (s.wgmma_rows = wgmma_a_order(dot, use_wgmma_, num_warps, plan_.folded))) {
       s.form = StagedOperand::Form::WgmmaA;
@@ -146,6 +160,13 @@ class Stager {
     return mt * kt * 4 <= kMaxPreloadedRegs;
   }
 
+ public:
+  /// Why `explain_` (set before the walk) was not staged: the first refusal of a loop's dot that reads it, empty
+  /// when none did (no dot in a loop it is computed before reads it).
+  const ir::Value *explain_ = nullptr;
+  std::string why_;
+
+ private:
   LoweringPlan &plan_;
   const bool use_wgmma_, dynamic_;
   const std::unordered_set<const ir::Value *> *only_;
@@ -162,6 +183,17 @@ void stage_operands(const ir::Function &fn, LoweringPlan &plan, bool dynamic,
                     const std::unordered_set<const ir::Value *> *only) {
   plan.staging.clear();
   Stager(plan, kernel_uses_wgmma(fn, plan.opts), dynamic, only).block(*fn.body);
+}
+
+std::string why_not_staged(const ir::Function &fn, const LoweringPlan &plan, const ir::Value *v) {
+  LoweringPlan copy = plan;
+  const std::unordered_set<const ir::Value *> only{v};
+  Stager stager(copy, kernel_uses_wgmma(fn, plan.opts), true, &only);
+  stager.explain_ = v;
+  stager.block(*fn.body);
+  if (!stager.why_.empty()) return stager.why_;
+  if (v->type.rank() != 2) return "only a rank-2 tile is a dot operand";
+  return "no dot in a loop it is computed before reads it";
 }
 
 std::unordered_set<const ir::Value *> staged_operands(const LoweringPlan &plan) {

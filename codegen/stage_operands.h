@@ -22,6 +22,7 @@
 // and is sized by the lowering. Pure; no LLVM.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <unordered_set>
 
 #include "codegen/lowering_plan.h"
@@ -49,6 +50,9 @@ inline int64_t static_staging_cost(int64_t bytes, int64_t align) {
 /// in it are staged (a text's "shared" marks; the caller checks that each was).
 void stage_operands(const ir::Function &fn, LoweringPlan &plan, bool dynamic = true,
                     const std::unordered_set<const ir::Value *> *only = nullptr);
+
+/// Why stage_operands does not stage v with plan's other decisions (the reason a "shared" mark is refused).
+std::string why_not_staged(const ir::Function &fn, const LoweringPlan &plan, const ir::Value *v);
 
 /// The operands some loop of plan stages (a plan's "shared" marks).
 std::unordered_set<const ir::Value *> staged_operands(const LoweringPlan &plan);
