@@ -8,6 +8,7 @@
 #include "kernels/flex/flex_internal.h"
 #include "kernels/launch_options.h"
 #include "kernels/paged/paged_cache.h"
+#include "kernels/strided_extent.h"
 #include "runtime/runtime.h"
 #include "tilejit/error.h"
 #include "kernels/log2_units.h"
@@ -107,13 +108,13 @@ Plan plan(const FlexShape &s, const FlexOptions &opt, const char *op) {
                              st.batch, st.head, st.seq));
     if (seq <= 0 || heads <= 0 || (!p.varlen && s.batch <= 0)) return int64_t(-1);  // no rows: nothing addressed
     const int64_t b = p.varlen ? 0 : s.batch - 1;
-    // Exact (128-bit) so that strides whose extent passes 2^62 elements are rejected, not wrapped.
-    const __int128 last = __int128(b) * st.batch + __int128(heads - 1) * st.head + __int128(seq - 1) * st.seq + d - 1;
-    if (last >= (__int128(1) << 62))
+    const std::optional<int64_t> last =
+        kernels::last_offset({{b + 1, st.batch}, {heads, st.head}, {seq, st.seq}, {d, 1}});
+    if (!last)
       throw fail(fmt::format("tensor '{}': strides (batch {}, head {}, seq {}) over {} × {} × {} rows address more "
                              "than 2^62 elements",
                              name, st.batch, st.head, st.seq, b + 1, heads, seq));
-    return int64_t(last);
+    return *last;
   };
   p.last_q = last(p.q, s.heads_q, rows_q, Dq, "q");
   if (!p.paged) {

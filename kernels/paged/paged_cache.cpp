@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/strided_extent.h"
 #include "tilejit/error.h"
 
 namespace tilejit::attention::paged {
@@ -85,13 +86,13 @@ CacheLayout cache_layout(const PagedKVCache &c, const char *op) {
                              o->dim.name, o->dim.stride, tensor, int64_t(o->reach) + 1, page, token, head, d,
                              c.num_pages, c.page_size, c.heads_kv));
     if (c.num_pages == 0) return;
-    __int128 end = __int128(c.num_pages - 1) * page + __int128(c.page_size - 1) * token +
-                   __int128(c.heads_kv - 1) * head + d;
-    if (end > (__int128(1) << 62))
+    const std::optional<int64_t> end =
+        kernels::last_offset({{c.num_pages, page}, {c.page_size, token}, {c.heads_kv, head}, {d, 1}});
+    if (!end)
       throw fail(fmt::format("the {} pages would span more than 2^62 elements (page_stride {}, token_stride {}, "
                              "head_stride {}; num_pages {}, page_size {}, heads_kv {})",
                              tensor, page, token, head, c.num_pages, c.page_size, c.heads_kv));
-    last = int64_t(end) - 1;
+    last = *end;
   };
   fill(l.head_dim, l.page_stride, l.token_stride, l.head_stride, l.last_k, "K");
   fill(l.head_dim_v, l.v_page_stride, l.v_token_stride, l.v_head_stride, l.last_v, "V");
