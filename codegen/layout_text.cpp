@@ -37,8 +37,10 @@ std::string layout_text(const Layout &l) {
 std::string plan_header(const CodegenOptions &opts, int passes) {
   const std::string up_to =
       passes < int(plan_passes().size()) ? fmt::format("up to {} ", plan_passes()[size_t(passes - 1)]) : "";
-  return fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}\n", up_to, opts.arch, opts.num_warps,
-                     opts.num_stages, opts.wgmma ? "" : ", without wgmma");
+  return fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}{}\n", up_to, opts.arch, opts.num_warps,
+                     opts.num_stages,
+                     opts.min_ctas_per_sm > 0 ? fmt::format(", at least {} programs per SM", opts.min_ctas_per_sm) : "",
+                     opts.wgmma ? "" : ", without wgmma");
 }
 
 std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, const ir::OpAnnotator &comment,
@@ -367,13 +369,11 @@ int plan_up_to(std::string_view text, const CodegenOptions &opts) {
       }
       std::string expected = plan_header(opts, done);
       expected.pop_back();  // its newline
-      if (seen || l != expected)
-        ir::throw_parse_error(
-            line, 1,
-            seen ? std::string("one plan header line")
-                : fmt::format("the plan header '{}' (a plan's first line: how far the plan has come, and the --arch, "
-                              "--num-warps and --num-stages it is compiled with)", expected),
-            text, at, "nothing");
+      if (seen) ir::throw_parse_error(line, 1, "one plan header line", text, at, "nothing");
+      if (l != expected)  // the whole line: what differs may be at its end
+        throw ParseError(fmt::format("parse: line {}, column 1: expected the plan header '{}' (a plan's first line: "
+                                     "how far the plan has come, and the --arch, --num-warps, --num-stages and "
+                                     "--min-ctas it is compiled with), found '{}'", line, expected, l));
       seen = true;
     }
     at = eol + 1;

@@ -3,7 +3,8 @@
 // can start from a plan whose layouts a test or a person chose (`tilejit ir --input FILE --stage ptx`).
 //
 //   text    := [header "\n"] (alias "=" layout ["//" comment] "\n")* function   (aliases: "#blocked0 = #blocked<...>")
-//   header  := "// the lowering plan " ["up to " pass " "] "for " arch ", " n " warps, " n " stages" [", without wgmma"]
+//   header  := "// the lowering plan " ["up to " pass " "] "for " arch ", " n " warps, " n " stages"
+//              [", at least " n " programs per SM"] [", without wgmma"]
 //   alias   := "#" [A-Za-z0-9_]+                 (a name followed by '<' is a layout written out, not an alias)
 //   note    := (layout | alias) mark*         mark := "remat" | "folded" | "pipelined" | "staged" | "shared"
 //              (inside a result's tensor type; marks in any order, each once, "pipelined" and "staged" not both)
@@ -63,7 +64,7 @@ TILEJIT_EXPORT LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeN
                                          int done = 4, int target = 4);
 
 /// A plan's first line as print_layouts writes it for opts, after the first `passes` plan passes ("// the lowering
-/// plan [up to PASS ]for ARCH, W warps, S stages[, without wgmma]\n").
+/// plan [up to PASS ]for ARCH, W warps, S stages[, at least C programs per SM][, without wgmma]\n").
 TILEJIT_EXPORT std::string plan_header(const CodegenOptions &opts, int passes);
 /// How many plan passes a plan's text states it is after: 1 to 3 for a header "// the lowering plan up to PASS
 /// ..." (print_layouts of a partial plan), 4 for the complete plan's header or none (a hand-written plan). Any
