@@ -548,7 +548,7 @@ Lowered lower(const ir::Function &fn, const CodegenOptions &opts, const Lowering
     out.shared_bytes = l.shared_bytes();
     out.static_shared_bytes = l.static_shared_bytes();
     out.dynamic_persistent = l.persistent_end() > 0;
-    out.plan = l.plan;
+    out.plan = std::move(l.plan);  // the lowering is done with it
     verify_or_throw(*out.mod, fn.name);
     return out;
   };
@@ -586,14 +586,16 @@ TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOpt
 }
 
 TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts, std::string *llvm_ir,
-                                          const LoweringPlan *plan) {
+                                          const LoweringPlan *plan, LoweringPlan *followed) {
   Notes notes;
   Lowered m = lower(fn, opts, plan, &notes);
   if (llvm_ir) *llvm_ir = module_text(*m.mod);
-  return print_layouts(fn, opts, [&](const ir::Op *op) {
+  std::string text = print_layouts(fn, opts, [&](const ir::Op *op) {
     auto it = notes.find(op);
     return it == notes.end() ? std::string() : fmt::format("{}", fmt::join(it->second, "; "));
   }, &m.plan);
+  if (followed) *followed = std::move(m.plan);
+  return text;
 }
 
 TILEJIT_EXPORT LoweringPlan followed_plan(const ir::Function &fn, const CodegenOptions &opts, const LoweringPlan *plan) {

@@ -50,9 +50,10 @@ TILEJIT_EXPORT std::string emit_llvm_ir(const ir::Function &fn, const CodegenOpt
 /// for opts decided: tensor-core instruction and operand sources of each dot, the cp.async software pipeline of
 /// each loop and the loads it stages, where a dot's deferred wgmma wait lands, layout conversions. The
 /// "lowering" compile stage; throws as compile_to_ptx does. `llvm_ir`, when given, receives what emit_llvm_ir
-/// returns, from the same lowering.
+/// returns, and `followed` what followed_plan returns, from the same lowering.
 TILEJIT_EXPORT std::string print_lowering(const ir::Function &fn, const CodegenOptions &opts,
-                                          std::string *llvm_ir = nullptr, const LoweringPlan *plan = nullptr);
+                                          std::string *llvm_ir = nullptr, const LoweringPlan *plan = nullptr,
+                                          LoweringPlan *followed = nullptr);
 /// The plan the lowering of fn for opts follows: `plan` (or plan_lowering's), unless the loop-invariant operands it
 /// stages in the dynamic buffer leave the kernel more shared memory than a block has once the lowering has sized
 /// its scratch: those then stay in registers (stage_operands without the dynamic buffer). What the last plan

@@ -84,6 +84,14 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
 
 namespace {
 
+// The marks a plan's types may carry, each with the plan pass that decides it.
+struct Mark {
+  std::string_view name, pass;
+};
+constexpr Mark kMarks[] = {{"remat", "assign_layouts"},       {"folded", "fold_transposes"},
+                           {"pipelined", "software_pipeline"}, {"staged", "software_pipeline"},
+                           {"shared", "stage_operands"}};
+
 // Parent dims a layout may have: tiles of the DSL have a few dims; slices and expansions add one each.
 constexpr size_t kMaxParentDims = 16;
 
@@ -145,16 +153,18 @@ class LayoutReader {
       size_t end = pos_;
       while (end < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '_')) ++end;
       const std::string_view mark = s_.substr(pos_, end - pos_);
-      if (mark != "remat" && mark != "folded" && mark != "pipelined" && mark != "staged" && mark != "shared") break;
+      const auto decided =
+          std::find_if(std::begin(kMarks), std::end(kMarks), [&](const Mark &m) { return m.name == mark; });
+      if (decided == std::end(kMarks)) break;
       if (!seen.insert(mark).second) fail(fmt::format("each mark at most once, not a second '{}'", mark));
       if ((mark == "pipelined" && seen.count("staged")) || (mark == "staged" && seen.count("pipelined")))
         fail(fmt::format("a load 'pipelined' or 'staged', not both, not '{}' as well", mark));
       pos_ = end;
-      // The pass that decides it (plan_passes()'s order): a plan up to an earlier one has no such mark.
-      const int pass = mark == "remat" ? 0 : mark == "folded" ? 1 : mark == "shared" ? 3 : 2;
-      if (pass >= done)
-        fail_at(at, fmt::format("no '{}' in a plan up to {} ({} has not run)", mark,
-                                plan_passes()[size_t(done - 1)], plan_passes()[size_t(pass)]));
+      // A plan up to a pass before the one that decides the mark has no such mark.
+      const auto &passes = plan_passes();
+      if (std::find(passes.begin(), passes.begin() + done, decided->pass) == passes.begin() + done)
+        fail_at(at, fmt::format("no '{}' in a plan up to {} ({} has not run)", mark, passes[size_t(done - 1)],
+                                decided->pass));
       if (mark == "remat") {
         remat = true;
         if (!can_rematerialize(kind))

@@ -62,7 +62,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   if (auto planned = L.plan.pipelines.find(&op); planned != L.plan.pipelines.end()) pipe = &planned->second;
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
-    const int64_t align = L.use_wgmma ? 1024 : 128;  // as stage_operands placed them
+    const int64_t align = stage_buffer_align(L.use_wgmma);  // as stage_operands placed them
     if (pipe->base != (L.scratch_offset + align - 1) / align * align)
       L.fail(fmt::format("internal: the plan puts a loop's stage buffers at byte {} of the dynamic buffer, where the "
                          "scratch in use ends at byte {}", pipe->base, L.scratch_offset));

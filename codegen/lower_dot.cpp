@@ -43,18 +43,21 @@ void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op) {
   if (it == L.plan.staging.end()) return;
   const LoopStaging &staging = it->second;
   for (const StagedOperand &s : staging.operands) {
-    llvm::Value *at = s.dynamic ? L.place_dynamic_staging(s.offset, s.bytes, s.align) : L.new_static_smem(s.bytes, s.align);
+    llvm::Value *at =
+        s.dynamic ? L.place_dynamic_staging(s.offset, s.bytes, s.align) : L.new_static_smem(s.bytes, s.align);
     if (!at) L.fail("internal: the plan stages more loop-invariant operands than static shared memory holds");
-    if (s.form == StagedOperand::Form::RowMajor) stage(L, L.get(s.source), s.source->type.elem, s.source->type.shape[1], at, false);
+    const bool row_major = s.form == StagedOperand::Form::RowMajor;
+    if (row_major) stage(L, L.get(s.source), s.source->type.elem, s.source->type.shape[1], at, false);
     else stage_mma_operand(L, s, at);
-    if (L.notes)  // one note per operand, even where two read alike
-      L.note_on(L.cur_op, fmt::format("stages a loop-invariant {} operand in shared memory once, before the loop{}: {}",
-                         s.form == StagedOperand::Form::RowMajor ? "dot" : s.index == 0 ? "tensor-core A" : "tensor-core B",
-                         s.wgmma_rows ? " (in wgmma's row order)" : "",
-                         s.dynamic ? fmt::format("{} bytes of the dynamic buffer from byte {}", s.bytes, s.offset)
-                                   : fmt::format("a static array of {} bytes", s.bytes)),
-                /*merge=*/false);
     L.persistent_operands[s.operand] = {at, s.form};
+    if (!L.notes) continue;
+    const std::string where = s.dynamic ? fmt::format("{} bytes of the dynamic buffer from byte {}", s.bytes, s.offset)
+                                        : fmt::format("a static array of {} bytes", s.bytes);
+    L.note_on(L.cur_op,
+              fmt::format("stages a loop-invariant {} operand in shared memory once, before the loop{}: {}",
+                          row_major ? "dot" : s.index == 0 ? "tensor-core A" : "tensor-core B",
+                          s.wgmma_rows ? " (in wgmma's row order)" : "", where),
+              /*merge=*/false);  // one note per operand, even where two read alike
   }
   if (!staging.operands.empty()) L.barrier();
   for (const ir::Op *dot : staging.preload) preload_mma_fragments(L, *dot);

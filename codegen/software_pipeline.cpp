@@ -117,7 +117,7 @@ std::optional<LoopPipeline> plan_loop(const Context &C, const ir::Op &for_op) {
 
   LoopPipeline p;
   p.stages = C.opts.num_stages;
-  const int64_t align = C.use_wgmma ? 1024 : 128;  // wgmma descriptors need 1024-byte aligned swizzle atoms
+  const int64_t align = stage_buffer_align(C.use_wgmma);
   std::vector<const ir::Op *> slice_ops;
   std::unordered_map<const ir::Op *, bool> in_slice;
   // Collects the body ops `v` depends on; false when v depends on anything but the induction variable,

@@ -30,6 +30,10 @@ namespace tilejit::codegen {
 /// 16 bytes of 16-bit elements: what one cp.async copies.
 inline constexpr int64_t kChunkElems = 8;
 
+/// The alignment of a pipeline's stage buffers and of each load's buffer in a stage: 1024 bytes in a kernel that
+/// uses wgmma (its descriptors read 1024-byte aligned swizzle atoms), else 128.
+inline int64_t stage_buffer_align(bool use_wgmma) { return use_wgmma ? 1024 : 128; }
+
 /// The loads a text marks for loops' pipelines: true for "staged" (to registers), false for "pipelined" (read by
 /// dots from the stage buffer).
 using PipelineMarks = std::unordered_map<const ir::Op *, bool>;

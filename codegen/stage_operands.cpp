@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "codegen/mma.h"
+#include "codegen/software_pipeline.h"
 
 namespace tilejit::codegen {
 namespace {
@@ -56,7 +57,7 @@ class Stager {
     const int64_t saved = scratch_;
     auto pipe = plan_.pipelines.find(&for_op);
     if (pipe != plan_.pipelines.end()) {
-      pipe->second.base = align_up(scratch_, use_wgmma_ ? 1024 : 128);
+      pipe->second.base = align_up(scratch_, stage_buffer_align(use_wgmma_));
       scratch_ = pipe->second.end();  // the prologue's copies are in flight while the operands are staged
     }
     LoopStaging staging;

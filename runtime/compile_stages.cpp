@@ -61,7 +61,7 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
     if (pass != passes.end()) read = codegen::plan_lowering_up_to(*fn, opts, upto);
   }
   const codegen::LoweringPlan *plan = read ? &*read : nullptr;
-  if (pass + 1 == passes.end()) {  // the whole plan, as the lowering follows it
+  if (pass != passes.end() && pass + 1 == passes.end()) {  // the whole plan, as the lowering follows it
     const codegen::LoweringPlan followed = codegen::followed_plan(*fn, opts, plan);
     return codegen::print_layouts(*fn, opts, {}, &followed);
   }

@@ -84,14 +84,17 @@ void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOp
   const std::string config = fmt::format("{}-w{}-s{}-c{}{}", opts.arch, opts.num_warps, opts.num_stages,
                                          opts.min_ctas_per_sm, opts.wgmma ? "" : "-nowgmma");
   const std::string dir = stage_dir(optimized);
+  // One lowering gives the lowering stage, the LLVM IR and the whole plan as it was followed (the last pass's stage).
+  std::string llvm_ir;
+  codegen::LoweringPlan followed;
+  const std::string lowering = codegen::print_lowering(optimized, opts, &llvm_ir, nullptr, &followed);
   const std::vector<std::string> &passes = codegen::plan_passes();
   for (size_t i = 0; i < passes.size(); ++i) {
-    const codegen::LoweringPlan plan = i + 1 < passes.size() ? codegen::plan_lowering_up_to(optimized, opts, int(i + 1))
-                                                             : codegen::followed_plan(optimized, opts);
+    const codegen::LoweringPlan plan =
+        i + 1 < passes.size() ? codegen::plan_lowering_up_to(optimized, opts, int(i + 1)) : std::move(followed);
     write_file(dir, passes[i] + "-" + config + ".tir", codegen::print_layouts(optimized, opts, {}, &plan));
   }
-  std::string llvm_ir;
-  write_file(dir, "lowering-" + config + ".tir", codegen::print_lowering(optimized, opts, &llvm_ir));
+  write_file(dir, "lowering-" + config + ".tir", lowering);
   write_file(dir, "llvm-" + config + ".ll", llvm_ir);
   write_file(dir, "ptx-" + config + ".ptx", ptx);
 }
