@@ -200,9 +200,23 @@ llvm::Value *pipelined(Lowering &L, const ir::Value *v) {
   return it == L.smem_operands.end() ? nullptr : it->second;
 }
 
+/// The N of the wgmma instructions of a dot with a [*, N] result: all N columns for a K-major B. For an N-major B
+/// (stored as 64-column panels) with A in shared memory (a_smem), as many whole panels as one instruction takes
+/// (N ≤ 256), the widest that divides N: each instruction reads its A from shared memory again, and at one
+/// instruction per panel A's reads and B's together reach shared memory's bandwidth (128 bytes a clock per SM)
+/// before the tensor cores are busy. With A in registers there is nothing to re-read: one instruction per panel,
+/// which keeps fewer accumulators tied to one asm statement (ptxas then needs fewer registers).
+int64_t wgmma_instr_n(int64_t N, bool b_nk, bool a_smem) {
+  if (b_nk) return N;
+  if (!a_smem) return 64;
+  if (N <= 256) return N;
+  return N % 256 == 0 ? 256 : N % 128 == 0 ? 128 : 64;
+}
+
 /// acc (MMA layout registers) += a · b on wgmma. Each warpgroup issues, per k16 tile and m16 tile of its warps,
-/// one m64nNk16 (K-major B, all N columns) or one m64n64k16 per 64-column panel (N-major B: with one panel per
-/// instruction only the stride between 8-row groups along K is used, 1024 bytes). All A fragments and the
+/// one m64nNk16 (K-major B, all N columns) or one per wgmma_instr_n columns (N-major B: the MN-major canonical
+/// layout of PTX ISA 9.7.15.5.1 with 128-byte swizzle, its 64-column panels LBO bytes apart and its 8-row groups
+/// along K SBO = 1024 bytes apart). All A fragments and the
 /// accumulators are pinned in their registers before the fence (pin_registers), the accumulators again after
 /// the wait.
 std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector<llvm::Value *> c, bool c_zero,
@@ -248,15 +262,17 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
   }
   for (int64_t kt = 0; kt < g.KT; ++kt)
     for (int64_t mt = 0; mt < g.MT; ++mt) {
-      int64_t panels = b_nk ? 1 : g.N / 64, n = b_nk ? g.N : 64;
-      for (int64_t p = 0; p < panels; ++p) {
+      const int64_t n = wgmma_instr_n(g.N, b_nk, a_smem), panel_bytes = g.K * 128;
+      for (int64_t p = 0; p < g.N / n; ++p) {
         // Byte offset of this instruction's B: K-major [N, K] in panels of 64 k (128-byte rows), the k16 slice
-        // 32 bytes into the row; N-major [K, N] in panels of 64 n, the k16 slice 16 rows down.
-        int64_t off = b_nk ? (kt / 4) * g.N * 128 + (kt % 4) * 32 : p * g.K * 128 + kt * 16 * 128;
+        // 32 bytes into the row; N-major [K, N] in panels of 64 n, instruction p's first panel, the k16 slice 16
+        // rows down. The panel stride (LBO) is read only by an instruction spanning several panels (K-major:
+        // never); the unread field is written as it always was.
+        int64_t off = b_nk ? (kt / 4) * g.N * 128 + (kt % 4) * 32 : p * (n / 64) * panel_bytes + kt * 16 * 128;
         llvm::Value *desc = wgmma_descriptor(L, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), b_base, uint64_t(off)),
-                                             /*lbo=*/b_nk ? 16 : 1024, /*sbo=*/1024);
+                                             /*lbo=*/b_nk ? 16 : n > 64 ? panel_bytes : 1024, /*sbo=*/1024);
         std::vector<llvm::Value *> sub;
-        for (int64_t q = 0; q < n / 2; ++q) sub.push_back(c[acc_reg(mt, p * 8 + q / 4, int(q % 4))]);
+        for (int64_t q = 0; q < n / 2; ++q) sub.push_back(c[acc_reg(mt, p * (n / 8) + q / 4, int(q % 4))]);
         if (a_smem) {
           // K-major A: panels of 64 k (M rows of 128 bytes each), slab mt, the k16 slice 32 bytes into the row.
           // M-major A (a_trans): slab mt's panel, the k16 slice 16 rows down, as an N-major B.
@@ -271,13 +287,13 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
           sub = wgmma_rs(L, int(n), bf16, af[size_t(kt)][size_t(mt)], desc, /*trans_b=*/!b_nk, sub,
                          /*accumulate=*/kt > 0 || !c_zero);
         }
-        for (int64_t q = 0; q < n / 2; ++q) c[acc_reg(mt, p * 8 + q / 4, int(q % 4))] = sub[size_t(q)];
+        for (int64_t q = 0; q < n / 2; ++q) c[acc_reg(mt, p * (n / 8) + q / 4, int(q % 4))] = sub[size_t(q)];
       }
     }
   if (defer) {
     wgmma_commit(L);
     L.dot_left_pending = true;
-    L.dot_pending_n = int(b_nk ? g.N : 64);
+    L.dot_pending_n = int(wgmma_instr_n(g.N, b_nk, a_smem));
   } else {
     wgmma_commit_and_wait(L, c);
   }
@@ -371,7 +387,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   // this dot reads A from shared memory too (no register of it to fence) and issues wgmmas of the same shape.
   bool a_smem = wg && (L.staged_as(av, StagedOperand::Form::WgmmaA) || L.wgmma_stage_a.count(av) != 0 || a_trans);
   std::optional<Tile> chained;
-  if (wg && a_smem && !stage_a && L.use_count(cv) == 1) chained = L.take_pending(cv, int(b_nk ? g.N : 64));
+  if (wg && a_smem && !stage_a && L.use_count(cv) == 1) chained = L.take_pending(cv, int(wgmma_instr_n(g.N, b_nk, a_smem)));
   Tile acc = chained ? *chained : L.get_in(cv, l);
   if (!acc.layout || !(*acc.layout == l)) L.fail("internal: a chained wgmma accumulator is not in the MMA layout");
   if (L.notes) {
@@ -389,7 +405,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     if (a_trans) a += ", transposed";
     const std::string bs = from(bsrc, stage_b) + (b_nk ? "" : ", N-major") + (wg ? "" : ", read with ldmatrix");
     if (wg)
-      L.note(fmt::format("wgmma m64n{}k16 (A from {}; B from {}); {}{}", b_nk ? g.N : 64, a, bs,
+      L.note(fmt::format("wgmma m64n{}k16 (A from {}; B from {}); {}{}", wgmma_instr_n(g.N, b_nk, a_smem), a, bs,
                          !stage_a && !stage_b ? "left running: waited at its result's first use, at the iteration's "
                                                 "end, or not at all when the next dot continues it"
                                               : "waited at once (its operands sit in the scratch space)",

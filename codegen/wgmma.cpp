@@ -46,6 +46,9 @@ llvm::Value *wgmma_descriptor(Lowering &L, llvm::Value *smem, int64_t lbo, int64
   auto &b = L.b;
   uint64_t mode = row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : row_bytes == 32 ? 3 : 0;
   if (!mode) L.fail("internal: wgmma operand rows must be 32, 64 or 128 bytes");
+  // Both offsets are 14-bit fields counting 16 bytes.
+  if (lbo < 0 || sbo < 0 || lbo % 16 || sbo % 16 || lbo >= (int64_t(1) << 18) || sbo >= (int64_t(1) << 18))
+    L.fail(fmt::format("internal: a wgmma descriptor's byte offsets ({}, {}) must be multiples of 16 below 2^18", lbo, sbo));
   llvm::Value *addr = b.CreatePtrToInt(smem, b.getInt64Ty());
   llvm::Value *d = b.CreateLShr(b.CreateAnd(addr, b.getInt64(0x3FFFF)), 4);
   uint64_t fixed = (uint64_t((lbo >> 4) & 0x3FFF) << 16) | (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (mode << 62);

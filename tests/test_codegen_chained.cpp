@@ -66,15 +66,39 @@ size_t lines_with(const std::string &text, const char *what) {
 
 }  // namespace
 
-TEST_CASE("codegen: wgmma dots of different instruction shapes are not chained", "[codegen][mma]") {
-  // BN = 128: af·bf reads B N-major in 64-column panels (m64n64k16), q·k is one m64n128k16 per k step. The
-  // hardware orders accumulator accesses only between wgmmas of one shape, so q·k must fence (and wait).
+TEST_CASE("codegen: an N-major B read with A from shared memory is one wgmma per 256 columns, and chains", "[codegen][mma]") {
+  // BN = 128: af·bf reads A from shared memory and B N-major in two 64-column panels, one m64n128k16 per k step
+  // (A read once, not once per panel); q·k is one m64n128k16 per k step too, so it continues af·bf's
+  // accumulators: one fence per loop.
   auto k = tilejit::testing::chained_dot_kernel();
   DevicePtr p{256, 1 << 20};
   PtxResult r = sm90a(k.function(p, p, p, p, p, p, 1, 4, 64, 128, 64), 4, 2);
-  REQUIRE(contains(r.ptx, "m64n128k16"));
-  REQUIRE(lines_with(r.ptx, "wgmma.fence") == 4);  // one per dot: nothing chained
+  REQUIRE_FALSE(contains(r.ptx, "m64n64k16"));
+  REQUIRE(lines_with(r.ptx, "m64n128k16") == 10);
+  REQUIRE(lines_with(r.ptx, "wgmma.fence") == 2);
   auto [rc, log] = ptxas_v(r.ptx, "sm_90a", "chained_dot_bn128");
+  INFO(log);
+  REQUIRE(rc == 0);
+  REQUIRE_FALSE(contains(log, "serialized"));
+}
+
+TEST_CASE("codegen: wgmma dots of different instruction shapes are not chained", "[codegen][mma]") {
+  // p·b reads A from registers (p is a dot's result, in the MMA layout) and B N-major: one m64n64k16 per
+  // 64-column panel. q·kᵀ (K-major B) is one m64n128k16: the hardware orders accumulator accesses only between
+  // wgmmas of one shape, so q·kᵀ fences and waits instead of continuing p·b's accumulators.
+  auto k = Kernel("shapes", [](Ptr<bf16> Q, Ptr<bf16> Kp, Ptr<bf16> A, Ptr<bf16> G, Ptr<bf16> B, Ptr<f32> O) {
+    Tile r = arange(0, 64), c16 = arange(0, 16), c64 = arange(0, 64), c128 = arange(0, 128);
+    Tile p = cast(dot(load(A + r(_, None) * 16 + c16(None, _)), load(G + c16(_, None) * 16 + c16(None, _))), DType::bf16);
+    Tile pb = dot(p, load(B + c16(_, None) * 128 + c128(None, _)));
+    Tile q = load(Q + r(_, None) * 64 + c64(None, _)), kk = load(Kp + c128(_, None) * 64 + c64(None, _));
+    store(O + r(_, None) * 128 + c128(None, _), dot(q, trans(kk), pb));
+  });
+  DevicePtr p{256, 1 << 20};
+  PtxResult r = sm90a(k.function(p, p, p, p, p, p), 4, 2);
+  REQUIRE(lines_with(r.ptx, "m64n64k16") == 2);   // p·b: one k step, two panels
+  REQUIRE(lines_with(r.ptx, "m64n128k16") == 4);  // q·kᵀ: four k steps
+  REQUIRE(lines_with(r.ptx, "wgmma.fence") == 2);  // p·b and q·kᵀ (a·g, N = 16, is mma.sync): not chained
+  auto [rc, log] = ptxas_v(r.ptx, "sm_90a", "shapes");
   INFO(log);
   REQUIRE(rc == 0);
 }

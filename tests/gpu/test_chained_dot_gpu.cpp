@@ -41,10 +41,12 @@ TEST_CASE("codegen on the GPU: a chained wgmma dot (K = 16 operands staged befor
   // Values are multiples of 1/8 (q, k) and small integers (af, bf): every sum is exact in f32, so the GPU,
   // the interpreter and float64 agree exactly.
   auto k = tilejit::testing::chained_dot_kernel();
+  // BN = 128: af·bf's B is N-major in two panels, read by one m64n128k16 as q·k's is.
+  for (int BN : {64, 128})
   for (int warps : {4, 8})
     for (int flag : {0, 1}) {
-      const int BM = 16 * warps, BN = 64, D = 64, nblocks = 4, M = 2 * BM;
-      uint32_t seed = uint32_t(40 + warps + flag);
+      const int BM = 16 * warps, D = 64, nblocks = 4, M = 2 * BM;
+      uint32_t seed = uint32_t(40 + warps + flag + BN);
       auto q = grid_values(size_t(M * D), -8, 8, 0.125f, seed), kk = grid_values(size_t(nblocks * BN * D), -8, 8, 0.125f, seed + 1);
       auto af = grid_values(size_t(M * 16), -4, 4, 1, seed + 2), bf = grid_values(size_t(16 * BN), -4, 4, 1, seed + 3);
       std::vector<Arg> args;
@@ -59,7 +61,7 @@ TEST_CASE("codegen on the GPU: a chained wgmma dot (K = 16 operands staged befor
       DevicePtr p{256, 1 << 20};
       const ir::Function &fn = k.function(p, p, p, p, p, p, flag, nblocks, BM, BN, D);
       run_both(fn, Grid{uint32_t(M / BM)}, args, warps, 2);
-      std::string what = fmt::format("chained dot, {} warps, flag {}", warps, flag);
+      std::string what = fmt::format("chained dot, BN {}, {} warps, flag {}", BN, warps, flag);
       auto [cpu_sum, gpu_sum] = outputs<float>(args[4]);
       auto [cpu_max, gpu_max] = outputs<float>(args[5]);
       require_close(cpu_sum, gpu_sum, 0, 0, what + " SUM");
