@@ -21,6 +21,7 @@
 #include "codegen/lowering.h"
 #include "codegen/mma.h"
 #include "codegen/pipeline.h"
+#include "codegen/place_waits.h"
 #include "codegen/wgmma.h"
 #include "ir/passes.h"
 #include "tilejit/error.h"
@@ -152,13 +153,31 @@ void Lowering::wait_wgmma_through(int group, const char *why) {
   pending_wgmma_ = std::move(still);
 }
 
-std::optional<Tile> Lowering::take_pending(const ir::Value *v, int instr_n) {
+std::optional<Tile> Lowering::take_pending(const ir::Value *v, int instr_n, bool *from_last_iteration) {
   for (size_t i = 0; i < pending_wgmma_.size(); ++i)
     if (pending_wgmma_[i].v == v && pending_wgmma_[i].instr_n == instr_n) {
+      if (from_last_iteration) *from_last_iteration = pending_wgmma_[i].from_last_iteration;
       pending_wgmma_.erase(pending_wgmma_.begin() + std::ptrdiff_t(i));
       return values_.at(v);
     }
   return std::nullopt;
+}
+
+void Lowering::carry_running(const ir::Value *arg, int instr_n) {
+  pending_wgmma_.push_back({arg, wgmma_groups - 1, instr_n, /*from_last_iteration=*/true});
+}
+
+Tile Lowering::leave_running(const ir::Value *v) {
+  if (pending_wgmma_.empty() || pending_wgmma_.back().v != v || pending_wgmma_.back().group != wgmma_groups - 1)
+    fail("internal: the dot the plan leaves running is not the iteration's newest running wgmma group");
+  if (notes)
+    note("the iteration ends with wgmma.wait_group 1: the previous iteration's wgmmas have completed, this one's "
+         "run on into the next");
+  wgmma_wait(*this, 1);
+  pending_wgmma_.pop_back();
+  for (const PendingDot &pd : pending_wgmma_) pin_registers(*this, values_.at(pd.v).regs);
+  pending_wgmma_.clear();
+  return values_.at(v);
 }
 
 int Lowering::use_count(const ir::Value *v) {
@@ -416,6 +435,9 @@ void Lowering::run() {
   if (!allow_dynamic_staging) {  // the same operands, or fewer, placed again without the dynamic buffer
     const std::unordered_set<const ir::Value *> staged = staged_operands(plan);
     stage_operands(fn, plan, /*dynamic=*/false, &staged);
+    std::unordered_set<const ir::Value *> running;  // the same dots left running, or fewer (their operands staged)
+    for (const auto &[loop, dot] : plan.running) running.insert(dot->result());
+    place_waits(fn, plan, &running);
   }
   declare_kernel();
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));

@@ -14,10 +14,11 @@
 
 #include "codegen/codegen.h"
 #include "codegen/fold_transposes.h"
-#include "codegen/software_pipeline.h"
-#include "codegen/stage_operands.h"
 #include "codegen/layout.h"
 #include "codegen/mma.h"
+#include "codegen/place_waits.h"
+#include "codegen/software_pipeline.h"
+#include "codegen/stage_operands.h"
 #include "ir/passes.h"
 #include "tilejit/error.h"
 
@@ -64,6 +65,8 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
     return it->second;
   };
   const std::unordered_set<const ir::Value *> shared = staged_operands(p);
+  std::unordered_set<const ir::Value *> running;
+  for (const auto &[loop, dot] : p.running) running.insert(dot->result());
   std::string body = ir::print_annotated(
       fn,
       [&](const ir::Value *v) -> std::string {
@@ -73,6 +76,7 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
         if (p.folded.count(v)) text += " folded";
         if (const PipelinedLoad *ld = v->def ? p.pipelined(v->def) : nullptr) text += ld->to_registers ? " staged" : " pipelined";
         if (shared.count(v)) text += " shared";
+        if (running.count(v)) text += " running";
         return text;
       },
       comment);
@@ -90,7 +94,7 @@ struct Mark {
 };
 constexpr Mark kMarks[] = {{"remat", "assign_layouts"},       {"folded", "fold_transposes"},
                            {"pipelined", "software_pipeline"}, {"staged", "software_pipeline"},
-                           {"shared", "stage_operands"}};
+                           {"shared", "stage_operands"},       {"running", "place_waits"}};
 
 // Parent dims a layout may have: tiles of the DSL have a few dims; slices and expansions add one each.
 constexpr size_t kMaxParentDims = 16;
@@ -103,11 +107,12 @@ class LayoutReader {
                const std::unordered_map<std::string, ir::TypeNote> &aliases)
       : s_(note.text), loc_(note.loc), type_(type), num_warps_(num_warps), foldable_(foldable), aliases_(aliases) {}
 
-  /// The layout of op's result; `remat`, `folded` and `shared` tell whether it is marked so (only ops the lowering
-  /// recomputes may be "remat", only transposes that fold_transposes may fold "folded"; stage_operands checks
-  /// "shared"); a load's "pipelined" or "staged" mark goes to `marks` (plan_pipelines checks it). A mark of a pass
-  /// past the first `done` plan passes is refused.
-  Layout read(const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks, bool &shared, int done) {
+  /// The layout of op's result; `remat`, `folded`, `shared` and `running` tell whether it is marked so (only ops
+  /// the lowering recomputes may be "remat", only transposes that fold_transposes may fold "folded"; stage_operands
+  /// checks "shared", place_waits "running"); a load's "pipelined" or "staged" mark goes to `marks`
+  /// (plan_pipelines checks it). A mark of a pass past the first `done` plan passes is refused.
+  Layout read(const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks, bool &shared, bool &running,
+              int done) {
     const ir::OpKind kind = op.kind;
     Layout l;
     l.shape = type_.shape;
@@ -145,8 +150,8 @@ class LayoutReader {
       }
     }
     // The marks, in any order, each once.
-    remat = folded = shared = false;
-    mark_pos_ = shared_pos_ = s_.size();
+    remat = folded = shared = running = false;
+    mark_pos_ = shared_pos_ = running_pos_ = s_.size();
     std::unordered_set<std::string_view> seen;
     for (skip_space(); pos_ < s_.size(); skip_space()) {
       const size_t at = pos_;
@@ -178,6 +183,9 @@ class LayoutReader {
       } else if (mark == "shared") {
         shared = true;
         shared_pos_ = at;
+      } else if (mark == "running") {
+        running = true;
+        running_pos_ = at;
       } else {
         mark_pos_ = at;
         if (kind != ir::OpKind::Load)
@@ -200,6 +208,8 @@ class LayoutReader {
   size_t mark_pos() const { return mark_pos_; }
   /// Where the "shared" mark is, once read: its error, should stage_operands not take the operand.
   size_t shared_pos() const { return shared_pos_; }
+  /// Where the "running" mark is, once read: its error, should place_waits not take the dot.
+  size_t running_pos() const { return running_pos_; }
   [[noreturn]] void fail_at(size_t pos, const std::string &expected) {
     pos_ = pos;
     fail(expected);
@@ -338,7 +348,7 @@ class LayoutReader {
   }
 
   std::string_view s_;
-  size_t pos_ = 0, mark_pos_ = 0, shared_pos_ = 0;
+  size_t pos_ = 0, mark_pos_ = 0, shared_pos_ = 0, running_pos_ = 0;
   ir::SourceLoc loc_;
   const ir::Type &type_;
   int num_warps_;
@@ -404,6 +414,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   PipelineMarks marks;
   std::unordered_map<const ir::Op *, size_t> mark_at;  // where each load's mark stands in its note
   std::unordered_map<const ir::Value *, size_t> shared_at;  // where each "shared" mark stands in its note
+  std::unordered_map<const ir::Value *, size_t> running_at;  // where each "running" mark stands in its note
   LoweringPlan foldable;
   fold_transposes(fn, opts.num_warps, foldable);
   ir::walk(*fn.body, [&](ir::Op &op) {
@@ -415,11 +426,12 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
                                                "every tile value one)", ir::op_name(op.kind), v->type.str());
       if (it == notes.types.end()) ir::throw_parse_error(op.loc.line, op.loc.column, expected, "", 0, "none");
       if (it->second.text.empty()) ir::throw_parse_error(it->second.loc.line, it->second.loc.column, expected, ">", 0, "");
-      bool remat = false, folded = false, staged = false;
+      bool remat = false, folded = false, staged = false, running = false;
       LayoutReader reader(it->second, v->type, opts.num_warps, foldable.folded, notes.aliases);
-      plan.layouts[v] = reader.read(op, remat, folded, marks, staged, done);
+      plan.layouts[v] = reader.read(op, remat, folded, marks, staged, running, done);
       if (marks.count(&op)) mark_at[&op] = reader.mark_pos();
       if (staged) shared_at[v] = reader.shared_pos();
+      if (running) running_at[v] = reader.running_pos();
       // A tensor-core dot computes in the fragments' layout; no other is written for its result.
       if (op.kind == ir::OpKind::Dot && dot_uses_mma(op, opts.num_warps) &&
           !(plan.layouts[v] == *mma_layout(v->type.shape, opts.num_warps)))
@@ -437,6 +449,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   if (done < 3) {
     if (target >= 3) plan_pipelines(fn, opts, analyze_axis_info(fn), plan);
     if (target >= 4) stage_operands(fn, plan);
+    if (target >= 5) place_waits(fn, plan);
     return plan;
   }
   // The marked loads are the pipelines' candidates; one the planner did not take does not qualify. The first such
@@ -469,6 +482,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   }
   if (done < 4) {
     if (target >= 4) stage_operands(fn, plan);
+    if (target >= 5) place_waits(fn, plan);
     return plan;
   }
   // The operands marked "shared" are staged before the loops that read them, as far as they qualify and fit; the
@@ -488,6 +502,27 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
     LayoutReader(notes.types.at(refused), refused->type, opts.num_warps, foldable.folded, notes.aliases)
         .fail_at(shared_at.at(refused), fmt::format("no 'shared' on this value: {} (codegen/stage_operands.h)",
                                                     why_not_staged(fn, plan, refused)));
+  if (done < 5) {
+    if (target >= 5) place_waits(fn, plan);
+    return plan;
+  }
+  // The dots marked "running" are left running as far as they qualify; the first one marked in the text that is
+  // not is named.
+  std::unordered_set<const ir::Value *> marked_running;
+  for (const auto &[v, pos] : running_at) marked_running.insert(v);
+  place_waits(fn, plan, &marked_running);
+  std::unordered_set<const ir::Value *> taken;
+  for (const auto &[loop, dot] : plan.running) taken.insert(dot->result());
+  const ir::Value *not_taken = nullptr;
+  for (const auto &[v, pos] : running_at) {
+    if (taken.count(v)) continue;
+    const ir::SourceLoc &at = notes.types.at(v).loc, *best = not_taken ? &notes.types.at(not_taken).loc : nullptr;
+    if (!best || std::tie(at.line, at.column) < std::tie(best->line, best->column)) not_taken = v;
+  }
+  if (not_taken)
+    LayoutReader(notes.types.at(not_taken), not_taken->type, opts.num_warps, foldable.folded, notes.aliases)
+        .fail_at(running_at.at(not_taken), fmt::format("no 'running' on this value: {} (codegen/place_waits.h)",
+                                                       why_not_running(fn, plan, *not_taken->def)));
   return plan;
 }
 

@@ -55,13 +55,14 @@ TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, const CodegenOp
 /// would fold (a text without it keeps the transpose materialized), "pipelined" or "staged" only on loads the
 /// software pipeline of their loop takes so for opts (the marked loads are its only candidates: a loop without
 /// marks has no pipeline), "shared" only on loop-invariant dot operands stage_operands would stage (the marked
-/// ones are its only candidates). Marks come in any order, each once. The text is a plan after the first `done`
-/// passes of plan_passes() (marks of later passes are refused); the passes after it run up to the first `target`
-/// (done ≤ target ≤ 4), deciding freely. Throws ParseError naming the line and column of
+/// ones are its only candidates), "running" only on dots place_waits would leave running (the marked ones are its
+/// only candidates). Marks come in any order, each once. The text is a plan after the first `done` passes of
+/// plan_passes() (marks of later passes are refused); the passes after it run up to the first `target`
+/// (done ≤ target ≤ 5), deciding freely. Throws ParseError naming the line and column of
 /// the layout (of the type's '>', for a missing one; of the alias line, for an error inside an alias) and what was
 /// expected there.
 TILEJIT_EXPORT LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts,
-                                         int done = 4, int target = 4);
+                                         int done = 5, int target = 5);
 
 /// A plan's first line as print_layouts writes it for opts, after the first `passes` plan passes ("// the lowering
 /// plan [up to PASS ]for ARCH, W warps, S stages[, at least C programs per SM][, without wgmma]\n").

@@ -6,7 +6,9 @@
 #include <llvm/IR/Constants.h>
 
 #include "codegen/lowering.h"
+#include "codegen/mma.h"
 #include "codegen/pipeline.h"
+#include "codegen/wgmma.h"
 
 namespace tilejit::codegen {
 namespace {
@@ -32,6 +34,11 @@ bool blk_has_dot(const ir::Block &blk) {
   bool dot = false;
   ir::walk(const_cast<ir::Block &>(blk), [&](ir::Op &op) { dot = dot || op.kind == ir::OpKind::Dot; });
   return dot;
+}
+
+/// The N of the wgmma instructions of a dot the plan leaves running: its A is in shared memory (place_waits).
+int64_t running_instr_n(Lowering &L, const ir::Op &dot) {
+  return wgmma_instr_n(dot.result()->type.shape[1], /*b_nk=*/L.plan.folded.count(dot.operand(1)) != 0, /*a_smem=*/true);
 }
 
 }  // namespace
@@ -60,6 +67,16 @@ void lower_for(Lowering &L, const ir::Op &op) {
   // stage buffers start where stage_operands placed them: past the scratch in use.
   const LoopPipeline *pipe = nullptr;
   if (auto planned = L.plan.pipelines.find(&op); planned != L.plan.pipelines.end()) pipe = &planned->second;
+  // The wgmma dot left running across the back edge (place_waits), and which carried value it accumulates into.
+  const ir::Op *running = nullptr;
+  int running_index = -1;
+  if (auto it = L.plan.running.find(&op); it != L.plan.running.end()) {
+    running = it->second;
+    for (int i = 0; i < n; ++i)
+      if (body.arg(1 + i) == running->operand(2)) running_index = i;
+    if (running_index < 0) L.fail("internal: the dot the plan leaves running does not accumulate into a carried value");
+  }
+  const int ahead = L.plan.lookahead(&op);  // iterations the copies run ahead
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
     const int64_t align = stage_buffer_align(L.use_wgmma);  // as stage_operands placed them
@@ -67,8 +84,12 @@ void lower_for(Lowering &L, const ir::Op &op) {
       L.fail(fmt::format("internal: the plan puts a loop's stage buffers at byte {} of the dynamic buffer, where the "
                          "scratch in use ends at byte {}", pipe->base, L.scratch_offset));
     if (L.notes) {
-      L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes, in the dynamic buffer from byte {}",
-                         pipe->stages, pipe->stage_bytes, pipe->base));
+      L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes, in the dynamic buffer from byte {}{}",
+                         pipe->stages, pipe->stage_bytes, pipe->base,
+                         running ? fmt::format(", copied {} ahead (a dot runs on into the next iteration)",
+                                               ahead == 1 ? std::string("one iteration")
+                                                          : fmt::format("{} iterations", ahead))
+                                 : ""));
       for (const PipelinedLoad &ld : pipe->loads)
         L.note_on(ld.load, ld.to_registers ? "copied ahead with cp.async (4 bytes an element), read from its stage"
                                            : "copied ahead with cp.async into the stage buffer its dots read");
@@ -78,7 +99,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
     // Scratch past the stage buffers from here on, the prologue included: a layout conversion while issuing a
     // stage (a gathered index tile, e.g. a paged cache's page numbers) must not overwrite the copies in flight.
     L.scratch_offset = pipe->end();
-    for (int s = 0; s < pipe->stages - 1; ++s) {
+    for (int s = 0; s < ahead; ++s) {
       llvm::Value *iv_s = b.CreateAdd(lb, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(s))));
       issue_stage(L, op, *pipe, iv_s, in_range(iv_s), L.i32(s));
     }
@@ -118,15 +139,23 @@ void lower_for(Lowering &L, const ir::Op &op) {
   b.SetInsertPoint(loop);
   if (pipe) {
     int S = pipe->stages;
-    wait_copies(L, S - 2);  // this iteration's copies have landed (for this thread)...
-    L.barrier();            // ...for every thread; and all are done reading the previous iteration's buffer
-    llvm::Value *refill = b.CreateSelect(b.CreateICmpEQ(stage, L.i32(0)), L.i32(S - 1), b.CreateSub(stage, L.i32(1)));
-    llvm::Value *iv_f = b.CreateAdd(iv, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(S - 1))));
+    wait_copies(L, ahead - 1);  // this iteration's copies have landed (for this thread)...
+    // ...for every thread; and all are done reading the buffer refilled now: the previous iteration's, or with a
+    // dot left running the one before (every thread's wgmma.wait_group 1 ended the previous iteration).
+    L.barrier();
+    // (stage + ahead) mod S, stage < S; one step back written as a compare with 0 (which ptxas allocates best for).
+    llvm::Value *refill =
+        ahead == S - 1
+            ? b.CreateSelect(b.CreateICmpEQ(stage, L.i32(0)), L.i32(S - 1), b.CreateSub(stage, L.i32(1)))
+            : b.CreateSelect(b.CreateICmpULT(stage, L.i32(S - ahead)), b.CreateAdd(stage, L.i32(ahead)),
+                             b.CreateSub(stage, L.i32(S - ahead)));
+    llvm::Value *iv_f = b.CreateAdd(iv, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(ahead))));
     issue_stage(L, op, *pipe, iv_f, in_range(iv_f), refill);
     bind_stage(L, *pipe, stage);
   }
   L.bind(body.arg(0), Tile{std::nullopt, {iv}});
   for (int i = 0; i < n; ++i) L.bind(body.arg(1 + i), carried[size_t(i)]);
+  if (running) L.carry_running(body.arg(1 + running_index), int(running_instr_n(L, *running)));
   Lowering::StagedSnapshot staged = L.staged_snapshot();
   ++L.loop_depth;
   L.lower_block(body);
@@ -134,7 +163,8 @@ void lower_for(Lowering &L, const ir::Op &op) {
   const ir::Op *y = yield_of(body);
   std::vector<Tile> next;
   L.cur_op = y ? y : saved;  // a running dot's result waited for here is the yield's
-  for (int i = 0; i < n; ++i) next.push_back(yielded(L, y, i, body.arg(1 + i)));
+  for (int i = 0; i < n; ++i) next.push_back(i == running_index ? Tile{} : yielded(L, y, i, body.arg(1 + i)));
+  if (running) next[size_t(running_index)] = L.leave_running(running->result());
   L.cur_op = saved;
   // No wgmma group of this iteration may still read the stage buffer the next iteration's refill overwrites.
   L.wait_all_wgmma("each iteration ends waiting for the wgmma dots it left running");
@@ -151,6 +181,13 @@ void lower_for(Lowering &L, const ir::Op &op) {
   b.CreateBr(header);
 
   b.SetInsertPoint(exit);
+  if (running) {  // the last iteration's wgmmas (none when the loop ran no iteration)
+    L.cur_op = &op;
+    if (L.notes) L.note("waits at its exit for the dot it left running (wgmma.wait_group 0)");
+    wgmma_wait(L, 0);
+    pin_registers(L, carried[size_t(running_index)].regs);
+    L.cur_op = saved;
+  }
   if (pipe) {
     wait_copies(L, 0);  // copies of iterations past the end must not land in reused shared memory
     L.scratch_offset = std::max(saved_scratch, L.persistent_end());

@@ -200,19 +200,6 @@ llvm::Value *pipelined(Lowering &L, const ir::Value *v) {
   return it == L.smem_operands.end() ? nullptr : it->second;
 }
 
-/// The N of the wgmma instructions of a dot with a [*, N] result: all N columns for a K-major B. For an N-major B
-/// (stored as 64-column panels) with A in shared memory (a_smem), as many whole panels as one instruction takes
-/// (N ≤ 256), the widest that divides N: each instruction reads its A from shared memory again, and at one
-/// instruction per panel A's reads and B's together reach shared memory's bandwidth (128 bytes a clock per SM)
-/// before the tensor cores are busy. With A in registers there is nothing to re-read: one instruction per panel,
-/// which keeps fewer accumulators tied to one asm statement (ptxas then needs fewer registers).
-int64_t wgmma_instr_n(int64_t N, bool b_nk, bool a_smem) {
-  if (b_nk) return N;
-  if (!a_smem) return 64;
-  if (N <= 256) return N;
-  return N % 256 == 0 ? 256 : N % 128 == 0 ? 128 : 64;
-}
-
 /// acc (MMA layout registers) += a · b on wgmma. Each warpgroup issues, per k16 tile and m16 tile of its warps,
 /// one m64nNk16 (K-major B, all N columns) or one per wgmma_instr_n columns (N-major B: the MN-major canonical
 /// layout of PTX ISA 9.7.15.5.1 with 128-byte swizzle, its 64-column panels LBO bytes apart and its 8-row groups
@@ -222,7 +209,7 @@ int64_t wgmma_instr_n(int64_t N, bool b_nk, bool a_smem) {
 std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector<llvm::Value *> c, bool c_zero,
                                      const std::vector<llvm::Value *> *a_pre, const Tile *a_regs, llvm::Value *a_base,
                                      bool a_smem, bool a_trans, llvm::Value *b_base, bool b_nk, bool bf16, bool defer,
-                                     bool chained) {
+                                     bool chained, bool chained_from_last_iteration) {
   auto &b = L.b;
   std::vector<std::vector<Frag>> af(size_t(g.KT), std::vector<Frag>(size_t(g.MT)));
   llvm::Value *a_slabs = nullptr;
@@ -255,11 +242,12 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
   int64_t per_row = 2 * g.NT;
   auto acc_reg = [&](int64_t mt, int64_t nt, int i) { return size_t((2 * mt + (i >> 1)) * per_row + 2 * nt + (i & 1)); };
   // A chained accumulator is still being written by the previous dot's wgmmas, which order themselves before
-  // these (same registers and shape): reading it to pin it, or fencing, would wait for them.
-  if (!chained) {
-    pin_registers(L, c);
-    wgmma_fence(L);
-  }
+  // these (same registers and shape): reading it to pin it, or fencing, would wait for them. One carried from
+  // the previous iteration fences all the same: in the first iteration ordinary instructions wrote it (the
+  // loop's initial value), and the fence must stand between them and the wgmmas (PTX ISA 9.7.15.7.1, wgmma.fence); a fence
+  // of each iteration is what CUTLASS's sm90 mainloops issue while a group runs.
+  if (!chained) pin_registers(L, c);
+  if (!chained || chained_from_last_iteration) wgmma_fence(L);
   for (int64_t kt = 0; kt < g.KT; ++kt)
     for (int64_t mt = 0; mt < g.MT; ++mt) {
       const int64_t n = wgmma_instr_n(g.N, b_nk, a_smem), panel_bytes = g.K * 128;
@@ -387,7 +375,9 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   // this dot reads A from shared memory too (no register of it to fence) and issues wgmmas of the same shape.
   bool a_smem = wg && (L.staged_as(av, StagedOperand::Form::WgmmaA) || L.wgmma_stage_a.count(av) != 0 || a_trans);
   std::optional<Tile> chained;
-  if (wg && a_smem && !stage_a && L.use_count(cv) == 1) chained = L.take_pending(cv, int(wgmma_instr_n(g.N, b_nk, a_smem)));
+  bool chained_from_last_iteration = false;
+  if (wg && a_smem && !stage_a && L.use_count(cv) == 1)
+    chained = L.take_pending(cv, int(wgmma_instr_n(g.N, b_nk, a_smem)), &chained_from_last_iteration);
   Tile acc = chained ? *chained : L.get_in(cv, l);
   if (!acc.layout || !(*acc.layout == l)) L.fail("internal: a chained wgmma accumulator is not in the MMA layout");
   if (L.notes) {
@@ -409,7 +399,10 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
                          !stage_a && !stage_b ? "left running: waited at its result's first use, at the iteration's "
                                                 "end, or not at all when the next dot continues it"
                                               : "waited at once (its operands sit in the scratch space)",
-                         chained ? "; continues the running accumulator without a wait" : ""));
+                         !chained                      ? ""
+                         : chained_from_last_iteration ? "; continues the previous iteration's running accumulator "
+                                                         "without a wait"
+                                                       : "; continues the running accumulator without a wait"));
     else
       L.note(fmt::format("mma.sync m16n8k16 (A from {}; B from {})", a, bs));
   }
@@ -449,7 +442,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     // runs: only dots reading registers, stage buffers or static shared memory leave their wait for later.
     bool defer = !stage_a && !stage_b;
     return Tile{l, dot_wgmma(L, g, c0, zero, a_pre, a_regs, a_base, a_smem, a_trans, b_base, b_nk,
-                             bf16, defer, chained.has_value())};
+                             bf16, defer, chained.has_value(), chained_from_last_iteration)};
   }
 
   llvm::Function *mma = L.intrinsic(bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16

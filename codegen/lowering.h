@@ -221,7 +221,16 @@ class Lowering {
   /// When v is pending and its wgmma instructions have N = instr_n, forgets it without a wait and returns its
   /// (still running) lowering: a wgmma dot whose accumulator is v continues v's accumulation, ordered after it
   /// by the hardware only for the same accumulator registers and shape (PTX ISA 9.7.15.5.2). Null otherwise.
-  std::optional<Tile> take_pending(const ir::Value *v, int instr_n);
+  /// `from_last_iteration` tells whether v is a loop's argument carrying the dot the loop leaves running
+  /// (carry_running): in the first iteration it holds the loop's initial value, so the dot fences first.
+  std::optional<Tile> take_pending(const ir::Value *v, int instr_n, bool *from_last_iteration = nullptr);
+  /// A loop body's argument `arg` carries the dot the loop leaves running (LoweringPlan::running), its wgmmas of
+  /// N = instr_n: pending, as if committed by the newest group so far.
+  void carry_running(const ir::Value *arg, int instr_n);
+  /// The end of an iteration that leaves `v` (the result of its last wgmma group) running: wgmma.wait_group 1
+  /// completes every older group (the previous iteration's included), pins the other pending values, and hands
+  /// back v's still running registers for the back edge. Internal error when v is not the newest pending group.
+  Tile leave_running(const ir::Value *v);
   /// Uses of v anywhere in the function (counted once, on first call).
   int use_count(const ir::Value *v);
 
@@ -259,6 +268,7 @@ class Lowering {
     const ir::Value *v;
     int group;    // its commit group
     int instr_n;  // N of its wgmma instructions
+    bool from_last_iteration = false;  // a loop argument carrying the dot the loop leaves running
   };
   std::vector<PendingDot> pending_wgmma_;  // oldest first
   std::unordered_map<const ir::Value *, int> use_counts_;

@@ -5,6 +5,7 @@
 
 #include "codegen/assign_layouts.h"
 #include "codegen/fold_transposes.h"
+#include "codegen/place_waits.h"
 #include "codegen/software_pipeline.h"
 #include "codegen/stage_operands.h"
 #include "tilejit/error.h"
@@ -25,9 +26,15 @@ const PipelinedLoad *LoweringPlan::pipelined(const ir::Op *load) const {
   return nullptr;
 }
 
+int LoweringPlan::lookahead(const ir::Op *loop) const {
+  auto it = pipelines.find(loop);
+  if (it == pipelines.end()) return 0;
+  return it->second.stages - 1 - int(running.count(loop));
+}
+
 const std::vector<std::string> &plan_passes() {
   static const std::vector<std::string> passes{"assign_layouts", "fold_transposes", "software_pipeline",
-                                               "stage_operands"};
+                                               "stage_operands", "place_waits"};
   return passes;
 }
 
@@ -43,6 +50,7 @@ LoweringPlan plan_passes_up_to(const ir::Function &fn, const CodegenOptions &opt
   AxisInfoMap computed;
   if (passes >= 3) plan_pipelines(fn, opts, axis ? *axis : (computed = analyze_axis_info(fn)), plan);
   if (passes >= 4) stage_operands(fn, plan);
+  if (passes >= 5) place_waits(fn, plan);
   return plan;
 }
 

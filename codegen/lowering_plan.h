@@ -1,7 +1,7 @@
 // The lowering's plan: what the passes that run before the emitter decided, in the order plan_lowering runs them —
 // assign layouts (codegen/assign_layouts.h), fold transposes (codegen/fold_transposes.h), software pipeline
 // (codegen/software_pipeline.h), stage operands (codegen/stage_operands.h: loop-invariant dot operands and where
-// everything lies in shared memory). The emitter (codegen/lowering.h) follows it; each pass's compile stage prints
+// everything lies in shared memory), place waits (codegen/place_waits.h: the wgmma dot a loop leaves running). The emitter (codegen/lowering.h) follows it; each pass's compile stage prints
 // it in the IR's types (codegen/layout_text.h), and a text of that stage is read back into one. No LLVM.
 #pragma once
 #include <cstdint>
@@ -73,14 +73,14 @@ struct LoopStaging {
 };
 
 /// The plan's passes in the order plan_lowering runs them: "assign_layouts", "fold_transposes",
-/// "software_pipeline", "stage_operands". Each is a compile stage that prints the plan so far.
+/// "software_pipeline", "stage_operands", "place_waits". Each is a compile stage that prints the plan so far.
 TILEJIT_EXPORT const std::vector<std::string> &plan_passes();
 
 struct TILEJIT_EXPORT LoweringPlan {
   /// What the plan was made for: the lowering refuses it under other arch, num_warps, num_stages or wgmma.
   CodegenOptions opts;
   /// How many of plan_passes() have run (the lowering needs them all; plan_lowering runs them all).
-  int passes = 4;
+  int passes = 5;
   /// The staged operands are a text's "shared" marks (read_layouts), not stage_operands' own choice: the lowering
   /// refuses them rather than staging fewer when they do not fit (followed_plan).
   bool stated_staging = false;
@@ -94,20 +94,25 @@ struct TILEJIT_EXPORT LoweringPlan {
   std::unordered_map<const ir::Op *, LoopPipeline> pipelines;
   /// The loop-invariant dot operands each for loop stages before it runs (stage_operands).
   std::unordered_map<const ir::Op *, LoopStaging> staging;
+  /// The wgmma dot each for loop that has one leaves running across its back edge (place_waits).
+  std::unordered_map<const ir::Op *, const ir::Op *> running;
 
   /// The layout of a tile value (throws CompileError for scalars or unknown values).
   const Layout &of(const ir::Value *v) const;
   bool has(const ir::Value *v) const { return layouts.count(v) != 0; }
   /// The pipelined load `load` is in some loop's pipeline (null when none).
   const PipelinedLoad *pipelined(const ir::Op *load) const;
+  /// How many iterations ahead `loop`'s pipeline copies: num_stages − 1, one less when a dot of the loop is left
+  /// running (its stage buffer is read until the next iteration's wait). 0 without a pipeline.
+  int lookahead(const ir::Op *loop) const;
 };
 
 /// The plan for fn compiled with opts: assign layouts, then fold transposes, then the software pipelines (with fn's
 /// axis info `axis`, analyze_axis_info's; computed here when null), then the staged operands and the shared memory's
-/// layout.
+/// layout, then the dots left running.
 TILEJIT_EXPORT LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts,
                                           const AxisInfoMap *axis = nullptr);
-/// The plan after the first `passes` of plan_passes() (1 to 4).
+/// The plan after the first `passes` of plan_passes() (1 to 5).
 TILEJIT_EXPORT LoweringPlan plan_lowering_up_to(const ir::Function &fn, const CodegenOptions &opts, int passes);
 
 }  // namespace tilejit::codegen

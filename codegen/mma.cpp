@@ -88,4 +88,11 @@ bool a_in_mma_registers(const Layout &a, int num_warps) {
   return want && want->parent.warps_per_cta[1] == 1 && same_distribution(a, *want);
 }
 
+int64_t wgmma_instr_n(int64_t N, bool b_nk, bool a_smem) {
+  if (b_nk) return N;
+  if (!a_smem) return 64;
+  if (N <= 256) return N;
+  return N % 256 == 0 ? 256 : N % 128 == 0 ? 128 : 64;
+}
+
 }  // namespace tilejit::codegen

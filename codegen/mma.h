@@ -54,6 +54,14 @@ TILEJIT_EXPORT bool kernel_uses_wgmma(const ir::Function &fn, const CodegenOptio
 /// with B K-major when B is a folded transpose (in `folded`, fold_transposes.h) and N-major otherwise.
 TILEJIT_EXPORT bool dot_runs_on_wgmma(const ir::Op &dot, bool use_wgmma, int num_warps,
                                       const std::unordered_set<const ir::Value *> &folded);
+/// The N of the wgmma instructions of a dot with a [*, N] result: all N columns for a K-major B. For an N-major B
+/// (stored as 64-column panels) with A in shared memory (a_smem), as many whole panels as one instruction takes
+/// (N ≤ 256), the widest that divides N: each instruction reads its A from shared memory again, so A is read once
+/// per 256 columns instead of once per panel. With A in registers there is nothing to re-read: one instruction per
+/// panel, which ties fewer accumulators to one asm statement (ptxas then needs fewer registers: a 4-byte spill
+/// of attention's d128 forward at two programs per SM otherwise). PTX ISA 8.5, 9.7.15.5.1 (the MN-major canonical
+/// layouts: the 64-column panels LBO bytes apart).
+TILEJIT_EXPORT int64_t wgmma_instr_n(int64_t N, bool b_nk, bool a_smem);
 /// (wm, m16 tiles per warp) of the row order in which a wgmma dot reads an A operand from shared memory (the MMA
 /// layout's rows, warps along M), when `dot` runs on wgmma and its A is not a folded transpose; nullopt otherwise.
 TILEJIT_EXPORT std::optional<std::pair<int, int64_t>> wgmma_a_order(const ir::Op &dot, bool use_wgmma, int num_warps,

@@ -30,7 +30,7 @@ using namespace tilejit::codegen::testing;
 
 namespace {
 
-/// The launch configuration a dumped stage file's name states ("stage_operands-sm_90a-w4-s2-c0.tir"); false for one this
+/// The launch configuration a dumped stage file's name states ("place_waits-sm_90a-w4-s2-c0.tir"); false for one this
 /// test cannot state (wgmma switched off).
 bool config_of(const std::string &name, LaunchConfig &cfg) {
   char arch[16] = {};
@@ -45,7 +45,7 @@ bool config_of(const std::string &name, LaunchConfig &cfg) {
   return true;
 }
 
-/// The whole plan (the stage_operands stage) dumped for the first kernel (by directory name) that `matches` picks from its name and its files,
+/// The whole plan (the place_waits stage) dumped for the first kernel (by directory name) that `matches` picks from its name and its files,
 /// and the configuration it was compiled for.
 template <class Matches>
 std::pair<std::string, LaunchConfig> dumped_layouts(const std::map<std::string, std::map<std::string, std::string>> &kernels,
@@ -53,7 +53,7 @@ std::pair<std::string, LaunchConfig> dumped_layouts(const std::map<std::string, 
   auto kernel = std::find_if(kernels.begin(), kernels.end(), [&](const auto &k) { return matches(k.first, k.second); });
   REQUIRE(kernel != kernels.end());
   auto layouts = std::find_if(kernel->second.begin(), kernel->second.end(),
-                              [](const auto &f) { return f.first.find("stage_operands-") == 0; });
+                              [](const auto &f) { return f.first.find("place_waits-") == 0; });
   REQUIRE(layouts != kernel->second.end());
   LaunchConfig cfg;
   REQUIRE(config_of(layouts->first, cfg));
@@ -110,13 +110,13 @@ TEST_CASE("a plan or lowering stage read back compiles to the kernel's own PTX",
     int compared = 0;
     for (const auto &[name, text] : files) {
       LaunchConfig cfg;
-      if (name.find("stage_operands-") != 0 || !config_of(name, cfg)) continue;
+      if (name.find("place_waits-") != 0 || !config_of(name, cfg)) continue;
       INFO(name);
       const std::string config = name.substr(name.find('-') + 1, name.size() - name.find('-') - 5);
       const auto ptx = files.find("ptx-" + config + ".ptx"), lowering = files.find("lowering-" + config + ".tir");
       REQUIRE(ptx != files.end());
       REQUIRE(lowering != files.end());
-      CHECK(stage_of_text(text, "stage_operands", cfg) == text);
+      CHECK(stage_of_text(text, "place_waits", cfg) == text);
       CHECK(stage_of_text(text, "ptx", cfg) == ptx->second);
       CHECK(stage_of_text(lowering->second, "lowering", cfg) == lowering->second);
       ++compared;
@@ -132,7 +132,7 @@ TEST_CASE("a plan or lowering stage read back compiles to the kernel's own PTX",
     other.arch = "sm_80";
     other.num_warps = 8;
     other.num_stages = 3;
-    const std::string layouts = stage_of_text(optimized->second, "stage_operands", other);
+    const std::string layouts = stage_of_text(optimized->second, "place_waits", other);
     CHECK(stage_of_text(layouts, "ptx", other) == stage_of_text(optimized->second, "ptx", other));
   }
 }
@@ -150,7 +150,7 @@ TEST_CASE("each plan pass is a stage: run from the previous pass's text, it give
     if (optimized == files.rend()) continue;
     for (const auto &[name, whole] : files) {
       LaunchConfig cfg;
-      if (name.find("stage_operands-") != 0 || !config_of(name, cfg)) continue;
+      if (name.find("place_waits-") != 0 || !config_of(name, cfg)) continue;
       INFO(name);
       const std::string config = name.substr(name.find('-') + 1, name.size() - name.find('-') - 5);
       std::vector<std::string> plans;
@@ -194,7 +194,7 @@ TEST_CASE("each plan pass is a stage: run from the previous pass's text, it give
   unknown.replace(0, unknown.find(" for "), "// the lowering plan up to stage_layouts");
   CHECK_THROWS_WITH(stage_of_text(unknown, "ptx", cfg),
                     Catch::Contains("line 1, column 28: expected one of the plan passes before the last (assign_layouts, "
-                                    "fold_transposes, software_pipeline), found 'stage_layouts for"));
+                                    "fold_transposes, software_pipeline, stage_operands), found 'stage_layouts for"));
 }
 
 TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its source, unmarked, it is lowered",
@@ -229,7 +229,7 @@ TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its 
   REQUIRE(unfolded_notes.size() == folded_notes.size());
   for (const std::string &n : folded_notes) CHECK_THAT(n, Catch::Contains("B from the loop's cp.async stage buffer)"));
   for (const std::string &n : unfolded_notes) CHECK_THAT(n, Catch::Contains("B from shared memory staged here, N-major)"));
-  CHECK(stage_of_text(unfolded, "stage_operands", cfg) == unfolded);
+  CHECK(stage_of_text(unfolded, "place_waits", cfg) == unfolded);
   // Where it may not fold, the mark is an error naming its place.
   std::string wrong = unfolded;
   const size_t load = wrong.find("= load ");
@@ -352,7 +352,7 @@ TEST_CASE("a loop's software pipeline is the text's decision: the loads marked p
   fewer.erase(fewer.rfind(" pipelined>"), 10);
   const std::string lowering = stage_of_text(fewer, "lowering", cfg);
   CHECK(count(lowering, copied) == marks - 1);
-  CHECK(stage_of_text(fewer, "stage_operands", cfg) == fewer);
+  CHECK(stage_of_text(fewer, "place_waits", cfg) == fewer);
   // A mark where the pipeline cannot take the load: an error at the mark.
   LaunchConfig one_stage = cfg;
   one_stage.num_stages = 1;
@@ -399,7 +399,7 @@ TEST_CASE("a loop-invariant operand's staging is the text's decision: marked sha
   const std::string lowering = stage_of_text(unmarked, "lowering", cfg);
   CHECK_THAT(lowering, !Catch::Contains(once));
   CHECK_THAT(lowering, Catch::Contains("A from shared memory staged here"));
-  CHECK(stage_of_text(unmarked, "stage_operands", cfg) == unmarked);
+  CHECK(stage_of_text(unmarked, "place_waits", cfg) == unmarked);
   CHECK(stage_of_text(unmarked, "ptx", cfg) != stage_of_text(text, "ptx", cfg));
   const size_t pipelined = text.find(" pipelined>");
   REQUIRE(pipelined != std::string::npos);
@@ -450,7 +450,7 @@ TEST_CASE("staged operands: a carried tile round-trips, each dot family reads it
   LaunchConfig sm86 = sm80;
   sm86.arch = "sm_86";
   sm86.num_stages = 4;
-  const std::string fits = stage_of_text(tilejit::testing::kInvariantDotsKernel, "stage_operands", sm86);
+  const std::string fits = stage_of_text(tilejit::testing::kInvariantDotsKernel, "place_waits", sm86);
   REQUIRE(count(fits, " shared>") == 1);
   std::string stated = fits;
   const size_t b0 = stated.find("%13 = load ");
@@ -552,8 +552,97 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
   CHECK_THROWS_WITH(stage_of_text(text("#blocked<spt=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1] tpw=[32] wpc=[4] order=[0]>"), "ptx", cfg),
                     Catch::Contains("expected sizes per thread: a list of at most 16 whole numbers of at most 2^20"));
   CHECK_THROWS_WITH(stage_of_text(text(ok), "cse", cfg),
-                    Catch::Contains("stage 'cse' comes before 'stage_operands', and this text is a plan up to that pass"));
+                    Catch::Contains("stage 'cse' comes before 'place_waits', and this text is a plan up to that pass"));
   cfg.num_warps = 8;
   CHECK_THROWS_WITH(stage_of_text(text(ok), "ptx", cfg),
                     Catch::Contains("line 2, column 86: expected warps per program whose product is num_warps = 8, not 4"));
+}
+
+TEST_CASE("a dot left running is the text's decision: marked, the iteration ends with wait_group 1, unmarked with 0, "
+          "a mark place_waits would not take is refused",
+          "[codegen][layouts][parser]") {
+  // A K loop of 64x64x32 bf16 dots on sm_90a with both operands in the loop's stage buffers (3 stages).
+  const std::string kloop = R"(tt.func @kloop(%a: ptr<bf16> {align16}, %b: ptr<bf16> {align16}, %c: ptr<f32> {align16}, %K: i32 {div16}) {
+  %0 = arange {start = 0, end = 64} : tensor<64xi32>
+  %1 = arange {start = 0, end = 32} : tensor<32xi32>
+  %2 = constant {value = 0} : tensor<64x64xf32>
+  %3 = constant {value = 0} : i32
+  %4 = constant {value = 32} : i32
+  %5 = for %6 = %3 to %K step %4 iter_args(%7 = %2) -> (tensor<64x64xf32>) {
+    %8 = splat %K : tensor<64xi32>
+    %9 = mul %0, %8 : tensor<64xi32>
+    %10 = expand_dims %9 {axis = 1} : tensor<64x1xi32>
+    %11 = broadcast %10 : tensor<64x32xi32>
+    %12 = splat %6 : tensor<32xi32>
+    %13 = add %12, %1 : tensor<32xi32>
+    %14 = expand_dims %13 {axis = 0} : tensor<1x32xi32>
+    %15 = broadcast %14 : tensor<64x32xi32>
+    %16 = add %11, %15 : tensor<64x32xi32>
+    %17 = splat %a : tensor<64x32xptr<bf16>>
+    %18 = ptr_add %17, %16 : tensor<64x32xptr<bf16>>
+    %19 = load %18 : tensor<64x32xbf16>
+    %20 = splat %K : tensor<32xi32>
+    %21 = mul %13, %20 : tensor<32xi32>
+    %22 = expand_dims %21 {axis = 1} : tensor<32x1xi32>
+    %23 = broadcast %22 : tensor<32x64xi32>
+    %24 = expand_dims %0 {axis = 0} : tensor<1x64xi32>
+    %25 = broadcast %24 : tensor<32x64xi32>
+    %26 = add %23, %25 : tensor<32x64xi32>
+    %27 = splat %b : tensor<32x64xptr<bf16>>
+    %28 = ptr_add %27, %26 : tensor<32x64xptr<bf16>>
+    %29 = load %28 : tensor<32x64xbf16>
+    %30 = dot %19, %29, %7 : tensor<64x64xf32>
+    yield %30
+  }
+  %31 = constant {value = 64} : tensor<64xi32>
+  %32 = mul %0, %31 : tensor<64xi32>
+  %33 = expand_dims %32 {axis = 1} : tensor<64x1xi32>
+  %34 = broadcast %33 : tensor<64x64xi32>
+  %35 = expand_dims %0 {axis = 0} : tensor<1x64xi32>
+  %36 = broadcast %35 : tensor<64x64xi32>
+  %37 = add %34, %36 : tensor<64x64xi32>
+  %38 = splat %c : tensor<64x64xptr<f32>>
+  %39 = ptr_add %38, %37 : tensor<64x64xptr<f32>>
+  store %39, %5 : tensor<64x64xf32>
+}
+)";
+  LaunchConfig cfg;
+  cfg.arch = "sm_90a";
+  cfg.num_warps = 4;
+  cfg.num_stages = 3;
+  const std::string plan = stage_of_text(kloop, "place_waits", cfg);
+  REQUIRE(plan.find(" running>") != std::string::npos);
+  CHECK(stage_of_text(plan, "place_waits", cfg) == plan);
+  const std::string ptx = stage_of_text(plan, "ptx", cfg);
+  CHECK(ptx == stage_of_text(kloop, "ptx", cfg));
+  CHECK(ptx.find("wgmma.wait_group.sync.aligned 1;") != std::string::npos);
+  CHECK(ptx.find("cp.async.wait_group 0;") != std::string::npos);  // one iteration ahead
+  // Unmarked: the iteration waits for its group, the copies run two iterations ahead.
+  std::string unmarked = plan;
+  unmarked.erase(unmarked.find(" running>"), 8);
+  const std::string waited = stage_of_text(unmarked, "ptx", cfg);
+  CHECK(waited.find("wgmma.wait_group.sync.aligned 1;") == std::string::npos);
+  CHECK(waited.find("cp.async.wait_group 1;") != std::string::npos);
+  CHECK(stage_of_text(unmarked, "place_waits", cfg) == unmarked);
+  // On a load: only a dot is left running.
+  std::string on_load = unmarked;
+  const size_t load = on_load.find("%19 = load ");
+  REQUIRE(load != std::string::npos);
+  on_load.insert(on_load.find(">\n", load), " running");
+  CHECK_THROWS_WITH(stage_of_text(on_load, "ptx", cfg),
+                    Catch::Contains("expected no 'running' on this value: only a dot's wgmmas are left running "
+                                    "(codegen/place_waits.h)"));
+  // B not in a stage buffer (its pipeline mark taken off): it is staged in the scratch space at the dot.
+  std::string b_in_registers = plan;
+  const size_t b = b_in_registers.find("%29 = load ");
+  REQUIRE(b != std::string::npos);
+  b_in_registers.erase(b_in_registers.find(" pipelined>", b), 10);
+  CHECK_THROWS_WITH(stage_of_text(b_in_registers, "ptx", cfg),
+                    Catch::Contains("expected no 'running' on this value: its B is not in the loop's stage buffer or "
+                                    "staged before the loop for wgmma"));
+  // A plan up to stage_operands has no running dot yet.
+  std::string early = plan;
+  early.replace(0, early.find(" for "), "// the lowering plan up to stage_operands");
+  CHECK_THROWS_WITH(stage_of_text(early, "ptx", cfg),
+                    Catch::Contains("expected no 'running' in a plan up to stage_operands (place_waits has not run)"));
 }

@@ -222,7 +222,7 @@ int run_cli(int argc, char **argv) {
       ir->add_flag("--stages", list_stages, "list the compile stages, from the traced tile IR to PTX, and exit");
   ir->add_option("--stage", stage,
                  "print this compile stage instead of the optimized tile IR (--stages lists them; the plan passes' "
-                 "(assign_layouts ... stage_operands), lowering, llvm and ptx are compiled for --arch; TILEJIT_DUMP_STAGES=<dir> writes every stage of every "
+                 "(assign_layouts ... place_waits), lowering, llvm and ptx are compiled for --arch; TILEJIT_DUMP_STAGES=<dir> writes every stage of every "
                  "kernel a run traces)")
       ->excludes(stages_flag);
   ir->add_option("--arch", spec.arch, "target GPU arch of the stages after optimized (the plan passes', lowering, llvm, ptx)")

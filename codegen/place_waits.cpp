@@ -1,0 +1,100 @@
+// Place waits (codegen/place_waits.h): the dot each loop leaves running across its back edge.
+#include "codegen/place_waits.h"
+
+#include <fmt/format.h>
+
+#include "codegen/mma.h"
+
+namespace tilejit::codegen {
+namespace {
+
+/// The for loops around `op`, innermost first.
+std::vector<const ir::Op *> enclosing_loops(const ir::Op &op) {
+  std::vector<const ir::Op *> loops;
+  for (const ir::Block *blk = op.parent; blk && blk->parent; blk = blk->parent->parent)
+    if (blk->parent->kind == ir::OpKind::For) loops.push_back(blk->parent);
+  return loops;
+}
+
+/// True when `v` is staged in `form` before one of `loops` (it is then in shared memory throughout the innermost).
+bool staged_before(const LoweringPlan &plan, const std::vector<const ir::Op *> &loops, const ir::Value *v,
+                   StagedOperand::Form form) {
+  for (const ir::Op *loop : loops)
+    if (auto it = plan.staging.find(loop); it != plan.staging.end())
+      for (const StagedOperand &s : it->second.operands)
+        if (s.operand == v && s.form == form) return true;
+  return false;
+}
+
+/// The load that `v` is, when `pipe` copies it into a stage buffer its dots read.
+const PipelinedLoad *in_stage_buffer(const LoopPipeline *pipe, const ir::Value *v) {
+  if (!pipe || !v->def) return nullptr;
+  for (const PipelinedLoad &ld : pipe->loads)
+    if (ld.load == v->def && !ld.to_registers) return &ld;
+  return nullptr;
+}
+
+/// Why `dot` cannot be left running (empty when it can), with the function's use counts.
+std::string refusal(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &dot,
+                    const std::unordered_map<const ir::Value *, int> &uses) {
+  if (dot.kind != ir::OpKind::Dot) return "only a dot's wgmmas are left running";
+  if (!kernel_uses_wgmma(fn, plan.opts) || !dot_runs_on_wgmma(dot, true, plan.opts.num_warps, plan.folded))
+    return "the dot does not run on wgmma";
+  const ir::Op *loop = dot.parent ? dot.parent->parent : nullptr;
+  if (!loop || loop->kind != ir::OpKind::For) return "the dot is not at the top level of a loop's body";
+  const ir::Block &body = *loop->region(0);
+  const ir::Op *last = nullptr;
+  ir::walk(const_cast<ir::Block &>(body), [&](ir::Op &op) {
+    if (op.kind == ir::OpKind::Dot) last = &op;
+  });
+  if (last != &dot) return "a later dot of the loop's body would have to wait for it";
+  if (dot.num_operands() < 3) return "the dot accumulates into nothing the loop carries";
+  const ir::Value *acc = dot.operand(2);
+  const ir::Op *yield = body.ops.empty() ? nullptr : body.ops.back().get();
+  int carried = -1;
+  for (int i = 1; i < int(body.args.size()); ++i)
+    if (body.arg(i) == acc) carried = i - 1;
+  if (carried < 0 || !yield || yield->kind != ir::OpKind::Yield || carried >= yield->num_operands() ||
+      yield->operand(carried) != dot.result())
+    return "the dot's accumulator is not the loop-carried value it yields";
+  auto count = [&](const ir::Value *v) {
+    auto it = uses.find(v);
+    return it == uses.end() ? 0 : it->second;
+  };
+  if (count(acc) != 1 || count(dot.result()) != 1)
+    return "something else reads the accumulator, which the running wgmmas are still writing";
+  if (!(plan.of(acc) == plan.of(dot.result()))) return "the loop carries the accumulator in another layout";
+  auto pipe_it = plan.pipelines.find(loop);
+  const LoopPipeline *pipe = pipe_it == plan.pipelines.end() ? nullptr : &pipe_it->second;
+  if (pipe && pipe->stages < 3)
+    return fmt::format("its stage buffer is still read when the next iteration refills the ring of {} stages (3 "
+                       "or more leave one to it)", pipe->stages);
+  const std::vector<const ir::Op *> loops = enclosing_loops(dot);
+  const ir::Value *a = dot.operand(0), *b = dot.operand(1);
+  if (plan.folded.count(a)) return "its A is a folded transpose, staged in the scratch space at the dot";
+  const PipelinedLoad *a_ld = in_stage_buffer(pipe, a);
+  if (!(a_ld && a_ld->wgmma_a_rows) && !staged_before(plan, loops, a, StagedOperand::Form::WgmmaA))
+    return "its A is not read from shared memory by the wgmmas (the loop's stage buffer or staged before the loop, "
+           "in wgmma's row order)";
+  const ir::Value *b_source = plan.folded.count(b) ? b->def->operand(0) : b;
+  if (!in_stage_buffer(pipe, b_source) && !staged_before(plan, loops, b, StagedOperand::Form::WgmmaB))
+    return "its B is not in the loop's stage buffer or staged before the loop for wgmma";
+  return "";
+}
+
+}  // namespace
+
+void place_waits(const ir::Function &fn, LoweringPlan &plan, const std::unordered_set<const ir::Value *> *only) {
+  plan.running.clear();
+  const auto uses = ir::use_counts(const_cast<ir::Block &>(*fn.body));
+  ir::walk(const_cast<ir::Block &>(*fn.body), [&](ir::Op &op) {
+    if (op.kind != ir::OpKind::Dot || (only && !only->count(op.result()))) return;
+    if (refusal(fn, plan, op, uses).empty()) plan.running[op.parent->parent] = &op;
+  });
+}
+
+std::string why_not_running(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &dot) {
+  return refusal(fn, plan, dot, ir::use_counts(const_cast<ir::Block &>(*fn.body)));
+}
+
+}  // namespace tilejit::codegen

@@ -1,0 +1,38 @@
+// Place waits: the pass that decides, before the lowering, which wgmma dot of a loop is left running across the
+// loop's back edge. By default an iteration ends waiting for every wgmma group it committed (wgmma.wait_group 0),
+// so the tensor cores idle while the next iteration waits for its copies, synchronizes and issues them. A dot
+// left running instead ends its iteration with wgmma.wait_group 1: the next iteration's copies and barrier
+// overlap it, and its wgmmas continue its accumulators without a wait (the hardware orders wgmmas of one shape
+// on the same accumulator registers: PTX ISA 8.5, 9.7.15.5.2). The same schedule as CUTLASS's sm90 mainloops
+// and Triton's Hopper pipeliner (one MMA group in flight).
+//
+// Its stage buffer is still being read while the next iteration starts, so the loop's software pipeline copies
+// one iteration less far ahead: num_stages − 2 iterations (LoweringPlan::lookahead), which needs 3 stages or
+// more; a loop without a pipeline needs nothing of it.
+//
+// A dot D qualifies when it runs on wgmma, stands at the top level of a for loop's body, is the body's last dot,
+// accumulates into a loop-carried value that nothing else reads (the body's argument read only by D, D's result
+// only yielded), and its wgmmas read both operands from shared memory that no later op of the iteration reuses:
+// A from the loop's stage buffer in wgmma's row order or staged before this loop or an enclosing one in that
+// order (not a folded transpose), B from the loop's stage buffer or staged before this loop or an enclosing one
+// for wgmma. A dot whose operands are staged in the scratch space at the dot, or read from registers, does not.
+// Pure; no LLVM.
+#pragma once
+#include <string>
+#include <unordered_set>
+
+#include "codegen/lowering_plan.h"
+#include "ir/ir.h"
+
+namespace tilejit::codegen {
+
+/// Fills plan.running for fn (plan's layouts, folded transposes, pipelines and staging already decided): each
+/// loop's qualifying dot. With `only`, only dots whose results are in it (a text's "running" marks; the caller
+/// checks that each was taken).
+void place_waits(const ir::Function &fn, LoweringPlan &plan, const std::unordered_set<const ir::Value *> *only = nullptr);
+
+/// Why place_waits does not leave `dot` running with plan's other decisions (the reason a "running" mark is
+/// refused); empty when it does.
+std::string why_not_running(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &dot);
+
+}  // namespace tilejit::codegen
