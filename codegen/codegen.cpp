@@ -155,7 +155,7 @@ void Lowering::wait_wgmma_through(int group, const char *why) {
 
 std::optional<Tile> Lowering::take_pending(const ir::Value *v, int instr_n, bool *from_last_iteration) {
   for (size_t i = 0; i < pending_wgmma_.size(); ++i)
-    if (pending_wgmma_[i].v == v && pending_wgmma_[i].instr_n == instr_n) {
+    if (pending_wgmma_[i].v == v && (pending_wgmma_[i].instr_n == instr_n || pending_wgmma_[i].from_last_iteration)) {
       if (from_last_iteration) *from_last_iteration = pending_wgmma_[i].from_last_iteration;
       pending_wgmma_.erase(pending_wgmma_.begin() + std::ptrdiff_t(i));
       return values_.at(v);
@@ -163,8 +163,8 @@ std::optional<Tile> Lowering::take_pending(const ir::Value *v, int instr_n, bool
   return std::nullopt;
 }
 
-void Lowering::carry_running(const ir::Value *arg, int instr_n) {
-  pending_wgmma_.push_back({arg, wgmma_groups - 1, instr_n, /*from_last_iteration=*/true});
+void Lowering::carry_running(const ir::Value *arg) {
+  pending_wgmma_.push_back({arg, wgmma_groups - 1, /*instr_n=*/0, /*from_last_iteration=*/true});
 }
 
 Tile Lowering::leave_running(const ir::Value *v) {
@@ -435,8 +435,7 @@ void Lowering::run() {
   if (!allow_dynamic_staging) {  // the same operands, or fewer, placed again without the dynamic buffer
     const std::unordered_set<const ir::Value *> staged = staged_operands(plan);
     stage_operands(fn, plan, /*dynamic=*/false, &staged);
-    std::unordered_set<const ir::Value *> running;  // the same dots left running, or fewer (their operands staged)
-    for (const auto &[loop, dot] : plan.running) running.insert(dot->result());
+    const std::unordered_set<const ir::Value *> running = running_dots(plan);  // the same, or fewer
     place_waits(fn, plan, &running);
   }
   declare_kernel();

@@ -65,8 +65,7 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
     return it->second;
   };
   const std::unordered_set<const ir::Value *> shared = staged_operands(p);
-  std::unordered_set<const ir::Value *> running;
-  for (const auto &[loop, dot] : p.running) running.insert(dot->result());
+  const std::unordered_set<const ir::Value *> running = running_dots(p);
   std::string body = ir::print_annotated(
       fn,
       [&](const ir::Value *v) -> std::string {
@@ -485,44 +484,42 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
     if (target >= 5) place_waits(fn, plan);
     return plan;
   }
-  // The operands marked "shared" are staged before the loops that read them, as far as they qualify and fit; the
-  // first one marked in the text that is not is named.
-  std::unordered_set<const ir::Value *> marked;
-  for (const auto &[v, pos] : shared_at) marked.insert(v);
+  // The operands marked "shared" are staged before the loops that read them, as far as they qualify and fit.
+  // Each mark of a value's note its pass did not take is refused, the first one in the text named with the pass's
+  // reason.
+  auto refuse_untaken = [&](const std::unordered_map<const ir::Value *, size_t> &marked_at,
+                            const std::unordered_set<const ir::Value *> &taken, const char *mark, const char *header,
+                            auto why) {
+    const ir::Value *refused = nullptr;
+    for (const auto &[v, pos] : marked_at) {
+      if (taken.count(v)) continue;
+      const ir::SourceLoc &at = notes.types.at(v).loc, *best = refused ? &notes.types.at(refused).loc : nullptr;
+      if (!best || std::tie(at.line, at.column) < std::tie(best->line, best->column)) refused = v;
+    }
+    if (refused)
+      LayoutReader(notes.types.at(refused), refused->type, opts.num_warps, foldable.folded, notes.aliases)
+          .fail_at(marked_at.at(refused),
+                   fmt::format("no '{}' on this value: {} ({})", mark, why(refused), header));
+  };
+  auto keys = [](const std::unordered_map<const ir::Value *, size_t> &marked_at) {
+    std::unordered_set<const ir::Value *> values;
+    for (const auto &[v, pos] : marked_at) values.insert(v);
+    return values;
+  };
+  const std::unordered_set<const ir::Value *> marked = keys(shared_at);
   plan.stated_staging = true;
   stage_operands(fn, plan, /*dynamic=*/true, &marked);
-  const std::unordered_set<const ir::Value *> staged = staged_operands(plan);
-  const ir::Value *refused = nullptr;
-  for (const auto &[v, pos] : shared_at) {
-    if (staged.count(v)) continue;
-    const ir::SourceLoc &at = notes.types.at(v).loc, *best = refused ? &notes.types.at(refused).loc : nullptr;
-    if (!best || std::tie(at.line, at.column) < std::tie(best->line, best->column)) refused = v;
-  }
-  if (refused)
-    LayoutReader(notes.types.at(refused), refused->type, opts.num_warps, foldable.folded, notes.aliases)
-        .fail_at(shared_at.at(refused), fmt::format("no 'shared' on this value: {} (codegen/stage_operands.h)",
-                                                    why_not_staged(fn, plan, refused)));
+  refuse_untaken(shared_at, staged_operands(plan), "shared", "codegen/stage_operands.h",
+                 [&](const ir::Value *v) { return why_not_staged(fn, plan, v); });
   if (done < 5) {
     if (target >= 5) place_waits(fn, plan);
     return plan;
   }
-  // The dots marked "running" are left running as far as they qualify; the first one marked in the text that is
-  // not is named.
-  std::unordered_set<const ir::Value *> marked_running;
-  for (const auto &[v, pos] : running_at) marked_running.insert(v);
+  // The dots marked "running" are left running as far as they qualify.
+  const std::unordered_set<const ir::Value *> marked_running = keys(running_at);
   place_waits(fn, plan, &marked_running);
-  std::unordered_set<const ir::Value *> taken;
-  for (const auto &[loop, dot] : plan.running) taken.insert(dot->result());
-  const ir::Value *not_taken = nullptr;
-  for (const auto &[v, pos] : running_at) {
-    if (taken.count(v)) continue;
-    const ir::SourceLoc &at = notes.types.at(v).loc, *best = not_taken ? &notes.types.at(not_taken).loc : nullptr;
-    if (!best || std::tie(at.line, at.column) < std::tie(best->line, best->column)) not_taken = v;
-  }
-  if (not_taken)
-    LayoutReader(notes.types.at(not_taken), not_taken->type, opts.num_warps, foldable.folded, notes.aliases)
-        .fail_at(running_at.at(not_taken), fmt::format("no 'running' on this value: {} (codegen/place_waits.h)",
-                                                       why_not_running(fn, plan, *not_taken->def)));
+  refuse_untaken(running_at, running_dots(plan), "running", "codegen/place_waits.h",
+                 [&](const ir::Value *v) { return why_not_running(fn, plan, *v->def); });
   return plan;
 }
 

@@ -6,7 +6,6 @@
 #include <llvm/IR/Constants.h>
 
 #include "codegen/lowering.h"
-#include "codegen/mma.h"
 #include "codegen/pipeline.h"
 #include "codegen/wgmma.h"
 
@@ -36,11 +35,6 @@ bool blk_has_dot(const ir::Block &blk) {
   return dot;
 }
 
-/// The N of the wgmma instructions of a dot the plan leaves running: its A is in shared memory (place_waits).
-int64_t running_instr_n(Lowering &L, const ir::Op &dot) {
-  return wgmma_instr_n(dot.result()->type.shape[1], /*b_nk=*/L.plan.folded.count(dot.operand(1)) != 0, /*a_smem=*/true);
-}
-
 }  // namespace
 
 void lower_for(Lowering &L, const ir::Op &op) {
@@ -63,15 +57,15 @@ void lower_for(Lowering &L, const ir::Op &op) {
   bool down = cstep && cstep->isNegative();
   auto in_range = [&](llvm::Value *i) { return down ? b.CreateICmpSGT(i, ub) : b.CreateICmpSLT(i, ub); };
 
-  // Software pipeline (codegen/pipeline.h, as plan_pipelines planned it): prologue issues iterations 0..S-2. Its
-  // stage buffers start where stage_operands placed them: past the scratch in use.
+  // Software pipeline (codegen/pipeline.h, as plan_pipelines planned it): the prologue issues the first `ahead`
+  // iterations. Its stage buffers start where stage_operands placed them: past the scratch in use.
   const LoopPipeline *pipe = nullptr;
   if (auto planned = L.plan.pipelines.find(&op); planned != L.plan.pipelines.end()) pipe = &planned->second;
   // The wgmma dot left running across the back edge (place_waits), and which carried value it accumulates into.
   const ir::Op *running = nullptr;
   int running_index = -1;
   if (auto it = L.plan.running.find(&op); it != L.plan.running.end()) {
-    running = it->second;
+    running = it->second.dot;
     for (int i = 0; i < n; ++i)
       if (body.arg(1 + i) == running->operand(2)) running_index = i;
     if (running_index < 0) L.fail("internal: the dot the plan leaves running does not accumulate into a carried value");
@@ -155,7 +149,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   }
   L.bind(body.arg(0), Tile{std::nullopt, {iv}});
   for (int i = 0; i < n; ++i) L.bind(body.arg(1 + i), carried[size_t(i)]);
-  if (running) L.carry_running(body.arg(1 + running_index), int(running_instr_n(L, *running)));
+  if (running) L.carry_running(body.arg(1 + running_index));
   Lowering::StagedSnapshot staged = L.staged_snapshot();
   ++L.loop_depth;
   L.lower_block(body);
@@ -166,8 +160,10 @@ void lower_for(Lowering &L, const ir::Op &op) {
   for (int i = 0; i < n; ++i) next.push_back(i == running_index ? Tile{} : yielded(L, y, i, body.arg(1 + i)));
   if (running) next[size_t(running_index)] = L.leave_running(running->result());
   L.cur_op = saved;
-  // No wgmma group of this iteration may still read the stage buffer the next iteration's refill overwrites.
-  L.wait_all_wgmma("each iteration ends waiting for the wgmma dots it left running");
+  // No wgmma group of this iteration may still read the stage buffer the next iteration's refill overwrites (the
+  // dot left running reads one the next refill leaves alone). A body without dots leaves the enclosing body's
+  // running groups alone: the pending set is then the same whether it ran or not.
+  if (blk_has_dot(body)) L.wait_all_wgmma("each iteration ends waiting for the wgmma dots it left running");
   L.forget_staged_since(staged);  // staged in the body (a nested loop's operands): not run when it runs 0 times
   llvm::Value *iv_next = b.CreateAdd(iv, step);
   llvm::BasicBlock *latch = b.GetInsertBlock();

@@ -397,7 +397,8 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     if (wg)
       L.note(fmt::format("wgmma m64n{}k16 (A from {}; B from {}); {}{}", wgmma_instr_n(g.N, b_nk, a_smem), a, bs,
                          !stage_a && !stage_b ? "left running: waited at its result's first use, at the iteration's "
-                                                "end, or not at all when the next dot continues it"
+                                                "end (or, left running into the next iteration, at the loop's "
+                                                "exit), or not at all when the next dot continues it"
                                               : "waited at once (its operands sit in the scratch space)",
                          !chained                      ? ""
                          : chained_from_last_iteration ? "; continues the previous iteration's running accumulator "

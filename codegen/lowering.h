@@ -224,9 +224,9 @@ class Lowering {
   /// `from_last_iteration` tells whether v is a loop's argument carrying the dot the loop leaves running
   /// (carry_running): in the first iteration it holds the loop's initial value, so the dot fences first.
   std::optional<Tile> take_pending(const ir::Value *v, int instr_n, bool *from_last_iteration = nullptr);
-  /// A loop body's argument `arg` carries the dot the loop leaves running (LoweringPlan::running), its wgmmas of
-  /// N = instr_n: pending, as if committed by the newest group so far.
-  void carry_running(const ir::Value *arg, int instr_n);
+  /// A loop body's argument `arg` carries the dot the loop leaves running (LoweringPlan::running): pending, as if
+  /// committed by the newest group so far. Only that dot reads it (place_waits), so its wgmmas have its shape.
+  void carry_running(const ir::Value *arg);
   /// The end of an iteration that leaves `v` (the result of its last wgmma group) running: wgmma.wait_group 1
   /// completes every older group (the previous iteration's included), pins the other pending values, and hands
   /// back v's still running registers for the back edge. Internal error when v is not the newest pending group.
@@ -267,7 +267,7 @@ class Lowering {
   struct PendingDot {
     const ir::Value *v;
     int group;    // its commit group
-    int instr_n;  // N of its wgmma instructions
+    int instr_n;  // N of its wgmma instructions (0: carried from the last iteration, continued by its own dot)
     bool from_last_iteration = false;  // a loop argument carrying the dot the loop leaves running
   };
   std::vector<PendingDot> pending_wgmma_;  // oldest first

@@ -29,7 +29,8 @@ const PipelinedLoad *LoweringPlan::pipelined(const ir::Op *load) const {
 int LoweringPlan::lookahead(const ir::Op *loop) const {
   auto it = pipelines.find(loop);
   if (it == pipelines.end()) return 0;
-  return it->second.stages - 1 - int(running.count(loop));
+  auto run = running.find(loop);
+  return it->second.stages - 1 - int(run != running.end() && run->second.reads_stage_buffers);
 }
 
 const std::vector<std::string> &plan_passes() {

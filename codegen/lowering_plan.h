@@ -65,6 +65,13 @@ struct StagedOperand {
   int64_t offset = 0;
 };
 
+/// The wgmma dot a loop leaves running across its back edge (place_waits).
+struct RunningDot {
+  const ir::Op *dot = nullptr;
+  /// It reads an operand from the loop's stage buffers, so the pipeline copies one iteration less far ahead.
+  bool reads_stage_buffers = false;
+};
+
 /// What a loop stages before it runs (stage_operands).
 struct LoopStaging {
   std::vector<StagedOperand> operands;  // in staging order; one barrier follows them
@@ -95,15 +102,15 @@ struct TILEJIT_EXPORT LoweringPlan {
   /// The loop-invariant dot operands each for loop stages before it runs (stage_operands).
   std::unordered_map<const ir::Op *, LoopStaging> staging;
   /// The wgmma dot each for loop that has one leaves running across its back edge (place_waits).
-  std::unordered_map<const ir::Op *, const ir::Op *> running;
+  std::unordered_map<const ir::Op *, RunningDot> running;
 
   /// The layout of a tile value (throws CompileError for scalars or unknown values).
   const Layout &of(const ir::Value *v) const;
   bool has(const ir::Value *v) const { return layouts.count(v) != 0; }
   /// The pipelined load `load` is in some loop's pipeline (null when none).
   const PipelinedLoad *pipelined(const ir::Op *load) const;
-  /// How many iterations ahead `loop`'s pipeline copies: num_stages − 1, one less when a dot of the loop is left
-  /// running (its stage buffer is read until the next iteration's wait). 0 without a pipeline.
+  /// How many iterations ahead `loop`'s pipeline copies: num_stages − 1, one less when a dot of the loop left
+  /// running reads its stage buffers (read until the next iteration's wait). 0 without a pipeline.
   int lookahead(const ir::Op *loop) const;
 };
 

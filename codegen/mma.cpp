@@ -91,8 +91,7 @@ bool a_in_mma_registers(const Layout &a, int num_warps) {
 int64_t wgmma_instr_n(int64_t N, bool b_nk, bool a_smem) {
   if (b_nk) return N;
   if (!a_smem) return 64;
-  if (N <= 256) return N;
-  return N % 256 == 0 ? 256 : N % 128 == 0 ? 128 : 64;
+  return std::min<int64_t>(N, 256);  // N is a power of two (dot_uses_mma)
 }
 
 }  // namespace tilejit::codegen

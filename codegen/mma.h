@@ -56,7 +56,7 @@ TILEJIT_EXPORT bool dot_runs_on_wgmma(const ir::Op &dot, bool use_wgmma, int num
                                       const std::unordered_set<const ir::Value *> &folded);
 /// The N of the wgmma instructions of a dot with a [*, N] result: all N columns for a K-major B. For an N-major B
 /// (stored as 64-column panels) with A in shared memory (a_smem), as many whole panels as one instruction takes
-/// (N ≤ 256), the widest that divides N: each instruction reads its A from shared memory again, so A is read once
+/// (N ≤ 256): each instruction reads its A from shared memory again, so A is read once
 /// per 256 columns instead of once per panel. With A in registers there is nothing to re-read: one instruction per
 /// panel, which ties fewer accumulators to one asm statement (ptxas then needs fewer registers: a 4-byte spill
 /// of attention's d128 forward at two programs per SM otherwise). PTX ISA 8.5, 9.7.15.5.1 (the MN-major canonical

@@ -5,11 +5,13 @@
 // registers: its tile goes global → shared with
 // 16-byte cp.async straight into the swizzled staging the dot reads (with ldmatrix, or by wgmma's descriptor:
 // stage buffers are then 1024-byte aligned; an A read by wgmma has its rows copied in wgmma's order). With
-// S = num_stages buffers per load:
-//   prologue:     barrier; issue iterations 0..S-2 into buffers 0..S-2 (one commit group each)
-//   iteration i:  cp.async.wait_group S-2 (iteration i's group has landed); barrier (its data is visible, and
-//                 every thread is done reading buffer (i-1) mod S); issue iteration i+S-1 into that buffer;
-//                 the dots (and the staged reads below) read buffer i mod S
+// S = num_stages buffers per load, copied A = LoweringPlan::lookahead iterations ahead (S-1; S-2 when a dot of the
+// loop is left running into the next iteration, codegen/place_waits.h, whose buffer is then still being read):
+//   prologue:     barrier; issue iterations 0..A-1 into buffers 0..A-1 (one commit group each)
+//   iteration i:  cp.async.wait_group A-1 (iteration i's group has landed); barrier (its data is visible, and
+//                 every thread is done reading buffer (i+A) mod S: (i-1) mod S, or with a running dot
+//                 (i-2) mod S, whose wgmmas every thread's wgmma.wait_group 1 completed); issue iteration i+A into
+//                 that buffer; the dots (and the staged reads below) read buffer i mod S
 //   exit:         cp.async.wait_group 0 (no copy may land in shared memory reused after the loop)
 // Iterations past the upper bound and masked-off 16-byte chunks are zero-filled (src-size 0: nothing is
 // read from global memory). Pointers and masks of a later iteration are computed by re-lowering their

@@ -34,9 +34,10 @@ const PipelinedLoad *in_stage_buffer(const LoopPipeline *pipe, const ir::Value *
   return nullptr;
 }
 
-/// Why `dot` cannot be left running (empty when it can), with the function's use counts.
+/// Why `dot` cannot be left running (empty when it can), with the function's use counts; `reads_stage_buffers`
+/// tells whether it reads an operand from its loop's stage buffers.
 std::string refusal(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &dot,
-                    const std::unordered_map<const ir::Value *, int> &uses) {
+                    const std::unordered_map<const ir::Value *, int> &uses, bool &reads_stage_buffers) {
   if (dot.kind != ir::OpKind::Dot) return "only a dot's wgmmas are left running";
   if (!kernel_uses_wgmma(fn, plan.opts) || !dot_runs_on_wgmma(dot, true, plan.opts.num_warps, plan.folded))
     return "the dot does not run on wgmma";
@@ -66,19 +67,22 @@ std::string refusal(const ir::Function &fn, const LoweringPlan &plan, const ir::
   if (!(plan.of(acc) == plan.of(dot.result()))) return "the loop carries the accumulator in another layout";
   auto pipe_it = plan.pipelines.find(loop);
   const LoopPipeline *pipe = pipe_it == plan.pipelines.end() ? nullptr : &pipe_it->second;
-  if (pipe && pipe->stages < 3)
-    return fmt::format("its stage buffer is still read when the next iteration refills the ring of {} stages (3 "
-                       "or more leave one to it)", pipe->stages);
   const std::vector<const ir::Op *> loops = enclosing_loops(dot);
   const ir::Value *a = dot.operand(0), *b = dot.operand(1);
   if (plan.folded.count(a)) return "its A is a folded transpose, staged in the scratch space at the dot";
   const PipelinedLoad *a_ld = in_stage_buffer(pipe, a);
-  if (!(a_ld && a_ld->wgmma_a_rows) && !staged_before(plan, loops, a, StagedOperand::Form::WgmmaA))
+  const bool a_buffered = a_ld && a_ld->wgmma_a_rows;
+  if (!a_buffered && !staged_before(plan, loops, a, StagedOperand::Form::WgmmaA))
     return "its A is not read from shared memory by the wgmmas (the loop's stage buffer or staged before the loop, "
            "in wgmma's row order)";
   const ir::Value *b_source = plan.folded.count(b) ? b->def->operand(0) : b;
-  if (!in_stage_buffer(pipe, b_source) && !staged_before(plan, loops, b, StagedOperand::Form::WgmmaB))
+  const bool b_buffered = in_stage_buffer(pipe, b_source) != nullptr;
+  if (!b_buffered && !staged_before(plan, loops, b, StagedOperand::Form::WgmmaB))
     return "its B is not in the loop's stage buffer or staged before the loop for wgmma";
+  reads_stage_buffers = a_buffered || b_buffered;
+  if (reads_stage_buffers && pipe->stages < 3)
+    return fmt::format("its stage buffer is still read when the next iteration refills the ring of {} stages (3 "
+                       "or more leave one to it)", pipe->stages);
   return "";
 }
 
@@ -89,12 +93,21 @@ void place_waits(const ir::Function &fn, LoweringPlan &plan, const std::unordere
   const auto uses = ir::use_counts(const_cast<ir::Block &>(*fn.body));
   ir::walk(const_cast<ir::Block &>(*fn.body), [&](ir::Op &op) {
     if (op.kind != ir::OpKind::Dot || (only && !only->count(op.result()))) return;
-    if (refusal(fn, plan, op, uses).empty()) plan.running[op.parent->parent] = &op;
+    bool reads_stage_buffers = false;
+    if (refusal(fn, plan, op, uses, reads_stage_buffers).empty())
+      plan.running[op.parent->parent] = RunningDot{&op, reads_stage_buffers};
   });
 }
 
 std::string why_not_running(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &dot) {
-  return refusal(fn, plan, dot, ir::use_counts(const_cast<ir::Block &>(*fn.body)));
+  bool reads_stage_buffers = false;
+  return refusal(fn, plan, dot, ir::use_counts(const_cast<ir::Block &>(*fn.body)), reads_stage_buffers);
+}
+
+std::unordered_set<const ir::Value *> running_dots(const LoweringPlan &plan) {
+  std::unordered_set<const ir::Value *> dots;
+  for (const auto &[loop, run] : plan.running) dots.insert(run.dot->result());
+  return dots;
 }
 
 }  // namespace tilejit::codegen

@@ -6,9 +6,10 @@
 // on the same accumulator registers: PTX ISA 8.5, 9.7.15.5.2). The same schedule as CUTLASS's sm90 mainloops
 // and Triton's Hopper pipeliner (one MMA group in flight).
 //
-// Its stage buffer is still being read while the next iteration starts, so the loop's software pipeline copies
-// one iteration less far ahead: num_stages − 2 iterations (LoweringPlan::lookahead), which needs 3 stages or
-// more; a loop without a pipeline needs nothing of it.
+// When it reads the loop's stage buffers, one of them is still being read while the next iteration starts, so the
+// loop's software pipeline copies one iteration less far ahead: num_stages − 2 iterations
+// (LoweringPlan::lookahead), which needs 3 stages or more; a dot reading only operands staged before the loop
+// needs nothing of the pipeline.
 //
 // A dot D qualifies when it runs on wgmma, stands at the top level of a for loop's body, is the body's last dot,
 // accumulates into a loop-carried value that nothing else reads (the body's argument read only by D, D's result
@@ -34,5 +35,8 @@ void place_waits(const ir::Function &fn, LoweringPlan &plan, const std::unordere
 /// Why place_waits does not leave `dot` running with plan's other decisions (the reason a "running" mark is
 /// refused); empty when it does.
 std::string why_not_running(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &dot);
+
+/// The results of the dots some loop of plan leaves running (a plan's "running" marks).
+std::unordered_set<const ir::Value *> running_dots(const LoweringPlan &plan);
 
 }  // namespace tilejit::codegen

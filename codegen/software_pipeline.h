@@ -7,8 +7,8 @@
 //   and `other` zero; or
 // - it is a small load (at most kMaxStagedValueElems f32 or i32 elements, any mask and `other`) read by other
 //   ops, at the body's top level, its address depending on the induction variable, no store or atomic in the
-//   body writing through its pointer's parameter (or through one not traced to a parameter: the copy runs S-1
-//   iterations ahead of those writes), no address of the pipeline depending on it, and staging it does not cost
+//   body writing through its pointer's parameter (or through one not traced to a parameter: the copy runs up to
+//   S-1 iterations ahead of those writes), no address of the pipeline depending on it, and staging it does not cost
 //   the pipeline a stage — only in a loop that pipelines dot operands ("staged": read from its stage buffer into
 //   registers);
 // and its pointers and masks depend only on the induction variable, values from outside the loop and ops that

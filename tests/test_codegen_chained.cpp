@@ -103,6 +103,29 @@ TEST_CASE("codegen: wgmma dots of different instruction shapes are not chained",
   REQUIRE(rc == 0);
 }
 
+TEST_CASE("codegen: a dot-free loop after the dot left running leaves its group running", "[codegen][mma]") {
+  // The K loop's dot is left running (3 stages); the loop after it in the same body has no dot, so it waits for
+  // nothing, and the iteration still ends with wgmma.wait_group 1.
+  auto k = Kernel("dot_then_loop", [](Ptr<bf16> A, Ptr<bf16> B, Ptr<f32> O, Ptr<i32> T, I32 n) {
+    Tile r = arange(0, 64), kk = arange(0, 32), c = arange(0, 64);
+    Tile acc = zeros({64, 64}, DType::f32);
+    for_range(0, n, 1, [&](I32 j) {
+      Tile a = load(A + j * 32 + r(_, None) * 1024 + kk(None, _));
+      Tile b = load(B + (j * 32 + kk)(_, None) * 64 + c(None, _));
+      acc = dot(a, b, acc);
+      for_range(0, 4, 1, [&](I32 t) { store(T + j * 4 + t, t); });
+    });
+    store(O + r(_, None) * 64 + c(None, _), acc);
+  });
+  DevicePtr p{256, 1 << 20};
+  PtxResult r = sm90a(k.function(p, p, p, p, 8), 4, 3);
+  REQUIRE(contains(r.ptx, "wgmma.wait_group.sync.aligned 1;"));
+  auto [rc, log] = ptxas_v(r.ptx, "sm_90a", "dot_then_loop");
+  INFO(log);
+  REQUIRE(rc == 0);
+  REQUIRE_FALSE(contains(log, "serialized"));
+}
+
 TEST_CASE("codegen: more than eight running wgmma dots wait with wait_group 7 at most", "[codegen][mma]") {
   // Nine dots issued before the first is read: the first needs eight newer groups left running, which
   // wait_group cannot say (0..7); waiting for one more is still correct.

@@ -616,7 +616,7 @@ TEST_CASE("a dot left running is the text's decision: marked, the iteration ends
   const std::string ptx = stage_of_text(plan, "ptx", cfg);
   CHECK(ptx == stage_of_text(kloop, "ptx", cfg));
   CHECK(ptx.find("wgmma.wait_group.sync.aligned 1;") != std::string::npos);
-  CHECK(ptx.find("cp.async.wait_group 0;") != std::string::npos);  // one iteration ahead
+  CHECK(ptx.find("cp.async.wait_group 1;") == std::string::npos);  // one iteration ahead: each waits for all
   // Unmarked: the iteration waits for its group, the copies run two iterations ahead.
   std::string unmarked = plan;
   unmarked.erase(unmarked.find(" running>"), 8);
@@ -640,6 +640,17 @@ TEST_CASE("a dot left running is the text's decision: marked, the iteration ends
   CHECK_THROWS_WITH(stage_of_text(b_in_registers, "ptx", cfg),
                     Catch::Contains("expected no 'running' on this value: its B is not in the loop's stage buffer or "
                                     "staged before the loop for wgmma"));
+  // With 2 stages the next iteration refills the buffer the running dot reads.
+  LaunchConfig two = cfg;
+  two.num_stages = 2;
+  std::string two_stages = stage_of_text(kloop, "place_waits", two);
+  REQUIRE(two_stages.find(" running>") == std::string::npos);
+  const size_t dot = two_stages.find("%30 = dot ");
+  REQUIRE(dot != std::string::npos);
+  two_stages.insert(two_stages.find(">\n", dot), " running");
+  CHECK_THROWS_WITH(stage_of_text(two_stages, "ptx", two),
+                    Catch::Contains("expected no 'running' on this value: its stage buffer is still read when the next "
+                                    "iteration refills the ring of 2 stages"));
   // A plan up to stage_operands has no running dot yet.
   std::string early = plan;
   early.replace(0, early.find(" for "), "// the lowering plan up to stage_operands");
