@@ -101,6 +101,9 @@ struct TILEJIT_EXPORT LoweringPlan {
   std::unordered_map<const ir::Op *, LoopPipeline> pipelines;
   /// The loop-invariant dot operands each for loop stages before it runs (stage_operands).
   std::unordered_map<const ir::Op *, LoopStaging> staging;
+  /// The staged operands in shared memory throughout each for loop's body, and in which form: its own and those
+  /// staged before it that are still in scope (stage_operands; what the lowering's dots find there).
+  std::unordered_map<const ir::Op *, std::unordered_map<const ir::Value *, StagedOperand::Form>> in_shared;
   /// The wgmma dot each for loop that has one leaves running across its back edge (place_waits).
   std::unordered_map<const ir::Op *, RunningDot> running;
 

@@ -8,22 +8,12 @@
 namespace tilejit::codegen {
 namespace {
 
-/// The for loops around `op`, innermost first.
-std::vector<const ir::Op *> enclosing_loops(const ir::Op &op) {
-  std::vector<const ir::Op *> loops;
-  for (const ir::Block *blk = op.parent; blk && blk->parent; blk = blk->parent->parent)
-    if (blk->parent->kind == ir::OpKind::For) loops.push_back(blk->parent);
-  return loops;
-}
-
-/// True when `v` is staged in `form` before one of `loops` (it is then in shared memory throughout the innermost).
-bool staged_before(const LoweringPlan &plan, const std::vector<const ir::Op *> &loops, const ir::Value *v,
-                   StagedOperand::Form form) {
-  for (const ir::Op *loop : loops)
-    if (auto it = plan.staging.find(loop); it != plan.staging.end())
-      for (const StagedOperand &s : it->second.operands)
-        if (s.operand == v && s.form == form) return true;
-  return false;
+/// True when `v` is staged in `form` throughout `loop`'s body (before it or an enclosing loop).
+bool staged_for_loop(const LoweringPlan &plan, const ir::Op *loop, const ir::Value *v, StagedOperand::Form form) {
+  auto in = plan.in_shared.find(loop);
+  if (in == plan.in_shared.end()) return false;
+  auto it = in->second.find(v);
+  return it != in->second.end() && it->second == form;
 }
 
 /// The load that `v` is, when `pipe` copies it into a stage buffer its dots read.
@@ -67,17 +57,16 @@ std::string refusal(const ir::Function &fn, const LoweringPlan &plan, const ir::
   if (!(plan.of(acc) == plan.of(dot.result()))) return "the loop carries the accumulator in another layout";
   auto pipe_it = plan.pipelines.find(loop);
   const LoopPipeline *pipe = pipe_it == plan.pipelines.end() ? nullptr : &pipe_it->second;
-  const std::vector<const ir::Op *> loops = enclosing_loops(dot);
   const ir::Value *a = dot.operand(0), *b = dot.operand(1);
   if (plan.folded.count(a)) return "its A is a folded transpose, staged in the scratch space at the dot";
   const PipelinedLoad *a_ld = in_stage_buffer(pipe, a);
   const bool a_buffered = a_ld && a_ld->wgmma_a_rows;
-  if (!a_buffered && !staged_before(plan, loops, a, StagedOperand::Form::WgmmaA))
+  if (!a_buffered && !staged_for_loop(plan, loop, a, StagedOperand::Form::WgmmaA))
     return "its A is not read from shared memory by the wgmmas (the loop's stage buffer or staged before the loop, "
            "in wgmma's row order)";
   const ir::Value *b_source = plan.folded.count(b) ? b->def->operand(0) : b;
   const bool b_buffered = in_stage_buffer(pipe, b_source) != nullptr;
-  if (!b_buffered && !staged_before(plan, loops, b, StagedOperand::Form::WgmmaB))
+  if (!b_buffered && !staged_for_loop(plan, loop, b, StagedOperand::Form::WgmmaB))
     return "its B is not in the loop's stage buffer or staged before the loop for wgmma";
   reads_stage_buffers = a_buffered || b_buffered;
   if (reads_stage_buffers && pipe->stages < 3)

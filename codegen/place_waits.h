@@ -14,9 +14,9 @@
 // A dot D qualifies when it runs on wgmma, stands at the top level of a for loop's body, is the body's last dot,
 // accumulates into a loop-carried value that nothing else reads (the body's argument read only by D, D's result
 // only yielded), and its wgmmas read both operands from shared memory that no later op of the iteration reuses:
-// A from the loop's stage buffer in wgmma's row order or staged before this loop or an enclosing one in that
-// order (not a folded transpose), B from the loop's stage buffer or staged before this loop or an enclosing one
-// for wgmma. A dot whose operands are staged in the scratch space at the dot, or read from registers, does not.
+// A from the loop's stage buffer in wgmma's row order or staged in that order and in shared memory throughout the
+// loop (LoweringPlan::in_shared; not a folded transpose), B from the loop's stage buffer or staged for wgmma and
+// in shared memory throughout the loop. A dot whose operands are staged in the scratch space at the dot, or read from registers, does not.
 // Pure; no LLVM.
 #pragma once
 #include <string>

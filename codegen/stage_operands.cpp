@@ -81,6 +81,7 @@ class Stager {
         staging.preload.push_back(dot);
       }
     if (!staging.operands.empty() || !staging.preload.empty()) plan_.staging[&for_op] = std::move(staging);
+    if (!staged_.empty()) plan_.in_shared[&for_op] = staged_;
     scoped(body);
     if (pipe != plan_.pipelines.end()) scratch_ = std::max(saved, persistent_end_);
   }
@@ -183,6 +184,7 @@ class Stager {
 void stage_operands(const ir::Function &fn, LoweringPlan &plan, bool dynamic,
                     const std::unordered_set<const ir::Value *> *only) {
   plan.staging.clear();
+  plan.in_shared.clear();
   Stager(plan, kernel_uses_wgmma(fn, plan.opts), dynamic, only).block(*fn.body);
 }
 
