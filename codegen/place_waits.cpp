@@ -69,9 +69,12 @@ std::string refusal(const ir::Function &fn, const LoweringPlan &plan, const ir::
   if (!b_buffered && !staged_for_loop(plan, loop, b, StagedOperand::Form::WgmmaB))
     return "its B is not in the loop's stage buffer or staged before the loop for wgmma";
   reads_stage_buffers = a_buffered || b_buffered;
-  if (reads_stage_buffers && pipe->stages < 3)
-    return fmt::format("its stage buffer is still read when the next iteration refills the ring of {} stages (3 "
-                       "or more leave one to it)", pipe->stages);
+  // Left running, its stage buffer is still read when the next iteration refills one: the copies run
+  // num_stages - 2 iterations ahead. Fewer than two lost on the H200 (bench/results/LEARNED.md, the K loop).
+  if (reads_stage_buffers && pipe->stages < kMinStagesLeftRunning)
+    return fmt::format("its loop's copies would run {} iteration ahead with {} stages (running, the dot keeps its "
+                       "stage buffer one iteration longer); {} stages or more keep them two ahead",
+                       pipe->stages - 2, pipe->stages, kMinStagesLeftRunning);
   return "";
 }
 

@@ -8,8 +8,10 @@
 //
 // When it reads the loop's stage buffers, one of them is still being read while the next iteration starts, so the
 // loop's software pipeline copies one iteration less far ahead: num_stages − 2 iterations
-// (LoweringPlan::lookahead), which needs 3 stages or more; a dot reading only operands staged before the loop
-// needs nothing of the pipeline.
+// (LoweringPlan::lookahead). Such a dot is left running only with kMinStagesLeftRunning stages or more, so that
+// the copies stay at least two iterations ahead: on shapes that stream from DRAM, prefetch depth mattered more
+// than the overlap (bench/results/LEARNED.md), and a loop with fewer stages keeps its schedule. A dot reading
+// only operands staged before the loop needs nothing of the pipeline.
 //
 // A dot D qualifies when it runs on wgmma, stands at the top level of a for loop's body, is the body's last dot,
 // accumulates into a loop-carried value that nothing else reads (the body's argument read only by D, D's result
@@ -26,6 +28,9 @@
 #include "ir/ir.h"
 
 namespace tilejit::codegen {
+
+/// The fewest stages of a pipeline whose buffers a dot left running reads (copies num_stages − 2 ahead).
+inline constexpr int kMinStagesLeftRunning = 4;
 
 /// Fills plan.running for fn (plan's layouts, folded transposes, pipelines and staging already decided): each
 /// loop's qualifying dot. With `only`, only dots whose results are in it (a text's "running" marks; the caller

@@ -104,7 +104,7 @@ TEST_CASE("codegen: wgmma dots of different instruction shapes are not chained",
 }
 
 TEST_CASE("codegen: a dot-free loop after the dot left running leaves its group running", "[codegen][mma]") {
-  // The K loop's dot is left running (3 stages); the loop after it in the same body has no dot, so it waits for
+  // The K loop's dot is left running (4 stages); the loop after it in the same body has no dot, so it waits for
   // nothing, and the iteration still ends with wgmma.wait_group 1.
   auto k = Kernel("dot_then_loop", [](Ptr<bf16> A, Ptr<bf16> B, Ptr<f32> O, Ptr<i32> T, I32 n) {
     Tile r = arange(0, 64), kk = arange(0, 32), c = arange(0, 64);
@@ -118,7 +118,7 @@ TEST_CASE("codegen: a dot-free loop after the dot left running leaves its group 
     store(O + r(_, None) * 64 + c(None, _), acc);
   });
   DevicePtr p{256, 1 << 20};
-  PtxResult r = sm90a(k.function(p, p, p, p, 8), 4, 3);
+  PtxResult r = sm90a(k.function(p, p, p, p, 8), 4, 4);
   REQUIRE(contains(r.ptx, "wgmma.wait_group.sync.aligned 1;"));
   auto [rc, log] = ptxas_v(r.ptx, "sm_90a", "dot_then_loop");
   INFO(log);
@@ -231,15 +231,15 @@ std::string first_wgmma_loop(const std::string &ptx) {
 TEST_CASE("codegen: a pipelined A operand is copied in wgmma's row order and read from its stage buffer",
           "[codegen][mma][pipeline]") {
   // matmul's acc = dot(a, b, acc) with a and b in stage buffers on 8 warps: the wgmma reads a by descriptor
-  // (the two-descriptor form, no ldmatrix). With 2 stages the copies run one iteration ahead and each iteration
-  // waits for its group before the next refill overwrites the buffer it read; with 3 or more the dot is left
-  // running (codegen/place_waits.h): each iteration ends with wgmma.wait_group 1, the copies run S-2 iterations
-  // ahead, and ptxas keeps the accumulators in place across the back edge (no serialization).
+  // (the two-descriptor form, no ldmatrix). With 2 or 3 stages the copies run S-1 iterations ahead and each
+  // iteration waits for its group before the next refill overwrites the buffer it read; with 4 or more the dot
+  // is left running (codegen/place_waits.h): each iteration ends with wgmma.wait_group 1, the copies run S-2
+  // iterations ahead, and ptxas keeps the accumulators in place across the back edge (no serialization).
   kernels::BuiltinSpec spec;
   spec.dtype = DType::bf16;
   spec.num_warps = 8;
   for (auto [bm, bn, bk] : {std::array{128, 128, 64}, std::array{128, 256, 64}, std::array{128, 256, 32}})
-    for (int stages : {2, 3, 4}) {
+    for (int stages : {2, 3, 4, 5}) {
       if ((bm + bn) * bk * 2 * stages > kMaxPipelineBytes) continue;  // compiles with fewer stages
       spec.block_m = bm, spec.block_n = bn, spec.block_k = bk, spec.num_stages = stages;
       std::string ptx = kernels::builtin_ptx("matmul", spec);
@@ -247,9 +247,10 @@ TEST_CASE("codegen: a pipelined A operand is copied in wgmma's row order and rea
       std::string loop = first_wgmma_loop(ptx);
       REQUIRE_FALSE(contains(ptx, "ldmatrix"));
       REQUIRE(std::regex_search(loop, std::regex(R"(wgmma\.mma_async[^;]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 1;)")));
-      const int ahead = stages - 1 - (stages >= 3);
-      REQUIRE(contains(loop, fmt::format("wgmma.wait_group.sync.aligned {};", stages >= 3 ? 1 : 0)));
-      REQUIRE_FALSE(contains(loop, fmt::format("wgmma.wait_group.sync.aligned {};", stages >= 3 ? 0 : 1)));
+      const bool running = stages >= 4;
+      const int ahead = stages - 1 - running;
+      REQUIRE(contains(loop, fmt::format("wgmma.wait_group.sync.aligned {};", running ? 1 : 0)));
+      REQUIRE_FALSE(contains(loop, fmt::format("wgmma.wait_group.sync.aligned {};", running ? 0 : 1)));
       REQUIRE(contains(loop, fmt::format("cp.async.wait_group {};", ahead - 1)));
       auto [rc, log] = ptxas_v(ptx, "sm_90a", fmt::format("matmul_{}x{}x{}_s{}", bm, bn, bk, stages));
       INFO(log);

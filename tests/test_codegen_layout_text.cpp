@@ -609,20 +609,21 @@ TEST_CASE("a dot left running is the text's decision: marked, the iteration ends
   LaunchConfig cfg;
   cfg.arch = "sm_90a";
   cfg.num_warps = 4;
-  cfg.num_stages = 3;
+  cfg.num_stages = 4;
   const std::string plan = stage_of_text(kloop, "place_waits", cfg);
   REQUIRE(plan.find(" running>") != std::string::npos);
   CHECK(stage_of_text(plan, "place_waits", cfg) == plan);
   const std::string ptx = stage_of_text(plan, "ptx", cfg);
   CHECK(ptx == stage_of_text(kloop, "ptx", cfg));
   CHECK(ptx.find("wgmma.wait_group.sync.aligned 1;") != std::string::npos);
-  CHECK(ptx.find("cp.async.wait_group 1;") == std::string::npos);  // one iteration ahead: each waits for all
-  // Unmarked: the iteration waits for its group, the copies run two iterations ahead.
+  CHECK(ptx.find("cp.async.wait_group 1;") != std::string::npos);  // two iterations ahead
+  CHECK(ptx.find("cp.async.wait_group 2;") == std::string::npos);
+  // Unmarked: the iteration waits for its group, the copies run three iterations ahead.
   std::string unmarked = plan;
   unmarked.erase(unmarked.find(" running>"), 8);
   const std::string waited = stage_of_text(unmarked, "ptx", cfg);
   CHECK(waited.find("wgmma.wait_group.sync.aligned 1;") == std::string::npos);
-  CHECK(waited.find("cp.async.wait_group 1;") != std::string::npos);
+  CHECK(waited.find("cp.async.wait_group 2;") != std::string::npos);
   CHECK(stage_of_text(unmarked, "place_waits", cfg) == unmarked);
   // On a load: only a dot is left running.
   std::string on_load = unmarked;
@@ -640,17 +641,17 @@ TEST_CASE("a dot left running is the text's decision: marked, the iteration ends
   CHECK_THROWS_WITH(stage_of_text(b_in_registers, "ptx", cfg),
                     Catch::Contains("expected no 'running' on this value: its B is not in the loop's stage buffer or "
                                     "staged before the loop for wgmma"));
-  // With 2 stages the next iteration refills the buffer the running dot reads.
+  // With 3 stages the copies would run only one iteration ahead.
   LaunchConfig two = cfg;
-  two.num_stages = 2;
+  two.num_stages = 3;
   std::string two_stages = stage_of_text(kloop, "place_waits", two);
   REQUIRE(two_stages.find(" running>") == std::string::npos);
   const size_t dot = two_stages.find("%30 = dot ");
   REQUIRE(dot != std::string::npos);
   two_stages.insert(two_stages.find(">\n", dot), " running");
   CHECK_THROWS_WITH(stage_of_text(two_stages, "ptx", two),
-                    Catch::Contains("expected no 'running' on this value: its stage buffer is still read when the next "
-                                    "iteration refills the ring of 2 stages"));
+                    Catch::Contains("expected no 'running' on this value: its loop's copies would run 1 iteration ahead "
+                                    "with 3 stages"));
   // A plan up to stage_operands has no running dot yet.
   std::string early = plan;
   early.replace(0, early.find(" for "), "// the lowering plan up to stage_operands");
