@@ -396,9 +396,10 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     const std::string bs = from(bsrc, stage_b) + (b_nk ? "" : ", N-major") + (wg ? "" : ", read with ldmatrix");
     if (wg)
       L.note(fmt::format("wgmma m64n{}k16 (A from {}; B from {}); {}{}", wgmma_instr_n(g.N, b_nk, a_smem), a, bs,
-                         !stage_a && !stage_b ? "left running: waited at its result's first use, at the iteration's "
-                                                "end (or, left running into the next iteration, at the loop's "
-                                                "exit), or not at all when the next dot continues it"
+                         !stage_a && !stage_b ? "not waited for at once: at its result's first use, at the "
+                                                "iteration's end (or, when the plan leaves it running into the next "
+                                                "iteration, at the loop's exit), or not at all when the next dot "
+                                                "continues it"
                                               : "waited at once (its operands sit in the scratch space)",
                          !chained                      ? ""
                          : chained_from_last_iteration ? "; continues the previous iteration's running accumulator "

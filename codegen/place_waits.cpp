@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "codegen/mma.h"
+#include "tilejit/launch.h"
 
 namespace tilejit::codegen {
 namespace {
@@ -72,9 +73,10 @@ std::string refusal(const ir::Function &fn, const LoweringPlan &plan, const ir::
   // Left running, its stage buffer is still read when the next iteration refills one: the copies run
   // num_stages - 2 iterations ahead. Fewer than two lost on the H200 (bench/results/LEARNED.md, the K loop).
   if (reads_stage_buffers && pipe->stages < kMinStagesLeftRunning)
-    return fmt::format("its loop's copies would run {} iteration ahead with {} stages (running, the dot keeps its "
-                       "stage buffer one iteration longer); {} stages or more keep them two ahead",
-                       pipe->stages - 2, pipe->stages, kMinStagesLeftRunning);
+    return fmt::format("its loop's copies would run {} iteration ahead with the {} stages its pipeline has (what "
+                       "fits {} bytes; running, the dot keeps its stage buffer one iteration longer); {} stages or "
+                       "more keep them two ahead", pipe->stages - 2, pipe->stages, kMaxPipelineBytes,
+                       kMinStagesLeftRunning);
   return "";
 }
 

@@ -48,8 +48,9 @@ std::string stage_of_text(std::string_view tir, const std::string &stage, const 
     const int done = codegen::plan_up_to(tir, opts);
     const auto first = std::find(stages.begin(), stages.end(), passes[size_t(done - 1)]);
     if (at < first)
-      throw Error(fmt::format("stage '{}' comes before '{}', and this text is a plan up to that pass; ask for one of "
-                              "{} (tilejit ir --stage NAME; 'optimized' is the default)", stage, *first,
+      throw Error(fmt::format("stage '{}' comes before '{}', and this text is {}; ask for one of {} (tilejit ir "
+                              "--stage NAME; 'optimized' is the default)", stage, *first,
+                              done == int(passes.size()) ? "a whole plan (after that pass)" : "a plan up to that pass",
                               fmt::join(first, stages.end(), ", ")));
     read = codegen::read_layouts(*fn, notes, opts, done, upto);
   } else {

@@ -552,7 +552,8 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
   CHECK_THROWS_WITH(stage_of_text(text("#blocked<spt=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1] tpw=[32] wpc=[4] order=[0]>"), "ptx", cfg),
                     Catch::Contains("expected sizes per thread: a list of at most 16 whole numbers of at most 2^20"));
   CHECK_THROWS_WITH(stage_of_text(text(ok), "cse", cfg),
-                    Catch::Contains("stage 'cse' comes before 'place_waits', and this text is a plan up to that pass"));
+                    Catch::Contains("stage 'cse' comes before 'place_waits', and this text is a whole plan (after that "
+                                    "pass)"));
   cfg.num_warps = 8;
   CHECK_THROWS_WITH(stage_of_text(text(ok), "ptx", cfg),
                     Catch::Contains("line 2, column 86: expected warps per program whose product is num_warps = 8, not 4"));
@@ -651,7 +652,7 @@ TEST_CASE("a dot left running is the text's decision: marked, the iteration ends
   two_stages.insert(two_stages.find(">\n", dot), " running");
   CHECK_THROWS_WITH(stage_of_text(two_stages, "ptx", two),
                     Catch::Contains("expected no 'running' on this value: its loop's copies would run 1 iteration ahead "
-                                    "with 3 stages"));
+                                    "with the 3 stages its pipeline has"));
   // A plan up to stage_operands has no running dot yet.
   std::string early = plan;
   early.replace(0, early.find(" for "), "// the lowering plan up to stage_operands");

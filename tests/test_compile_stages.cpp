@@ -196,7 +196,7 @@ TEST_CASE("The lowering stage names each dot's instruction and operands, each lo
   CHECK(line_of(hopper, " = for ").find("// cp.async software pipeline: 2 stages") != std::string::npos);
   CHECK(line_of(hopper, " = load ").find("// copied ahead with cp.async") != std::string::npos);
   CHECK(line_of(hopper, " = dot ").find("// wgmma m64n64k16") != std::string::npos);
-  CHECK(line_of(hopper, " = dot ").find("left running") != std::string::npos);
+  CHECK(line_of(hopper, " = dot ").find("not waited for at once") != std::string::npos);
   CHECK(line_of(hopper, "yield ").find("wgmma.wait_group 0") != std::string::npos);
   CHECK(std::regex_search(line_of(hopper, " = dot "), std::regex(": tensor<64x64xf32, #blocked[0-9]+>")));
   opts.arch = "sm_80";
