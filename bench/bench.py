@@ -1601,7 +1601,7 @@ def run_matmul(ctx: Context):
                            "tilejit first call, s (tunes)"], table, right={3, 4, 5, 6, 7, 9}))
     notes = common_method_notes() + [
         "- tilejit: tilejit_matmul (row-major, autotuned: BLOCK_M ∈ {64,128}, BLOCK_N ∈ {64,128,256}, BLOCK_K ∈ "
-        "{32,64}, 4 or 8 warps, 1-6 stages; the first call per shape bucket tunes). 'tilejit config' is the pick "
+        "{32,64}, 4 or 8 warps, 1-4 stages; the first call per shape bucket tunes). 'tilejit config' is the pick "
         "(tilejit_last_launch_config), BLOCK_M x BLOCK_N x BLOCK_K.",
         "- torch: torch.matmul (cuBLAS), TF32 off. The reference is the fp32 product of the same bf16 inputs.",
     ]

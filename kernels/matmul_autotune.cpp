@@ -34,7 +34,7 @@ MatmulBlocks blocks(const autotune::Config &c) { return {c.get("BLOCK_M"), c.get
 
 std::vector<autotune::Config> matmul_candidates(DType dtype) {
   std::vector<autotune::Config> cs = autotune::cartesian(
-      {{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128, 256}}, {"BLOCK_K", {32, 64}}}, {4, 8}, {1, 2, 3, 4, 5, 6});
+      {{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128, 256}}, {"BLOCK_K", {32, 64}}}, {4, 8}, {1, 2, 3, 4});
   // A 16-bit config whose stage buffers outgrow the pipeline's budget compiles to its twin with fewer stages.
   if (dtype != DType::f32)
     std::erase_if(cs, [](const autotune::Config &c) {

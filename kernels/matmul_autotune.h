@@ -6,7 +6,7 @@
 namespace tilejit::kernels {
 
 /// The autotuner's candidates for dtype: BLOCK_M ∈ {64,128} × BLOCK_N ∈ {64,128,256} × BLOCK_K ∈ {32,64} ×
-/// num_warps ∈ {4,8} × num_stages ∈ {1,...,6}, less (f16, bf16) those whose stage buffers exceed
+/// num_warps ∈ {4,8} × num_stages ∈ {1,2,3,4}, less (f16, bf16) those whose stage buffers exceed
 /// kMaxPipelineBytes (tilejit/launch.h; they compile to a twin with fewer stages).
 std::vector<autotune::Config> matmul_candidates(DType dtype);
 
