@@ -176,6 +176,42 @@ TEST_CASE("codegen on the GPU: wgmma K loops reading A from stage buffers (8 war
   REQUIRE(on_wgmma == 21);  // all but the K-major b of 32 columns and the 64-row tiles (3 stage counts each)
 }
 
+// The dot left running into the next iteration (codegen/place_waits.h: 4 stages or more): each iteration ends with
+// wgmma.wait_group 1 and the copies run S-2 iterations ahead. K loops of 0 (the exit waits with nothing in flight;
+// c comes back unchanged), 1, 2, 3 and 9 iterations, the accumulator starting from c (ordinary registers in the
+// first iteration, continued in flight afterwards), b [K,N] and trans([N,K]). Exact inputs: bit for bit.
+TEST_CASE("codegen on the GPU: wgmma K loops whose dot is left running into the next iteration (4-5 stages)",
+          "[gpu][codegen]") {
+  int cases = 0;
+  for (auto [bm, bn, bk] : {std::array<int64_t, 3>{128, 128, 64}, std::array<int64_t, 3>{128, 256, 32}})
+    for (bool trans_b : {false, true})
+      for (int stages : {4, 5})
+        for (int64_t steps : {0, 1, 2, 3, 9}) {
+          if (trans_b && bk < 64) continue;  // a K-major b of 32 columns runs on mma.sync, not wgmma
+          REQUIRE((bm + bn) * bk * 2 * stages <= kMaxPipelineBytes);  // else it would compile with fewer stages
+          DType dt = (stages + trans_b + int(steps)) % 2 ? BF16 : DType::f16;
+          const int64_t M = bm * 2, N = bn * 2, K = bk * steps;
+          uint32_t seed = uint32_t(bm + bn * 3 + bk * 5 + trans_b * 7 + stages * 11 + steps * 13);
+          std::vector<Arg> args = matmul_inputs(M, N, std::max<int64_t>(K, bk), dt, seed);
+          args.push_back(int_arg(N));
+          args.push_back(int_arg(K));
+          auto fn = matmul_acc(bm, bn, bk, dt, trans_b);
+          codegen::CodegenOptions opts;
+          opts.arch = "sm_90a";
+          opts.num_warps = 8;
+          opts.num_stages = stages;
+          const std::string what = fmt::format("dot {}x{}x{} {}{}, 8 warps, num_stages {}, {} K steps", bm, bn, bk,
+                                               dtype_name(dt), trans_b ? " trans_b" : "", stages, steps);
+          INFO(what);
+          REQUIRE(codegen::compile_to_ptx(fn, opts).ptx.find("wgmma.wait_group.sync.aligned 1;") != std::string::npos);
+          run_both(fn, Grid{uint32_t(M / bm), uint32_t(N / bn)}, args, 8, stages);
+          auto [cpu, gpu] = outputs<float>(args[2]);
+          require_close(cpu, gpu, 0, 0, what);
+          ++cases;
+        }
+  REQUIRE(cases == 30);
+}
+
 TEST_CASE("codegen on the GPU: a masked vector staged with a K loop's dot operands matches the interpreter",
           "[gpu][codegen]") {
   // matmul_acc with a RowBias: every K step adds a per-row f32 vector, masked (other −0.75) differently from step to
