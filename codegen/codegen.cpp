@@ -61,6 +61,24 @@ void Lowering::fail(const std::string &why) const {
                                  cur_op->loc.str(), fn.name, why));
 }
 
+void Lowering::check_registers_per_thread() {
+  // A tile whose layout gives each thread thousands of registers compiles for minutes (ptxas spills it; a
+  // 1024x1024 f32 dot on 4 warps took 229 s) into a kernel nobody wants: an error naming the op says so at once.
+  ir::walk(const_cast<ir::Block &>(*fn.body), [&](ir::Op &op) {
+    for (int i = 0; i < op.num_results(); ++i) {
+      const ir::Value *v = op.result(i);
+      if (v->type.is_scalar() || !plan.has(v)) continue;
+      const int64_t words = (dtype_bytes(v->type.dtype()) + 3) / 4, regs = plan.of(v).num_regs() * words;
+      if (regs <= kMaxRegistersPerValue) continue;
+      cur_op = &op;
+      fail(fmt::format("its {} result would take {} registers per thread with {} warps (at most {}, 8 times the 255 "
+                       "a thread has: ptxas would spend minutes spilling it); use smaller blocks or more warps",
+                       v->type.str(), regs, opts.num_warps, kMaxRegistersPerValue));
+    }
+  });
+  cur_op = nullptr;
+}
+
 llvm::Function *Lowering::intrinsic(unsigned id, llvm::ArrayRef<llvm::Type *> tys) {
   return llvm::Intrinsic::getDeclaration(&mod, llvm::Intrinsic::ID(id), tys);
 }
@@ -438,6 +456,7 @@ void Lowering::run() {
     const std::unordered_set<const ir::Value *> running = running_dots(plan);  // the same, or fewer
     place_waits(fn, plan, &running);
   }
+  check_registers_per_thread();
   declare_kernel();
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", kernel));
   tid_ = b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");

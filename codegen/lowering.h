@@ -236,6 +236,10 @@ class Lowering {
 
   // ---- helpers ----
   [[noreturn]] void fail(const std::string &why) const;
+  /// The most 32-bit registers one tile value may take per thread (check_registers_per_thread).
+  static constexpr int64_t kMaxRegistersPerValue = 2048;
+  /// CompileError naming the first op whose result's layout needs more than kMaxRegistersPerValue registers.
+  void check_registers_per_thread();
   llvm::Function *intrinsic(unsigned id, llvm::ArrayRef<llvm::Type *> tys = {});
   /// Creates a new basic block in the kernel.
   llvm::BasicBlock *new_block(const char *name);

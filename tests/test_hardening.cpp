@@ -11,6 +11,7 @@
 #include "tilejit/error.h"
 #include "tilejit/flex_attention.h"
 #include "tilejit/flex_variants.h"
+#include "tilejit/kernel.h"
 #include "tilejit/kernels.h"
 #include "tilejit/ops.h"
 
@@ -58,6 +59,24 @@ TEST_CASE("an f16/bf16 dot for an arch without mma.sync m16n8k16 is a CompileErr
   spec.dtype = DType::f32;  // the FMA path still compiles for them
   spec.arch = "sm_75";
   REQUIRE(kernels::builtin_ptx("matmul", spec).find(".entry") != std::string::npos);
+}
+
+TEST_CASE("a tile too large for a thread's registers is a CompileError naming the op and its line, not minutes in ptxas",
+          "[hardening]") {
+  // A [1024, 1024] f32 dot result on 4 warps: 8192 registers per thread (ptxas took minutes spilling it).
+  auto k = Kernel("big_dot", [](Ptr<bf16> A, Ptr<bf16> B, Ptr<f32> C) {
+    Tile r = arange(0, 1024), c = arange(0, 64);
+    Tile a = load(A + r(_, None) * 64 + c(None, _)), b = load(B + c(_, None) * 1024 + r(None, _));
+    store(C + r(_, None) * 1024 + r(None, _), dot(a, b));
+  });
+  LaunchConfig cfg;
+  cfg.arch = "sm_90a";
+  cfg.num_warps = 4;
+  REQUIRE_THROWS_WITH(k.ptx(cfg, DevicePtr{256, 0}, DevicePtr{256, 0}, DevicePtr{256, 0}),
+                      Catch::Contains("test_hardening.cpp:") && Catch::Contains("kernel 'big_dot'") &&
+                          Catch::Contains("tensor<1024x1024xf32> result would take 8192 registers per thread with 4 "
+                                          "warps (at most 2048") &&
+                          Catch::Contains("use smaller blocks or more warps"));
 }
 
 TEST_CASE("flex options and built-in mods are validated before anything runs", "[hardening][flex]") {
