@@ -634,6 +634,16 @@ TEST_CASE("a dot left running is the text's decision: marked, the iteration ends
   CHECK_THROWS_WITH(stage_of_text(on_load, "ptx", cfg),
                     Catch::Contains("expected no 'running' on this value: only a dot's wgmmas are left running "
                                     "(codegen/place_waits.h)"));
+  // Its result read by another op too: that op would read the registers the running wgmmas still write.
+  std::string read_twice = plan;
+  const size_t yield = read_twice.find("    yield %30");
+  REQUIRE(yield != std::string::npos);
+  const size_t alias = read_twice.find("#blocked", read_twice.find("%30 = dot "));
+  const std::string dot_layout = read_twice.substr(alias, read_twice.find(' ', alias) - alias);
+  read_twice.insert(yield, "    %99 = add %30, %30 : tensor<64x64xf32, " + dot_layout + ">\n");
+  CHECK_THROWS_WITH(stage_of_text(read_twice, "ptx", cfg),
+                    Catch::Contains("expected no 'running' on this value: something else reads the accumulator, which "
+                                    "the running wgmmas are still writing"));
   // B not in a stage buffer (its pipeline mark taken off): it is staged in the scratch space at the dot.
   std::string b_in_registers = plan;
   const size_t b = b_in_registers.find("%29 = load ");
