@@ -362,7 +362,7 @@ llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
 
 llvm::Value *Lowering::place_dynamic_staging(int64_t offset, int64_t bytes, int64_t align) {
   // stage_operands follows the emission order: a drift either way is a bug of one of them.
-  if (offset != (scratch_offset + align - 1) / align * align)
+  if (offset != align_up(scratch_offset, align))
     fail(fmt::format("internal: the plan stages an operand at byte {} of the dynamic buffer, where the scratch in use "
                      "ends at byte {}", offset, scratch_offset));
   scratch_offset = persistent_end_ = offset + (bytes + 15) / 16 * 16;

@@ -74,7 +74,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
     const int64_t align = stage_buffer_align(L.use_wgmma);  // as stage_operands placed them
-    if (pipe->base != (L.scratch_offset + align - 1) / align * align)
+    if (pipe->base != align_up(L.scratch_offset, align))
       L.fail(fmt::format("internal: the plan puts a loop's stage buffers at byte {} of the dynamic buffer, where the "
                          "scratch in use ends at byte {}", pipe->base, L.scratch_offset));
     if (L.notes) {

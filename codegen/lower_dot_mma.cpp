@@ -413,7 +413,7 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
     // A read by a wgmma descriptor starts on a 1024-byte boundary too (the dynamic buffer's start is one).
     int64_t a_off = wg && a_smem ? (1024 - L.scratch_offset % 1024) % 1024 : 0;
     int64_t b_off = (a_off + a_bytes + 127) / 128 * 128;
-    if (wg) b_off = (L.scratch_offset + a_off + a_bytes + 1023) / 1024 * 1024 - L.scratch_offset;
+    if (wg) b_off = align_up(L.scratch_offset + a_off + a_bytes, 1024) - L.scratch_offset;
     L.reserve_smem(b_off + (stage_b ? g.K * g.N * 2 : 0));
     if (stage_a) a_base = L.smem_addr(L.i32(0), b.getInt8Ty(), a_off);
     if (stage_b) b_base = L.smem_addr(L.i32(0), b.getInt8Ty(), b_off);

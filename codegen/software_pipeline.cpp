@@ -181,7 +181,7 @@ std::optional<LoopPipeline> plan_loop(const Context &C, const ir::Op &for_op) {
           return u.second == 0 && wgmma_a_order(*u.first, C.use_wgmma, C.opts.num_warps, C.plan.folded) == order;
         }))
       pl.wgmma_a_rows = order;
-    p.stage_bytes += (rows * cols * 2 + align - 1) / align * align;
+    p.stage_bytes += align_up(rows * cols * 2, align);
     p.loads.push_back(pl);
   }
   if (p.loads.empty()) return std::nullopt;
@@ -217,9 +217,9 @@ std::optional<LoopPipeline> plan_loop(const Context &C, const ir::Op &for_op) {
   int64_t with_values = p.stage_bytes;
   for (PipelinedLoad &v : staged_values) {
     v.offset = with_values;
-    with_values += (v.rows * 4 + 15) / 16 * 16;
+    with_values += align_up(v.rows * 4, 16);
   }
-  with_values = (with_values + align - 1) / align * align;
+  with_values = align_up(with_values, align);
   if (!staged_values.empty() && stages_within_budget(with_values) == stages_within_budget(p.stage_bytes)) {
     p.stage_bytes = with_values;
     p.loads.insert(p.loads.end(), staged_values.begin(), staged_values.end());

@@ -30,6 +30,9 @@ namespace tilejit::codegen {
 /// 16 bytes of 16-bit elements: what one cp.async copies.
 inline constexpr int64_t kChunkElems = 8;
 
+/// x rounded up to a multiple of `a` (x ≥ 0, a > 0): where the plan places a buffer of alignment a past byte x.
+inline int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
 /// The alignment of a pipeline's stage buffers and of each load's buffer in a stage: 1024 bytes in a kernel that
 /// uses wgmma (its descriptors read 1024-byte aligned swizzle atoms), else 128.
 inline int64_t stage_buffer_align(bool use_wgmma) { return use_wgmma ? 1024 : 128; }

@@ -17,8 +17,6 @@ namespace {
 /// Registers per thread that preloaded A fragments may take (4 per m16 × k16 tile).
 constexpr int64_t kMaxPreloadedRegs = 16;
 
-int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
-
 /// True when v is computed inside `body` (an op of it or of a region nested in it, or one of their arguments).
 bool defined_inside(const ir::Value *v, const ir::Block &body) {
   const ir::Block *blk = v->def ? v->def->parent : v->block;
