@@ -451,15 +451,20 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
     if (target >= 5) place_waits(fn, plan);
     return plan;
   }
-  // The marked loads are the pipelines' candidates; one the planner did not take does not qualify. The first such
-  // mark in the text is named.
+  // Whether v's note stands before w's in the text (always, when w is null): of the marks a pass refuses, the
+  // first in the text is named.
+  auto earlier = [&](const ir::Value *v, const ir::Value *w) {
+    if (!w) return true;
+    const ir::SourceLoc &a = notes.types.at(v).loc, &b = notes.types.at(w).loc;
+    return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+  };
+  // The marked loads are the pipelines' candidates; one the planner did not take does not qualify.
   plan_pipelines(fn, opts, analyze_axis_info(fn), plan, &marks);
   const ir::Op *first = nullptr;
   for (const auto &[load, staged] : marks) {
     const PipelinedLoad *ld = plan.pipelined(load);
     if (ld && ld->to_registers == staged) continue;
-    const ir::SourceLoc &at = notes.types.at(load->result()).loc, *best = first ? &notes.types.at(first->result()).loc : nullptr;
-    if (!best || std::tie(at.line, at.column) < std::tie(best->line, best->column)) first = load;
+    if (earlier(load->result(), first ? first->result() : nullptr)) first = load;
   }
   if (first) {
     const ir::Value *v = first->result();
@@ -491,11 +496,8 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
                             const std::unordered_set<const ir::Value *> &taken, const char *mark, const char *header,
                             auto why) {
     const ir::Value *refused = nullptr;
-    for (const auto &[v, pos] : marked_at) {
-      if (taken.count(v)) continue;
-      const ir::SourceLoc &at = notes.types.at(v).loc, *best = refused ? &notes.types.at(refused).loc : nullptr;
-      if (!best || std::tie(at.line, at.column) < std::tie(best->line, best->column)) refused = v;
-    }
+    for (const auto &[v, pos] : marked_at)
+      if (!taken.count(v) && earlier(v, refused)) refused = v;
     if (refused)
       LayoutReader(notes.types.at(refused), refused->type, opts.num_warps, foldable.folded, notes.aliases)
           .fail_at(marked_at.at(refused),
