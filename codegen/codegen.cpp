@@ -348,6 +348,20 @@ llvm::Value *Lowering::smem_raw(int64_t base_bytes) {
   return p;
 }
 
+llvm::Value *Lowering::tensor_map_address(int i) {
+  if (i < 0 || size_t(i) >= plan.tensor_maps.size()) fail("internal: no such tensor map");
+  return b.CreatePtrToInt(kernel->getArg(unsigned(fn.params.size() + size_t(i))), b.getInt64Ty());
+}
+
+llvm::Value *Lowering::new_mbarriers(int count) {
+  static_smem_bytes_ += 8 * count;
+  auto *ty = llvm::ArrayType::get(b.getInt64Ty(), uint64_t(count));
+  auto *g = new llvm::GlobalVariable(mod, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
+                                     "tilejit_mbarriers", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+  g->setAlignment(llvm::Align(8));
+  return g;
+}
+
 llvm::GlobalVariable *Lowering::new_static_smem(int64_t bytes, int64_t align) {
   const int64_t cost = static_staging_cost(bytes, align);
   bytes = (bytes + 15) / 16 * 16;
@@ -409,6 +423,9 @@ void Lowering::declare_kernel() {
                                      "scalars or pointers", p.name, fn.name, p.type.str()));
     params.push_back(reg_type(p.type.elem));
   }
+  // The tensor maps of TMA copies (codegen/tma.h): 128-byte structs passed by value, 64-byte aligned.
+  auto *map_type = llvm::ArrayType::get(b.getInt8Ty(), 128);
+  for (size_t i = 0; i < plan.tensor_maps.size(); ++i) params.push_back(llvm::PointerType::get(ctx, 0));
   auto *fty = llvm::FunctionType::get(b.getVoidTy(), params, false);
   kernel = llvm::Function::Create(fty, llvm::GlobalValue::ExternalLinkage, entry_, mod);
   kernel->setCallingConv(llvm::CallingConv::PTX_Kernel);
@@ -417,7 +434,23 @@ void Lowering::declare_kernel() {
     if (fn.params[i].type.is_ptr() && fn.params[i].align16)
       kernel->addParamAttr(unsigned(i), llvm::Attribute::getWithAlignment(ctx, llvm::Align(16)));
   }
+  for (size_t i = 0; i < plan.tensor_maps.size(); ++i) {
+    const unsigned at = unsigned(fn.params.size() + i);
+    kernel->getArg(at)->setName(fmt::format("tensor_map{}", i));
+    kernel->addParamAttr(at, llvm::Attribute::getWithByValType(ctx, map_type));
+    kernel->addParamAttr(at, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
+  }
   auto *md = mod.getOrInsertNamedMetadata("nvvm.annotations");
+  if (!plan.tensor_maps.empty()) {
+    // Read in place through a generic address of the parameter (cvta.param), not copied to local memory: the
+    // copies' tensor map must lie in the param, const or global space (PTX ISA 9.7.9.25.5.1).
+    std::vector<llvm::Metadata *> indices;
+    for (size_t i = 0; i < plan.tensor_maps.size(); ++i)
+      indices.push_back(llvm::ValueAsMetadata::get(b.getInt32(uint32_t(fn.params.size() + i + 1))));  // 1-based
+    llvm::Metadata *ops[] = {llvm::ValueAsMetadata::get(kernel), llvm::MDString::get(ctx, "grid_constant"),
+                             llvm::MDNode::get(ctx, indices)};
+    md->addOperand(llvm::MDNode::get(ctx, ops));
+  }
   auto annotate = [&](const char *key, int value) {
     llvm::Metadata *ops[] = {llvm::ValueAsMetadata::get(kernel), llvm::MDString::get(ctx, key),
                              llvm::ValueAsMetadata::get(b.getInt32(uint32_t(value)))};
@@ -618,6 +651,7 @@ TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOpt
   r.entry = m.entry;
   r.shared_bytes = int(m.shared_bytes);
   r.num_threads = 32 * opts.num_warps;
+  for (const TensorMapSpec &s : m.plan.tensor_maps) r.tensor_maps.push_back(tensor_map_text(s));
   return r;
 }
 

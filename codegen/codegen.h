@@ -2,6 +2,7 @@
 // This header includes no LLVM header.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "ir/ir.h"
 #include "tilejit/export.h"
@@ -18,6 +19,8 @@ struct CodegenOptions {
                                 // (codegen/wgmma.h) instead of mma.sync; false keeps mma.sync everywhere (the
                                 // runtime sets it from TILEJIT_DISABLE_WGMMA, a debugging switch)
   int min_ctas_per_sm = 0;      // ≥ 1: .minnctapersm (with .maxntid): registers capped so this many fit per SM
+  bool tma = false;             // sm_90+ with wgmma: pipelined loads that are affine tiles of a 2-D tensor are copied
+                                // by the Tensor Memory Accelerator (codegen/tma.h) instead of cp.async
 };
 
 /// Kernel ABI (what the runtime passes): one .param per ir::Function param, in order: pointers as 64-bit
@@ -31,6 +34,9 @@ struct PtxResult {
   std::string entry;          // the .entry name (the kernel's function name, sanitized)
   int shared_bytes = 0;       // dynamic shared memory the launch must provide (may exceed 48 KB)
   int num_threads = 128;      // 32 · num_warps
+  /// The tensor maps (tensor_map_text of each, codegen/tma.h) the launch passes after fn's parameters: each a
+  /// 128-byte .param aligned to 64 bytes holding cuTensorMapEncodeTiled's CUtensorMap.
+  std::vector<std::string> tensor_maps;
 };
 
 /// 90 for "sm_90a", 80 for "sm_80": the digits of an arch name.

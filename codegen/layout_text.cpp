@@ -38,10 +38,10 @@ std::string layout_text(const Layout &l) {
 std::string plan_header(const CodegenOptions &opts, int passes) {
   const std::string up_to =
       passes < int(plan_passes().size()) ? fmt::format("up to {} ", plan_passes()[size_t(passes - 1)]) : "";
-  return fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}{}\n", up_to, opts.arch, opts.num_warps,
+  return fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}{}{}\n", up_to, opts.arch, opts.num_warps,
                      opts.num_stages,
                      opts.min_ctas_per_sm > 0 ? fmt::format(", at least {} programs per SM", opts.min_ctas_per_sm) : "",
-                     opts.wgmma ? "" : ", without wgmma");
+                     opts.wgmma ? "" : ", without wgmma", opts.tma ? ", TMA copies" : "");
 }
 
 std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, const ir::OpAnnotator &comment,
@@ -73,7 +73,8 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
         std::string text = alias(p.of(v));
         if (p.rematerializable.count(v)) text += " remat";
         if (p.folded.count(v)) text += " folded";
-        if (const PipelinedLoad *ld = v->def ? p.pipelined(v->def) : nullptr) text += ld->to_registers ? " staged" : " pipelined";
+        if (const PipelinedLoad *ld = v->def ? p.pipelined(v->def) : nullptr)
+          text += ld->to_registers ? " staged" : ld->tma ? " pipelined tma" : " pipelined";
         if (shared.count(v)) text += " shared";
         if (running.count(v)) text += " running";
         return text;
@@ -93,6 +94,7 @@ struct Mark {
 };
 constexpr Mark kMarks[] = {{"remat", "assign_layouts"},       {"folded", "fold_transposes"},
                            {"pipelined", "software_pipeline"}, {"staged", "software_pipeline"},
+                           {"tma", "software_pipeline"},
                            {"shared", "stage_operands"},       {"running", "place_waits"}};
 
 // Parent dims a layout may have: tiles of the DSL have a few dims; slices and expansions add one each.
@@ -111,7 +113,7 @@ class LayoutReader {
   /// checks "shared", place_waits "running"); a load's "pipelined" or "staged" mark goes to `marks`
   /// (plan_pipelines checks it). A mark of a pass past the first `done` plan passes is refused.
   Layout read(const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks, bool &shared, bool &running,
-              int done) {
+              bool &tma, int done) {
     const ir::OpKind kind = op.kind;
     Layout l;
     l.shape = type_.shape;
@@ -149,8 +151,8 @@ class LayoutReader {
       }
     }
     // The marks, in any order, each once.
-    remat = folded = shared = running = false;
-    mark_pos_ = shared_pos_ = running_pos_ = s_.size();
+    remat = folded = shared = running = tma = false;
+    mark_pos_ = shared_pos_ = running_pos_ = tma_pos_ = s_.size();
     std::unordered_set<std::string_view> seen;
     for (skip_space(); pos_ < s_.size(); skip_space()) {
       const size_t at = pos_;
@@ -185,6 +187,9 @@ class LayoutReader {
       } else if (mark == "running") {
         running = true;
         running_pos_ = at;
+      } else if (mark == "tma") {
+        tma = true;
+        tma_pos_ = at;
       } else {
         mark_pos_ = at;
         if (kind != ir::OpKind::Load)
@@ -194,6 +199,7 @@ class LayoutReader {
       }
     }
     if (pos_ < s_.size()) fail("the end of the layout");
+    if (tma && !seen.count("pipelined")) fail_at(tma_pos_, "'tma' only with 'pipelined' (how a pipelined load is copied)");
     return l;
   }
 
@@ -209,6 +215,7 @@ class LayoutReader {
   size_t shared_pos() const { return shared_pos_; }
   /// Where the "running" mark is, once read: its error, should place_waits not take the dot.
   size_t running_pos() const { return running_pos_; }
+  size_t tma_pos() const { return tma_pos_; }
   [[noreturn]] void fail_at(size_t pos, const std::string &expected) {
     pos_ = pos;
     fail(expected);
@@ -347,7 +354,7 @@ class LayoutReader {
   }
 
   std::string_view s_;
-  size_t pos_ = 0, mark_pos_ = 0, shared_pos_ = 0, running_pos_ = 0;
+  size_t pos_ = 0, mark_pos_ = 0, shared_pos_ = 0, running_pos_ = 0, tma_pos_ = 0;
   ir::SourceLoc loc_;
   const ir::Type &type_;
   int num_warps_;
@@ -391,8 +398,8 @@ int plan_up_to(std::string_view text, const CodegenOptions &opts) {
       if (seen) ir::throw_parse_error(line, 1, "one plan header line", text, at, "nothing");
       if (l != expected)  // the whole line: what differs may be at its end
         throw ParseError(fmt::format("parse: line {}, column 1: expected the plan header '{}' (a plan's first line: "
-                                     "how far the plan has come, and the --arch, --num-warps, --num-stages and "
-                                     "--min-ctas it is compiled with), found '{}'", line, expected, l));
+                                     "how far the plan has come, and the --arch, --num-warps, --num-stages, "
+                                     "--min-ctas and --tma it is compiled with), found '{}'", line, expected, l));
       seen = true;
     }
     at = eol + 1;
@@ -414,6 +421,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   std::unordered_map<const ir::Op *, size_t> mark_at;  // where each load's mark stands in its note
   std::unordered_map<const ir::Value *, size_t> shared_at;  // where each "shared" mark stands in its note
   std::unordered_map<const ir::Value *, size_t> running_at;  // where each "running" mark stands in its note
+  std::unordered_map<const ir::Op *, size_t> tma_at;  // where each "tma" mark stands in its note
   LoweringPlan foldable;
   fold_transposes(fn, opts.num_warps, foldable);
   ir::walk(*fn.body, [&](ir::Op &op) {
@@ -425,9 +433,10 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
                                                "every tile value one)", ir::op_name(op.kind), v->type.str());
       if (it == notes.types.end()) ir::throw_parse_error(op.loc.line, op.loc.column, expected, "", 0, "none");
       if (it->second.text.empty()) ir::throw_parse_error(it->second.loc.line, it->second.loc.column, expected, ">", 0, "");
-      bool remat = false, folded = false, staged = false, running = false;
+      bool remat = false, folded = false, staged = false, running = false, tma = false;
       LayoutReader reader(it->second, v->type, opts.num_warps, foldable.folded, notes.aliases);
-      plan.layouts[v] = reader.read(op, remat, folded, marks, staged, running, done);
+      plan.layouts[v] = reader.read(op, remat, folded, marks, staged, running, tma, done);
+      if (tma) tma_at[&op] = reader.tma_pos();
       if (marks.count(&op)) mark_at[&op] = reader.mark_pos();
       if (staged) shared_at[v] = reader.shared_pos();
       if (running) running_at[v] = reader.running_pos();
@@ -484,6 +493,19 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
         .fail_at(mark_at.at(first), fmt::format("no '{}' on this load: {} (codegen/software_pipeline.h)",
                                                 staged ? "staged" : "pipelined", why));
   }
+  // TMA copies what the text marks "tma" and nothing else; a mark on a load it cannot copy is refused.
+  const ir::Op *no_tma = nullptr;
+  for (const auto &[load, pos] : tma_at)
+    if (!plan.pipelined(load)->tma && earlier(load->result(), no_tma ? no_tma->result() : nullptr)) no_tma = load;
+  if (no_tma) {
+    std::string why = "TMA copies are off (LaunchConfig::tma, --tma)";
+    if (opts.tma && !kernel_uses_wgmma(fn, opts)) why = "TMA copies only in kernels whose dots run on wgmma (sm_90a)";
+    else if (opts.tma) tma_tile(fn, *no_tma, *no_tma->parent->parent, &why);
+    const ir::Value *v = no_tma->result();
+    LayoutReader(notes.types.at(v), v->type, opts.num_warps, foldable.folded, notes.aliases)
+        .fail_at(tma_at.at(no_tma), fmt::format("no 'tma' on this load: {} (codegen/tma.h)", why));
+  }
+  drop_unmarked_tma(fn, plan, [&](const ir::Op *load) { return tma_at.count(load) != 0; });
   if (done < 4) {
     if (target >= 4) stage_operands(fn, plan);
     if (target >= 5) place_waits(fn, plan);

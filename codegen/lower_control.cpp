@@ -71,6 +71,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
     if (running_index < 0) L.fail("internal: the dot the plan leaves running does not accumulate into a carried value");
   }
   const int ahead = L.plan.lookahead(&op);  // iterations the copies run ahead
+  llvm::Value *barriers = nullptr;          // the stages' mbarriers, when TMA copies some load
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
     const int64_t align = stage_buffer_align(L.use_wgmma);  // as stage_operands placed them
@@ -86,16 +87,19 @@ void lower_for(Lowering &L, const ir::Op &op) {
                                  : ""));
       for (const PipelinedLoad &ld : pipe->loads)
         L.note_on(ld.load, ld.to_registers ? "copied ahead with cp.async (4 bytes an element), read from its stage"
-                                           : "copied ahead with cp.async into the stage buffer its dots read");
+                           : ld.tma ? fmt::format("copied ahead by TMA into the stage buffer its dots read (tensor map "
+                                                  "{}: {})", ld.tensor_map, tensor_map_text(ld.tma->map))
+                                    : "copied ahead with cp.async into the stage buffer its dots read");
     }
     L.barrier();  // earlier readers of the scratch space the stage buffers overlap are done
     L.reserve_smem_total(pipe->end());
+    if (pipe->tma_bytes()) barriers = init_stage_barriers(L, *pipe);
     // Scratch past the stage buffers from here on, the prologue included: a layout conversion while issuing a
     // stage (a gathered index tile, e.g. a paged cache's page numbers) must not overwrite the copies in flight.
     L.scratch_offset = pipe->end();
     for (int s = 0; s < ahead; ++s) {
       llvm::Value *iv_s = b.CreateAdd(lb, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(s))));
-      issue_stage(L, op, *pipe, iv_s, in_range(iv_s), L.i32(s));
+      issue_stage(L, op, *pipe, iv_s, in_range(iv_s), L.i32(s), barriers);
     }
     L.cur_op = saved;
   }
@@ -124,16 +128,22 @@ void lower_for(Lowering &L, const ir::Op &op) {
     }
   }
   llvm::PHINode *stage = nullptr;  // pipeline: the buffer this iteration reads
+  llvm::PHINode *phase = nullptr;  // TMA: the parity of the phase its mbarrier completes for this iteration
   if (pipe) {
     stage = b.CreatePHI(b.getInt32Ty(), 2, "stage");
     stage->addIncoming(L.i32(0), pre);
+  }
+  if (barriers) {
+    phase = b.CreatePHI(b.getInt32Ty(), 2, "phase");
+    phase->addIncoming(L.i32(0), pre);
   }
   b.CreateCondBr(in_range(iv), loop, exit);
 
   b.SetInsertPoint(loop);
   if (pipe) {
     int S = pipe->stages;
-    wait_copies(L, ahead - 1);  // this iteration's copies have landed (for this thread)...
+    if (pipe->uses_cp_async()) wait_copies(L, ahead - 1);  // this iteration's copies have landed (for this thread)...
+    if (barriers) wait_stage_barrier(L, barriers, stage, phase);
     // ...for every thread; and all are done reading the buffer refilled now: the previous iteration's, or with a
     // dot left running the one before (every thread's wgmma.wait_group 1 ended the previous iteration).
     L.barrier();
@@ -144,7 +154,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
             : b.CreateSelect(b.CreateICmpULT(stage, L.i32(S - ahead)), b.CreateAdd(stage, L.i32(ahead)),
                              b.CreateSub(stage, L.i32(S - ahead)));
     llvm::Value *iv_f = b.CreateAdd(iv, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(ahead))));
-    issue_stage(L, op, *pipe, iv_f, in_range(iv_f), refill);
+    issue_stage(L, op, *pipe, iv_f, in_range(iv_f), refill, barriers);
     bind_stage(L, *pipe, stage);
   }
   L.bind(body.arg(0), Tile{std::nullopt, {iv}});
@@ -172,6 +182,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
     int S = pipe->stages;
     stage->addIncoming(b.CreateSelect(b.CreateICmpEQ(stage, L.i32(S - 1)), L.i32(0), b.CreateAdd(stage, L.i32(1))), latch);
   }
+  if (phase) phase->addIncoming(b.CreateXor(phase, b.CreateZExt(b.CreateICmpEQ(stage, L.i32(pipe->stages - 1)), b.getInt32Ty())), latch);
   for (int i = 0; i < n; ++i)
     for (size_t r = 0; r < phis[size_t(i)].size(); ++r) phis[size_t(i)][r]->addIncoming(next[size_t(i)].regs[r], latch);
   b.CreateBr(header);
@@ -185,7 +196,8 @@ void lower_for(Lowering &L, const ir::Op &op) {
     L.cur_op = saved;
   }
   if (pipe) {
-    wait_copies(L, 0);  // copies of iterations past the end must not land in reused shared memory
+    if (pipe->uses_cp_async()) wait_copies(L, 0);  // copies of iterations past the end must not land in reused shared memory
+    if (barriers) retire_stage_barriers(L, *pipe, barriers);  // no TMA copy is in flight: each was waited for
     L.scratch_offset = std::max(saved_scratch, L.persistent_end());
     for (const PipelinedLoad &ld : pipe->loads) {
       L.smem_operands.erase(ld.load->result());

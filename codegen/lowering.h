@@ -156,6 +156,10 @@ class Lowering {
     auto it = persistent_operands.find(v);
     return it != persistent_operands.end() && it->second.form == form;
   }
+  /// The generic address (i64) of tensor map i of plan.tensor_maps: a kernel parameter read in place.
+  llvm::Value *tensor_map_address(int i);
+  /// A new static shared array of `count` 8-byte mbarrier objects (a pipeline's, one per stage).
+  llvm::Value *new_mbarriers(int count);
   /// A new static shared array of `bytes` (`align`-byte aligned), or null past kStaticStagingBytes (with padding).
   llvm::GlobalVariable *new_static_smem(int64_t bytes, int64_t align = 16);
   /// The region of the dynamic buffer at byte `offset` (stage_operands placed a staged operand there), kept for

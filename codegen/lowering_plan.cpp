@@ -1,6 +1,8 @@
 // The lowering's plan (codegen/lowering_plan.h).
 #include "codegen/lowering_plan.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "codegen/assign_layouts.h"
@@ -24,6 +26,17 @@ const PipelinedLoad *LoweringPlan::pipelined(const ir::Op *load) const {
     for (const PipelinedLoad &ld : p.loads)
       if (ld.load == load) return &ld;
   return nullptr;
+}
+
+int64_t LoopPipeline::tma_bytes() const {
+  int64_t bytes = 0;
+  for (const PipelinedLoad &ld : loads)
+    if (ld.tma) bytes += ld.rows * ld.cols * 2;
+  return bytes;
+}
+
+bool LoopPipeline::uses_cp_async() const {
+  return std::any_of(loads.begin(), loads.end(), [](const PipelinedLoad &ld) { return !ld.tma; });
 }
 
 int LoweringPlan::lookahead(const ir::Op *loop) const {

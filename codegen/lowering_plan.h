@@ -15,6 +15,7 @@
 #include "codegen/axis_info.h"
 #include "codegen/codegen.h"
 #include "codegen/layout.h"
+#include "codegen/tma.h"
 #include "ir/ir.h"
 #include "tilejit/export.h"
 
@@ -31,6 +32,10 @@ struct PipelinedLoad {
   /// Read into registers where the load stands (read_staged_load) rather than by dots; its stage buffer holds
   /// the tile row-major, 4 bytes per element (rows = its element count, cols = 1).
   bool to_registers = false;
+  /// Copied by TMA (codegen/tma.h) with tensor map `tensor_map` of LoweringPlan::tensor_maps, one elected thread
+  /// issuing the copies, completed on the stage's mbarrier; else by every thread's 16-byte cp.async.
+  std::optional<TmaTile> tma;
+  int tensor_map = -1;
 };
 
 /// The most elements of a load staged for other ops than dots (4-byte copies by the owner of each element of the
@@ -45,6 +50,10 @@ struct LoopPipeline {
   std::vector<const ir::Op *> slice;        // body ops the pointers and masks depend on, in body order
   int64_t base = 0;                         // where stage 0 starts in the dynamic buffer (stage_operands)
   int64_t end() const { return base + stages * stage_bytes; }
+  /// Bytes one stage's TMA copies write (what its mbarrier expects); 0 when no load is copied by TMA.
+  int64_t tma_bytes() const;
+  /// Whether some load is copied by cp.async (each thread then waits for its own copy groups).
+  bool uses_cp_async() const;
 };
 
 /// A loop-invariant dot operand written to shared memory of its own before its loop (codegen/stage_operands.h).
@@ -104,6 +113,8 @@ struct TILEJIT_EXPORT LoweringPlan {
   /// The staged operands in shared memory throughout each for loop's body, and in which form: its own and those
   /// staged before it that are still in scope (stage_operands; what the lowering's dots find there).
   std::unordered_map<const ir::Op *, std::unordered_map<const ir::Value *, StagedOperand::Form>> in_shared;
+  /// The tensor maps TMA copies read (software_pipeline): kernel parameters after fn's own, in this order.
+  std::vector<TensorMapSpec> tensor_maps;
   /// The wgmma dot each for loop that has one leaves running across its back edge (place_waits).
   std::unordered_map<const ir::Op *, RunningDot> running;
 

@@ -85,7 +85,7 @@ Tile read_staged_load(Lowering &L, const ir::Op &load) {
 }
 
 void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm::Value *iv, llvm::Value *valid,
-                 llvm::Value *stage) {
+                 llvm::Value *stage, llvm::Value *barriers) {
   auto &b = L.b;
   const ir::Block &body = *for_op.region(0);
   const ir::Op *saved = L.cur_op;
@@ -142,8 +142,9 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   for (const PipelinedLoad &ld : p.loads) {
     if (ld.to_registers) issue_staged_value(L, ld, p.base, stage_off, valid);
   }
+  if (p.tma_bytes()) issue_tma_copies(L, p, stage_off, valid, barriers, stage);
   for (const PipelinedLoad &ld : p.loads) {
-    if (ld.to_registers) continue;
+    if (ld.to_registers || ld.tma) continue;
     L.cur_op = ld.load;
     const ir::Value *ptr = ld.load->operand(0);
     const ir::Value *mask = ld.load->num_operands() > 1 ? ld.load->operand(1) : nullptr;
@@ -162,7 +163,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
       b.CreateCall(copy, {dst, pt.regs[size_t(r)], bytes});
     }
   }
-  b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group));
+  if (p.uses_cp_async()) b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group));
   L.remat_while_issuing.clear();
   L.guarded_loads.clear();
   for (const ir::Op *op : p.slice)

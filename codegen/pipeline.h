@@ -1,5 +1,5 @@
-// Software pipelining of a `for` loop's loads with cp.async (sm_80+): the copies the lowering emits for the
-// pipelines plan_pipelines planned (codegen/software_pipeline.h says which loads qualify).
+// Software pipelining of a `for` loop's loads with cp.async (sm_80+) or TMA (sm_90, codegen/tma.h): the copies the
+// lowering emits for the pipelines plan_pipelines planned (codegen/software_pipeline.h says which loads qualify).
 //
 // A pipelined load (a tensor-core dot operand of the body, directly or through a folded Trans) is not lowered to
 // registers: its tile goes global → shared with
@@ -17,6 +17,12 @@
 // read from global memory). Pointers and masks of a later iteration are computed by re-lowering their
 // address computation (ops of the body that depend only on the induction variable and values from outside
 // the loop) with the induction variable advanced.
+//
+// A load copied by TMA goes the same way, but thread 0 issues its whole tile (one cp.async.bulk.tensor per box)
+// after an mbarrier.arrive.expect_tx of the stage's bytes on the stage's mbarrier, and "landed" is every thread's
+// wait for that mbarrier's phase (stage i's k-th fill completes phase k, parity k mod 2, which the loop carries).
+// A masked-off box element is zero-filled by the copy; an iteration past the upper bound issues nothing. The
+// barrier after the wait orders the refill after every thread's reads as for cp.async.
 //
 // A staged load (a small load read by other ops: a key-major backward's per-query logsumexp and delta) rides in the
 // same stages: each element goes global → shared with a 4-byte cp.async issued with its stage, zero-filled where
@@ -36,9 +42,25 @@
 namespace tilejit::codegen {
 
 /// Issues the copies of the iteration whose induction variable is `iv` into stage `stage` (i32), zero-filled
-/// where `valid` (i1) is false, and commits them as one group. Leaves the induction variable unbound.
+/// where `valid` (i1) is false, and commits them as one group. Loads copied by TMA are issued by thread 0 on
+/// the stage's mbarrier of `barriers` (init_stage_barriers), and not at all for an iteration that is not valid
+/// (none reads it). Leaves the induction variable unbound.
 void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm::Value *iv, llvm::Value *valid,
-                 llvm::Value *stage);
+                 llvm::Value *stage, llvm::Value *barriers = nullptr);
+/// A pipeline with TMA copies (LoopPipeline::tma_bytes): one mbarrier per stage in static shared memory, which
+/// thread 0 initializes (arrival count 1: its own arrive.expect_tx) before a barrier. Returns their base.
+/// PTX ISA 9.7.13.15 (mbarrier).
+llvm::Value *init_stage_barriers(Lowering &L, const LoopPipeline &p);
+/// Every thread waits until stage `stage`'s mbarrier completes the phase of parity `phase` (i32 0 or 1): the
+/// stage's TMA copies have landed and are visible to it (mbarrier.try_wait.parity in a loop).
+void wait_stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage, llvm::Value *phase);
+/// After the loop: a barrier (no thread still waits on them), then thread 0 invalidates the mbarriers
+/// (mbarrier.inval), so that a later initialization of the same objects is valid.
+void retire_stage_barriers(Lowering &L, const LoopPipeline &p, llvm::Value *barriers);
+/// Thread 0 issues the TMA copies of one stage (at byte `stage_off` of the stage buffers) on the stage's mbarrier,
+/// when `valid`. Part of issue_stage.
+void issue_tma_copies(Lowering &L, const LoopPipeline &p, llvm::Value *stage_off, llvm::Value *valid,
+                      llvm::Value *barriers, llvm::Value *stage);
 /// Makes the dots and staged reads read stage `stage` (i32) of every pipelined load.
 void bind_stage(Lowering &L, const LoopPipeline &p, llvm::Value *stage);
 /// The registers of a load staged `to_registers`, read from its buffer of the stage bound last (bind_stage) in

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codegen/mma.h"
+#include "codegen/tma.h"
 #include "tilejit/launch.h"
 
 namespace tilejit::codegen {
@@ -181,6 +182,16 @@ std::optional<LoopPipeline> plan_loop(const Context &C, const ir::Op &for_op) {
           return u.second == 0 && wgmma_a_order(*u.first, C.use_wgmma, C.opts.num_warps, C.plan.folded) == order;
         }))
       pl.wgmma_a_rows = order;
+    // TMA copies the tile when it is an affine block of a 2-D tensor (codegen/tma.h): boxes of one 64-column panel
+    // (the staging's swizzle span), of 8 rows where wgmma's row order permutes A's rows in blocks of 8.
+    if (C.opts.tma && C.use_wgmma) {
+      if (std::optional<TmaTile> t = tma_tile(C.fn, op, for_op)) {
+        t->map.box_cols = std::min<int64_t>(cols, 64);
+        t->map.swizzle_bytes = t->map.box_cols * 2 >= 32 ? int(t->map.box_cols * 2) : 0;
+        t->map.box_rows = pl.wgmma_a_rows ? 8 : std::min<int64_t>(rows, 256);
+        pl.tma = std::move(t);
+      }
+    }
     p.stage_bytes += align_up(rows * cols * 2, align);
     p.loads.push_back(pl);
   }
@@ -250,6 +261,25 @@ void plan_pipelines(const ir::Function &fn, const CodegenOptions &opts, const Ax
     for (const PipelinedLoad &ld : p->loads)
       if (!ld.to_registers) C.copied.insert(ld.load);
     plan.pipelines.emplace(&op, std::move(*p));
+  });
+  drop_unmarked_tma(fn, plan, [](const ir::Op *) { return true; });
+}
+
+void drop_unmarked_tma(const ir::Function &fn, LoweringPlan &plan, const std::function<bool(const ir::Op *)> &keep_tma) {
+  // Maps numbered in the order of the function's loads (the pipelines' hash order would change the PTX).
+  plan.tensor_maps.clear();
+  ir::walk(const_cast<ir::Block &>(*fn.body), [&](ir::Op &op) {
+    if (op.kind != ir::OpKind::Load) return;
+    auto *ld = const_cast<PipelinedLoad *>(plan.pipelined(&op));
+    if (!ld || !ld->tma) return;
+    if (!keep_tma(ld->load)) {
+      ld->tma.reset();
+      ld->tensor_map = -1;
+      return;
+    }
+    auto same = std::find(plan.tensor_maps.begin(), plan.tensor_maps.end(), ld->tma->map);
+    ld->tensor_map = int(same - plan.tensor_maps.begin());
+    if (same == plan.tensor_maps.end()) plan.tensor_maps.push_back(ld->tma->map);
   });
 }
 

@@ -18,6 +18,7 @@
 // Loops are planned outermost first. Pure; no LLVM.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 
 #include "codegen/axis_info.h"
@@ -46,6 +47,9 @@ using PipelineMarks = std::unordered_map<const ir::Op *, bool>;
 /// that does not qualify is left out (the caller checks: plan.pipelined).
 void plan_pipelines(const ir::Function &fn, const CodegenOptions &opts, const AxisInfoMap &axis, LoweringPlan &plan,
                     const PipelineMarks *only = nullptr);
+
+/// Copies by cp.async the pipelined loads `keep_tma` says no to, and renumbers the plan's tensor maps for the rest.
+void drop_unmarked_tma(const ir::Function &fn, LoweringPlan &plan, const std::function<bool(const ir::Op *)> &keep_tma);
 
 /// Ops that may be re-lowered for another iteration: pure, no regions, no memory.
 bool relowerable(ir::OpKind k);

@@ -11,6 +11,7 @@ LaunchConfig ptx_config(const BuiltinSpec &spec) {
   cfg.num_stages = spec.num_stages;
   cfg.min_ctas_per_sm = spec.min_ctas_per_sm;
   cfg.arch = spec.arch;
+  cfg.tma = spec.tma;
   return cfg;
 }
 

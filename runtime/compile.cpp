@@ -57,7 +57,8 @@ std::string specialization(const ir::Function &fn) {
 std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts) {
   return hash_key({"tilejit-ptx-v3", TILEJIT_VERSION, build_id(), codegen::llvm_version(), opts.arch,
                    std::to_string(opts.num_warps), std::to_string(opts.num_stages),
-                   "minctas" + std::to_string(opts.min_ctas_per_sm), opts.wgmma ? "wgmma" : "mma", env_code_key(),
+                   "minctas" + std::to_string(opts.min_ctas_per_sm), opts.wgmma ? "wgmma" : "mma",
+                   opts.tma ? "tma" : "cp.async", env_code_key(),
                    specialization(fn),
                    ir::print(fn)});
 }
@@ -118,6 +119,7 @@ codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {
   opts.num_warps = cfg.num_warps;
   opts.num_stages = cfg.num_stages;
   opts.min_ctas_per_sm = cfg.min_ctas_per_sm;
+  opts.tma = cfg.tma;
   apply_env(opts);
   return opts;
 }
@@ -170,6 +172,7 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) 
         codegen::PtxResult r = codegen::compile_to_ptx(fn, opts);
         stats.codegen_ms = ms_since(tc);
         ptx = KernelArtifact{r.entry, r.shared_bytes, r.num_threads, std::move(r.ptx)};
+        ptx->tensor_maps = std::move(r.tensor_maps);
         write_artifact(dir, key, "ptx", *ptx);
         if (dumping_stages()) dump_codegen_stages(fn, opts, ptx->code);
         stats.source = "compiled";
@@ -177,7 +180,7 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) 
       auto tl = Clock::now();
       LinkedCubin linked = link_ptx_to_cubin(ptx->code, ptx->entry);
       cubin = KernelArtifact{ptx->entry, ptx->shared_bytes, ptx->num_threads, std::move(linked.cubin),
-                             linked.spills.stores, linked.spills.loads};
+                             linked.spills.stores, linked.spills.loads, ptx->tensor_maps};
       stats.link_ms = ms_since(tl);
       write_artifact(dir, ckey, "cubin", *cubin);
     }

@@ -33,8 +33,11 @@ std::string encode_artifact(const KernelArtifact &a) {
   std::string spills = a.spill_stores >= 0 && a.spill_loads >= 0
                            ? fmt::format(" spill_stores={} spill_loads={}", a.spill_stores, a.spill_loads)
                            : "";
-  return fmt::format("{}entry={} shared={} threads={}{}\n", kPrefix, a.entry, a.shared_bytes, a.num_threads, spills) +
-         a.code;
+  std::string maps;
+  for (const std::string &m : a.tensor_maps) maps += m + "\n";
+  return fmt::format("{}entry={} shared={} threads={}{}{}\n", kPrefix, a.entry, a.shared_bytes, a.num_threads, spills,
+                     a.tensor_maps.empty() ? "" : fmt::format(" tensor_maps={}", a.tensor_maps.size())) +
+         maps + a.code;
 }
 
 std::optional<KernelArtifact> decode_artifact(std::string_view bytes) {
@@ -47,17 +50,30 @@ std::optional<KernelArtifact> decode_artifact(std::string_view bytes) {
   auto shared = to_int(take_field(line, "shared"));
   auto threads = to_int(take_field(line, "threads"));
   if (!entry || entry->empty() || !shared || !threads) return std::nullopt;
-  if (!line.empty()) {  // optional: both spill fields or neither
+  if (!line.empty() && line.substr(0, 12) == "spill_stores") {  // optional: both spill fields or neither
     auto stores = to_int(take_field(line, "spill_stores"));
     auto loads = to_int(take_field(line, "spill_loads"));
-    if (!stores || !loads || !line.empty()) return std::nullopt;
+    if (!stores || !loads) return std::nullopt;
     a.spill_stores = *stores;
     a.spill_loads = *loads;
+  }
+  int maps = 0;
+  if (!line.empty()) {
+    auto n = to_int(take_field(line, "tensor_maps"));
+    if (!n || *n == 0 || !line.empty()) return std::nullopt;
+    maps = *n;
+  }
+  size_t at = newline + 1;
+  for (int i = 0; i < maps; ++i) {
+    size_t end = bytes.find('\n', at);
+    if (end == std::string_view::npos || end == at) return std::nullopt;
+    a.tensor_maps.emplace_back(bytes.substr(at, end - at));
+    at = end + 1;
   }
   a.entry = std::string(*entry);
   a.shared_bytes = *shared;
   a.num_threads = *threads;
-  a.code = std::string(bytes.substr(newline + 1));
+  a.code = std::string(bytes.substr(at));
   return a;
 }
 

@@ -9,6 +9,7 @@
 #include "runtime/driver.h"
 #include "runtime/env.h"
 #include "runtime/runtime.h"
+#include "runtime/tensor_maps.h"
 #include "tilejit/error.h"
 
 namespace tilejit::runtime {
@@ -80,6 +81,12 @@ void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &
   for (size_t i = 0; i < args.size(); ++i) {
     pack(params[i], args[i], k.name, slots[i]);
     pointers[i] = &slots[i];
+  }
+  // The tensor maps of its TMA copies follow the kernel's own parameters (codegen/tma.h).
+  std::vector<EncodedTensorMap> maps;
+  if (k.tensor_maps) {
+    encode_tensor_maps(*k.tensor_maps, args, k.name, maps);
+    for (EncodedTensorMap &m : maps) pointers.push_back(&m);
   }
   auto s = stream ? static_cast<cu::CUstream>(stream->handle()) : nullptr;
   if (void *capturing = capturing_stream(); capturing && capturing != s) {

@@ -8,6 +8,7 @@
 #include "runtime/device.h"
 #include "runtime/driver.h"
 #include "runtime/env.h"
+#include "runtime/tensor_maps.h"
 #include "tilejit/error.h"
 
 namespace tilejit::runtime {
@@ -72,6 +73,7 @@ LoadedKernel load_kernel(const KernelArtifact &image) {
   k.num_threads = image.num_threads;
   k.spill_stores = image.spill_stores;
   k.spill_loads = image.spill_loads;
+  k.tensor_maps = parse_tensor_maps(image.tensor_maps, image.entry);
   cu::CUfunction fn = nullptr;
   check(d.cuModuleGetFunction(&fn, module, image.entry.c_str()), "cuModuleGetFunction", image.entry);
   k.function = fn;

@@ -1,6 +1,7 @@
 // The GPU runtime: compile (through the cache), load and launch kernels with the CUDA driver, which is
 // dlopen'ed at run time (libcuda.so.1), so machines without a driver still run the interpreter.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,9 @@
 #include "tilejit/launch.h"
 
 namespace tilejit::runtime {
+
+/// The tensor maps a kernel's TMA copies read, which each launch encodes from its arguments (runtime/tensor_maps.cpp).
+struct TensorMaps;
 
 /// A kernel loaded on the current device (owned by the runtime's module cache; lives until exit).
 struct LoadedKernel {
@@ -22,6 +26,7 @@ struct LoadedKernel {
   int spill_loads = -1;       // bytes per thread reloaded from those spills (-1: not reported)
   bool waits_for_prior_grid = false;  // codegen::waits_for_prior_grid of its arch: launched as a programmatic
                                       // dependent of the stream's previous kernel (TILEJIT_DISABLE_OVERLAP: not)
+  std::shared_ptr<const TensorMaps> tensor_maps;  // null: the kernel has none
 };
 
 /// The current device's arch as a codegen target: "sm_90a" for compute capability 9.0, "sm_80", ...

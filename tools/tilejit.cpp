@@ -211,6 +211,7 @@ int run_cli(int argc, char **argv) {
     c->add_option("--num-stages", spec.num_stages, "num_stages");
     c->add_option("--min-ctas", spec.min_ctas_per_sm, "programs per SM to cap registers for (0: no cap)")
         ->check(CLI::Range(0, 32));
+    c->add_flag("--tma", spec.tma, "copy pipelined operand tiles with TMA where they qualify (sm_90a, matmul)");
   };
   tools::FlexFlags code_flex;  // ir/ptx of attention with variant flags: the flex kernel
   auto *ir = app.add_subcommand("ir", "print the tile IR of a built-in kernel, or a stage of one given as text");
@@ -310,6 +311,7 @@ int run_cli(int argc, char **argv) {
       target.num_warps = spec.num_warps;
       target.num_stages = spec.num_stages;
       target.min_ctas_per_sm = spec.min_ctas_per_sm;
+      target.tma = spec.tma;
       try {
         fmt::print("{}", stage_of_text(text, stage.empty() ? "optimized" : stage, target));
       } catch (const Error &e) {  // the text's errors (ParseError, VerifyError), and compiling it

@@ -45,6 +45,10 @@ struct LaunchConfig {
   std::string arch;             // "sm_80", "sm_90a", ...; empty: the device's own arch
   int min_ctas_per_sm = 0;      // ≥ 1: ask ptxas to fit this many programs per SM (PTX .maxntid + .minnctapersm,
                                 // CUDA's __launch_bounds__; caps registers per thread, may spill); 0: no hint
+  bool tma = false;             // sm_90a kernels with wgmma dots: a pipelined loop's operand tiles that are affine
+                                // blocks of a 2-D tensor, masked by its extent, are copied by the Tensor Memory
+                                // Accelerator (cp.async.bulk.tensor on an mbarrier, one thread issuing) instead of
+                                // every thread's cp.async; tensor maps encoded per launch (README: "TMA")
 };
 
 /// One kernel argument after binding (pointers are device addresses on the GPU, host addresses in the

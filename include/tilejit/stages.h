@@ -31,10 +31,10 @@ std::vector<std::string> compile_stages();
 /// it (`tilejit ir --input FILE`: pass tests and experiments start from text): "traced" is the text read back,
 /// each pass's stage the IR after that pass's first run of the pipeline from there, "optimized" its fixed point,
 /// and the plan passes', "lowering", "llvm" and "ptx" that compiled for cfg's arch (empty: sm_90a), num_warps,
-/// num_stages and min_ctas_per_sm. Float rewrites as kernels get them (not KernelOptions::exact_floats). A text
+/// num_stages, min_ctas_per_sm and tma. Float rewrites as kernels get them (not KernelOptions::exact_floats). A text
 /// with layouts in its types (a plan pass's or the "lowering" stage) is past the tile IR's passes: it is lowered with
 /// the plan it states — every tile value's layout (well formed for its shape and num_warps), and only the
-/// transposes, loads and operands it marks folded, pipelined, staged or shared (a text without marks gets no folded
+/// transposes, loads and operands it marks folded, pipelined (tma: copied by TMA), staged or shared (a text without marks gets no folded
 /// transpose, no software pipeline and no operand staged before a loop), the plan passes after the one its first
 /// line names ("// the lowering plan up to PASS ...", print_layouts; none: all have run) deciding freely from there —
 /// and only the stages from that pass on may

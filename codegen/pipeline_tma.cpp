@@ -1,0 +1,133 @@
+// A software pipeline's TMA copies and their mbarriers (pipeline.h, codegen/tma.h). PTX ISA 8.5: 9.7.9.25.5.1
+// (cp.async.bulk.tensor), 9.7.13.15 (mbarrier: init, arrive.expect_tx, try_wait.parity, inval), 9.7.13.4
+// (fence.mbarrier_init). LLVM 19 has none of the bulk-tensor or expect_tx forms: inline PTX.
+#include <fmt/format.h>
+#include <llvm/IR/InlineAsm.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
+#include "codegen/pipeline.h"
+#include "codegen/software_pipeline.h"
+
+namespace tilejit::codegen {
+namespace {
+
+llvm::Value *shared_address(Lowering &L, llvm::Value *p) { return L.b.CreatePtrToInt(p, L.b.getInt32Ty()); }
+
+llvm::Value *barrier_of(Lowering &L, llvm::Value *barriers, llvm::Value *stage) {
+  return L.b.CreateInBoundsGEP(L.b.getInt64Ty(), barriers, stage);
+}
+
+void asm_call(Lowering &L, const std::string &text, const std::string &constraints, std::vector<llvm::Value *> args) {
+  std::vector<llvm::Type *> types;
+  for (llvm::Value *a : args) types.push_back(a->getType());
+  auto *fty = llvm::FunctionType::get(L.b.getVoidTy(), types, false);
+  L.b.CreateCall(llvm::InlineAsm::get(fty, text, constraints, /*hasSideEffects=*/true), args);
+}
+
+llvm::Value *is_thread0(Lowering &L) { return L.b.CreateICmpEQ(L.tid(), L.i32(0)); }
+
+/// An i32 coordinate: Σ value·multiplier + constant + `extra`.
+llvm::Value *coordinate(Lowering &L, const ScalarSum &s, int64_t extra) {
+  auto &b = L.b;
+  llvm::Value *c = L.i32(s.constant + extra);
+  for (auto [v, m] : s.terms) {
+    llvm::Value *x = L.get(v).regs.at(0);
+    c = b.CreateAdd(c, m == 1 ? x : b.CreateMul(x, L.i32(m)));
+  }
+  return c;
+}
+
+/// A launch value (a constant times integer parameters) as an i64 in the kernel.
+llvm::Value *launch_value(Lowering &L, const LaunchValue &v) {
+  auto &b = L.b;
+  llvm::Value *x = b.getInt64(uint64_t(v.factor));
+  for (int p : v.params) x = b.CreateMul(x, b.CreateSExt(L.get(L.fn.param(p)).regs.at(0), b.getInt64Ty()));
+  return x;
+}
+
+/// Where a coordinate along an extent ≤ 0 goes: past any extent, so that the box reads zeros (the runtime encodes
+/// such an extent as 1). Constant extents need nothing.
+llvm::Value *past_empty_extent(Lowering &L, const LaunchValue &extent, llvm::Value *c) {
+  if (extent.params.empty()) return c;
+  auto &b = L.b;
+  llvm::Value *empty = b.CreateICmpSLE(launch_value(L, extent), b.getInt64(0));
+  return b.CreateSelect(empty, L.i32(0x7fff0000), c);
+}
+
+}  // namespace
+
+llvm::Value *init_stage_barriers(Lowering &L, const LoopPipeline &p) {
+  llvm::Value *bars = L.new_mbarriers(p.stages);
+  L.emit_if(is_thread0(L), [&] {
+    for (int s = 0; s < p.stages; ++s)
+      L.b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_mbarrier_init_shared),
+                     {barrier_of(L, bars, L.i32(s)), L.i32(1)});
+    asm_call(L, "fence.mbarrier_init.release.cluster;", "~{memory}", {});
+  });
+  L.barrier();
+  return bars;
+}
+
+void wait_stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage, llvm::Value *phase) {
+  auto &b = L.b;
+  llvm::Value *bar = shared_address(L, barrier_of(L, barriers, stage));
+  auto *fty = llvm::FunctionType::get(b.getInt32Ty(), {b.getInt32Ty(), b.getInt32Ty()}, false);
+  auto *try_wait = llvm::InlineAsm::get(
+      fty, "{\n\t.reg .pred done;\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2;\n\tselp.u32 $0, 1, 0, done;\n\t}",
+      "=r,r,r,~{memory}", /*hasSideEffects=*/true);
+  llvm::BasicBlock *from = b.GetInsertBlock(), *spin = L.new_block("tma.wait"), *done = L.new_block("tma.landed");
+  (void)from;
+  b.CreateBr(spin);
+  b.SetInsertPoint(spin);
+  llvm::Value *ok = b.CreateCall(try_wait, {bar, phase});
+  b.CreateCondBr(b.CreateICmpNE(ok, L.i32(0)), done, spin);
+  b.SetInsertPoint(done);
+}
+
+void retire_stage_barriers(Lowering &L, const LoopPipeline &p, llvm::Value *barriers) {
+  L.barrier();
+  L.emit_if(is_thread0(L), [&] {
+    for (int s = 0; s < p.stages; ++s)
+      L.b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_mbarrier_inval_shared), {barrier_of(L, barriers, L.i32(s))});
+  });
+}
+
+void issue_tma_copies(Lowering &L, const LoopPipeline &p, llvm::Value *stage_off, llvm::Value *valid,
+                      llvm::Value *barriers, llvm::Value *stage) {
+  auto &b = L.b;
+  if (!barriers) L.fail("internal: a TMA copy without its pipeline's mbarriers");
+  llvm::Value *bar = shared_address(L, barrier_of(L, barriers, stage));
+  L.emit_if(b.CreateAnd(is_thread0(L), valid), [&] {
+    asm_call(L, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
+             {bar, L.i32(p.tma_bytes())});
+    for (const PipelinedLoad &ld : p.loads) {
+      if (!ld.tma) continue;
+      L.cur_op = ld.load;
+      const TensorMapSpec &m = ld.tma->map;
+      llvm::Value *map = L.tensor_map_address(ld.tensor_map);
+      llvm::Value *buf = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(p.base + ld.offset), stage_off);
+      const int64_t panels = ld.cols / m.box_cols, boxes = ld.rows / m.box_rows;
+      for (int64_t panel = 0; panel < panels; ++panel) {
+        llvm::Value *col = past_empty_extent(L, m.cols, coordinate(L, ld.tma->col0, panel * m.box_cols));
+        for (int64_t box = 0; box < boxes; ++box) {
+          // The box's first row in the staging: wgmma's row order moves whole blocks of 8 rows (box_rows = 8).
+          int64_t row_in_smem = box * m.box_rows;
+          if (ld.wgmma_a_rows) {
+            const int wm = ld.wgmma_a_rows->first;
+            const int64_t grp = box, w = grp % wm, rep = grp / wm, mt = rep / 2, h = rep % 2;
+            row_in_smem = ((w / 4) * ld.wgmma_a_rows->second + mt) * 64 + (w % 4) * 16 + h * 8;
+          }
+          const int64_t at = panel * ld.rows * m.box_cols * 2 + row_in_smem * m.box_cols * 2;
+          llvm::Value *dst = shared_address(L, b.CreateInBoundsGEP(b.getInt8Ty(), buf, L.i32(at)));
+          llvm::Value *row = past_empty_extent(L, m.rows, coordinate(L, ld.tma->row0, box * m.box_rows));
+          asm_call(L,
+                   "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], "
+                   "[$4];",
+                   "r,l,r,r,r,~{memory}", {dst, map, col, row, bar});
+        }
+      }
+    }
+  });
+}
+
+}  // namespace tilejit::codegen
