@@ -56,6 +56,14 @@ void lower_for(Lowering &L, const ir::Op &op) {
   auto *cstep = llvm::dyn_cast<llvm::ConstantInt>(step);
   bool down = cstep && cstep->isNegative();
   auto in_range = [&](llvm::Value *i) { return down ? b.CreateICmpSGT(i, ub) : b.CreateICmpSLT(i, ub); };
+  // Whether iteration `from` + k·step exists, computed without wrapping around (in i64 for an i32 induction
+  // variable): a TMA copy issued for an iteration that does not exist would still be in flight at the loop's exit.
+  auto exists_ahead = [&](llvm::Value *from, llvm::Value *at, int64_t k, bool no_wrap) {
+    if (!no_wrap || !ivt->isIntegerTy(32)) return in_range(at);
+    llvm::Type *w = b.getInt64Ty();
+    llvm::Value *far = b.CreateAdd(b.CreateSExt(from, w), b.CreateMul(b.CreateSExt(step, w), b.getInt64(uint64_t(k))));
+    return down ? b.CreateICmpSGT(far, b.CreateSExt(ub, w)) : b.CreateICmpSLT(far, b.CreateSExt(ub, w));
+  };
 
   // Software pipeline (codegen/pipeline.h, as plan_pipelines planned it): the prologue issues the first `ahead`
   // iterations. Its stage buffers start where stage_operands placed them: past the scratch in use.
@@ -79,7 +87,8 @@ void lower_for(Lowering &L, const ir::Op &op) {
       L.fail(fmt::format("internal: the plan puts a loop's stage buffers at byte {} of the dynamic buffer, where the "
                          "scratch in use ends at byte {}", pipe->base, L.scratch_offset));
     if (L.notes) {
-      L.note(fmt::format("cp.async software pipeline: {} stages of {} bytes, in the dynamic buffer from byte {}{}",
+      L.note(fmt::format("{} software pipeline: {} stages of {} bytes, in the dynamic buffer from byte {}{}",
+                         !pipe->tma_bytes() ? "cp.async" : pipe->uses_cp_async() ? "TMA and cp.async" : "TMA",
                          pipe->stages, pipe->stage_bytes, pipe->base,
                          running ? fmt::format(", copied {} ahead (a dot runs on into the next iteration)",
                                                ahead == 1 ? std::string("one iteration")
@@ -99,7 +108,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
     L.scratch_offset = pipe->end();
     for (int s = 0; s < ahead; ++s) {
       llvm::Value *iv_s = b.CreateAdd(lb, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(s))));
-      issue_stage(L, op, *pipe, iv_s, in_range(iv_s), L.i32(s), barriers);
+      issue_stage(L, op, *pipe, iv_s, exists_ahead(lb, iv_s, s, barriers != nullptr), L.i32(s), barriers);
     }
     L.cur_op = saved;
   }
@@ -154,7 +163,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
             : b.CreateSelect(b.CreateICmpULT(stage, L.i32(S - ahead)), b.CreateAdd(stage, L.i32(ahead)),
                              b.CreateSub(stage, L.i32(S - ahead)));
     llvm::Value *iv_f = b.CreateAdd(iv, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(ahead))));
-    issue_stage(L, op, *pipe, iv_f, in_range(iv_f), refill, barriers);
+    issue_stage(L, op, *pipe, iv_f, exists_ahead(iv, iv_f, ahead, barriers != nullptr), refill, barriers);
     bind_stage(L, *pipe, stage);
   }
   L.bind(body.arg(0), Tile{std::nullopt, {iv}});

@@ -383,7 +383,8 @@ Tile lower_dot_mma(Lowering &L, const ir::Op &op) {
   if (L.notes) {
     auto from = [&](const ir::Value *v, bool staged_here) -> std::string {
       if (staged_here) return "shared memory staged here";
-      if (v->def && L.plan.pipelined(v->def)) return "the loop's cp.async stage buffer";
+      if (const PipelinedLoad *ld = v->def ? L.plan.pipelined(v->def) : nullptr)
+        return ld->tma ? "the loop's stage buffer (TMA)" : "the loop's cp.async stage buffer";
       return "shared memory staged before the loop";
     };
     // A: fragments loaded once before the loop, registers in the MMA layout, shared memory read by wgmma's

@@ -46,11 +46,11 @@ llvm::Value *launch_value(Lowering &L, const LaunchValue &v) {
 }
 
 /// Where a coordinate along an extent ≤ 0 goes: past any extent, so that the box reads zeros (the runtime encodes
-/// such an extent as 1). Constant extents need nothing.
-llvm::Value *past_empty_extent(Lowering &L, const LaunchValue &extent, llvm::Value *c) {
-  if (extent.params.empty()) return c;
+/// such an extent as 1). Unbounded and constant extents need nothing.
+llvm::Value *past_empty_extent(Lowering &L, const std::optional<LaunchValue> &extent, llvm::Value *c) {
+  if (!extent || extent->params.empty()) return c;
   auto &b = L.b;
-  llvm::Value *empty = b.CreateICmpSLE(launch_value(L, extent), b.getInt64(0));
+  llvm::Value *empty = b.CreateICmpSLE(launch_value(L, *extent), b.getInt64(0));
   return b.CreateSelect(empty, L.i32(0x7fff0000), c);
 }
 
@@ -107,8 +107,20 @@ void issue_tma_copies(Lowering &L, const LoopPipeline &p, llvm::Value *stage_off
       llvm::Value *map = L.tensor_map_address(ld.tensor_map);
       llvm::Value *buf = b.CreateInBoundsGEP(b.getInt8Ty(), L.smem_raw(p.base + ld.offset), stage_off);
       const int64_t panels = ld.cols / m.box_cols, boxes = ld.rows / m.box_rows;
+      const int rank = int(m.dims.size());
+      // The further dims' coordinates (a batch or head index) are the same for every box.
+      std::vector<llvm::Value *> coords(size_t(rank), nullptr);
+      for (int d = 2; d < rank; ++d) coords[size_t(d)] = coordinate(L, ld.tma->start[size_t(d)], 0);
+      std::string operands;
+      for (int d = 0; d < rank; ++d) operands += fmt::format("{}${}", d ? ", " : "", 2 + d);
+      const std::string copy = fmt::format(
+          "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {{{}}}], [${}];",
+          rank, operands, 2 + rank);
+      std::string constraints = "r,l";
+      for (int d = 0; d <= rank; ++d) constraints += ",r";
+      constraints += ",~{memory}";
       for (int64_t panel = 0; panel < panels; ++panel) {
-        llvm::Value *col = past_empty_extent(L, m.cols, coordinate(L, ld.tma->col0, panel * m.box_cols));
+        coords[0] = past_empty_extent(L, m.dims[0].extent, coordinate(L, ld.tma->start[0], panel * m.box_cols));
         for (int64_t box = 0; box < boxes; ++box) {
           // The box's first row in the staging: wgmma's row order moves whole blocks of 8 rows (box_rows = 8).
           int64_t row_in_smem = box * m.box_rows;
@@ -119,11 +131,11 @@ void issue_tma_copies(Lowering &L, const LoopPipeline &p, llvm::Value *stage_off
           }
           const int64_t at = panel * ld.rows * m.box_cols * 2 + row_in_smem * m.box_cols * 2;
           llvm::Value *dst = shared_address(L, b.CreateInBoundsGEP(b.getInt8Ty(), buf, L.i32(at)));
-          llvm::Value *row = past_empty_extent(L, m.rows, coordinate(L, ld.tma->row0, box * m.box_rows));
-          asm_call(L,
-                   "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], "
-                   "[$4];",
-                   "r,l,r,r,r,~{memory}", {dst, map, col, row, bar});
+          coords[1] = past_empty_extent(L, m.dims[1].extent, coordinate(L, ld.tma->start[1], box * m.box_rows));
+          std::vector<llvm::Value *> args{dst, map};
+          args.insert(args.end(), coords.begin(), coords.end());
+          args.push_back(bar);
+          asm_call(L, copy, constraints, args);
         }
       }
     }

@@ -2,7 +2,9 @@
 #include "codegen/tma.h"
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -94,8 +96,13 @@ std::optional<LaunchValue> as_launch_value(const ir::Function &fn, const Form &f
   if (f.root || f.terms.size() != 1 || f.terms[0].axis >= 0) return std::nullopt;
   const Term &t = f.terms[0];
   if (!t.scalar) return t.factor;
-  if (!is_param(fn, t.scalar)) return std::nullopt;
-  return times(t.factor, LaunchValue{1, {param_index(fn, t.scalar)}});
+  const ir::Value *p = t.scalar;
+  // An integer parameter converted to i32 (the flex kernels' i64 strides where offsets fit i32): its value.
+  if (p->def && p->def->kind == ir::OpKind::Cast && !p->def->operand(0)->type.elem.is_ptr &&
+      (p->def->operand(0)->type.dtype() == DType::i64 || p->def->operand(0)->type.dtype() == DType::i32))
+    p = p->def->operand(0);
+  if (!is_param(fn, p)) return std::nullopt;
+  return times(t.factor, LaunchValue{1, {param_index(fn, p)}});
 }
 
 struct Analyzer {
@@ -109,7 +116,8 @@ struct Analyzer {
       if (is_param(fn, v)) return Form{v, {}};
       if (!v->def) return std::nullopt;
       const ir::Op &d = *v->def;
-      if (d.kind == K::Splat || d.kind == K::Broadcast) return form(d.operand(0), depth + 1);
+      if (d.kind == K::Splat) return form(d.operand(0), depth + 1);
+      if (d.kind == K::Broadcast) return broadcast(d, depth);
       if (d.kind == K::ExpandDims) return expanded(d, depth);
       if (d.kind == K::PtrAdd) {
         auto p = form(d.operand(0), depth + 1), o = form(d.operand(1), depth + 1);
@@ -135,7 +143,7 @@ struct Analyzer {
         return f;
       }
       case K::Splat: return form(d.operand(0), depth + 1);
-      case K::Broadcast: return form(d.operand(0), depth + 1);
+      case K::Broadcast: return broadcast(d, depth);
       case K::ExpandDims: return expanded(d, depth);
       case K::Add: case K::Sub: {
         auto a = form(d.operand(0), depth + 1), b = form(d.operand(1), depth + 1);
@@ -168,6 +176,17 @@ struct Analyzer {
     }
   }
 
+  /// A broadcast stretches axes of size 1, along which the index is 0: their aranges (of one element) drop out.
+  std::optional<Form> broadcast(const ir::Op &d, int depth) {
+    auto f = form(d.operand(0), depth + 1);
+    if (!f) return std::nullopt;
+    const ir::Type &from = d.operand(0)->type;
+    std::erase_if(f->terms, [&](const Term &x) {
+      return x.axis >= 0 && size_t(x.axis) < from.shape.size() && from.shape[size_t(x.axis)] == 1;
+    });
+    return f;
+  }
+
   std::optional<Form> expanded(const ir::Op &d, int depth) {
     auto f = form(d.operand(0), depth + 1);
     if (!f) return std::nullopt;
@@ -177,43 +196,71 @@ struct Analyzer {
   }
 };
 
-/// Whether scalar v is ≥ 0, assuming i32 arithmetic does not wrap: constants, program ids, the induction variable
-/// of `loop` (lower bound ≥ 0, positive constant step), and sums and products of such.
-bool non_negative(const ir::Value *v, const ir::Op &loop, int depth = 0) {
+/// Whether scalar v is ≥ 0, assuming i32 arithmetic does not wrap and each integer parameter it adds to `assumed`
+/// is ≥ 0 at the launch (the runtime checks them): constants, program ids, such parameters, the induction variable
+/// of `loop` (lower bound ≥ 0, positive constant step), sums, products, minima, quotients, remainders and shifts
+/// of such, a maximum with one such, a select of two such, casts between integer types.
+bool non_negative(const ir::Function &fn, const ir::Value *v, const ir::Op &loop, std::vector<int> &assumed,
+                  int depth = 0) {
   using K = ir::OpKind;
   if (depth > 32) return false;
+  auto nn = [&](const ir::Value *x) { return non_negative(fn, x, loop, assumed, depth + 1); };
   if (!v->def) {
+    if (is_param(fn, v)) {
+      if (v->type.elem.is_ptr || (v->type.dtype() != DType::i32 && v->type.dtype() != DType::i64)) return false;
+      const int p = param_index(fn, v);
+      if (std::find(assumed.begin(), assumed.end(), p) == assumed.end()) assumed.push_back(p);
+      return true;
+    }
     if (v != loop.region(0)->arg(0)) return false;
     const ir::Op *step = loop.operand(2)->def;
-    return step && step->kind == K::Constant && step->attrs.ivalue > 0 && non_negative(loop.operand(0), loop, depth + 1);
+    return step && step->kind == K::Constant && step->attrs.ivalue > 0 && nn(loop.operand(0));
   }
   const ir::Op &d = *v->def;
   switch (d.kind) {
     case K::Constant: return d.attrs.ivalue >= 0;
     case K::ProgramId: return true;
-    case K::Add: case K::Mul: case K::Maximum:
-      return non_negative(d.operand(0), loop, depth + 1) && non_negative(d.operand(1), loop, depth + 1);
+    case K::Add: case K::Mul: case K::Minimum: case K::Div: return nn(d.operand(0)) && nn(d.operand(1));
+    case K::Maximum: {
+      // Either operand suffices: try the one that adds no assumption first.
+      std::vector<int> before = assumed;
+      if (nn(d.operand(0))) return true;
+      assumed = before;
+      return nn(d.operand(1));
+    }
+    case K::Shr: case K::Rem: return nn(d.operand(0));  // the sign of a non-negative numerator
+    case K::Select: return nn(d.operand(1)) && nn(d.operand(2));
+    case K::Cast: return d.operand(0)->type.is_scalar() && !d.operand(0)->type.elem.is_ptr &&
+                         (d.operand(0)->type.dtype() == DType::i32 || d.operand(0)->type.dtype() == DType::i64) &&
+                         nn(d.operand(0));
     default: return false;
   }
 }
 
 /// The bounds a mask puts on each tile axis: `index < bound` for a 2-D tile, as (index form, bound) per axis.
+/// `axes` maps the axes of m to the tile's (m may be a lower-rank mask expanded and broadcast to the tile).
 bool mask_bounds(const ir::Function &fn, Analyzer &A, const ir::Value *m, std::optional<std::pair<Form, LaunchValue>> (&out)[2],
-                 int depth = 0) {
+                 std::vector<int> axes = {0, 1}, int depth = 0) {
   using K = ir::OpKind;
   if (!m->def || depth > 16) return false;
   const ir::Op &d = *m->def;
-  if (d.kind == K::Broadcast) return mask_bounds(fn, A, d.operand(0), out, depth + 1);
+  if (d.kind == K::Broadcast) return mask_bounds(fn, A, d.operand(0), out, axes, depth + 1);
+  if (d.kind == K::ExpandDims) {
+    axes.erase(axes.begin() + d.attrs.axis);
+    return mask_bounds(fn, A, d.operand(0), out, axes, depth + 1);
+  }
   if (d.kind == K::And)
-    return mask_bounds(fn, A, d.operand(0), out, depth + 1) && mask_bounds(fn, A, d.operand(1), out, depth + 1);
+    return mask_bounds(fn, A, d.operand(0), out, axes, depth + 1) && mask_bounds(fn, A, d.operand(1), out, axes, depth + 1);
   if (d.kind != K::Cmp || d.attrs.pred != ir::CmpPred::lt) return false;
   auto index = A.form(d.operand(0)), bound = A.form(d.operand(1));
   if (!index || !bound) return false;
   std::optional<LaunchValue> b = as_launch_value(fn, *bound);
-  if (!b) return false;
+  if (!b || (b->params.empty() && b->factor <= 0)) return false;  // a constant extent ≤ 0: no map has it
   int axis = -1;
-  for (const Term &t : index->terms) {
+  for (Term &t : index->terms) {
     if (t.axis < 0) continue;
+    if (size_t(t.axis) >= axes.size()) return false;
+    t.axis = axes[size_t(t.axis)];
     if (axis >= 0 && t.axis != axis) return false;
     axis = t.axis;
   }
@@ -236,9 +283,14 @@ bool same_sum(std::vector<Term> a, std::vector<Term> b) {
 }  // namespace
 
 std::string tensor_map_text(const TensorMapSpec &s) {
-  return fmt::format("base=p{} rows={} cols={} stride={} box={}x{} swizzle={} {}", s.base_param,
-                     launch_value_text(s.rows), launch_value_text(s.cols), launch_value_text(s.row_stride), s.box_rows,
-                     s.box_cols, s.swizzle_bytes, dtype_name(s.dtype));
+  std::vector<std::string> dims;
+  for (const TensorMapDim &d : s.dims)
+    dims.push_back(fmt::format("{}:{}", d.extent ? launch_value_text(*d.extent) : "*", launch_value_text(d.stride)));
+  std::vector<std::string> assumed;
+  for (int p : s.assumed) assumed.push_back(fmt::format("p{}", p));
+  return fmt::format("base=p{} {} box={}x{} swizzle={} dims={}{}", s.base_param, dtype_name(s.dtype), s.box_rows,
+                     s.box_cols, s.swizzle_bytes, fmt::join(dims, ","),
+                     assumed.empty() ? "" : fmt::format(" assumes={}", fmt::join(assumed, ",")));
 }
 
 std::optional<TensorMapSpec> parse_tensor_map(const std::string &text) {
@@ -246,34 +298,64 @@ std::optional<TensorMapSpec> parse_tensor_map(const std::string &text) {
   std::stringstream ss(text);
   std::string word;
   int seen = 0;
+  auto whole = [](const std::string &v) {  // a decimal integer and nothing else
+    size_t used = 0;
+    if (v.empty() || !(std::isdigit(static_cast<unsigned char>(v[0])) || v[0] == '-')) throw std::invalid_argument(v);
+    const long long x = std::stoll(v, &used);
+    if (used != v.size()) throw std::invalid_argument(v);
+    return int64_t(x);
+  };
   while (ss >> word) {
     const size_t eq = word.find('=');
     if (eq == std::string::npos) {
       if (word == "bf16") s.dtype = DType::bf16;
       else if (word == "f16") s.dtype = DType::f16;
       else return std::nullopt;
-      seen |= 64;
+      seen |= 1;
       continue;
     }
     const std::string key = word.substr(0, eq), value = word.substr(eq + 1);
     try {
       if (key == "base" && value.size() > 1 && value[0] == 'p') {
-        s.base_param = std::stoi(value.substr(1));
-        seen |= 1;
-      } else if (key == "rows" || key == "cols" || key == "stride") {
-        auto v = parse_launch_value(value);
-        if (!v) return std::nullopt;
-        (key == "rows" ? s.rows : key == "cols" ? s.cols : s.row_stride) = *v;
-        seen |= key == "rows" ? 2 : key == "cols" ? 4 : 8;
+        s.base_param = int(whole(value.substr(1)));
+        seen |= 2;
       } else if (key == "box") {
         const size_t x = value.find('x');
         if (x == std::string::npos) return std::nullopt;
-        s.box_rows = std::stoll(value.substr(0, x));
-        s.box_cols = std::stoll(value.substr(x + 1));
-        seen |= 16;
+        s.box_rows = whole(value.substr(0, x));
+        s.box_cols = whole(value.substr(x + 1));
+        seen |= 4;
       } else if (key == "swizzle") {
-        s.swizzle_bytes = std::stoi(value);
-        seen |= 32;
+        s.swizzle_bytes = int(whole(value));
+        if (s.swizzle_bytes != 0 && s.swizzle_bytes != 32 && s.swizzle_bytes != 64 && s.swizzle_bytes != 128)
+          return std::nullopt;
+        seen |= 8;
+      } else if (key == "assumes") {
+        std::stringstream ps(value);
+        std::string p;
+        while (std::getline(ps, p, ',')) {
+          if (p.size() < 2 || p[0] != 'p') return std::nullopt;
+          s.assumed.push_back(int(whole(p.substr(1))));
+        }
+        if (s.assumed.empty()) return std::nullopt;
+      } else if (key == "dims") {
+        std::stringstream ds(value);
+        std::string dim;
+        while (std::getline(ds, dim, ',')) {
+          const size_t colon = dim.find(':');
+          if (colon == std::string::npos) return std::nullopt;
+          TensorMapDim d;
+          const std::string extent = dim.substr(0, colon);
+          if (extent != "*") {
+            d.extent = parse_launch_value(extent);
+            if (!d.extent) return std::nullopt;
+          }
+          auto stride = parse_launch_value(dim.substr(colon + 1));
+          if (!stride) return std::nullopt;
+          d.stride = *stride;
+          s.dims.push_back(d);
+        }
+        seen |= 16;
       } else {
         return std::nullopt;
       }
@@ -281,7 +363,8 @@ std::optional<TensorMapSpec> parse_tensor_map(const std::string &text) {
       return std::nullopt;
     }
   }
-  if (seen != 127 || s.base_param < 0 || s.box_rows <= 0 || s.box_cols <= 0) return std::nullopt;
+  if (seen != 31 || s.base_param < 0 || s.box_rows <= 0 || s.box_cols <= 0 || s.dims.size() < 2 || s.dims.size() > 5)
+    return std::nullopt;
   return s;
 }
 
@@ -293,7 +376,6 @@ std::optional<TmaTile> tma_tile(const ir::Function &fn, const ir::Op &load, cons
   const ir::Type &t = load.result()->type;
   if (t.rank() != 2 || (t.dtype() != DType::bf16 && t.dtype() != DType::f16))
     return refuse("not a 2-D f16/bf16 tile");
-  if (load.num_operands() < 2) return refuse("no mask bounds the tensor (TMA needs its extent)");
   Analyzer A{fn};
   std::optional<Form> ptr = A.form(load.operand(0));
   if (!ptr || !ptr->root) return refuse("its pointers are not a parameter plus an affine offset");
@@ -315,83 +397,83 @@ std::optional<TmaTile> tma_tile(const ir::Function &fn, const ir::Op &load, cons
     }
   }
   if (!col_arange || !stride) return refuse("its pointers do not vary along both axes");
-  const int64_t elem = 2;
-  int64_t aligned = stride->factor * elem;
-  for (int p : stride->params) {
-    if (!fn.params[size_t(p)].div16) {
-      aligned = 0;
-      break;
-    }
-  }
-  if (stride->factor <= 0 || (aligned % 16 && stride->params.empty()) || (aligned == 0))
-    return refuse("its row stride is not a positive multiple of 16 bytes known at launch");
-  // Uniform terms go to the row start when their factor is a multiple of the stride, else to the column start.
+  // A stride's bytes are a multiple of 16: its constant part alone, or with a parameter specialized as divisible
+  // by 16 (each such parameter contributes a factor of 16).
+  auto row_aligned = [&](const LaunchValue &v) {
+    if (v.factor <= 0) return false;
+    if ((v.factor * 2) % 16 == 0) return true;
+    return !v.params.empty() &&
+           std::all_of(v.params.begin(), v.params.end(), [&](int p) { return fn.params[size_t(p)].div16; });
+  };
+  if (!row_aligned(*stride)) return refuse("its row stride is not a positive multiple of 16 bytes known at launch");
+  // Uniform terms whose factor is a multiple of the row stride go to the row start; constant factors to the column
+  // start; the rest, grouped by factor, each to a dimension of its own (a batch or head offset).
   TmaTile tile;
+  tile.start.resize(2);
+  std::vector<LaunchValue> strides{LaunchValue{}, *stride};
   auto add = [&](ScalarSum &s, const Term &x, int64_t mult) {
     if (x.scalar) s.terms.push_back({x.scalar, mult});
     else s.constant += mult;
   };
   for (const Term &x : uniform) {
-    if (!x.factor.params.empty() && x.factor.params == stride->params && x.factor.factor % stride->factor == 0) {
-      add(tile.row0, x, x.factor.factor / stride->factor);
-    } else if (stride->params.empty() && x.factor.params.empty() && x.factor.factor % stride->factor == 0) {
-      add(tile.row0, x, x.factor.factor / stride->factor);
+    if (x.factor.params == stride->params && x.factor.factor % stride->factor == 0 &&
+        (!stride->params.empty() || x.factor.params.empty())) {
+      add(tile.start[1], x, x.factor.factor / stride->factor);
     } else if (x.factor.params.empty()) {
-      add(tile.col0, x, x.factor.factor);
+      add(tile.start[0], x, x.factor.factor);
     } else {
-      return refuse("an offset of its pointers is neither whole rows nor columns");
+      auto same = std::find(strides.begin() + 2, strides.end(), x.factor);
+      if (same == strides.end()) {
+        if (strides.size() == 5) return refuse("its pointers have more than three offsets besides rows and columns");
+        if (!row_aligned(x.factor)) return refuse("an offset's stride is not a multiple of 16 bytes known at launch");
+        strides.push_back(x.factor);
+        tile.start.emplace_back();
+        same = strides.end() - 1;
+      }
+      add(tile.start[size_t(same - strides.begin())], x, 1);
     }
   }
-  // The mask: exactly row < R and col < C, over the same row and column indices.
+  // The mask: row < R, col < C, both or none, over the same row and column indices as the pointers'.
   std::optional<std::pair<Form, LaunchValue>> bounds[2];
-  if (!mask_bounds(fn, A, load.operand(1), bounds) || !bounds[0] || !bounds[1])
-    return refuse("its mask is not `row < R & col < C` with R and C known at launch");
-  auto index_terms = [](const ScalarSum &s, int axis) {
-    std::vector<Term> v{Term{nullptr, axis, {}}};
-    for (auto [x, m] : s.terms) v.push_back(Term{x, -1, LaunchValue{m, {}}});
-    if (s.constant) v.push_back(Term{nullptr, -1, LaunchValue{s.constant, {}}});
-    return v;
-  };
-  // A mask index's uniform terms: multiples of 1 (a factor from a launch value is not a known multiple).
-  for (int axis = 0; axis < 2; ++axis) {
-    std::vector<Term> mask_terms;
-    for (Term x : bounds[axis]->first.terms) {
-      if (!x.factor.params.empty()) return refuse("its mask's index is not its pointers' index");
+  if (load.num_operands() > 1 && !mask_bounds(fn, A, load.operand(1), bounds))
+    return refuse("its mask is not `row < R`, `col < C` or both, with R and C known at launch");
+  auto normal = [](const std::vector<Term> &v) {  // repeated scalars and the constants merged
+    std::vector<Term> out;
+    int64_t constant = 0;
+    for (const Term &x : v) {
       if (!x.scalar && x.axis < 0) {
-        x = Term{nullptr, -1, LaunchValue{x.factor.factor, {}}};
+        constant += x.factor.factor;
+        continue;
       }
-      mask_terms.push_back(x);
+      auto it = std::find_if(out.begin(), out.end(), [&](const Term &y) { return y.scalar == x.scalar && y.axis == x.axis; });
+      if (it != out.end()) it->factor.factor += x.factor.factor;
+      else out.push_back(x);
     }
-    // Merge repeated scalars and constants so that both sides are written the same way.
-    auto normal = [](std::vector<Term> v) {
-      std::vector<Term> out;
-      int64_t constant = 0;
-      for (const Term &x : v) {
-        if (!x.scalar && x.axis < 0) {
-          constant += x.factor.factor;
-          continue;
-        }
-        auto it = std::find_if(out.begin(), out.end(), [&](const Term &y) { return y.scalar == x.scalar && y.axis == x.axis; });
-        if (it != out.end()) it->factor.factor += x.factor.factor;
-        else out.push_back(x);
-      }
-      if (constant) out.push_back(Term{nullptr, -1, LaunchValue{constant, {}}});
-      return out;
-    };
-    if (!same_sum(normal(mask_terms), normal(index_terms(axis == 0 ? tile.row0 : tile.col0, axis))))
+    if (constant) out.push_back(Term{nullptr, -1, LaunchValue{constant, {}}});
+    return out;
+  };
+  for (int axis = 0; axis < 2; ++axis) {
+    if (!bounds[axis]) continue;
+    for (const Term &x : bounds[axis]->first.terms)
+      if (!x.factor.params.empty()) return refuse("its mask's index is not its pointers' index");
+    const ScalarSum &s = tile.start[axis == 0 ? 1 : 0];
+    std::vector<Term> index{Term{nullptr, axis, {}}};
+    for (auto [x, m] : s.terms) index.push_back(Term{x, -1, LaunchValue{m, {}}});
+    if (s.constant) index.push_back(Term{nullptr, -1, LaunchValue{s.constant, {}}});
+    if (!same_sum(normal(bounds[axis]->first.terms), normal(index)))
       return refuse("its mask's index is not its pointers' index");
   }
-  for (const ScalarSum *s : {&tile.row0, &tile.col0}) {
-    if (s->constant < 0) return refuse("a start of its tile may be negative");
-    for (auto [x, m] : s->terms)
-      if (m < 0 || !x->type.is_scalar() || x->type.dtype() != DType::i32 || !non_negative(x, loop))
+  for (const ScalarSum &s : tile.start) {
+    if (s.constant < 0) return refuse("a start of its tile may be negative");
+    for (auto [x, m] : s.terms)
+      if (m < 0 || !x->type.is_scalar() || x->type.dtype() != DType::i32 || !non_negative(fn, x, loop, tile.map.assumed))
         return refuse("a start of its tile may be negative (TMA reads zeros there, the load memory)");
   }
   tile.map.base_param = base;
   tile.map.dtype = t.dtype();
-  tile.map.rows = bounds[0]->second;
-  tile.map.cols = bounds[1]->second;
-  tile.map.row_stride = *stride;
+  tile.map.dims.push_back(TensorMapDim{bounds[1] ? std::optional(bounds[1]->second) : std::nullopt, LaunchValue{}});
+  tile.map.dims.push_back(TensorMapDim{bounds[0] ? std::optional(bounds[0]->second) : std::nullopt, *stride});
+  for (size_t k = 2; k < strides.size(); ++k) tile.map.dims.push_back(TensorMapDim{std::nullopt, strides[k]});
   return tile;
 }
 

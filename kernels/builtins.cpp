@@ -25,6 +25,7 @@ std::string attention_text(const BuiltinSpec &spec, Render what) {
   opt.num_warps = spec.num_warps;
   opt.num_stages = spec.num_stages;
   opt.min_ctas_per_sm = spec.min_ctas_per_sm;
+  opt.tma = spec.tma;
   opt.arch = spec.arch;
   return what == Render::IR ? attention::forward_ir(shape, opt) : attention::forward_ptx(shape, opt);
 }

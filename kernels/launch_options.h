@@ -45,6 +45,7 @@ LaunchConfig launch_config_of(const Options &opt) {
   cfg.stream = opt.stream;
   cfg.arch = opt.arch;
   cfg.min_ctas_per_sm = opt.min_ctas_per_sm;
+  cfg.tma = opt.tma;
   return cfg;
 }
 

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "codegen/tma.h"
+
 namespace tilejit::runtime {
 namespace {
 constexpr std::string_view kPrefix = "tilejit-kernel ";
@@ -68,6 +70,7 @@ std::optional<KernelArtifact> decode_artifact(std::string_view bytes) {
     size_t end = bytes.find('\n', at);
     if (end == std::string_view::npos || end == at) return std::nullopt;
     a.tensor_maps.emplace_back(bytes.substr(at, end - at));
+    if (!codegen::parse_tensor_map(a.tensor_maps.back())) return std::nullopt;  // corrupt: the cache rebuilds it
     at = end + 1;
   }
   a.entry = std::string(*entry);

@@ -43,29 +43,42 @@ void encode_tensor_maps(const TensorMaps &maps, const std::vector<KernelArg> &ar
     if (s.base_param < 0 || size_t(s.base_param) >= args.size() || args[size_t(s.base_param)].kind != KernelArg::Kind::Ptr)
       throw fail("its base is not a pointer argument");
     const uint64_t base = args[size_t(s.base_param)].ptr;
-    const int64_t rows = value(s.rows, "row extent"), cols = value(s.cols, "column extent");
-    const int64_t stride = value(s.row_stride, "row stride");
-    const int64_t elem = 2;
+    const int rank = int(s.dims.size());
+    if (rank < 2 || rank > 5) throw fail(fmt::format("it has {} dimensions (TMA takes 2 to 5)", rank));
     // An extent ≤ 0 masks every element: the kernel moves its coordinates past an extent of 1 (codegen/tma.h).
-    const uint64_t dims[2] = {uint64_t(std::max<int64_t>(cols, 1)), uint64_t(std::max<int64_t>(rows, 1))};
+    uint64_t dims[5] = {}, strides[4] = {};
+    unsigned box[5] = {unsigned(s.box_cols), unsigned(s.box_rows), 1, 1, 1}, unit[5] = {1, 1, 1, 1, 1};
+    std::string extents;
+    for (int d = 0; d < rank; ++d) {
+      const int64_t stride = d == 0 ? 1 : value(s.dims[size_t(d)].stride, "stride");
+      // Unbounded: as far as any address of the device could lie (2^47 bytes), within the 2^31 − 1 of codegen.
+      const int64_t extent = s.dims[size_t(d)].extent ? value(*s.dims[size_t(d)].extent, "extent")
+                             : stride > 0 ? std::min<int64_t>(codegen::kUnboundedExtent, (int64_t(1) << 46) / stride)
+                                          : codegen::kUnboundedExtent;
+      dims[d] = uint64_t(std::max<int64_t>(extent, 1));
+      if (dims[d] > (uint64_t(1) << 32)) throw fail(fmt::format("its extent {} along dim {} exceeds 2^32", extent, d));
+      extents += fmt::format("{}{}", d ? "x" : "", extent);
+      if (d == 0) continue;
+      if (stride <= 0 || (stride * 2) % 16 || stride * 2 >= (int64_t(1) << 40))
+        throw fail(fmt::format("its stride of {} elements along dim {} is not a positive multiple of 16 bytes below "
+                               "2^40", stride, d));
+      strides[d - 1] = uint64_t(stride * 2);
+    }
     if (base % 16) throw fail(fmt::format("its base address {:#x} is not 16-byte aligned", base));
-    if (dims[0] > (uint64_t(1) << 32) || dims[1] > (uint64_t(1) << 32))
-      throw fail(fmt::format("its extent {}x{} exceeds 2^32 elements in a dimension", rows, cols));
-    if (stride <= 0 || (stride * elem) % 16 || stride * elem >= (int64_t(1) << 40))
-      throw fail(fmt::format("its row stride of {} elements is not a positive multiple of 16 bytes below 2^40",
-                             stride));
-    const uint64_t strides[1] = {uint64_t(stride * elem)};
-    const unsigned box[2] = {unsigned(s.box_cols), unsigned(s.box_rows)};
-    const unsigned unit[2] = {1, 1};
+    for (int p : s.assumed) {
+      if (p < 0 || size_t(p) >= args.size() || args[size_t(p)].kind != KernelArg::Kind::Int)
+        throw fail(fmt::format("parameter {} it takes to be ≥ 0 is not an integer argument", p));
+      if (args[size_t(p)].i < 0)
+        throw fail(fmt::format("parameter {} is {}, and its copies' coordinates take it to be ≥ 0", p, args[size_t(p)].i));
+    }
     // cuda.h: CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6, BFLOAT16 = 9; SWIZZLE_NONE/32B/64B/128B = 0..3;
     // L2_PROMOTION_L2_128B = 2; INTERLEAVE_NONE and FLOAT_OOB_FILL_NONE (zeros) = 0.
     const int dtype = s.dtype == DType::f16 ? 6 : 9;
     const int swizzle = s.swizzle_bytes == 128 ? 3 : s.swizzle_bytes == 64 ? 2 : s.swizzle_bytes == 32 ? 1 : 0;
-    check(driver().cuTensorMapEncodeTiled(out[i].words, dtype, 2, reinterpret_cast<void *>(base), dims, strides, box,
-                                          unit, 0, swizzle, 2, 0),
+    check(driver().cuTensorMapEncodeTiled(out[i].words, dtype, unsigned(rank), reinterpret_cast<void *>(base), dims,
+                                          strides, box, unit, 0, swizzle, 2, 0),
           "cuTensorMapEncodeTiled", kernel,
-          fmt::format("tensor map {} ({}) of {}x{} elements, row stride {} B at {:#x}", i, maps.texts[i], rows, cols,
-                      strides[0], base));
+          fmt::format("tensor map {} ({}) of extents {} at {:#x}", i, maps.texts[i], extents, base));
   }
 }
 

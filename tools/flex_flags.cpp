@@ -190,6 +190,7 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   opt.block_n = a.block_n;
   opt.num_warps = a.num_warps;
   opt.num_stages = a.num_stages;
+  opt.tma = a.tma;
   opt.min_ctas_per_sm = a.min_ctas;
   opt.autotune = a.autotune;
   opt.backend = be;

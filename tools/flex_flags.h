@@ -35,6 +35,7 @@ struct FlexRunArgs {
   int check_rows;  // rows sampled by --check, spread over up to 8 (sequence, head) pairs
   bool atomics = false;  // run_flex_backward: dq by atomics (FlexOptions::atomics)
   int min_ctas = 0;       // FlexOptions::min_ctas_per_sm
+  bool tma = false;       // FlexOptions::tma
 };
 
 /// The variant flags every attention command takes: --window-left/right, --alibi, --softcap, --band-as-mask.

@@ -42,7 +42,7 @@ struct AttentionArgs {
   std::string dtype = "bf16", backend = "auto", arch;
   int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, iters = 10, check_rows = 64;
   int min_ctas = 0;
-  bool autotune = false;
+  bool autotune = false, tma = false;
   uint64_t seed = 0;
 };
 
@@ -62,6 +62,7 @@ int run_attention(const AttentionArgs &a) {
   opt.num_warps = a.num_warps;
   opt.num_stages = a.num_stages;
   opt.min_ctas_per_sm = a.min_ctas;
+  opt.tma = a.tma;
   opt.autotune = a.autotune;
   opt.backend = parse_backend(a.backend);
   opt.arch = a.arch;
@@ -173,6 +174,7 @@ int run_cli(int argc, char **argv) {
   att->add_option("--num-stages", a.num_stages, "num_stages (software pipeline depth)");
   att->add_option("--min-ctas", a.min_ctas, "programs per SM to cap registers for (0: no cap)")
       ->check(CLI::Range(0, 32));
+  att->add_flag("--tma", a.tma, "copy the K/V tiles with TMA where they qualify (sm_90a)");
   att->add_flag("--autotune", a.autotune,
                 "GPU: pick BLOCK_M/BLOCK_N/num_warps/num_stages by measuring (the first call per shape bucket "
                 "tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); the four flags above are then validated but not used");
@@ -278,7 +280,7 @@ int run_cli(int argc, char **argv) {
     if (att->parsed() && (tools::flex_requested(flex) || plain_cannot || a.backward)) {
       tools::FlexRunArgs fa{a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
                             a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
-                            a.autotune, a.check_rows, a.atomics, a.min_ctas};
+                            a.autotune, a.check_rows, a.atomics, a.min_ctas, a.tma};
       return a.backward ? tools::run_flex_backward(flex, fa) : tools::run_flex(flex, fa);
     }
     if (att->parsed()) return run_attention(a);
@@ -343,7 +345,7 @@ int run_cli(int argc, char **argv) {
       if (kname != "attention") throw Error("variant flags (--alibi, --softcap, windows, ...) apply to attention only");
       tools::FlexRunArgs fa{1, 4, 1024, -1, spec.head_dim, spec.causal, false, dtype.empty() ? "bf16" : dtype, "interp",
                             as_ptx ? spec.arch : "", spec.block_m, spec.block_n, spec.num_warps,
-                            spec.num_stages, 1, 0, false, 0};
+                            spec.num_stages, 1, 0, false, 0, false, spec.min_ctas_per_sm, spec.tma};
       show([&] { return tools::flex_code(code_flex, fa, as_ptx); });
       return 0;
     }

@@ -1,0 +1,316 @@
+// TMA copies in software pipelines (codegen/tma.h, codegen/pipeline_tma.cpp, runtime/tensor_maps.cpp): which loads
+// a tensor map can copy, the maps planned for matmul, the PTX and its assembly, the plan text's 'tma' mark, and
+// the launch metadata the cache keeps. The copies themselves run in tests/gpu (label gpu).
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <array>
+#include <regex>
+
+#include "codegen/codegen.h"
+#include "codegen/lowering_plan.h"
+#include "codegen/tma.h"
+#include "ir/parser.h"
+#include "runtime/kernel_artifact.h"
+#include "test_codegen_util.h"
+#include "tilejit/kernels.h"
+#include "tilejit/stages.h"
+
+using namespace tilejit;
+using codegen::testing::contains;
+using codegen::testing::count_lines;
+using codegen::testing::ptxas_v;
+
+namespace {
+
+kernels::BuiltinSpec matmul_spec(int bm, int bn, int bk, int warps, int stages, bool tma = true) {
+  kernels::BuiltinSpec spec;
+  spec.dtype = DType::bf16;
+  spec.block_m = bm, spec.block_n = bn, spec.block_k = bk;
+  spec.num_warps = warps, spec.num_stages = stages;
+  spec.tma = tma;
+  return spec;
+}
+
+codegen::CodegenOptions options_of(const kernels::BuiltinSpec &spec) {
+  codegen::CodegenOptions o;
+  o.arch = spec.arch;
+  o.num_warps = spec.num_warps;
+  o.num_stages = spec.num_stages;
+  o.tma = spec.tma;
+  return o;
+}
+
+// The loads of fn's first loop body, in order.
+std::vector<const ir::Op *> loop_loads(const ir::Function &fn, const ir::Op **loop) {
+  std::vector<const ir::Op *> loads;
+  *loop = nullptr;
+  ir::walk(*fn.body, [&](ir::Op &op) {
+    if (op.kind == ir::OpKind::For && !*loop) *loop = &op;
+    if (op.kind == ir::OpKind::Load && *loop && op.parent == (*loop)->region(0)) loads.push_back(&op);
+  });
+  return loads;
+}
+
+std::string matmul_text(int bm = 128, int bn = 256, int bk = 64) {
+  return kernels::builtin_ir("matmul", matmul_spec(bm, bn, bk, 8, 3));
+}
+
+// Why tma_tile refuses the a-operand load of the matmul text after `edit`.
+std::string refusal(const std::string &from, const std::string &to, int which = 0) {
+  std::string text = matmul_text();
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  auto fn = ir::parse(text);
+  const ir::Op *loop = nullptr;
+  auto loads = loop_loads(*fn, &loop);
+  REQUIRE(loads.size() == 2);
+  std::string why;
+  REQUIRE_FALSE(codegen::tma_tile(*fn, *loads[size_t(which)], *loop, &why).has_value());
+  return why;
+}
+
+}  // namespace
+
+TEST_CASE("tma: matmul's operand loads are tiles of 2-D tensors, masked by their extents", "[codegen][tma]") {
+  auto fn = ir::parse(matmul_text());
+  const ir::Op *loop = nullptr;
+  auto loads = loop_loads(*fn, &loop);
+  REQUIRE(loads.size() == 2);
+  // a: M rows (p3) of K columns (p5), lda (p6) apart; its tile starts at row program_id(0)·128, column k0.
+  auto a = codegen::tma_tile(*fn, *loads[0], *loop);
+  REQUIRE(a);
+  CHECK(a->map.base_param == 0);
+  REQUIRE(a->map.dims.size() == 2);
+  CHECK(a->map.dims[0] == codegen::TensorMapDim{codegen::LaunchValue{1, {5}}, codegen::LaunchValue{}});
+  CHECK(a->map.dims[1] == codegen::TensorMapDim{codegen::LaunchValue{1, {3}}, codegen::LaunchValue{1, {6}}});
+  REQUIRE(a->start.size() == 2);
+  REQUIRE(a->start[1].terms.size() == 1);
+  CHECK(a->start[1].terms[0].first->def->kind == ir::OpKind::ProgramId);
+  CHECK(a->start[1].terms[0].second == 128);
+  REQUIRE(a->start[0].terms.size() == 1);
+  CHECK(a->start[0].terms[0].first == loop->region(0)->arg(0));
+  CHECK(a->start[0].terms[0].second == 1);
+  // b: K rows (p5) of N columns (p4), ldb (p7) apart; rows from k0, columns from program_id(1)·256.
+  auto b = codegen::tma_tile(*fn, *loads[1], *loop);
+  REQUIRE(b);
+  CHECK(b->map.base_param == 1);
+  CHECK(codegen::tensor_map_text(b->map) == "base=p1 bf16 box=0x0 swizzle=128 dims=p4:1,p5:p7");
+  CHECK(b->start[1].terms[0].first == loop->region(0)->arg(0));
+  CHECK(b->start[0].terms[0].second == 256);
+}
+
+TEST_CASE("tma: a load TMA would read differently is refused, with the reason", "[codegen][tma]") {
+  // The mask must be exactly row < M: TMA zero-fills from the extent on, `row <= M` reads row M.
+  std::string text = matmul_text();
+  REQUIRE(contains(text, "{pred = lt}"));
+  CHECK(contains(refusal("{pred = lt}", "{pred = le}"), "mask"));
+  // An unaligned base pointer (no align16 specialization) or row stride (lda not divisible by 16).
+  CHECK(contains(refusal("%a: ptr<bf16> {align16}", "%a: ptr<bf16>"), "16-byte aligned"));
+  CHECK(contains(refusal("%lda: i32 {div16}", "%lda: i32"), "row stride"));
+  // A loop starting below 0: the first tile's coordinate may be negative, where TMA reads zeros and the load reads
+  // memory before the row.
+  CHECK(contains(refusal("constant {value = 0} : i32\n", "constant {value = -64} : i32\n"), "negative"));
+}
+
+TEST_CASE("tma: a load without a mask has unbounded extents", "[codegen][tma]") {
+  // Written directly: the matmul's b load with its mask and `other` dropped.
+  std::string text = matmul_text();
+  std::smatch m;
+  REQUIRE(std::regex_search(text, m, std::regex(R"((%\d+) = load (%\d+), (%\d+), (%\d+) : tensor<64x256xbf16>)")));
+  text.replace(size_t(m.position(0)), size_t(m.length(0)), fmt::format("{} = load {} : tensor<64x256xbf16>", m[1].str(), m[2].str()));
+  auto fn = ir::parse(text);
+  const ir::Op *loop = nullptr;
+  auto loads = loop_loads(*fn, &loop);
+  auto b = codegen::tma_tile(*fn, *loads[1], *loop);
+  REQUIRE(b);
+  CHECK(codegen::tensor_map_text(b->map) == "base=p1 bf16 box=0x0 swizzle=128 dims=*:1,*:p7");
+}
+
+TEST_CASE("tma: attention's K and V tiles are 4-D maps, batch and head offsets their own dims", "[codegen][tma]") {
+  // attention_fwd: K + b·stride_kb + h·stride_kh + (n0 + i)·stride_ks + j, masked by key < seqlen_k only.
+  kernels::BuiltinSpec spec;
+  spec.head_dim = 128, spec.block_m = 128, spec.block_n = 64, spec.num_warps = 8, spec.num_stages = 2;
+  auto fn = ir::parse(kernels::builtin_ir("attention", spec));
+  const ir::Op *loop = nullptr;
+  auto loads = loop_loads(*fn, &loop);
+  REQUIRE(loads.size() == 2);
+  auto k = codegen::tma_tile(*fn, *loads[0], *loop);
+  REQUIRE(k);
+  const int kb = 12, kh = 13, ks = 14, seqlen_k = 8;  // parameter indices of attention_fwd
+  REQUIRE(fn->params[size_t(kb)].name == "stride_kb");
+  REQUIRE(fn->params[size_t(kh)].name == "stride_kh");
+  REQUIRE(fn->params[size_t(ks)].name == "stride_ks");
+  REQUIRE(fn->params[size_t(seqlen_k)].name == "seqlen_k");
+  // Columns unbounded (no mask), keys up to seqlen_k stride_ks apart, then the batch and head dims; the head and
+  // batch indices divide program_id(1) by `heads`, which the launch checks is ≥ 0.
+  const int heads = 6;
+  REQUIRE(fn->params[size_t(heads)].name == "heads");
+  CHECK(codegen::tensor_map_text(k->map) == fmt::format("base=p1 bf16 box=0x0 swizzle=128 dims=*:1,p{}:p{},*:p{},*:p{} "
+                                                        "assumes=p{}", seqlen_k, ks, kb, kh, heads));
+  REQUIRE(k->start.size() == 4);
+  // b = program_id(1) / heads, h = program_id(1) % heads: quotient and remainder of a program id, never negative.
+  REQUIRE(k->start[2].terms.size() == 1);
+  CHECK(k->start[2].terms[0].first->def->kind == ir::OpKind::Div);
+  REQUIRE(k->start[3].terms.size() == 1);
+  CHECK(k->start[3].terms[0].first->def->kind == ir::OpKind::Rem);
+}
+
+TEST_CASE("tma: tensor maps and launch values read back from their text", "[codegen][tma]") {
+  codegen::TensorMapSpec s;
+  s.base_param = 1;
+  s.dtype = DType::f16;
+  s.dims = {{codegen::LaunchValue{1, {5}}, {}}, {codegen::LaunchValue{2, {3, 4}}, {64, {}}}, {std::nullopt, {1, {9}}}};
+  s.box_rows = 8, s.box_cols = 32, s.swizzle_bytes = 64;
+  s.assumed = {7, 2};
+  const std::string text = codegen::tensor_map_text(s);
+  CHECK(text == "base=p1 f16 box=8x32 swizzle=64 dims=p5:1,2*p3*p4:64,*:p9 assumes=p7,p2");
+  auto back = codegen::parse_tensor_map(text);
+  REQUIRE(back);
+  CHECK(*back == s);
+  for (const char *bad : {"", "base=p1 f16", "base=q1 f16 box=8x32 swizzle=64 dims=p5:1,p3:64",
+                          "base=p1 f16 box=8 swizzle=64 dims=p5:1,p3:64", "base=p1 f16 box=8x32 swizzle=64 dims=p5:1",
+                          "base=p1 f16 box=8x32 swizzle=64 dims=p5:1,p3*2:64", "base=p1 f32 box=8x32 swizzle=64 dims=p5:1,p3:64",
+                          "base=p1 f16 box=8x32 swizzle=48 dims=p5:1,p3:64", "base=p1 f16 box=8x32 swizzle=64 dims=p5,p3:64",
+                          "base=p1 f16 box=8x32 swizzle=64 dims=1:1,1:1,1:1,1:1,1:1,1:1",
+                          "base=p1 f16 box=8x32 swizzle=64 dims=p5:1,p3:64 assumes=",
+                          "base=p1 f16 box=8x32 swizzle=64 dims=p5:1,p3:64 assumes=q2"}) {
+    INFO(bad);
+    CHECK_FALSE(codegen::parse_tensor_map(bad));
+  }
+  std::vector<KernelArg> args(6);
+  args[3].i = 7, args[4].i = 3, args[5].i = 1 << 20;
+  CHECK(s.dims[1].extent->at(args) == 42);
+  CHECK(codegen::LaunchValue{1 << 30, {5, 5}}.at(args) == std::nullopt);  // overflows int64
+  args[3].kind = KernelArg::Kind::Ptr;
+  CHECK(s.dims[1].extent->at(args) == std::nullopt);  // not an integer argument
+}
+
+TEST_CASE("tma: matmul's pipelines copy both operands by TMA, assemble for sm_90a, and read the maps in place",
+          "[codegen][tma][pipeline]") {
+  for (auto [bm, bn, bk, warps] : {std::array{128, 256, 64, 8}, std::array{128, 128, 64, 8},
+                                   std::array{64, 128, 32, 4}, std::array{128, 64, 16, 4}})
+    for (int stages : {2, 3, 4, 5}) {
+      if ((bm + bn) * bk * 2 * stages > 160 * 1024) continue;  // fewer stages fit: another case
+      auto spec = matmul_spec(bm, bn, bk, warps, stages);
+      INFO(bm << "x" << bn << "x" << bk << ", " << warps << " warps, " << stages << " stages");
+      auto fn = ir::parse(kernels::builtin_ir("matmul", spec));
+      codegen::PtxResult r = codegen::compile_to_ptx(*fn, options_of(spec));
+      // Two maps, a's and b's, after the kernel's nine parameters, 64-byte aligned and read through cvta.param.
+      REQUIRE(r.tensor_maps.size() == 2);
+      CHECK(contains(r.tensor_maps[0], "dims=p5:1,p3:p6"));
+      CHECK(contains(r.tensor_maps[1], "dims=p4:1,p5:p7"));
+      CHECK(contains(r.ptx, ".param .align 64 .b8 matmul_param_9[128]"));
+      CHECK(contains(r.ptx, ".param .align 64 .b8 matmul_param_10[128]"));
+      CHECK(count_lines(r.ptx, [](auto &l) { return contains(l, "cvta.param.u64"); }) == 2);
+      CHECK_FALSE(contains(r.ptx, "ld.local"));  // no copy of a map to local memory
+      // Per stage issued: a in boxes of 8 rows (wgmma's row order), b per 64-column panel; no cp.async at all.
+      const int64_t a_boxes = (bm / 8) * std::max(1, bk / 64), b_boxes = bn / std::min(bn, 64);
+      const int per_stage = int(a_boxes + b_boxes);
+      const int issued = count_lines(r.ptx, [](auto &l) { return contains(l, "cp.async.bulk.tensor.2d"); });
+      CHECK(issued % per_stage == 0);
+      CHECK(issued >= 2 * per_stage);
+      CHECK_FALSE(contains(r.ptx, "cp.async.cg"));
+      CHECK_FALSE(contains(r.ptx, "cp.async.wait_group"));
+      CHECK(count_lines(r.ptx, [](auto &l) { return contains(l, "mbarrier.init.shared"); }) >= 1);
+      CHECK(contains(r.ptx, "fence.mbarrier_init.release.cluster"));
+      CHECK(contains(r.ptx, "mbarrier.try_wait.parity.shared::cta.b64"));
+      CHECK(contains(r.ptx, fmt::format("mbarrier.arrive.expect_tx.shared::cta.b64")));
+      CHECK(contains(r.ptx, "mbarrier.inval.shared"));
+      auto [rc, log] = ptxas_v(r.ptx, "sm_90a", fmt::format("matmul_tma_{}x{}x{}_w{}_s{}", bm, bn, bk, warps, stages));
+      INFO(log);
+      REQUIRE(rc == 0);
+      CHECK_FALSE(contains(log, "serialized"));
+      CHECK(contains(log, "0 bytes spill stores"));
+    }
+}
+
+TEST_CASE("tma: the expected bytes of a stage are its tiles' bytes", "[codegen][tma][pipeline]") {
+  // 128x64 + 64x256 bf16 tiles: 16384 + 32768 bytes per stage, the count each stage's arrive.expect_tx names.
+  auto spec = matmul_spec(128, 256, 64, 8, 3);
+  auto fn = ir::parse(kernels::builtin_ir("matmul", spec));
+  std::string lowered = codegen::print_lowering(*fn, options_of(spec));
+  CHECK(contains(lowered, "copied ahead by TMA into the stage buffer its dots read (tensor map 0: base=p0 bf16 "
+                          "box=8x64 swizzle=128 dims=p5:1,p3:p6)"));
+  CHECK(contains(lowered, "(tensor map 1: base=p1 bf16 box=64x64 swizzle=128 dims=p4:1,p5:p7)"));
+  std::string llvm;
+  codegen::print_lowering(*fn, options_of(spec), &llvm);
+  CHECK(contains(llvm, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;"));
+  CHECK(std::regex_search(llvm, std::regex(R"(expect_tx[^\n]*\(i32 %\w+, i32 49152\))")));
+}
+
+TEST_CASE("tma: without the option, or below sm_90a, or on mma.sync, loads are copied by cp.async",
+          "[codegen][tma][pipeline]") {
+  auto spec = matmul_spec(128, 128, 64, 8, 3);
+  auto fn = ir::parse(kernels::builtin_ir("matmul", spec));
+  auto opts = options_of(spec);
+  for (int variant = 0; variant < 3; ++variant) {
+    auto o = opts;
+    if (variant == 0) o.tma = false;
+    if (variant == 1) o.arch = "sm_80";
+    if (variant == 2) o.wgmma = false;
+    INFO("variant " << variant);
+    codegen::PtxResult r = codegen::compile_to_ptx(*fn, o);
+    CHECK(r.tensor_maps.empty());
+    CHECK_FALSE(contains(r.ptx, "cp.async.bulk"));
+    CHECK_FALSE(contains(r.ptx, "mbarrier"));
+    CHECK(contains(r.ptx, "cp.async.cg"));
+  }
+}
+
+TEST_CASE("tma: the plan text marks TMA copies, reads them back, and refuses a mark it cannot follow",
+          "[codegen][tma][layout-text]") {
+  auto spec = matmul_spec(128, 256, 64, 8, 3);
+  LaunchConfig cfg;
+  cfg.arch = "sm_90a";
+  cfg.num_warps = 8;
+  cfg.num_stages = 3;
+  cfg.tma = true;
+  const std::string ir = kernels::builtin_ir("matmul", spec);
+  const std::string plan = stage_of_text(ir, "place_waits", cfg);
+  REQUIRE(contains(plan, "// the lowering plan for sm_90a, 8 warps, 3 stages, TMA copies"));
+  REQUIRE(count_lines(plan, [](auto &l) { return contains(l, "pipelined tma>"); }) == 2);
+  // Read back as written: the same PTX as compiling the kernel.
+  CHECK(stage_of_text(plan, "ptx", cfg) == kernels::builtin_ptx("matmul", spec));
+  // b's mark taken off: b is copied by cp.async, a by TMA (one map).
+  std::string a_only = plan;
+  const size_t b_mark = a_only.rfind(" pipelined tma>");
+  a_only.replace(b_mark, 15, " pipelined>");
+  const std::string ptx = stage_of_text(a_only, "ptx", cfg);
+  CHECK(contains(ptx, "cp.async.bulk.tensor.2d"));
+  CHECK(contains(ptx, "cp.async.cg"));
+  CHECK(contains(ptx, "matmul_param_9[128]"));
+  CHECK_FALSE(contains(ptx, "matmul_param_10"));
+  // 'tma' without 'pipelined', and on a load that TMA cannot copy (the loop from −64: a tile may start before
+  // its tensor, still pipelined by cp.async).
+  std::string bare = plan;
+  bare.replace(bare.find(" pipelined tma>"), 15, " tma>");
+  CHECK_THROWS_WITH(stage_of_text(bare, "ptx", cfg), Catch::Contains("'tma' only with 'pipelined'"));
+  std::string before = plan;
+  const std::string lb = "constant {value = 0} : i32";
+  REQUIRE(contains(before, lb));
+  before.replace(before.find(lb), lb.size(), "constant {value = -64} : i32");
+  CHECK_THROWS_WITH(stage_of_text(before, "ptx", cfg), Catch::Contains("no 'tma' on this load: a start of its tile may be negative"));
+}
+
+TEST_CASE("tma: kernel artifacts keep their tensor maps", "[cache][tma]") {
+  runtime::KernelArtifact a{"matmul", 1024, 256, "PTX TEXT\nsecond line", 0, 0,
+                            {"base=p0 bf16 box=8x64 swizzle=128 dims=p5:1,p3:p6",
+                             "base=p1 bf16 box=64x64 swizzle=128 dims=p4:1,p5:p7"}};
+  auto back = runtime::decode_artifact(runtime::encode_artifact(a));
+  REQUIRE(back);
+  CHECK(back->tensor_maps == a.tensor_maps);
+  CHECK(back->code == a.code);
+  CHECK(back->spill_stores == 0);
+  a.spill_stores = a.spill_loads = -1;
+  back = runtime::decode_artifact(runtime::encode_artifact(a));
+  REQUIRE(back);
+  CHECK(back->tensor_maps == a.tensor_maps);
+  // A count the lines do not match is not an artifact (the cache then rebuilds it).
+  std::string text = runtime::encode_artifact(a);
+  CHECK_FALSE(runtime::decode_artifact(std::regex_replace(text, std::regex("tensor_maps=2"), "tensor_maps=9")));
+  CHECK_FALSE(runtime::decode_artifact(std::regex_replace(text, std::regex("tensor_maps=2"), "tensor_maps=0")));
+  CHECK_FALSE(runtime::decode_artifact(std::regex_replace(text, std::regex("tensor_maps=2"), "tensor_maps=3")));
+  CHECK_FALSE(runtime::decode_artifact(std::regex_replace(text, std::regex("p3:p6\n"), "p3:p6x\n")));
+}
