@@ -22,6 +22,7 @@
 #include "codegen/mma.h"
 #include "codegen/pipeline.h"
 #include "codegen/place_waits.h"
+#include "codegen/warp_specialize.h"
 #include "codegen/wgmma.h"
 #include "ir/passes.h"
 #include "tilejit/error.h"
@@ -386,7 +387,12 @@ llvm::Value *Lowering::place_dynamic_staging(int64_t offset, int64_t bytes, int6
 
 void Lowering::barrier() {
   if (use_wgmma) fence_proxy_async(*this);  // shared-memory writes before the barrier may be read by wgmma after it
-  b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_barrier0));
+  // With a producer warpgroup, which never waits here, the consumers synchronize among themselves (barrier 0
+  // counting their threads).
+  if (plan.producer_warps())
+    b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_barrier_sync_cnt), {i32(0), i32(32 * opts.num_warps)});
+  else
+    b.CreateCall(intrinsic(llvm::Intrinsic::nvvm_barrier0));
 }
 
 Tile Lowering::redistribute(const Tile &src, ElemType et, const Layout &dst, const std::vector<int64_t> &src_strides,
@@ -457,8 +463,10 @@ void Lowering::declare_kernel() {
     md->addOperand(llvm::MDNode::get(ctx, ops));
   };
   annotate("kernel", 1);
-  annotate("maxntidx", 32 * opts.num_warps);
-  if (opts.min_ctas_per_sm > 0) annotate("minctasm", opts.min_ctas_per_sm);
+  annotate("maxntidx", num_threads());
+  // setmaxnreg takes effect only under a register cap at the kernel's entry (.maxntid with .minnctapersm).
+  const int min_ctas = plan.producer_warps() ? std::max(1, opts.min_ctas_per_sm) : opts.min_ctas_per_sm;
+  if (min_ctas > 0) annotate("minctasm", min_ctas);
 }
 
 void Lowering::run() {
@@ -507,6 +515,7 @@ void Lowering::run() {
     smem_base_ = b.CreateInBoundsGEP(b.getInt8Ty(), smem_, pad, "smem_aligned");
   }
   for (size_t i = 0; i < fn.params.size(); ++i) bind(fn.param(int(i)), Tile{std::nullopt, {kernel->getArg(unsigned(i))}});
+  if (!plan.specialized.empty()) begin_warp_specialization(*this);
   lower_block(*fn.body);
   cur_op = fn.body->ops.empty() ? nullptr : fn.body->ops.back().get();  // the note goes on the last op
   wait_all_wgmma("the kernel ends waiting for a wgmma dot whose result is never read");
@@ -650,7 +659,7 @@ TILEJIT_EXPORT PtxResult compile_to_ptx(const ir::Function &fn, const CodegenOpt
   r.ptx = optimize_and_emit_ptx(*m.mod, opts.arch);
   r.entry = m.entry;
   r.shared_bytes = int(m.shared_bytes);
-  r.num_threads = 32 * opts.num_warps;
+  r.num_threads = 32 * (opts.num_warps + m.plan.producer_warps());
   for (const TensorMapSpec &s : m.plan.tensor_maps) r.tensor_maps.push_back(tensor_map_text(s));
   return r;
 }

@@ -21,6 +21,8 @@ struct CodegenOptions {
   int min_ctas_per_sm = 0;      // ≥ 1: .minnctapersm (with .maxntid): registers capped so this many fit per SM
   bool tma = false;             // sm_90+ with wgmma: pipelined loads that are affine tiles of a 2-D tensor are copied
                                 // by the Tensor Memory Accelerator (codegen/tma.h) instead of cp.async
+  bool warp_specialize = false; // with tma: a producer warpgroup issues the copies of the loops that qualify
+                                // (codegen/specialize_warps.h); the kernel then runs num_warps + 4 warps
 };
 
 /// Kernel ABI (what the runtime passes): one .param per ir::Function param, in order: pointers as 64-bit

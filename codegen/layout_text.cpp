@@ -18,6 +18,7 @@
 #include "codegen/mma.h"
 #include "codegen/place_waits.h"
 #include "codegen/software_pipeline.h"
+#include "codegen/specialize_warps.h"
 #include "codegen/stage_operands.h"
 #include "ir/passes.h"
 #include "tilejit/error.h"
@@ -35,13 +36,21 @@ std::string layout_text(const Layout &l) {
   return text;
 }
 
+/// A loop's first tile result, where its "specialized" mark stands (null: it has none).
+static const ir::Value *first_tile_result(const ir::Op &loop) {
+  for (int i = 0; i < loop.num_results(); ++i)
+    if (!loop.result(i)->type.is_scalar()) return loop.result(i);
+  return nullptr;
+}
+
 std::string plan_header(const CodegenOptions &opts, int passes) {
   const std::string up_to =
       passes < int(plan_passes().size()) ? fmt::format("up to {} ", plan_passes()[size_t(passes - 1)]) : "";
-  return fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}{}{}\n", up_to, opts.arch, opts.num_warps,
+  return fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}{}{}{}\n", up_to, opts.arch, opts.num_warps,
                      opts.num_stages,
                      opts.min_ctas_per_sm > 0 ? fmt::format(", at least {} programs per SM", opts.min_ctas_per_sm) : "",
-                     opts.wgmma ? "" : ", without wgmma", opts.tma ? ", TMA copies" : "");
+                     opts.wgmma ? "" : ", without wgmma", opts.tma ? ", TMA copies" : "",
+                     opts.warp_specialize ? ", warp-specialized" : "");
 }
 
 std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, const ir::OpAnnotator &comment,
@@ -66,6 +75,10 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
   };
   const std::unordered_set<const ir::Value *> shared = staged_operands(p);
   const std::unordered_set<const ir::Value *> running = running_dots(p);
+  // A loop fed by a producer warpgroup: the mark stands on its first tile result.
+  std::unordered_set<const ir::Value *> specialized;
+  for (const ir::Op *loop : p.specialized)
+    if (const ir::Value *v = first_tile_result(*loop)) specialized.insert(v);
   std::string body = ir::print_annotated(
       fn,
       [&](const ir::Value *v) -> std::string {
@@ -77,6 +90,7 @@ std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, co
           text += ld->to_registers ? " staged" : ld->tma ? " pipelined tma" : " pipelined";
         if (shared.count(v)) text += " shared";
         if (running.count(v)) text += " running";
+        if (specialized.count(v)) text += " specialized";
         return text;
       },
       comment);
@@ -94,7 +108,7 @@ struct Mark {
 };
 constexpr Mark kMarks[] = {{"remat", "assign_layouts"},       {"folded", "fold_transposes"},
                            {"pipelined", "software_pipeline"}, {"staged", "software_pipeline"},
-                           {"tma", "software_pipeline"},
+                           {"tma", "software_pipeline"},       {"specialized", "specialize_warps"},
                            {"shared", "stage_operands"},       {"running", "place_waits"}};
 
 // Parent dims a layout may have: tiles of the DSL have a few dims; slices and expansions add one each.
@@ -113,7 +127,7 @@ class LayoutReader {
   /// checks "shared", place_waits "running"); a load's "pipelined" or "staged" mark goes to `marks`
   /// (plan_pipelines checks it). A mark of a pass past the first `done` plan passes is refused.
   Layout read(const ir::Op &op, bool &remat, bool &folded, PipelineMarks &marks, bool &shared, bool &running,
-              bool &tma, int done) {
+              bool &tma, bool &specialized, int done) {
     const ir::OpKind kind = op.kind;
     Layout l;
     l.shape = type_.shape;
@@ -151,8 +165,8 @@ class LayoutReader {
       }
     }
     // The marks, in any order, each once.
-    remat = folded = shared = running = tma = false;
-    mark_pos_ = shared_pos_ = running_pos_ = tma_pos_ = s_.size();
+    remat = folded = shared = running = tma = specialized = false;
+    mark_pos_ = shared_pos_ = running_pos_ = tma_pos_ = specialized_pos_ = s_.size();
     std::unordered_set<std::string_view> seen;
     for (skip_space(); pos_ < s_.size(); skip_space()) {
       const size_t at = pos_;
@@ -190,6 +204,12 @@ class LayoutReader {
       } else if (mark == "tma") {
         tma = true;
         tma_pos_ = at;
+      } else if (mark == "specialized") {
+        specialized = true;
+        specialized_pos_ = at;
+        if (kind != ir::OpKind::For)
+          fail_at(at, fmt::format("no 'specialized' on {}'s result (only a loop is fed by a producer warpgroup)",
+                                  ir::op_name(kind)));
       } else {
         mark_pos_ = at;
         if (kind != ir::OpKind::Load)
@@ -216,6 +236,7 @@ class LayoutReader {
   /// Where the "running" mark is, once read: its error, should place_waits not take the dot.
   size_t running_pos() const { return running_pos_; }
   size_t tma_pos() const { return tma_pos_; }
+  size_t specialized_pos() const { return specialized_pos_; }
   [[noreturn]] void fail_at(size_t pos, const std::string &expected) {
     pos_ = pos;
     fail(expected);
@@ -354,7 +375,7 @@ class LayoutReader {
   }
 
   std::string_view s_;
-  size_t pos_ = 0, mark_pos_ = 0, shared_pos_ = 0, running_pos_ = 0, tma_pos_ = 0;
+  size_t pos_ = 0, mark_pos_ = 0, shared_pos_ = 0, running_pos_ = 0, tma_pos_ = 0, specialized_pos_ = 0;
   ir::SourceLoc loc_;
   const ir::Type &type_;
   int num_warps_;
@@ -422,6 +443,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   std::unordered_map<const ir::Value *, size_t> shared_at;  // where each "shared" mark stands in its note
   std::unordered_map<const ir::Value *, size_t> running_at;  // where each "running" mark stands in its note
   std::unordered_map<const ir::Op *, size_t> tma_at;  // where each "tma" mark stands in its note
+  std::unordered_map<const ir::Value *, size_t> specialized_at;  // where each "specialized" mark stands in its note
   LoweringPlan foldable;
   fold_transposes(fn, opts.num_warps, foldable);
   ir::walk(*fn.body, [&](ir::Op &op) {
@@ -433,9 +455,10 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
                                                "every tile value one)", ir::op_name(op.kind), v->type.str());
       if (it == notes.types.end()) ir::throw_parse_error(op.loc.line, op.loc.column, expected, "", 0, "none");
       if (it->second.text.empty()) ir::throw_parse_error(it->second.loc.line, it->second.loc.column, expected, ">", 0, "");
-      bool remat = false, folded = false, staged = false, running = false, tma = false;
+      bool remat = false, folded = false, staged = false, running = false, tma = false, specialized = false;
       LayoutReader reader(it->second, v->type, opts.num_warps, foldable.folded, notes.aliases);
-      plan.layouts[v] = reader.read(op, remat, folded, marks, staged, running, tma, done);
+      plan.layouts[v] = reader.read(op, remat, folded, marks, staged, running, tma, specialized, done);
+      if (specialized) specialized_at[v] = reader.specialized_pos();
       if (tma) tma_at[&op] = reader.tma_pos();
       if (marks.count(&op)) mark_at[&op] = reader.mark_pos();
       if (staged) shared_at[v] = reader.shared_pos();
@@ -458,6 +481,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
     if (target >= 3) plan_pipelines(fn, opts, analyze_axis_info(fn), plan);
     if (target >= 4) stage_operands(fn, plan);
     if (target >= 5) place_waits(fn, plan);
+    if (target >= 6) specialize_warps(fn, plan);
     return plan;
   }
   // Whether v's note stands before w's in the text (always, when w is null): of the marks a pass refuses, the
@@ -509,6 +533,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   if (done < 4) {
     if (target >= 4) stage_operands(fn, plan);
     if (target >= 5) place_waits(fn, plan);
+    if (target >= 6) specialize_warps(fn, plan);
     return plan;
   }
   // The operands marked "shared" are staged before the loops that read them, as far as they qualify and fit.
@@ -537,6 +562,7 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
                  [&](const ir::Value *v) { return why_not_staged(fn, plan, v); });
   if (done < 5) {
     if (target >= 5) place_waits(fn, plan);
+    if (target >= 6) specialize_warps(fn, plan);
     return plan;
   }
   // The dots marked "running" are left running as far as they qualify.
@@ -544,6 +570,18 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
   place_waits(fn, plan, &marked_running);
   refuse_untaken(running_at, running_dots(plan), "running", "codegen/place_waits.h",
                  [&](const ir::Value *v) { return why_not_running(fn, plan, *v->def); });
+  if (done < 6) {
+    if (target >= 6) specialize_warps(fn, plan);
+    return plan;
+  }
+  // The loops marked "specialized" are fed by a producer warpgroup as far as they qualify.
+  std::unordered_set<const ir::Op *> marked_loops;
+  for (const auto &[v, pos] : specialized_at) marked_loops.insert(v->def);
+  specialize_warps(fn, plan, &marked_loops);
+  std::unordered_set<const ir::Value *> taken;
+  for (const ir::Op *loop : plan.specialized) taken.insert(first_tile_result(*loop));
+  refuse_untaken(specialized_at, taken, "specialized", "codegen/specialize_warps.h",
+                 [&](const ir::Value *v) { return why_not_specialized(fn, plan, *v->def); });
   return plan;
 }
 

@@ -62,7 +62,7 @@ TILEJIT_EXPORT std::string print_layouts(const ir::Function &fn, const CodegenOp
 /// the layout (of the type's '>', for a missing one; of the alias line, for an error inside an alias) and what was
 /// expected there.
 TILEJIT_EXPORT LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, const CodegenOptions &opts,
-                                         int done = 5, int target = 5);
+                                         int done = 6, int target = 6);
 
 /// A plan's first line as print_layouts writes it for opts, after the first `passes` plan passes ("// the lowering
 /// plan [up to PASS ]for ARCH, W warps, S stages[, at least C programs per SM][, without wgmma]\n").

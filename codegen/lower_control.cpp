@@ -7,6 +7,7 @@
 
 #include "codegen/lowering.h"
 #include "codegen/pipeline.h"
+#include "codegen/warp_specialize.h"
 #include "codegen/wgmma.h"
 
 namespace tilejit::codegen {
@@ -80,6 +81,9 @@ void lower_for(Lowering &L, const ir::Op &op) {
   }
   const int ahead = L.plan.lookahead(&op);  // iterations the copies run ahead
   llvm::Value *barriers = nullptr;          // the stages' mbarriers, when TMA copies some load
+  // A producer warpgroup fills the stages (codegen/warp_specialize.h): the loop only waits and releases.
+  const Lowering::StageBarriers *fed =
+      L.plan.specialized.count(&op) ? &L.stage_barriers.at(&op) : nullptr;
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
     const int64_t align = stage_buffer_align(L.use_wgmma);  // as stage_operands placed them
@@ -90,10 +94,11 @@ void lower_for(Lowering &L, const ir::Op &op) {
       L.note(fmt::format("{} software pipeline: {} stages of {} bytes, in the dynamic buffer from byte {}{}",
                          !pipe->tma_bytes() ? "cp.async" : pipe->uses_cp_async() ? "TMA and cp.async" : "TMA",
                          pipe->stages, pipe->stage_bytes, pipe->base,
-                         running ? fmt::format(", copied {} ahead (a dot runs on into the next iteration)",
-                                               ahead == 1 ? std::string("one iteration")
-                                                          : fmt::format("{} iterations", ahead))
-                                 : ""));
+                         fed ? ", filled by the producer warpgroup as the consumers free each stage"
+                         : running ? fmt::format(", copied {} ahead (a dot runs on into the next iteration)",
+                                                 ahead == 1 ? std::string("one iteration")
+                                                            : fmt::format("{} iterations", ahead))
+                                   : ""));
       for (const PipelinedLoad &ld : pipe->loads)
         L.note_on(ld.load, ld.to_registers ? "copied ahead with cp.async (4 bytes an element), read from its stage"
                            : ld.tma ? fmt::format("copied ahead by TMA into the stage buffer its dots read (tensor map "
@@ -102,11 +107,12 @@ void lower_for(Lowering &L, const ir::Op &op) {
     }
     L.barrier();  // earlier readers of the scratch space the stage buffers overlap are done
     L.reserve_smem_total(pipe->end());
-    if (pipe->tma_bytes()) barriers = init_stage_barriers(L, *pipe);
+    if (pipe->tma_bytes() && !fed) barriers = init_stage_barriers(L, *pipe);
+    if (fed) free_all_stages(L, *fed, pipe->stages);  // the producer's first fills may begin
     // Scratch past the stage buffers from here on, the prologue included: a layout conversion while issuing a
     // stage (a gathered index tile, e.g. a paged cache's page numbers) must not overwrite the copies in flight.
     L.scratch_offset = pipe->end();
-    for (int s = 0; s < ahead; ++s) {
+    for (int s = 0; s < (fed ? 0 : ahead); ++s) {
       llvm::Value *iv_s = b.CreateAdd(lb, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(s))));
       issue_stage(L, op, *pipe, iv_s, exists_ahead(lb, iv_s, s, barriers != nullptr), L.i32(s), barriers);
     }
@@ -142,14 +148,17 @@ void lower_for(Lowering &L, const ir::Op &op) {
     stage = b.CreatePHI(b.getInt32Ty(), 2, "stage");
     stage->addIncoming(L.i32(0), pre);
   }
-  if (barriers) {
+  if (barriers || fed) {
     phase = b.CreatePHI(b.getInt32Ty(), 2, "phase");
     phase->addIncoming(L.i32(0), pre);
   }
   b.CreateCondBr(in_range(iv), loop, exit);
 
   b.SetInsertPoint(loop);
-  if (pipe) {
+  if (fed) {
+    wait_stage_barrier(L, fed->full, stage, phase);  // the producer's copies of this iteration have landed
+    bind_stage(L, *pipe, stage);
+  } else if (pipe) {
     int S = pipe->stages;
     if (pipe->uses_cp_async()) wait_copies(L, ahead - 1);  // this iteration's copies have landed (for this thread)...
     if (barriers) wait_stage_barrier(L, barriers, stage, phase);
@@ -183,6 +192,18 @@ void lower_for(Lowering &L, const ir::Op &op) {
   // dot left running reads one the next refill leaves alone). A body without dots leaves the enclosing body's
   // running groups alone: the pending set is then the same whether it ran or not.
   if (blk_has_dot(body)) L.wait_all_wgmma("each iteration ends waiting for the wgmma dots it left running");
+  if (fed) {
+    // Every wgmma that read this iteration's stage has completed — with a dot left running, the previous
+    // iteration's (wgmma.wait_group 1 above), released from the second iteration on.
+    const int S = pipe->stages;
+    if (running && L.plan.running.at(&op).reads_stage_buffers) {
+      llvm::Value *previous =
+          b.CreateSelect(b.CreateICmpEQ(stage, L.i32(0)), L.i32(S - 1), b.CreateSub(stage, L.i32(1)));
+      L.emit_if(b.CreateICmpNE(iv, lb), [&] { release_stage(L, *fed, previous); });
+    } else {
+      release_stage(L, *fed, stage);
+    }
+  }
   L.forget_staged_since(staged);  // staged in the body (a nested loop's operands): not run when it runs 0 times
   llvm::Value *iv_next = b.CreateAdd(iv, step);
   llvm::BasicBlock *latch = b.GetInsertBlock();

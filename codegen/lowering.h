@@ -201,6 +201,17 @@ class Lowering {
   /// Lowers one op (used to re-lower a pipelined load's address computation for a later iteration).
   void lower_op(const ir::Op &op);
 
+  // ---- warp specialization (codegen/warp_specialize.h) ----
+  /// A specialized loop's mbarriers: per stage, "full" (its copies landed) and "empty" (the consumers read it).
+  struct StageBarriers {
+    llvm::Value *full = nullptr, *empty = nullptr;
+  };
+  std::unordered_map<const ir::Op *, StageBarriers> stage_barriers;
+  /// The thread that issues TMA copies (i1); null: thread 0. The producer's issuing thread sets it to true.
+  llvm::Value *tma_issuer = nullptr;
+  /// Threads per program: the consumers' 32·num_warps and the producer warpgroup's, when there is one.
+  int num_threads() const { return 32 * (opts.num_warps + plan.producer_warps()); }
+
   // ---- deferred wgmma waits (codegen/wgmma.h) ----
   /// A wgmma dot whose operands need no scratch staging commits its group and returns without waiting; its
   /// result is pending until its first use (get), which waits only for that group and older ones

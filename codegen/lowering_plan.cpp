@@ -8,6 +8,7 @@
 #include "codegen/assign_layouts.h"
 #include "codegen/fold_transposes.h"
 #include "codegen/place_waits.h"
+#include "codegen/specialize_warps.h"
 #include "codegen/software_pipeline.h"
 #include "codegen/stage_operands.h"
 #include "tilejit/error.h"
@@ -48,7 +49,7 @@ int LoweringPlan::lookahead(const ir::Op *loop) const {
 
 const std::vector<std::string> &plan_passes() {
   static const std::vector<std::string> passes{"assign_layouts", "fold_transposes", "software_pipeline",
-                                               "stage_operands", "place_waits"};
+                                               "stage_operands", "place_waits", "specialize_warps"};
   return passes;
 }
 
@@ -65,6 +66,7 @@ LoweringPlan plan_passes_up_to(const ir::Function &fn, const CodegenOptions &opt
   if (passes >= 3) plan_pipelines(fn, opts, axis ? *axis : (computed = analyze_axis_info(fn)), plan);
   if (passes >= 4) stage_operands(fn, plan);
   if (passes >= 5) place_waits(fn, plan);
+  if (passes >= 6) specialize_warps(fn, plan);
   return plan;
 }
 

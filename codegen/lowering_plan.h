@@ -1,7 +1,9 @@
 // The lowering's plan: what the passes that run before the emitter decided, in the order plan_lowering runs them —
 // assign layouts (codegen/assign_layouts.h), fold transposes (codegen/fold_transposes.h), software pipeline
 // (codegen/software_pipeline.h), stage operands (codegen/stage_operands.h: loop-invariant dot operands and where
-// everything lies in shared memory), place waits (codegen/place_waits.h: the wgmma dot a loop leaves running). The emitter (codegen/lowering.h) follows it; each pass's compile stage prints
+// everything lies in shared memory), place waits (codegen/place_waits.h: the wgmma dot a loop leaves running),
+// specialize warps (codegen/specialize_warps.h: the loops a producer warpgroup feeds). The emitter
+// (codegen/lowering.h) follows it; each pass's compile stage prints
 // it in the IR's types (codegen/layout_text.h), and a text of that stage is read back into one. No LLVM.
 #pragma once
 #include <cstdint>
@@ -81,6 +83,9 @@ struct RunningDot {
   bool reads_stage_buffers = false;
 };
 
+/// Warps of the producer warpgroup a warp-specialized kernel adds (codegen/specialize_warps.h).
+inline constexpr int kProducerWarps = 4;
+
 /// What a loop stages before it runs (stage_operands).
 struct LoopStaging {
   std::vector<StagedOperand> operands;  // in staging order; one barrier follows them
@@ -89,14 +94,15 @@ struct LoopStaging {
 };
 
 /// The plan's passes in the order plan_lowering runs them: "assign_layouts", "fold_transposes",
-/// "software_pipeline", "stage_operands", "place_waits". Each is a compile stage that prints the plan so far.
+/// "software_pipeline", "stage_operands", "place_waits", "specialize_warps". Each is a compile stage that prints the
+/// plan so far.
 TILEJIT_EXPORT const std::vector<std::string> &plan_passes();
 
 struct TILEJIT_EXPORT LoweringPlan {
   /// What the plan was made for: the lowering refuses it under other arch, num_warps, num_stages or wgmma.
   CodegenOptions opts;
   /// How many of plan_passes() have run (the lowering needs them all; plan_lowering runs them all).
-  int passes = 5;
+  int passes = 6;
   /// The staged operands are a text's "shared" marks (read_layouts), not stage_operands' own choice: the lowering
   /// refuses them rather than staging fewer when they do not fit (followed_plan).
   bool stated_staging = false;
@@ -117,6 +123,10 @@ struct TILEJIT_EXPORT LoweringPlan {
   std::vector<TensorMapSpec> tensor_maps;
   /// The wgmma dot each for loop that has one leaves running across its back edge (place_waits).
   std::unordered_map<const ir::Op *, RunningDot> running;
+  /// The loops whose copies a producer warpgroup issues (specialize_warps).
+  std::unordered_set<const ir::Op *> specialized;
+  /// Warps the kernel runs beside num_warps: kProducerWarps when some loop is specialized.
+  int producer_warps() const { return specialized.empty() ? 0 : kProducerWarps; }
 
   /// The layout of a tile value (throws CompileError for scalars or unknown values).
   const Layout &of(const ir::Value *v) const;
@@ -133,7 +143,7 @@ struct TILEJIT_EXPORT LoweringPlan {
 /// layout, then the dots left running.
 TILEJIT_EXPORT LoweringPlan plan_lowering(const ir::Function &fn, const CodegenOptions &opts,
                                           const AxisInfoMap *axis = nullptr);
-/// The plan after the first `passes` of plan_passes() (1 to 5).
+/// The plan after the first `passes` of plan_passes() (1 to 6).
 TILEJIT_EXPORT LoweringPlan plan_lowering_up_to(const ir::Function &fn, const CodegenOptions &opts, int passes);
 
 }  // namespace tilejit::codegen

@@ -25,6 +25,7 @@ void asm_call(Lowering &L, const std::string &text, const std::string &constrain
 }
 
 llvm::Value *is_thread0(Lowering &L) { return L.b.CreateICmpEQ(L.tid(), L.i32(0)); }
+llvm::Value *is_issuer(Lowering &L) { return L.tma_issuer ? L.tma_issuer : is_thread0(L); }
 
 /// An i32 coordinate: Σ value·multiplier + constant + `extra`.
 llvm::Value *coordinate(Lowering &L, const ScalarSum &s, int64_t extra) {
@@ -97,7 +98,7 @@ void issue_tma_copies(Lowering &L, const LoopPipeline &p, llvm::Value *stage_off
   auto &b = L.b;
   if (!barriers) L.fail("internal: a TMA copy without its pipeline's mbarriers");
   llvm::Value *bar = shared_address(L, barrier_of(L, barriers, stage));
-  L.emit_if(b.CreateAnd(is_thread0(L), valid), [&] {
+  L.emit_if(b.CreateAnd(is_issuer(L), valid), [&] {
     asm_call(L, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
              {bar, L.i32(p.tma_bytes())});
     for (const PipelinedLoad &ld : p.loads) {

@@ -12,6 +12,7 @@ LaunchConfig ptx_config(const BuiltinSpec &spec) {
   cfg.min_ctas_per_sm = spec.min_ctas_per_sm;
   cfg.arch = spec.arch;
   cfg.tma = spec.tma;
+  cfg.warp_specialize = spec.warp_specialize;
   return cfg;
 }
 
@@ -26,6 +27,7 @@ std::string attention_text(const BuiltinSpec &spec, Render what) {
   opt.num_stages = spec.num_stages;
   opt.min_ctas_per_sm = spec.min_ctas_per_sm;
   opt.tma = spec.tma;
+  opt.warp_specialize = spec.warp_specialize;
   opt.arch = spec.arch;
   return what == Render::IR ? attention::forward_ir(shape, opt) : attention::forward_ptx(shape, opt);
 }

@@ -46,6 +46,7 @@ LaunchConfig launch_config_of(const Options &opt) {
   cfg.arch = opt.arch;
   cfg.min_ctas_per_sm = opt.min_ctas_per_sm;
   cfg.tma = opt.tma;
+  cfg.warp_specialize = opt.warp_specialize;
   return cfg;
 }
 

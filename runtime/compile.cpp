@@ -58,7 +58,7 @@ std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts)
   return hash_key({"tilejit-ptx-v3", TILEJIT_VERSION, build_id(), codegen::llvm_version(), opts.arch,
                    std::to_string(opts.num_warps), std::to_string(opts.num_stages),
                    "minctas" + std::to_string(opts.min_ctas_per_sm), opts.wgmma ? "wgmma" : "mma",
-                   opts.tma ? "tma" : "cp.async", env_code_key(),
+                   opts.tma ? "tma" : "cp.async", opts.warp_specialize ? "ws" : "", env_code_key(),
                    specialization(fn),
                    ir::print(fn)});
 }
@@ -120,6 +120,7 @@ codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {
   opts.num_stages = cfg.num_stages;
   opts.min_ctas_per_sm = cfg.min_ctas_per_sm;
   opts.tma = cfg.tma;
+  opts.warp_specialize = cfg.warp_specialize;
   apply_env(opts);
   return opts;
 }

@@ -30,7 +30,7 @@ using namespace tilejit::codegen::testing;
 
 namespace {
 
-/// The launch configuration a dumped stage file's name states ("place_waits-sm_90a-w4-s2-c0.tir"); false for one this
+/// The launch configuration a dumped stage file's name states ("specialize_warps-sm_90a-w4-s2-c0.tir"); false for one this
 /// test cannot state (wgmma switched off).
 bool config_of(const std::string &name, LaunchConfig &cfg) {
   char arch[16] = {};
@@ -45,7 +45,7 @@ bool config_of(const std::string &name, LaunchConfig &cfg) {
   return true;
 }
 
-/// The whole plan (the place_waits stage) dumped for the first kernel (by directory name) that `matches` picks from its name and its files,
+/// The whole plan (the specialize_warps stage) dumped for the first kernel (by directory name) that `matches` picks from its name and its files,
 /// and the configuration it was compiled for.
 template <class Matches>
 std::pair<std::string, LaunchConfig> dumped_layouts(const std::map<std::string, std::map<std::string, std::string>> &kernels,
@@ -53,7 +53,7 @@ std::pair<std::string, LaunchConfig> dumped_layouts(const std::map<std::string, 
   auto kernel = std::find_if(kernels.begin(), kernels.end(), [&](const auto &k) { return matches(k.first, k.second); });
   REQUIRE(kernel != kernels.end());
   auto layouts = std::find_if(kernel->second.begin(), kernel->second.end(),
-                              [](const auto &f) { return f.first.find("place_waits-") == 0; });
+                              [](const auto &f) { return f.first.find("specialize_warps-") == 0; });
   REQUIRE(layouts != kernel->second.end());
   LaunchConfig cfg;
   REQUIRE(config_of(layouts->first, cfg));
@@ -110,13 +110,13 @@ TEST_CASE("a plan or lowering stage read back compiles to the kernel's own PTX",
     int compared = 0;
     for (const auto &[name, text] : files) {
       LaunchConfig cfg;
-      if (name.find("place_waits-") != 0 || !config_of(name, cfg)) continue;
+      if (name.find("specialize_warps-") != 0 || !config_of(name, cfg)) continue;
       INFO(name);
       const std::string config = name.substr(name.find('-') + 1, name.size() - name.find('-') - 5);
       const auto ptx = files.find("ptx-" + config + ".ptx"), lowering = files.find("lowering-" + config + ".tir");
       REQUIRE(ptx != files.end());
       REQUIRE(lowering != files.end());
-      CHECK(stage_of_text(text, "place_waits", cfg) == text);
+      CHECK(stage_of_text(text, "specialize_warps", cfg) == text);
       CHECK(stage_of_text(text, "ptx", cfg) == ptx->second);
       CHECK(stage_of_text(lowering->second, "lowering", cfg) == lowering->second);
       ++compared;
@@ -132,7 +132,7 @@ TEST_CASE("a plan or lowering stage read back compiles to the kernel's own PTX",
     other.arch = "sm_80";
     other.num_warps = 8;
     other.num_stages = 3;
-    const std::string layouts = stage_of_text(optimized->second, "place_waits", other);
+    const std::string layouts = stage_of_text(optimized->second, "specialize_warps", other);
     CHECK(stage_of_text(layouts, "ptx", other) == stage_of_text(optimized->second, "ptx", other));
   }
 }
@@ -150,7 +150,7 @@ TEST_CASE("each plan pass is a stage: run from the previous pass's text, it give
     if (optimized == files.rend()) continue;
     for (const auto &[name, whole] : files) {
       LaunchConfig cfg;
-      if (name.find("place_waits-") != 0 || !config_of(name, cfg)) continue;
+      if (name.find("specialize_warps-") != 0 || !config_of(name, cfg)) continue;
       INFO(name);
       const std::string config = name.substr(name.find('-') + 1, name.size() - name.find('-') - 5);
       std::vector<std::string> plans;
@@ -194,7 +194,7 @@ TEST_CASE("each plan pass is a stage: run from the previous pass's text, it give
   unknown.replace(0, unknown.find(" for "), "// the lowering plan up to stage_layouts");
   CHECK_THROWS_WITH(stage_of_text(unknown, "ptx", cfg),
                     Catch::Contains("line 1, column 28: expected one of the plan passes before the last (assign_layouts, "
-                                    "fold_transposes, software_pipeline, stage_operands), found 'stage_layouts for"));
+                                    "fold_transposes, software_pipeline, stage_operands, place_waits), found 'stage_layouts for"));
 }
 
 TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its source, unmarked, it is lowered",
@@ -229,7 +229,7 @@ TEST_CASE("a folded transpose is the text's decision: marked, the dot reads its 
   REQUIRE(unfolded_notes.size() == folded_notes.size());
   for (const std::string &n : folded_notes) CHECK_THAT(n, Catch::Contains("B from the loop's cp.async stage buffer)"));
   for (const std::string &n : unfolded_notes) CHECK_THAT(n, Catch::Contains("B from shared memory staged here, N-major)"));
-  CHECK(stage_of_text(unfolded, "place_waits", cfg) == unfolded);
+  CHECK(stage_of_text(unfolded, "specialize_warps", cfg) == unfolded);
   // Where it may not fold, the mark is an error naming its place.
   std::string wrong = unfolded;
   const size_t load = wrong.find("= load ");
@@ -352,7 +352,7 @@ TEST_CASE("a loop's software pipeline is the text's decision: the loads marked p
   fewer.erase(fewer.rfind(" pipelined>"), 10);
   const std::string lowering = stage_of_text(fewer, "lowering", cfg);
   CHECK(count(lowering, copied) == marks - 1);
-  CHECK(stage_of_text(fewer, "place_waits", cfg) == fewer);
+  CHECK(stage_of_text(fewer, "specialize_warps", cfg) == fewer);
   // A mark where the pipeline cannot take the load: an error at the mark.
   LaunchConfig one_stage = cfg;
   one_stage.num_stages = 1;
@@ -399,7 +399,7 @@ TEST_CASE("a loop-invariant operand's staging is the text's decision: marked sha
   const std::string lowering = stage_of_text(unmarked, "lowering", cfg);
   CHECK_THAT(lowering, !Catch::Contains(once));
   CHECK_THAT(lowering, Catch::Contains("A from shared memory staged here"));
-  CHECK(stage_of_text(unmarked, "place_waits", cfg) == unmarked);
+  CHECK(stage_of_text(unmarked, "specialize_warps", cfg) == unmarked);
   CHECK(stage_of_text(unmarked, "ptx", cfg) != stage_of_text(text, "ptx", cfg));
   const size_t pipelined = text.find(" pipelined>");
   REQUIRE(pipelined != std::string::npos);
@@ -450,7 +450,7 @@ TEST_CASE("staged operands: a carried tile round-trips, each dot family reads it
   LaunchConfig sm86 = sm80;
   sm86.arch = "sm_86";
   sm86.num_stages = 4;
-  const std::string fits = stage_of_text(tilejit::testing::kInvariantDotsKernel, "place_waits", sm86);
+  const std::string fits = stage_of_text(tilejit::testing::kInvariantDotsKernel, "specialize_warps", sm86);
   REQUIRE(count(fits, " shared>") == 1);
   std::string stated = fits;
   const size_t b0 = stated.find("%13 = load ");
@@ -552,7 +552,7 @@ TEST_CASE("a layout that does not fit its value or the launch is a ParseError na
   CHECK_THROWS_WITH(stage_of_text(text("#blocked<spt=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1] tpw=[32] wpc=[4] order=[0]>"), "ptx", cfg),
                     Catch::Contains("expected sizes per thread: a list of at most 16 whole numbers of at most 2^20"));
   CHECK_THROWS_WITH(stage_of_text(text(ok), "cse", cfg),
-                    Catch::Contains("stage 'cse' comes before 'place_waits', and this text is a whole plan (after that "
+                    Catch::Contains("stage 'cse' comes before 'specialize_warps', and this text is a whole plan (after that "
                                     "pass)"));
   cfg.num_warps = 8;
   CHECK_THROWS_WITH(stage_of_text(text(ok), "ptx", cfg),
@@ -611,9 +611,9 @@ TEST_CASE("a dot left running is the text's decision: marked, the iteration ends
   cfg.arch = "sm_90a";
   cfg.num_warps = 4;
   cfg.num_stages = 4;
-  const std::string plan = stage_of_text(kloop, "place_waits", cfg);
+  const std::string plan = stage_of_text(kloop, "specialize_warps", cfg);
   REQUIRE(plan.find(" running>") != std::string::npos);
-  CHECK(stage_of_text(plan, "place_waits", cfg) == plan);
+  CHECK(stage_of_text(plan, "specialize_warps", cfg) == plan);
   const std::string ptx = stage_of_text(plan, "ptx", cfg);
   CHECK(ptx == stage_of_text(kloop, "ptx", cfg));
   CHECK(ptx.find("wgmma.wait_group.sync.aligned 1;") != std::string::npos);
@@ -625,7 +625,7 @@ TEST_CASE("a dot left running is the text's decision: marked, the iteration ends
   const std::string waited = stage_of_text(unmarked, "ptx", cfg);
   CHECK(waited.find("wgmma.wait_group.sync.aligned 1;") == std::string::npos);
   CHECK(waited.find("cp.async.wait_group 2;") != std::string::npos);
-  CHECK(stage_of_text(unmarked, "place_waits", cfg) == unmarked);
+  CHECK(stage_of_text(unmarked, "specialize_warps", cfg) == unmarked);
   // On a load: only a dot is left running.
   std::string on_load = unmarked;
   const size_t load = on_load.find("%19 = load ");
@@ -655,7 +655,7 @@ TEST_CASE("a dot left running is the text's decision: marked, the iteration ends
   // With 3 stages the copies would run only one iteration ahead.
   LaunchConfig two = cfg;
   two.num_stages = 3;
-  std::string two_stages = stage_of_text(kloop, "place_waits", two);
+  std::string two_stages = stage_of_text(kloop, "specialize_warps", two);
   REQUIRE(two_stages.find(" running>") == std::string::npos);
   const size_t dot = two_stages.find("%30 = dot ");
   REQUIRE(dot != std::string::npos);

@@ -268,7 +268,7 @@ TEST_CASE("tma: the plan text marks TMA copies, reads them back, and refuses a m
   cfg.num_stages = 3;
   cfg.tma = true;
   const std::string ir = kernels::builtin_ir("matmul", spec);
-  const std::string plan = stage_of_text(ir, "place_waits", cfg);
+  const std::string plan = stage_of_text(ir, "specialize_warps", cfg);
   REQUIRE(contains(plan, "// the lowering plan for sm_90a, 8 warps, 3 stages, TMA copies"));
   REQUIRE(count_lines(plan, [](auto &l) { return contains(l, "pipelined tma>"); }) == 2);
   // Read back as written: the same PTX as compiling the kernel.

@@ -74,12 +74,13 @@ TEST_CASE("optimize reports every stage in pipeline order: the input, each pass 
 
   const std::vector<std::string> all = compile_stages();
   CHECK(std::equal(ir::pipeline_stages().begin(), ir::pipeline_stages().end(), all.begin()));
-  CHECK(all.size() == ir::pipeline_stages().size() + 8);
-  CHECK(all[all.size() - 8] == "assign_layouts");
-  CHECK(all[all.size() - 7] == "fold_transposes");
-  CHECK(all[all.size() - 6] == "software_pipeline");
-  CHECK(all[all.size() - 5] == "stage_operands");
-  CHECK(all[all.size() - 4] == "place_waits");
+  CHECK(all.size() == ir::pipeline_stages().size() + 9);
+  CHECK(all[all.size() - 9] == "assign_layouts");
+  CHECK(all[all.size() - 8] == "fold_transposes");
+  CHECK(all[all.size() - 7] == "software_pipeline");
+  CHECK(all[all.size() - 6] == "stage_operands");
+  CHECK(all[all.size() - 5] == "place_waits");
+  CHECK(all[all.size() - 4] == "specialize_warps");
   CHECK(all[all.size() - 3] == "lowering");
   CHECK(all[all.size() - 2] == "llvm");
   CHECK(all.back() == "ptx");
@@ -117,11 +118,12 @@ TEST_CASE("TILEJIT_DUMP_STAGES writes each stage of a traced and compiled kernel
   for (const auto &e : fs::directory_iterator(kernels[0])) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
   const std::vector<std::string> &tile = ir::pipeline_stages();
-  REQUIRE(files.size() == tile.size() + 8);
+  REQUIRE(files.size() == tile.size() + 9);
   for (size_t i = 0; i < tile.size(); ++i) CHECK(files[i] == fmt::format("{:02}-{}.tir", i, tile[i]));
   // Then, by name: each plan pass's plan, the LLVM IR, the lowering's decisions and the PTX of the configuration.
-  const std::vector<std::string> codegen_files{"assign_layouts", "fold_transposes", "llvm",          "lowering",
-                                               "place_waits",    "ptx",             "software_pipeline", "stage_operands"};
+  const std::vector<std::string> codegen_files{"assign_layouts",    "fold_transposes", "llvm",
+                                               "lowering",          "place_waits",     "ptx",
+                                               "software_pipeline", "specialize_warps", "stage_operands"};
   for (size_t i = 0; i < codegen_files.size(); ++i)
     CHECK(files[tile.size() + i] ==
           codegen_files[i] + (codegen_files[i] == "llvm" ? "-sm_80-w4-s1-c0.ll"
@@ -133,7 +135,7 @@ TEST_CASE("TILEJIT_DUMP_STAGES writes each stage of a traced and compiled kernel
   };
   CHECK(read(kernels[0] / files.front()).find("tt.func @staged_axpy") != std::string::npos);
   // Each tile result's layout in its type (the loaded values', the fma's), named by an alias defined first.
-  const std::string layouts = stage_file("place_waits");
+  const std::string layouts = stage_file("specialize_warps");
   CHECK(layouts.rfind("// the lowering plan for sm_80, 4 warps, 1 stages\n#blocked0 = #blocked<spt=", 0) == 0);
   CHECK(stage_file("assign_layouts").rfind("// the lowering plan up to assign_layouts for sm_80, 4 warps, 1 stages\n", 0) == 0);
   for (const char *op : {"= load ", "= fma "}) {

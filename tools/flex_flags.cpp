@@ -191,6 +191,7 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   opt.num_warps = a.num_warps;
   opt.num_stages = a.num_stages;
   opt.tma = a.tma;
+  opt.warp_specialize = a.warp_specialize;
   opt.min_ctas_per_sm = a.min_ctas;
   opt.autotune = a.autotune;
   opt.backend = be;

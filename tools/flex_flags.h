@@ -36,6 +36,7 @@ struct FlexRunArgs {
   bool atomics = false;  // run_flex_backward: dq by atomics (FlexOptions::atomics)
   int min_ctas = 0;       // FlexOptions::min_ctas_per_sm
   bool tma = false;       // FlexOptions::tma
+  bool warp_specialize = false;  // FlexOptions::warp_specialize
 };
 
 /// The variant flags every attention command takes: --window-left/right, --alibi, --softcap, --band-as-mask.

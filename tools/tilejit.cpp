@@ -42,7 +42,7 @@ struct AttentionArgs {
   std::string dtype = "bf16", backend = "auto", arch;
   int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2, iters = 10, check_rows = 64;
   int min_ctas = 0;
-  bool autotune = false, tma = false;
+  bool autotune = false, tma = false, warp_specialize = false;
   uint64_t seed = 0;
 };
 
@@ -63,6 +63,7 @@ int run_attention(const AttentionArgs &a) {
   opt.num_stages = a.num_stages;
   opt.min_ctas_per_sm = a.min_ctas;
   opt.tma = a.tma;
+  opt.warp_specialize = a.warp_specialize;
   opt.autotune = a.autotune;
   opt.backend = parse_backend(a.backend);
   opt.arch = a.arch;
@@ -175,6 +176,7 @@ int run_cli(int argc, char **argv) {
   att->add_option("--min-ctas", a.min_ctas, "programs per SM to cap registers for (0: no cap)")
       ->check(CLI::Range(0, 32));
   att->add_flag("--tma", a.tma, "copy the K/V tiles with TMA where they qualify (sm_90a)");
+  att->add_flag("--warp-specialize", a.warp_specialize, "with --tma: a producer warpgroup issues the K/V copies");
   att->add_flag("--autotune", a.autotune,
                 "GPU: pick BLOCK_M/BLOCK_N/num_warps/num_stages by measuring (the first call per shape bucket "
                 "tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); the four flags above are then validated but not used");
@@ -213,7 +215,9 @@ int run_cli(int argc, char **argv) {
     c->add_option("--num-stages", spec.num_stages, "num_stages");
     c->add_option("--min-ctas", spec.min_ctas_per_sm, "programs per SM to cap registers for (0: no cap)")
         ->check(CLI::Range(0, 32));
-    c->add_flag("--tma", spec.tma, "copy pipelined operand tiles with TMA where they qualify (sm_90a, matmul)");
+    c->add_flag("--tma", spec.tma, "copy pipelined operand tiles with TMA where they qualify (sm_90a)");
+    c->add_flag("--warp-specialize", spec.warp_specialize,
+                "with --tma: a producer warpgroup issues the copies of the loops that qualify");
   };
   tools::FlexFlags code_flex;  // ir/ptx of attention with variant flags: the flex kernel
   auto *ir = app.add_subcommand("ir", "print the tile IR of a built-in kernel, or a stage of one given as text");
@@ -225,7 +229,7 @@ int run_cli(int argc, char **argv) {
       ir->add_flag("--stages", list_stages, "list the compile stages, from the traced tile IR to PTX, and exit");
   ir->add_option("--stage", stage,
                  "print this compile stage instead of the optimized tile IR (--stages lists them; the plan passes' "
-                 "(assign_layouts ... place_waits), lowering, llvm and ptx are compiled for --arch; TILEJIT_DUMP_STAGES=<dir> writes every stage of every "
+                 "(assign_layouts ... specialize_warps), lowering, llvm and ptx are compiled for --arch; TILEJIT_DUMP_STAGES=<dir> writes every stage of every "
                  "kernel a run traces)")
       ->excludes(stages_flag);
   ir->add_option("--arch", spec.arch, "target GPU arch of the stages after optimized (the plan passes', lowering, llvm, ptx)")
@@ -280,7 +284,7 @@ int run_cli(int argc, char **argv) {
     if (att->parsed() && (tools::flex_requested(flex) || plain_cannot || a.backward)) {
       tools::FlexRunArgs fa{a.batch, a.heads, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, a.check, a.dtype,
                             a.backend, a.arch, a.block_m, a.block_n, a.num_warps, a.num_stages, a.iters, a.seed,
-                            a.autotune, a.check_rows, a.atomics, a.min_ctas, a.tma};
+                            a.autotune, a.check_rows, a.atomics, a.min_ctas, a.tma, a.warp_specialize};
       return a.backward ? tools::run_flex_backward(flex, fa) : tools::run_flex(flex, fa);
     }
     if (att->parsed()) return run_attention(a);
@@ -314,6 +318,7 @@ int run_cli(int argc, char **argv) {
       target.num_stages = spec.num_stages;
       target.min_ctas_per_sm = spec.min_ctas_per_sm;
       target.tma = spec.tma;
+      target.warp_specialize = spec.warp_specialize;
       try {
         fmt::print("{}", stage_of_text(text, stage.empty() ? "optimized" : stage, target));
       } catch (const Error &e) {  // the text's errors (ParseError, VerifyError), and compiling it
@@ -345,7 +350,8 @@ int run_cli(int argc, char **argv) {
       if (kname != "attention") throw Error("variant flags (--alibi, --softcap, windows, ...) apply to attention only");
       tools::FlexRunArgs fa{1, 4, 1024, -1, spec.head_dim, spec.causal, false, dtype.empty() ? "bf16" : dtype, "interp",
                             as_ptx ? spec.arch : "", spec.block_m, spec.block_n, spec.num_warps,
-                            spec.num_stages, 1, 0, false, 0, false, spec.min_ctas_per_sm, spec.tma};
+                            spec.num_stages, 1, 0, false, 0, false, spec.min_ctas_per_sm, spec.tma,
+                            spec.warp_specialize};
       show([&] { return tools::flex_code(code_flex, fa, as_ptx); });
       return 0;
     }

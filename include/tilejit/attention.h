@@ -31,6 +31,7 @@ struct Options {
   int num_stages = 2;            // cp.async pipeline depth of the K/V loads (1: no pipeline; codegen/pipeline.h)
   int min_ctas_per_sm = 0;       // ≥ 1: registers capped so this many programs fit per SM (LaunchConfig)
   bool tma = false;              // K/V tiles copied by TMA where they qualify (LaunchConfig::tma; sm_90a)
+  bool warp_specialize = false;  // with tma: a producer warpgroup copies them (LaunchConfig::warp_specialize)
   Backend backend = Backend::Auto;
   Stream *stream = nullptr;
   std::string arch;              // empty: the device's arch

@@ -238,6 +238,7 @@ struct FlexOptions {
   int block_m = 64, block_n = 64, num_warps = 4, num_stages = 2;
   int min_ctas_per_sm = 0;  // ≥ 1: registers capped so this many programs fit per SM (LaunchConfig)
   bool tma = false;         // K/V tiles copied by TMA where they qualify (LaunchConfig::tma; sm_90a)
+  bool warp_specialize = false;  // with tma: a producer warpgroup copies them (LaunchConfig::warp_specialize)
   /// GPU only: pick BLOCK_M, BLOCK_N, num_warps, num_stages (and min_ctas_per_sm 2 for 8-warp
   /// configs, 4 for 4-warp BLOCK_M=64 ones, unless TILEJIT_AUTOTUNE_MORE_PER_SM=0) by measuring (the fields above are still validated but not used, except BLOCK_M/BLOCK_N when block_mask is
   /// given: they must match it and stay). The first call per key —

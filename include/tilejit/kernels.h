@@ -46,6 +46,7 @@ struct BuiltinSpec {
   int num_stages = 2;    // software pipeline depth of loops' tensor-core operand loads (1: none)
   int min_ctas_per_sm = 0;  // > 0: registers capped so this many programs fit on one SM (.minnctapersm)
   bool tma = false;         // LaunchConfig::tma
+  bool warp_specialize = false;  // LaunchConfig::warp_specialize
   std::string arch = "sm_90a";
 };
 /// IR text or PTX text of a named built-in kernel; throws Error for an unknown name.

@@ -49,6 +49,9 @@ struct LaunchConfig {
                                 // blocks of a 2-D tensor, masked by its extent, are copied by the Tensor Memory
                                 // Accelerator (cp.async.bulk.tensor on an mbarrier, one thread issuing) instead of
                                 // every thread's cp.async; tensor maps encoded per launch (README: "TMA")
+  bool warp_specialize = false; // with tma: a producer warpgroup (4 more warps) issues the TMA copies of the
+                                // kernel's top-level loops that qualify, the num_warps consumers never copy, and
+                                // registers move to them (setmaxnreg); README: "TMA"
 };
 
 /// One kernel argument after binding (pointers are device addresses on the GPU, host addresses in the

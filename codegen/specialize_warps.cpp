@@ -1,0 +1,99 @@
+// Specialize warps (codegen/specialize_warps.h).
+#include "codegen/specialize_warps.h"
+
+#include <algorithm>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "codegen/mma.h"
+#include "codegen/software_pipeline.h"
+
+namespace tilejit::codegen {
+namespace {
+
+bool producer_may_compute(const ir::Op &op) {
+  if (op.kind == ir::OpKind::ProgramId || op.kind == ir::OpKind::NumPrograms) return true;
+  if (op.kind == ir::OpKind::Load) return op.result()->type.is_scalar();  // a scalar load (cu_seqlens, a count)
+  return relowerable(op.kind);
+}
+
+}  // namespace
+
+std::vector<const ir::Op *> producer_ops(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop,
+                                         std::string *why) {
+  auto refuse = [&](std::string reason) {
+    if (why) *why = std::move(reason);
+    return std::vector<const ir::Op *>{};
+  };
+  auto pipe = plan.pipelines.find(&loop);
+  if (pipe == plan.pipelines.end()) return refuse("the loop has no software pipeline");
+  const ir::Block &body = *loop.region(0);
+  // What the producer reads: the bounds and step, and what the pipeline's slice (its copies' coordinates) reads
+  // from outside the loop.
+  std::vector<const ir::Value *> needed{loop.operand(0), loop.operand(1), loop.operand(2)};
+  for (const ir::Op *op : pipe->second.slice)
+    for (const ir::Value *v : op->operands)
+      if (!(v->def && v->def->parent == &body) && v != body.arg(0)) needed.push_back(v);
+  std::unordered_set<const ir::Op *> chosen;
+  std::string refused;
+  std::function<bool(const ir::Value *)> take = [&](const ir::Value *v) -> bool {
+    if (!v->def) return v->block == fn.body.get();  // a parameter (an enclosing region's argument: no)
+    const ir::Op *d = v->def;
+    if (chosen.count(d)) return true;
+    if (d->parent != fn.body.get()) {
+      refused = fmt::format("{} at {} is inside another region", ir::op_name(d->kind), d->loc.str());
+      return false;
+    }
+    if (!producer_may_compute(*d)) {
+      refused = fmt::format("it reads the {} at {}, which the producer cannot compute (only parameters, program ids, "
+                            "scalar loads and pure ops)", ir::op_name(d->kind), d->loc.str());
+      return false;
+    }
+    chosen.insert(d);
+    for (const ir::Value *o : d->operands)
+      if (!take(o)) return false;
+    return true;
+  };
+  for (const ir::Value *v : needed)
+    if (!take(v)) return refuse(refused);
+  std::vector<const ir::Op *> ops;
+  for (const auto &op : fn.body->ops)
+    if (chosen.count(op.get())) ops.push_back(op.get());
+  return ops;
+}
+
+std::string why_not_specialized(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop) {
+  const CodegenOptions &o = plan.opts;
+  if (!o.warp_specialize) return "warp specialization is off (LaunchConfig::warp_specialize, --warp-specialize)";
+  if (!kernel_uses_wgmma(fn, o)) return "only a kernel whose dots run on wgmma (sm_90a) is warp-specialized";
+  if (o.num_warps % 4 || o.num_warps + kProducerWarps > 32)
+    return fmt::format("{} warps do not make whole warpgroups with room for a producer warpgroup", o.num_warps);
+  if (loop.kind != ir::OpKind::For || loop.parent != fn.body.get())
+    return "only a loop at the top level of the kernel's body (it runs once) is fed by the producer";
+  auto pipe = plan.pipelines.find(&loop);
+  if (pipe == plan.pipelines.end()) return "the loop has no software pipeline";
+  if (!pipe->second.tma_bytes() || pipe->second.uses_cp_async())
+    return "the producer issues TMA copies only: every load of the loop's pipeline must be copied by TMA";
+  std::string why;
+  if (producer_ops(fn, plan, loop, &why).empty() && !why.empty()) return why;
+  return "";
+}
+
+void specialize_warps(const ir::Function &fn, LoweringPlan &plan, const std::unordered_set<const ir::Op *> *only) {
+  plan.specialized.clear();
+  if (!plan.opts.warp_specialize) return;
+  for (const auto &op : fn.body->ops) {
+    if (op->kind != ir::OpKind::For || (only && !only->count(op.get()))) continue;
+    if (why_not_specialized(fn, plan, *op).empty()) plan.specialized.insert(op.get());
+  }
+}
+
+int consumer_registers(int num_warps, int min_ctas_per_sm) {
+  const int warpgroups = std::max(1, num_warps / 4), ctas = std::max(1, min_ctas_per_sm);
+  // Per thread of a warpgroup: 65536 registers / programs per SM / 128 threads, the producer's taken first.
+  const int each = (65536 / ctas / 128 - kProducerRegisters) / warpgroups;
+  return std::min(256, each / 8 * 8);
+}
+
+}  // namespace tilejit::codegen

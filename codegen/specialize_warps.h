@@ -1,0 +1,45 @@
+// Specialize warps: the plan pass that decides which loops a producer warpgroup feeds (FlashAttention-3, arXiv
+// 2407.08608, 3.1; CUTLASS's warp-specialized sm90 mainloops). With CodegenOptions::warp_specialize, a kernel
+// whose dots run on wgmma gets one more warpgroup: its first thread runs, from the kernel's start, the loops
+// below issuing their TMA copies into the loop's ring of num_stages buffers, while the num_warps consumer warps run
+// the kernel as before but never copy: each iteration waits for its stage's "full" mbarrier (the copies landed)
+// and, once its wgmmas have read the stage, each consumer warp arrives on the stage's "empty" mbarrier, which the
+// producer waits for before it refills the buffer. Registers move to the consumers with setmaxnreg (PTX ISA
+// 9.7.17.1): the producer warpgroup keeps kProducerRegisters, the consumers share the rest.
+//
+// A loop qualifies when it stands at the top level of the kernel's body (it runs once), its software pipeline
+// copies every load by TMA (codegen/tma.h), and what the producer needs — the loop's bounds and step and its
+// copies' coordinates — is computed from parameters, program ids, constants, scalar loads and pure ops, without
+// any other load of a tile. Pure; no LLVM.
+#pragma once
+#include <string>
+#include <unordered_set>
+
+#include "codegen/lowering_plan.h"
+#include "ir/ir.h"
+
+namespace tilejit::codegen {
+
+/// Registers per thread the producer warpgroup keeps (setmaxnreg.dec).
+inline constexpr int kProducerRegisters = 40;
+
+/// Fills plan.specialized for fn (plan's other passes done). With `only`, only loops in it (a text's "specialized"
+/// marks; the caller checks that each was taken).
+void specialize_warps(const ir::Function &fn, LoweringPlan &plan, const std::unordered_set<const ir::Op *> *only = nullptr);
+
+/// Why specialize_warps does not specialize `loop` with plan's other decisions (the reason a "specialized" mark is
+/// refused); empty when it does.
+std::string why_not_specialized(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop);
+
+/// The ops outside `loop` (at the top level of fn's body, in order) that the producer computes for it: what its
+/// bounds, step and copies' addresses depend on. Empty with a reason in `why` when one of them is not pure or a
+/// scalar load.
+std::vector<const ir::Op *> producer_ops(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop,
+                                         std::string *why = nullptr);
+
+/// Registers per thread each consumer thread gets (setmaxnreg.inc) in a kernel of `num_warps` consumer warps at
+/// `min_ctas_per_sm` programs per SM (0: 1): what the SM's 64K registers leave beside the producer's, a multiple of 8,
+/// at most 256.
+int consumer_registers(int num_warps, int min_ctas_per_sm);
+
+}  // namespace tilejit::codegen
