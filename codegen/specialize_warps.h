@@ -25,21 +25,21 @@ inline constexpr int kProducerRegisters = 40;
 
 /// Fills plan.specialized for fn (plan's other passes done). With `only`, only loops in it (a text's "specialized"
 /// marks; the caller checks that each was taken).
-void specialize_warps(const ir::Function &fn, LoweringPlan &plan, const std::unordered_set<const ir::Op *> *only = nullptr);
+TILEJIT_EXPORT void specialize_warps(const ir::Function &fn, LoweringPlan &plan, const std::unordered_set<const ir::Op *> *only = nullptr);
 
 /// Why specialize_warps does not specialize `loop` with plan's other decisions (the reason a "specialized" mark is
 /// refused); empty when it does.
-std::string why_not_specialized(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop);
+TILEJIT_EXPORT std::string why_not_specialized(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop);
 
 /// The ops outside `loop` (at the top level of fn's body, in order) that the producer computes for it: what its
 /// bounds, step and copies' addresses depend on. Empty with a reason in `why` when one of them is not pure or a
 /// scalar load.
-std::vector<const ir::Op *> producer_ops(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop,
+TILEJIT_EXPORT std::vector<const ir::Op *> producer_ops(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop,
                                          std::string *why = nullptr);
 
 /// Registers per thread each consumer thread gets (setmaxnreg.inc) in a kernel of `num_warps` consumer warps at
 /// `min_ctas_per_sm` programs per SM (0: 1): what the SM's 64K registers leave beside the producer's, a multiple of 8,
 /// at most 256.
-int consumer_registers(int num_warps, int min_ctas_per_sm);
+TILEJIT_EXPORT int consumer_registers(int num_warps, int min_ctas_per_sm);
 
 }  // namespace tilejit::codegen

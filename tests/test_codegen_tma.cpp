@@ -9,10 +9,13 @@
 
 #include "codegen/codegen.h"
 #include "codegen/lowering_plan.h"
+#include "codegen/specialize_warps.h"
 #include "codegen/tma.h"
 #include "ir/parser.h"
 #include "runtime/kernel_artifact.h"
 #include "test_codegen_util.h"
+#include "tilejit/flex_attention.h"
+#include "tilejit/flex_variants.h"
 #include "tilejit/kernels.h"
 #include "tilejit/stages.h"
 
@@ -313,4 +316,140 @@ TEST_CASE("tma: kernel artifacts keep their tensor maps", "[cache][tma]") {
   CHECK_FALSE(runtime::decode_artifact(std::regex_replace(text, std::regex("tensor_maps=2"), "tensor_maps=0")));
   CHECK_FALSE(runtime::decode_artifact(std::regex_replace(text, std::regex("tensor_maps=2"), "tensor_maps=3")));
   CHECK_FALSE(runtime::decode_artifact(std::regex_replace(text, std::regex("p3:p6\n"), "p3:p6x\n")));
+}
+
+TEST_CASE("warp specialization: a producer warpgroup feeds matmul's K loop; consumers sync among themselves",
+          "[codegen][tma][warp-specialize]") {
+  for (auto [bm, bn, bk, warps, stages] : {std::array{128, 256, 64, 8, 3}, std::array{128, 128, 64, 8, 4},
+                                           std::array{64, 128, 32, 4, 5}, std::array{128, 128, 64, 8, 2}}) {
+    auto spec = matmul_spec(bm, bn, bk, warps, stages);
+    spec.warp_specialize = true;
+    INFO(bm << "x" << bn << "x" << bk << ", " << warps << " warps, " << stages << " stages");
+    auto fn = ir::parse(kernels::builtin_ir("matmul", spec));
+    auto opts = options_of(spec);
+    opts.warp_specialize = true;
+    codegen::PtxResult r = codegen::compile_to_ptx(*fn, opts);
+    const int threads = 32 * (warps + 4);
+    CHECK(r.num_threads == threads);
+    CHECK(contains(r.ptx, fmt::format(".maxntid {}, 1, 1", threads)));
+    CHECK(contains(r.ptx, ".minnctapersm 1"));
+    CHECK(contains(r.ptx, "setmaxnreg.dec.sync.aligned.u32 40;"));
+    CHECK(contains(r.ptx, fmt::format("setmaxnreg.inc.sync.aligned.u32 {};", codegen::consumer_registers(warps, 0))));
+    // One barrier of every thread (after the mbarriers' initialization); the consumers' barriers count their threads.
+    CHECK(count_lines(r.ptx, [](auto &l) { return contains(l, "bar.sync \t0;") || contains(l, "bar.sync 0;"); }) == 1);
+    CHECK(contains(r.ptx, fmt::format("barrier.sync \t0, {};", 32 * warps)));
+    // The producer waits on empty, the consumers on full; no cp.async, no per-iteration barrier of all threads.
+    CHECK(count_lines(r.ptx, [](auto &l) { return contains(l, "mbarrier.try_wait.parity"); }) == 2);
+    CHECK(contains(r.ptx, "mbarrier.arrive.shared"));
+    CHECK_FALSE(contains(r.ptx, "cp.async.cg"));
+    CHECK_FALSE(contains(r.ptx, "mbarrier.inval"));
+    auto [rc, log] = ptxas_v(r.ptx, "sm_90a", fmt::format("matmul_ws_{}x{}x{}_w{}_s{}", bm, bn, bk, warps, stages));
+    INFO(log);
+    REQUIRE(rc == 0);
+    CHECK_FALSE(contains(log, "warning"));  // C7508: setmaxnreg ignored; C7512: wgmma serialized
+    CHECK(contains(log, "0 bytes spill stores"));
+  }
+}
+
+TEST_CASE("warp specialization: registers per consumer thread", "[codegen][warp-specialize]") {
+  CHECK(codegen::consumer_registers(8, 0) == 232);  // (512 − 40) / 2, a multiple of 8
+  CHECK(codegen::consumer_registers(4, 1) == 256);  // at most 256
+  CHECK(codegen::consumer_registers(8, 2) == 104);  // two programs per SM share the 64K
+  CHECK(codegen::consumer_registers(12, 1) == 152);
+}
+
+TEST_CASE("warp specialization: only loops whose copies are all TMA, and only when asked", "[codegen][warp-specialize]") {
+  auto spec = matmul_spec(128, 128, 64, 8, 3);
+  auto fn = ir::parse(kernels::builtin_ir("matmul", spec));
+  const ir::Op *loop = nullptr;
+  loop_loads(*fn, &loop);
+  auto opts = options_of(spec);
+  opts.warp_specialize = false;
+  codegen::LoweringPlan plan = codegen::plan_lowering(*fn, opts);
+  CHECK(plan.specialized.empty());
+  CHECK(contains(codegen::why_not_specialized(*fn, plan, *loop), "warp specialization is off"));
+  opts.warp_specialize = true;
+  opts.tma = false;
+  plan = codegen::plan_lowering(*fn, opts);
+  CHECK(plan.specialized.empty());
+  CHECK(contains(codegen::why_not_specialized(*fn, plan, *loop), "every load of the loop's pipeline must be copied by TMA"));
+  opts.tma = true;
+  opts.num_stages = 1;  // no pipeline
+  plan = codegen::plan_lowering(*fn, opts);
+  CHECK(plan.specialized.empty());
+  CHECK(contains(codegen::why_not_specialized(*fn, plan, *loop), "no software pipeline"));
+  opts.num_stages = 3;
+  plan = codegen::plan_lowering(*fn, opts);
+  CHECK(plan.specialized.count(loop) == 1);
+  CHECK(codegen::why_not_specialized(*fn, plan, *loop).empty());
+  // The producer computes the loop's bounds and the tiles' starts: program ids, constants, K.
+  const std::vector<const ir::Op *> ops = codegen::producer_ops(*fn, plan, *loop);
+  CHECK_FALSE(ops.empty());
+  for (const ir::Op *op : ops) CHECK(op->kind != ir::OpKind::Load);
+}
+
+TEST_CASE("warp specialization: the plan text marks the loop, reads it back, and refuses a mark it cannot follow",
+          "[codegen][warp-specialize][layout-text]") {
+  auto spec = matmul_spec(128, 256, 64, 8, 3);
+  spec.warp_specialize = true;
+  LaunchConfig cfg;
+  cfg.arch = "sm_90a";
+  cfg.num_warps = 8;
+  cfg.num_stages = 3;
+  cfg.tma = cfg.warp_specialize = true;
+  const std::string ir = kernels::builtin_ir("matmul", spec);
+  const std::string plan = stage_of_text(ir, "specialize_warps", cfg);
+  REQUIRE(contains(plan, "// the lowering plan for sm_90a, 8 warps, 3 stages, TMA copies, warp-specialized"));
+  REQUIRE(count_lines(plan, [](auto &l) { return contains(l, " specialized>"); }) == 1);
+  CHECK(stage_of_text(plan, "ptx", cfg) == kernels::builtin_ptx("matmul", spec));
+  // Unmarked: the loop copies by TMA from thread 0 as without specialization.
+  std::string unmarked = plan;
+  unmarked.replace(unmarked.find(" specialized>"), 13, ">");
+  const std::string ptx = stage_of_text(unmarked, "ptx", cfg);
+  CHECK_FALSE(contains(ptx, "setmaxnreg"));
+  CHECK(contains(ptx, "cp.async.bulk.tensor"));
+  // Marked, with b copied by cp.async: refused with the reason.
+  std::string mixed = plan;
+  mixed.replace(mixed.rfind(" pipelined tma>"), 15, " pipelined>");
+  CHECK_THROWS_WITH(stage_of_text(mixed, "ptx", cfg),
+                    Catch::Contains("no 'specialized' on this value: the producer issues TMA copies only"));
+  // On another op's result.
+  std::string dot = plan;
+  const size_t dot_at = dot.find("= dot ");
+  REQUIRE(dot_at != std::string::npos);
+  const size_t close = dot.find('>', dot_at);
+  dot.insert(close, " specialized");
+  CHECK_THROWS_WITH(stage_of_text(dot, "ptx", cfg), Catch::Contains("no 'specialized' on dot's result"));
+}
+
+TEST_CASE("warp specialization: attention and flex kernels assemble with a producer warpgroup",
+          "[codegen][warp-specialize][flex]") {
+  for (bool causal : {false, true})
+    for (int d : {64, 128}) {
+      INFO((causal ? "causal" : "full") << " d" << d);
+      kernels::BuiltinSpec spec;
+      spec.head_dim = d, spec.block_m = 128, spec.block_n = 64, spec.num_warps = 8, spec.num_stages = 2;
+      spec.causal = causal;
+      spec.tma = spec.warp_specialize = true;
+      const std::string ptx = kernels::builtin_ptx("attention", spec);
+      CHECK(contains(ptx, "setmaxnreg.inc"));
+      CHECK(contains(ptx, "cp.async.bulk.tensor.4d"));
+      auto [rc, log] = ptxas_v(ptx, "sm_90a", fmt::format("attention_ws_{}_d{}", causal, d));
+      INFO(log);
+      REQUIRE(rc == 0);
+      CHECK_FALSE(contains(log, "warning"));
+    }
+  // The flex kernel with a soft-cap lambda: both key-block loops (whole blocks, then the last one) are fed.
+  attention::FlexOptions opt;
+  opt.score_mod = attention::softcap(30.f);
+  opt.block_m = 128, opt.block_n = 64, opt.num_warps = 8, opt.num_stages = 2;
+  opt.tma = opt.warp_specialize = true;
+  opt.arch = "sm_90a";
+  const std::string ptx = attention::flex_forward_ptx({.batch = 1, .heads_q = 4, .seqlen_q = 1000, .seqlen_k = 1000,
+                                                       .head_dim_qk = 128}, opt);
+  CHECK(count_lines(ptx, [](auto &l) { return contains(l, "mbarrier.try_wait.parity"); }) == 4);
+  auto [rc, log] = ptxas_v(ptx, "sm_90a", "flex_softcap_ws");
+  INFO(log);
+  REQUIRE(rc == 0);
+  CHECK_FALSE(contains(log, "warning"));
 }
