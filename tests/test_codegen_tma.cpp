@@ -318,7 +318,7 @@ TEST_CASE("tma: kernel artifacts keep their tensor maps", "[cache][tma]") {
   CHECK_FALSE(runtime::decode_artifact(std::regex_replace(text, std::regex("p3:p6\n"), "p3:p6x\n")));
 }
 
-TEST_CASE("warp specialization: a producer warpgroup feeds matmul's K loop; consumers sync among themselves",
+TEST_CASE("warp specialization: a producer warpgroup feeds matmul's K loop, the consumers sync among themselves",
           "[codegen][tma][warp-specialize]") {
   for (auto [bm, bn, bk, warps, stages] : {std::array{128, 256, 64, 8, 3}, std::array{128, 128, 64, 8, 4},
                                            std::array{64, 128, 32, 4, 5}, std::array{128, 128, 64, 8, 2}}) {
