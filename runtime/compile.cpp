@@ -88,6 +88,8 @@ void write_artifact(const std::string &dir, const std::string &key, const char *
 // The registered variables that change generated code (runtime/env.def), applied to opts.
 void apply_env(codegen::CodegenOptions &opts) {
   if (env_flag(Env::DisableWgmma)) opts.wgmma = false;
+  if (env_flag(Env::Tma)) opts.tma = true;
+  if (env_flag(Env::WarpSpecialize)) opts.tma = opts.warp_specialize = true;
 }
 
 }  // namespace
