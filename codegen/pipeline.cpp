@@ -104,9 +104,15 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   if (!std::all_of(deferred.begin(), deferred.end(), rematerializable)) deferred.clear();
   for (const ir::Op *op : deferred)
     if (is_index_load(*op)) L.guarded_loads[op->result()] = {valid, {}};
+  // TMA copies alone need only the scalars of their coordinates: no tile of the slice is computed (nor converted
+  // through shared memory, which a producer warp could not synchronize for).
+  const bool scalars_only = !p.uses_cp_async();
+  auto skipped = [&](const ir::Op *op) {
+    return deferred.count(op) || (scalars_only && !(op->num_results() == 1 && op->result()->type.is_scalar()));
+  };
   for (const ir::Op *op : p.slice) {
     L.cur_op = op;
-    if (deferred.count(op)) continue;
+    if (skipped(op)) continue;
     if (!is_index_load(*op)) {
       L.lower_op(*op);
       continue;
@@ -167,7 +173,7 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
   L.remat_while_issuing.clear();
   L.guarded_loads.clear();
   for (const ir::Op *op : p.slice)
-    if (!deferred.count(op))
+    if (!skipped(op))
       for (int i = 0; i < op->num_results(); ++i) L.forget(op->result(i));
   L.forget(body.arg(0));
   L.cur_op = saved;

@@ -29,12 +29,19 @@ std::vector<const ir::Op *> producer_ops(const ir::Function &fn, const LoweringP
   auto pipe = plan.pipelines.find(&loop);
   if (pipe == plan.pipelines.end()) return refuse("the loop has no software pipeline");
   const ir::Block &body = *loop.region(0);
-  // What the producer reads: the bounds and step, and what the pipeline's slice (its copies' coordinates) reads
-  // from outside the loop.
+  // What the producer reads: the bounds and step, and what the pipeline's scalar slice (the TMA copies'
+  // coordinates; issue_stage lowers only scalars for a loop without cp.async) reads from outside the loop.
   std::vector<const ir::Value *> needed{loop.operand(0), loop.operand(1), loop.operand(2)};
   for (const ir::Op *op : pipe->second.slice)
-    for (const ir::Value *v : op->operands)
-      if (!(v->def && v->def->parent == &body) && v != body.arg(0)) needed.push_back(v);
+    if (op->num_results() == 1 && op->result()->type.is_scalar())
+      for (const ir::Value *v : op->operands)
+        if (!(v->def && v->def->parent == &body) && v != body.arg(0)) needed.push_back(v);
+  // And the coordinates' terms themselves where they come from outside the loop (a program id times a block).
+  for (const PipelinedLoad &ld : pipe->second.loads)
+    if (ld.tma)
+      for (const ScalarSum &start : ld.tma->start)
+        for (auto [v, m] : start.terms)
+          if (!(v->def && v->def->parent == &body) && v != body.arg(0)) needed.push_back(v);
   std::unordered_set<const ir::Op *> chosen;
   std::string refused;
   std::function<bool(const ir::Value *)> take = [&](const ir::Value *v) -> bool {
