@@ -386,6 +386,7 @@ llvm::Value *Lowering::place_dynamic_staging(int64_t offset, int64_t bytes, int6
 }
 
 void Lowering::barrier() {
+  if (tma_issuer) fail("internal: the producer warpgroup's thread would wait at the consumers' barrier");
   if (use_wgmma) fence_proxy_async(*this);  // shared-memory writes before the barrier may be read by wgmma after it
   // With a producer warpgroup, which never waits here, the consumers synchronize among themselves (barrier 0
   // counting their threads).

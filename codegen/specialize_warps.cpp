@@ -45,7 +45,11 @@ std::vector<const ir::Op *> producer_ops(const ir::Function &fn, const LoweringP
   std::unordered_set<const ir::Op *> chosen;
   std::string refused;
   std::function<bool(const ir::Value *)> take = [&](const ir::Value *v) -> bool {
-    if (!v->def) return v->block == fn.body.get();  // a parameter (an enclosing region's argument: no)
+    if (!v->def) {
+      if (v->block == fn.body.get()) return true;  // a parameter
+      refused = "it reads an argument of an enclosing region";
+      return false;
+    }
     const ir::Op *d = v->def;
     if (chosen.count(d)) return true;
     if (d->parent != fn.body.get()) {
@@ -76,6 +80,10 @@ std::string why_not_specialized(const ir::Function &fn, const LoweringPlan &plan
   if (!kernel_uses_wgmma(fn, o)) return "only a kernel whose dots run on wgmma (sm_90a) is warp-specialized";
   if (o.num_warps % 4 || o.num_warps + kProducerWarps > 32)
     return fmt::format("{} warps do not make whole warpgroups with room for a producer warpgroup", o.num_warps);
+  if (const RegisterSplit regs = register_split(o.num_warps, o.min_ctas_per_sm); regs.entry < kMinEntryRegisters)
+    return fmt::format("{} consumer warps and a producer warpgroup at {} programs per SM start with {} registers per "
+                       "thread, fewer than the {} a wgmma kernel needs", o.num_warps, std::max(1, o.min_ctas_per_sm),
+                       regs.entry, kMinEntryRegisters);
   if (loop.kind != ir::OpKind::For || loop.parent != fn.body.get())
     return "only a loop at the top level of the kernel's body (it runs once) is fed by the producer";
   auto pipe = plan.pipelines.find(&loop);
@@ -96,11 +104,16 @@ void specialize_warps(const ir::Function &fn, LoweringPlan &plan, const std::uno
   }
 }
 
-int consumer_registers(int num_warps, int min_ctas_per_sm) {
-  const int warpgroups = std::max(1, num_warps / 4), ctas = std::max(1, min_ctas_per_sm);
-  // Per thread of a warpgroup: 65536 registers / programs per SM / 128 threads, the producer's taken first.
-  const int each = (65536 / ctas / 128 - kProducerRegisters) / warpgroups;
-  return std::min(256, each / 8 * 8);
+RegisterSplit register_split(int num_warps, int min_ctas_per_sm) {
+  const int ctas = std::max(1, min_ctas_per_sm), threads = 32 * (num_warps + kProducerWarps);
+  RegisterSplit r;
+  r.entry = std::min(255, 65536 / (ctas * threads) / 8 * 8);
+  const int allocated = (r.entry + 7) / 8 * 8;  // 255 is allocated as 256
+  if (allocated <= kProducerRegisters) return r;
+  const int freed = 128 * (allocated - kProducerRegisters);  // the producer warpgroup's, per program
+  const int raised = std::min(256, allocated + freed / (32 * num_warps) / 8 * 8);
+  if (raised > allocated) r.consumer = raised;
+  return r;
 }
 
 }  // namespace tilejit::codegen

@@ -37,9 +37,18 @@ TILEJIT_EXPORT std::string why_not_specialized(const ir::Function &fn, const Low
 TILEJIT_EXPORT std::vector<const ir::Op *> producer_ops(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop,
                                          std::string *why = nullptr);
 
-/// Registers per thread each consumer thread gets (setmaxnreg.inc) in a kernel of `num_warps` consumer warps at
-/// `min_ctas_per_sm` programs per SM (0: 1): what the SM's 64K registers leave beside the producer's, a multiple of 8,
-/// at most 256.
-TILEJIT_EXPORT int consumer_registers(int num_warps, int min_ctas_per_sm);
+/// How a warp-specialized kernel of `num_warps` consumer warps at `min_ctas_per_sm` programs per SM (0: 1) splits its
+/// registers. A program starts with `entry` registers per thread, the cap ptxas derives from .maxntid (the consumers
+/// and the producer warpgroup) and .minnctapersm: 64K per SM shared by the programs, a multiple of 8, at most 255.
+/// setmaxnreg moves registers only within the program's own pool (PTX ISA 9.7.17.1: .inc blocks until the pool has
+/// them): the producer warpgroup gives back entry − kProducerRegisters each (allocated in multiples of 8), which the
+/// consumers share: `consumer`, at most 256, 0 when no raise is possible (no setmaxnreg.inc then).
+struct RegisterSplit {
+  int entry = 0, consumer = 0;
+};
+TILEJIT_EXPORT RegisterSplit register_split(int num_warps, int min_ctas_per_sm);
+/// The fewest registers per thread a program must start with to be warp-specialized: ptxas checks each wgmma's
+/// accumulators against the entry count (C7602 "insufficient registers" below it), whatever setmaxnreg raises later.
+inline constexpr int kMinEntryRegisters = 128;
 
 }  // namespace tilejit::codegen

@@ -92,6 +92,7 @@ void begin_warp_specialization(Lowering &L) {
   llvm::BasicBlock *producer = L.new_block("producer"), *consumer = L.new_block("consumer");
   b.CreateCondBr(b.CreateICmpUGE(L.warp(), L.i32(consumers)), producer, consumer);
   b.SetInsertPoint(producer);
+  const RegisterSplit regs = register_split(L.opts.num_warps, L.opts.min_ctas_per_sm);
   asm_text(L, fmt::format("setmaxnreg.dec.sync.aligned.u32 {};", kProducerRegisters));
   llvm::BasicBlock *issuer = L.new_block("producer.issuer"), *done = L.new_block("producer.done");
   b.CreateCondBr(b.CreateICmpEQ(L.tid(), L.i32(32 * consumers)), issuer, done);
@@ -114,8 +115,7 @@ void begin_warp_specialization(Lowering &L) {
   b.SetInsertPoint(done);
   b.CreateRetVoid();
   b.SetInsertPoint(consumer);
-  asm_text(L, fmt::format("setmaxnreg.inc.sync.aligned.u32 {};",
-                          consumer_registers(L.opts.num_warps, L.opts.min_ctas_per_sm)));
+  if (regs.consumer) asm_text(L, fmt::format("setmaxnreg.inc.sync.aligned.u32 {};", regs.consumer));
 }
 
 namespace {

@@ -334,7 +334,9 @@ TEST_CASE("warp specialization: a producer warpgroup feeds matmul's K loop, the 
     CHECK(contains(r.ptx, fmt::format(".maxntid {}, 1, 1", threads)));
     CHECK(contains(r.ptx, ".minnctapersm 1"));
     CHECK(contains(r.ptx, "setmaxnreg.dec.sync.aligned.u32 40;"));
-    CHECK(contains(r.ptx, fmt::format("setmaxnreg.inc.sync.aligned.u32 {};", codegen::consumer_registers(warps, 0))));
+    const codegen::RegisterSplit regs = codegen::register_split(warps, 0);
+    if (regs.consumer) CHECK(contains(r.ptx, fmt::format("setmaxnreg.inc.sync.aligned.u32 {};", regs.consumer)));
+    else CHECK_FALSE(contains(r.ptx, "setmaxnreg.inc"));
     // One barrier of every thread (after the mbarriers' initialization); the consumers' barriers count their threads.
     CHECK(count_lines(r.ptx, [](auto &l) { return contains(l, "bar.sync \t0;") || contains(l, "bar.sync 0;"); }) == 1);
     CHECK(contains(r.ptx, fmt::format("barrier.sync \t0, {};", 32 * warps)));
@@ -351,11 +353,28 @@ TEST_CASE("warp specialization: a producer warpgroup feeds matmul's K loop, the 
   }
 }
 
-TEST_CASE("warp specialization: registers per consumer thread", "[codegen][warp-specialize]") {
-  CHECK(codegen::consumer_registers(8, 0) == 232);  // (512 − 40) / 2, a multiple of 8
-  CHECK(codegen::consumer_registers(4, 1) == 256);  // at most 256
-  CHECK(codegen::consumer_registers(8, 2) == 104);  // two programs per SM share the 64K
-  CHECK(codegen::consumer_registers(12, 1) == 152);
+TEST_CASE("warp specialization: the registers a program starts with, and what the consumers get from the producer",
+          "[codegen][warp-specialize]") {
+  // 8 consumer warps + 4: 384 threads start with 168 (ptxas's cap), the producer keeps 40, the consumers rise to
+  // 168 + 128·128/256 = 232; the pool is exactly used: 128·40 + 256·232 = 168·384.
+  auto r = codegen::register_split(8, 0);
+  CHECK(r.entry == 168);
+  CHECK(r.consumer == 232);
+  CHECK(128 * codegen::kProducerRegisters + 256 * r.consumer <= 384 * r.entry);
+  // 4 consumer warps start with 255 (allocated as 256): nothing to raise.
+  r = codegen::register_split(4, 1);
+  CHECK(r.entry == 255);
+  CHECK(r.consumer == 0);
+  // Two programs per SM: each has half the registers. 4 warps + 4: 128 at entry, 128 + 128·88/128 = 216.
+  r = codegen::register_split(4, 2);
+  CHECK(r.entry == 128);
+  CHECK(r.consumer == 216);
+  // 16 consumer warps: 96 at entry, too few for a wgmma kernel: not specialized (below).
+  r = codegen::register_split(16, 0);
+  CHECK(r.entry == 96);
+  CHECK(r.consumer == 104);
+  CHECK(128 * codegen::kProducerRegisters + 512 * r.consumer <= 640 * r.entry);
+  CHECK(codegen::register_split(8, 2).entry < codegen::kMinEntryRegisters);
 }
 
 TEST_CASE("warp specialization: only loops whose copies are all TMA, and only when asked", "[codegen][warp-specialize]") {
@@ -379,6 +398,11 @@ TEST_CASE("warp specialization: only loops whose copies are all TMA, and only wh
   CHECK(plan.specialized.empty());
   CHECK(contains(codegen::why_not_specialized(*fn, plan, *loop), "no software pipeline"));
   opts.num_stages = 3;
+  opts.min_ctas_per_sm = 2;  // 384 threads at two programs per SM start with 80 registers
+  plan = codegen::plan_lowering(*fn, opts);
+  CHECK(plan.specialized.empty());
+  CHECK(contains(codegen::why_not_specialized(*fn, plan, *loop), "start with 80 registers per thread, fewer than the 128"));
+  opts.min_ctas_per_sm = 0;
   plan = codegen::plan_lowering(*fn, opts);
   CHECK(plan.specialized.count(loop) == 1);
   CHECK(codegen::why_not_specialized(*fn, plan, *loop).empty());
