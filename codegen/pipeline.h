@@ -51,6 +51,13 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
 /// thread 0 initializes (arrival count 1: its own arrive.expect_tx) before a barrier. Returns their base.
 /// PTX ISA 9.7.13.15 (mbarrier).
 llvm::Value *init_stage_barriers(Lowering &L, const LoopPipeline &p);
+/// The mbarrier of stage `stage` (i32) in an array of them (new_mbarriers).
+llvm::Value *stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage);
+/// mbarrier.init of `count` mbarriers from `barriers`, each expecting `arrivals` arrivals per phase (the caller runs
+/// it in one thread, then fence_mbarrier_init and a barrier).
+void init_mbarriers(Lowering &L, llvm::Value *barriers, int count, int arrivals);
+/// fence.mbarrier_init.release.cluster: the initializations are visible to the threads past the next barrier.
+void fence_mbarrier_init(Lowering &L);
 /// Every thread waits until stage `stage`'s mbarrier completes the phase of parity `phase` (i32 0 or 1): the
 /// stage's TMA copies have landed and are visible to it (mbarrier.try_wait.parity in a loop).
 void wait_stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage, llvm::Value *phase);

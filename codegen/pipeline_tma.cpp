@@ -13,10 +13,6 @@ namespace {
 
 llvm::Value *shared_address(Lowering &L, llvm::Value *p) { return L.b.CreatePtrToInt(p, L.b.getInt32Ty()); }
 
-llvm::Value *barrier_of(Lowering &L, llvm::Value *barriers, llvm::Value *stage) {
-  return L.b.CreateInBoundsGEP(L.b.getInt64Ty(), barriers, stage);
-}
-
 void asm_call(Lowering &L, const std::string &text, const std::string &constraints, std::vector<llvm::Value *> args) {
   std::vector<llvm::Type *> types;
   for (llvm::Value *a : args) types.push_back(a->getType());
@@ -57,13 +53,23 @@ llvm::Value *past_empty_extent(Lowering &L, const std::optional<LaunchValue> &ex
 
 }  // namespace
 
+llvm::Value *stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage) {
+  return L.b.CreateInBoundsGEP(L.b.getInt64Ty(), barriers, stage);
+}
+
+void init_mbarriers(Lowering &L, llvm::Value *barriers, int count, int arrivals) {
+  for (int s = 0; s < count; ++s)
+    L.b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_mbarrier_init_shared),
+                   {stage_barrier(L, barriers, L.i32(s)), L.i32(arrivals)});
+}
+
+void fence_mbarrier_init(Lowering &L) { asm_call(L, "fence.mbarrier_init.release.cluster;", "~{memory}", {}); }
+
 llvm::Value *init_stage_barriers(Lowering &L, const LoopPipeline &p) {
   llvm::Value *bars = L.new_mbarriers(p.stages);
   L.emit_if(is_thread0(L), [&] {
-    for (int s = 0; s < p.stages; ++s)
-      L.b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_mbarrier_init_shared),
-                     {barrier_of(L, bars, L.i32(s)), L.i32(1)});
-    asm_call(L, "fence.mbarrier_init.release.cluster;", "~{memory}", {});
+    init_mbarriers(L, bars, p.stages, 1);
+    fence_mbarrier_init(L);
   });
   L.barrier();
   return bars;
@@ -71,7 +77,7 @@ llvm::Value *init_stage_barriers(Lowering &L, const LoopPipeline &p) {
 
 void wait_stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage, llvm::Value *phase) {
   auto &b = L.b;
-  llvm::Value *bar = shared_address(L, barrier_of(L, barriers, stage));
+  llvm::Value *bar = shared_address(L, stage_barrier(L, barriers, stage));
   auto *fty = llvm::FunctionType::get(b.getInt32Ty(), {b.getInt32Ty(), b.getInt32Ty()}, false);
   auto *try_wait = llvm::InlineAsm::get(
       fty, "{\n\t.reg .pred done;\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2;\n\tselp.u32 $0, 1, 0, done;\n\t}",
@@ -89,7 +95,7 @@ void retire_stage_barriers(Lowering &L, const LoopPipeline &p, llvm::Value *barr
   L.barrier();
   L.emit_if(is_thread0(L), [&] {
     for (int s = 0; s < p.stages; ++s)
-      L.b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_mbarrier_inval_shared), {barrier_of(L, barriers, L.i32(s))});
+      L.b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_mbarrier_inval_shared), {stage_barrier(L, barriers, L.i32(s))});
   });
 }
 
@@ -97,7 +103,7 @@ void issue_tma_copies(Lowering &L, const LoopPipeline &p, llvm::Value *stage_off
                       llvm::Value *barriers, llvm::Value *stage) {
   auto &b = L.b;
   if (!barriers) L.fail("internal: a TMA copy without its pipeline's mbarriers");
-  llvm::Value *bar = shared_address(L, barrier_of(L, barriers, stage));
+  llvm::Value *bar = shared_address(L, stage_barrier(L, barriers, stage));
   L.emit_if(b.CreateAnd(is_issuer(L), valid), [&] {
     asm_call(L, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
              {bar, L.i32(p.tma_bytes())});

@@ -25,10 +25,6 @@ void asm_text(Lowering &L, const std::string &text) {
   L.b.CreateCall(llvm::InlineAsm::get(fty, text, "~{memory}", /*hasSideEffects=*/true), {});
 }
 
-llvm::Value *barrier_at(Lowering &L, llvm::Value *bars, llvm::Value *stage) {
-  return L.b.CreateInBoundsGEP(L.b.getInt64Ty(), bars, stage);
-}
-
 /// One producer loop: for each iteration, wait until the consumers freed its stage, then fill it by TMA.
 void producer_loop(Lowering &L, const ir::Op &loop, const Lowering::StageBarriers &bars) {
   auto &b = L.b;
@@ -79,13 +75,11 @@ void begin_warp_specialization(Lowering &L) {
   L.emit_if(first, [&] {
     for (const ir::Op *loop : loops) {
       const Lowering::StageBarriers &bars = L.stage_barriers.at(loop);
-      for (int s = 0; s < L.plan.pipelines.at(loop).stages; ++s) {
-        b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_mbarrier_init_shared), {barrier_at(L, bars.full, L.i32(s)), L.i32(1)});
-        b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_mbarrier_init_shared),
-                     {barrier_at(L, bars.empty, L.i32(s)), L.i32(consumers)});
-      }
+      const int S = L.plan.pipelines.at(loop).stages;
+      init_mbarriers(L, bars.full, S, 1);
+      init_mbarriers(L, bars.empty, S, consumers);
     }
-    asm_text(L, "fence.mbarrier_init.release.cluster;");
+    fence_mbarrier_init(L);
   });
   b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_barrier0));  // every thread, the producer's too
   // The producer warpgroup: warps num_warps.. num_warps + 3. Its first thread runs the loops; the rest leave.
@@ -127,7 +121,7 @@ void warps_arrive(Lowering &L, llvm::Value *empty, const std::vector<llvm::Value
   b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_bar_warp_sync), {L.i32(-1)});
   L.emit_if(b.CreateICmpEQ(L.lane(), L.i32(0)), [&] {
     for (llvm::Value *s : stages)
-      b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_mbarrier_arrive_shared), {barrier_at(L, empty, s)});
+      b.CreateCall(L.intrinsic(llvm::Intrinsic::nvvm_mbarrier_arrive_shared), {stage_barrier(L, empty, s)});
   });
 }
 
