@@ -58,8 +58,11 @@ llvm::Value *stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stag
 void init_mbarriers(Lowering &L, llvm::Value *barriers, int count, int arrivals);
 /// fence.mbarrier_init.release.cluster: the initializations are visible to the threads past the next barrier.
 void fence_mbarrier_init(Lowering &L);
+/// Unsuccessful mbarrier.try_wait calls after which a wait traps (wait_stage_barrier).
+inline constexpr int kMaxBarrierTries = 1 << 24;
 /// Every thread waits until stage `stage`'s mbarrier completes the phase of parity `phase` (i32 0 or 1): the
-/// stage's TMA copies have landed and are visible to it (mbarrier.try_wait.parity in a loop).
+/// stage's TMA copies have landed and are visible to it (mbarrier.try_wait.parity in a loop; a trap after
+/// kMaxBarrierTries failures, so that a schedule bug fails the launch instead of hanging it).
 void wait_stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage, llvm::Value *phase);
 /// After the loop: a barrier (no thread still waits on them), then thread 0 invalidates the mbarriers
 /// (mbarrier.inval), so that a later initialization of the same objects is valid.

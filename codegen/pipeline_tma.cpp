@@ -82,12 +82,24 @@ void wait_stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage, 
   auto *try_wait = llvm::InlineAsm::get(
       fty, "{\n\t.reg .pred done;\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2;\n\tselp.u32 $0, 1, 0, done;\n\t}",
       "=r,r,r,~{memory}", /*hasSideEffects=*/true);
-  llvm::BasicBlock *from = b.GetInsertBlock(), *spin = L.new_block("tma.wait"), *done = L.new_block("tma.landed");
-  (void)from;
+  // A wait that never ends is a bug (a phase no copy completes): after kMaxBarrierTries unsuccessful tries (each
+  // suspends the thread for a while; seconds in all) the kernel traps, which the launch reports as an error
+  // naming the kernel, rather than hang the program.
+  llvm::BasicBlock *from = b.GetInsertBlock(), *spin = L.new_block("tma.wait"), *retry = L.new_block("tma.retry"),
+                   *stuck = L.new_block("tma.stuck"), *done = L.new_block("tma.landed");
   b.CreateBr(spin);
   b.SetInsertPoint(spin);
+  llvm::PHINode *tries = b.CreatePHI(b.getInt32Ty(), 2, "tries");
+  tries->addIncoming(L.i32(0), from);
   llvm::Value *ok = b.CreateCall(try_wait, {bar, phase});
-  b.CreateCondBr(b.CreateICmpNE(ok, L.i32(0)), done, spin);
+  b.CreateCondBr(b.CreateICmpNE(ok, L.i32(0)), done, retry);
+  b.SetInsertPoint(retry);
+  llvm::Value *next = b.CreateAdd(tries, L.i32(1));
+  tries->addIncoming(next, retry);
+  b.CreateCondBr(b.CreateICmpULT(next, L.i32(kMaxBarrierTries)), spin, stuck);
+  b.SetInsertPoint(stuck);
+  b.CreateCall(L.intrinsic(llvm::Intrinsic::trap));
+  b.CreateUnreachable();
   b.SetInsertPoint(done);
 }
 
