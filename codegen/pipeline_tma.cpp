@@ -3,6 +3,7 @@
 // (fence.mbarrier_init). LLVM 19 has none of the bulk-tensor or expect_tx forms: inline PTX.
 #include <fmt/format.h>
 #include <llvm/IR/InlineAsm.h>
+#include <llvm/IR/Metadata.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include "codegen/pipeline.h"
@@ -96,7 +97,13 @@ void wait_stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage, 
   b.SetInsertPoint(retry);
   llvm::Value *next = b.CreateAdd(tries, L.i32(1));
   tries->addIncoming(next, retry);
-  b.CreateCondBr(b.CreateICmpULT(next, L.i32(kMaxBarrierTries)), spin, stuck);
+  llvm::BranchInst *again = b.CreateCondBr(b.CreateICmpULT(next, L.i32(kMaxBarrierTries)), spin, stuck);
+  // Not unrolled: a spin loop gains nothing from copies of itself.
+  llvm::LLVMContext &ctx = L.ctx;
+  llvm::MDNode *disable = llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"));
+  llvm::MDNode *loop_id = llvm::MDNode::getDistinct(ctx, {nullptr, disable});
+  loop_id->replaceOperandWith(0, loop_id);
+  again->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
   b.SetInsertPoint(stuck);
   b.CreateCall(L.intrinsic(llvm::Intrinsic::trap));
   b.CreateUnreachable();
