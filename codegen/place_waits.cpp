@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "codegen/mma.h"
+#include "codegen/specialize_warps.h"
 #include "tilejit/launch.h"
 
 namespace tilejit::codegen {
@@ -71,8 +72,15 @@ std::string refusal(const ir::Function &fn, const LoweringPlan &plan, const ir::
     return "its B is not in the loop's stage buffer or staged before the loop for wgmma";
   reads_stage_buffers = a_buffered || b_buffered;
   // Left running, its stage buffer is still read when the next iteration refills one: the copies run
-  // num_stages - 2 iterations ahead. Fewer than two lost on the H200 (bench/results/LEARNED.md, the K loop).
-  if (reads_stage_buffers && pipe->stages < kMinStagesLeftRunning)
+  // num_stages - 2 iterations ahead. Fewer than two lost on the H200 (bench/results/LEARNED.md, the K loop). A
+  // loop a producer warpgroup feeds (specialize_warps) refills a stage as soon as it is released: 3 stages keep
+  // one fill ahead of the iteration that runs.
+  const bool fed = why_not_specialized(fn, plan, *loop).empty();
+  if (reads_stage_buffers && fed && pipe->stages < kMinStagesLeftRunningFed)
+    return fmt::format("its loop is fed by a producer warpgroup with {} stages: a stage it keeps one iteration "
+                       "longer leaves the producer none to fill ahead; {} stages or more", pipe->stages,
+                       kMinStagesLeftRunningFed);
+  if (reads_stage_buffers && !fed && pipe->stages < kMinStagesLeftRunning)
     return fmt::format("its loop's copies would run {} iteration ahead with the {} stages its pipeline has (what "
                        "fits {} bytes; running, the dot keeps its stage buffer one iteration longer); {} stages or "
                        "more keep them two ahead", pipe->stages - 2, pipe->stages, kMaxPipelineBytes,

@@ -31,6 +31,9 @@ namespace tilejit::codegen {
 
 /// The fewest stages of a pipeline whose buffers a dot left running reads (copies num_stages − 2 ahead).
 inline constexpr int kMinStagesLeftRunning = 4;
+/// The same for a loop a producer warpgroup feeds (codegen/specialize_warps.h): its stages are refilled as they
+/// are released, not num_stages − 1 iterations ahead.
+inline constexpr int kMinStagesLeftRunningFed = 3;
 
 /// Fills plan.running for fn (plan's layouts, folded transposes, pipelines and staging already decided): each
 /// loop's qualifying dot. With `only`, only dots whose results are in it (a text's "running" marks; the caller
