@@ -420,7 +420,8 @@ int plan_up_to(std::string_view text, const CodegenOptions &opts) {
       if (l != expected)  // the whole line: what differs may be at its end
         throw ParseError(fmt::format("parse: line {}, column 1: expected the plan header '{}' (a plan's first line: "
                                      "how far the plan has come, and the --arch, --num-warps, --num-stages, "
-                                     "--min-ctas and --tma it is compiled with), found '{}'", line, expected, l));
+                                     "--min-ctas, --tma and --warp-specialize it is compiled with, TILEJIT_TMA and "
+                                     "TILEJIT_WARP_SPECIALIZE included), found '{}'", line, expected, l));
       seen = true;
     }
     at = eol + 1;
@@ -458,7 +459,12 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
       bool remat = false, folded = false, staged = false, running = false, tma = false, specialized = false;
       LayoutReader reader(it->second, v->type, opts.num_warps, foldable.folded, notes.aliases);
       plan.layouts[v] = reader.read(op, remat, folded, marks, staged, running, tma, specialized, done);
-      if (specialized) specialized_at[v] = reader.specialized_pos();
+      if (specialized) {
+        if (v != first_tile_result(op))
+          reader.fail_at(reader.specialized_pos(), "'specialized' only on a loop's first tile result (where the plan "
+                                                   "prints it)");
+        specialized_at[v] = reader.specialized_pos();
+      }
       if (tma) tma_at[&op] = reader.tma_pos();
       if (marks.count(&op)) mark_at[&op] = reader.mark_pos();
       if (staged) shared_at[v] = reader.shared_pos();
@@ -565,23 +571,24 @@ LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeNotes &notes, co
     if (target >= 6) specialize_warps(fn, plan);
     return plan;
   }
+  if (done >= 6) {
+    // The loops marked "specialized" are fed by a producer warpgroup as far as they qualify. Decided before the
+    // running dots (which specialization does not depend on), since how far a fed loop's dot may run follows it.
+    std::unordered_set<const ir::Op *> marked_loops;
+    for (const auto &[v, pos] : specialized_at) marked_loops.insert(v->def);
+    specialize_warps(fn, plan, &marked_loops);
+    plan.stated_specialization = true;
+    std::unordered_set<const ir::Value *> taken;
+    for (const ir::Op *loop : plan.specialized) taken.insert(first_tile_result(*loop));
+    refuse_untaken(specialized_at, taken, "specialized", "codegen/specialize_warps.h",
+                   [&](const ir::Value *v) { return why_not_specialized(fn, plan, *v->def); });
+  }
   // The dots marked "running" are left running as far as they qualify.
   const std::unordered_set<const ir::Value *> marked_running = keys(running_at);
   place_waits(fn, plan, &marked_running);
   refuse_untaken(running_at, running_dots(plan), "running", "codegen/place_waits.h",
                  [&](const ir::Value *v) { return why_not_running(fn, plan, *v->def); });
-  if (done < 6) {
-    if (target >= 6) specialize_warps(fn, plan);
-    return plan;
-  }
-  // The loops marked "specialized" are fed by a producer warpgroup as far as they qualify.
-  std::unordered_set<const ir::Op *> marked_loops;
-  for (const auto &[v, pos] : specialized_at) marked_loops.insert(v->def);
-  specialize_warps(fn, plan, &marked_loops);
-  std::unordered_set<const ir::Value *> taken;
-  for (const ir::Op *loop : plan.specialized) taken.insert(first_tile_result(*loop));
-  refuse_untaken(specialized_at, taken, "specialized", "codegen/specialize_warps.h",
-                 [&](const ir::Value *v) { return why_not_specialized(fn, plan, *v->def); });
+  if (done < 6 && target >= 6) specialize_warps(fn, plan);
   return plan;
 }
 

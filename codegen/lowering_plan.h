@@ -125,6 +125,9 @@ struct TILEJIT_EXPORT LoweringPlan {
   std::unordered_map<const ir::Op *, RunningDot> running;
   /// The loops whose copies a producer warpgroup issues (specialize_warps).
   std::unordered_set<const ir::Op *> specialized;
+  /// `specialized` is a text's "specialized" marks, decided before place_waits (read_layouts): place_waits takes
+  /// it as is; otherwise it asks which loops specialize_warps will choose.
+  bool stated_specialization = false;
   /// Warps the kernel runs beside num_warps: kProducerWarps when some loop is specialized.
   int producer_warps() const { return specialized.empty() ? 0 : kProducerWarps; }
 

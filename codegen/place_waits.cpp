@@ -75,7 +75,8 @@ std::string refusal(const ir::Function &fn, const LoweringPlan &plan, const ir::
   // num_stages - 2 iterations ahead. Fewer than two lost on the H200 (bench/results/LEARNED.md, the K loop). A
   // loop a producer warpgroup feeds (specialize_warps) refills a stage as soon as it is released: 3 stages keep
   // one fill ahead of the iteration that runs.
-  const bool fed = why_not_specialized(fn, plan, *loop).empty();
+  const bool fed = plan.stated_specialization ? plan.specialized.count(loop) != 0
+                                              : why_not_specialized(fn, plan, *loop).empty();
   if (reads_stage_buffers && fed && pipe->stages < kMinStagesLeftRunningFed)
     return fmt::format("its loop is fed by a producer warpgroup with {} stages: a stage it keeps one iteration "
                        "longer leaves the producer none to fill ahead; {} stages or more", pipe->stages,

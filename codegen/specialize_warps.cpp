@@ -69,8 +69,20 @@ std::vector<const ir::Op *> producer_ops(const ir::Function &fn, const LoweringP
   for (const ir::Value *v : needed)
     if (!take(v)) return refuse(refused);
   std::vector<const ir::Op *> ops;
-  for (const auto &op : fn.body->ops)
-    if (chosen.count(op.get())) ops.push_back(op.get());
+  bool wrote = false;  // a store or atomic before the loop, which the producer's loads would not wait for
+  for (const auto &op : fn.body->ops) {
+    if (op.get() == &loop) break;
+    if (chosen.count(op.get())) {
+      if (op->kind == ir::OpKind::Load && wrote)
+        return refuse(fmt::format("it reads the load at {}, after the kernel writes memory (the producer does not wait "
+                                  "for the consumers' stores)", op->loc.str()));
+      ops.push_back(op.get());
+    }
+    auto writes = [](const ir::Op &o) { return o.kind == ir::OpKind::Store || o.kind == ir::OpKind::AtomicAdd; };
+    wrote = wrote || writes(*op);
+    for (const auto &region : op->regions)
+      ir::walk(*region, [&](ir::Op &o) { wrote = wrote || writes(o); });
+  }
   return ops;
 }
 

@@ -121,7 +121,7 @@ codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {
   opts.num_warps = cfg.num_warps;
   opts.num_stages = cfg.num_stages;
   opts.min_ctas_per_sm = cfg.min_ctas_per_sm;
-  opts.tma = cfg.tma;
+  opts.tma = cfg.tma || cfg.warp_specialize;  // a producer warpgroup issues TMA copies
   opts.warp_specialize = cfg.warp_specialize;
   apply_env(opts);
   return opts;

@@ -426,14 +426,29 @@ TEST_CASE("warp specialization: the plan text marks the loop, reads it back, and
   REQUIRE(contains(plan, "// the lowering plan for sm_90a, 8 warps, 3 stages, TMA copies, warp-specialized"));
   REQUIRE(count_lines(plan, [](auto &l) { return contains(l, " specialized>"); }) == 1);
   CHECK(stage_of_text(plan, "ptx", cfg) == kernels::builtin_ptx("matmul", spec));
-  // Unmarked: the loop copies by TMA from thread 0 as without specialization.
+  // The dot is left running at 3 stages, which only a fed loop allows (codegen/place_waits.h): unmarked, the loop
+  // is not fed and the 'running' mark is refused; both taken off, the loop copies by TMA from thread 0.
+  REQUIRE(contains(plan, " running>"));
   std::string unmarked = plan;
   unmarked.replace(unmarked.find(" specialized>"), 13, ">");
+  CHECK_THROWS_WITH(stage_of_text(unmarked, "ptx", cfg), Catch::Contains("no 'running' on this value"));
+  unmarked.replace(unmarked.find(" running>"), 9, ">");
   const std::string ptx = stage_of_text(unmarked, "ptx", cfg);
   CHECK_FALSE(contains(ptx, "setmaxnreg"));
   CHECK(contains(ptx, "cp.async.bulk.tensor"));
-  // The dot is left running at 3 stages, which only a fed loop allows (codegen/place_waits.h).
-  REQUIRE(contains(plan, " running>"));
+  // On a loop result other than the first (attention's loop carries the row max, the row sum and the output):
+  // refused, saying where the mark goes.
+  kernels::BuiltinSpec att;
+  att.head_dim = 64, att.block_m = 128, att.block_n = 64, att.num_warps = 8, att.num_stages = 3;
+  att.tma = att.warp_specialize = true;
+  std::string second = stage_of_text(kernels::builtin_ir("attention", att), "specialize_warps", cfg);
+  const size_t first_mark = second.find(" specialized>");
+  REQUIRE(first_mark != std::string::npos);
+  second.replace(first_mark, 13, ">");
+  const size_t second_type_end = second.find('>', first_mark + 1);
+  REQUIRE(second_type_end != std::string::npos);
+  second.insert(second_type_end, " specialized");
+  CHECK_THROWS_WITH(stage_of_text(second, "ptx", cfg), Catch::Contains("'specialized' only on a loop's first tile result"));
   // Marked, with b copied by cp.async (and the dot no longer running): refused with the reason.
   std::string mixed = plan;
   mixed.replace(mixed.rfind(" pipelined tma>"), 15, " pipelined>");

@@ -176,7 +176,7 @@ int run_cli(int argc, char **argv) {
   att->add_option("--min-ctas", a.min_ctas, "programs per SM to cap registers for (0: no cap)")
       ->check(CLI::Range(0, 32));
   att->add_flag("--tma", a.tma, "copy the K/V tiles with TMA where they qualify (sm_90a)");
-  att->add_flag("--warp-specialize", a.warp_specialize, "with --tma: a producer warpgroup issues the K/V copies");
+  att->add_flag("--warp-specialize", a.warp_specialize, "a producer warpgroup issues the K/V copies by TMA (implies --tma)");
   att->add_flag("--autotune", a.autotune,
                 "GPU: pick BLOCK_M/BLOCK_N/num_warps/num_stages by measuring (the first call per shape bucket "
                 "tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); the four flags above are then validated but not used");
@@ -217,7 +217,7 @@ int run_cli(int argc, char **argv) {
         ->check(CLI::Range(0, 32));
     c->add_flag("--tma", spec.tma, "copy pipelined operand tiles with TMA where they qualify (sm_90a)");
     c->add_flag("--warp-specialize", spec.warp_specialize,
-                "with --tma: a producer warpgroup issues the copies of the loops that qualify");
+                "a producer warpgroup issues the TMA copies of the loops that qualify (implies --tma)");
   };
   tools::FlexFlags code_flex;  // ir/ptx of attention with variant flags: the flex kernel
   auto *ir = app.add_subcommand("ir", "print the tile IR of a built-in kernel, or a stage of one given as text");

@@ -49,7 +49,7 @@ struct LaunchConfig {
                                 // blocks of a 2-D tensor, masked by its extent, are copied by the Tensor Memory
                                 // Accelerator (cp.async.bulk.tensor on an mbarrier, one thread issuing) instead of
                                 // every thread's cp.async; tensor maps encoded per launch (README: "TMA")
-  bool warp_specialize = false; // with tma: a producer warpgroup (4 more warps) issues the TMA copies of the
+  bool warp_specialize = false; // implies tma: a producer warpgroup (4 more warps) issues the TMA copies of the
                                 // kernel's top-level loops that qualify, the num_warps consumers never copy, and
                                 // registers move to them (setmaxnreg); README: "TMA"
 };
