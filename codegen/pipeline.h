@@ -51,6 +51,10 @@ void issue_stage(Lowering &L, const ir::Op &for_op, const LoopPipeline &p, llvm:
 /// thread 0 initializes (arrival count 1: its own arrive.expect_tx) before a barrier. Returns their base.
 /// PTX ISA 9.7.13.15 (mbarrier).
 llvm::Value *init_stage_barriers(Lowering &L, const LoopPipeline &p);
+/// A side-effecting inline-PTX statement `text` with operands `args` ($0, $1, ...; `constraints` as LLVM writes
+/// them, a memory clobber included where the statement reads or writes memory).
+void inline_ptx(Lowering &L, const std::string &text, const std::string &constraints,
+                const std::vector<llvm::Value *> &args = {});
 /// The mbarrier of stage `stage` (i32) in an array of them (new_mbarriers).
 llvm::Value *stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage);
 /// mbarrier.init of `count` mbarriers from `barriers`, each expecting `arrivals` arrivals per phase (the caller runs

@@ -14,13 +14,6 @@ namespace {
 
 llvm::Value *shared_address(Lowering &L, llvm::Value *p) { return L.b.CreatePtrToInt(p, L.b.getInt32Ty()); }
 
-void asm_call(Lowering &L, const std::string &text, const std::string &constraints, std::vector<llvm::Value *> args) {
-  std::vector<llvm::Type *> types;
-  for (llvm::Value *a : args) types.push_back(a->getType());
-  auto *fty = llvm::FunctionType::get(L.b.getVoidTy(), types, false);
-  L.b.CreateCall(llvm::InlineAsm::get(fty, text, constraints, /*hasSideEffects=*/true), args);
-}
-
 llvm::Value *is_thread0(Lowering &L) { return L.b.CreateICmpEQ(L.tid(), L.i32(0)); }
 llvm::Value *is_issuer(Lowering &L) { return L.tma_issuer ? L.tma_issuer : is_thread0(L); }
 
@@ -54,6 +47,14 @@ llvm::Value *past_empty_extent(Lowering &L, const std::optional<LaunchValue> &ex
 
 }  // namespace
 
+void inline_ptx(Lowering &L, const std::string &text, const std::string &constraints,
+                const std::vector<llvm::Value *> &args) {
+  std::vector<llvm::Type *> types;
+  for (llvm::Value *a : args) types.push_back(a->getType());
+  auto *fty = llvm::FunctionType::get(L.b.getVoidTy(), types, false);
+  L.b.CreateCall(llvm::InlineAsm::get(fty, text, constraints, /*hasSideEffects=*/true), args);
+}
+
 llvm::Value *stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage) {
   return L.b.CreateInBoundsGEP(L.b.getInt64Ty(), barriers, stage);
 }
@@ -64,7 +65,7 @@ void init_mbarriers(Lowering &L, llvm::Value *barriers, int count, int arrivals)
                    {stage_barrier(L, barriers, L.i32(s)), L.i32(arrivals)});
 }
 
-void fence_mbarrier_init(Lowering &L) { asm_call(L, "fence.mbarrier_init.release.cluster;", "~{memory}", {}); }
+void fence_mbarrier_init(Lowering &L) { inline_ptx(L, "fence.mbarrier_init.release.cluster;", "~{memory}", {}); }
 
 llvm::Value *init_stage_barriers(Lowering &L, const LoopPipeline &p) {
   llvm::Value *bars = L.new_mbarriers(p.stages);
@@ -124,7 +125,7 @@ void issue_tma_copies(Lowering &L, const LoopPipeline &p, llvm::Value *stage_off
   if (!barriers) L.fail("internal: a TMA copy without its pipeline's mbarriers");
   llvm::Value *bar = shared_address(L, stage_barrier(L, barriers, stage));
   L.emit_if(b.CreateAnd(is_issuer(L), valid), [&] {
-    asm_call(L, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
+    inline_ptx(L, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
              {bar, L.i32(p.tma_bytes())});
     for (const PipelinedLoad &ld : p.loads) {
       if (!ld.tma) continue;
@@ -161,7 +162,7 @@ void issue_tma_copies(Lowering &L, const LoopPipeline &p, llvm::Value *stage_off
           std::vector<llvm::Value *> args{dst, map};
           args.insert(args.end(), coords.begin(), coords.end());
           args.push_back(bar);
-          asm_call(L, copy, constraints, args);
+          inline_ptx(L, copy, constraints, args);
         }
       }
     }

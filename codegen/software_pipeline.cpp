@@ -45,9 +45,6 @@ bool is_zero_tile(const ir::Value *v) {
   return c && c->attrs.fvalue == 0.0 && c->attrs.ivalue == 0;
 }
 
-namespace {
-
-/// The kernel parameter a pointer tile is computed from (through pointer arithmetic and shape ops), or null.
 const ir::Value *pointer_root(const ir::Function &fn, const ir::Value *p) {
   using K = ir::OpKind;
   for (int depth = 0; p && depth < 64; ++depth) {
@@ -59,6 +56,9 @@ const ir::Value *pointer_root(const ir::Function &fn, const ir::Value *p) {
   }
   return nullptr;
 }
+
+
+namespace {
 
 /// The pointer roots that stores and atomics anywhere in `body` write through (null among them when one cannot
 /// be traced to a parameter).

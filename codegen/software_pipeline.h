@@ -63,6 +63,8 @@ bool is_index_load(const ir::Op &op);
 /// The Constant op every element of v comes from, looking through Splat, Broadcast, ExpandDims and Reshape
 /// (and Cast with `through_casts`); null when v is not such a constant.
 const ir::Op *splatted_constant(const ir::Value *v, bool through_casts);
+/// The kernel parameter a pointer tile is computed from (through pointer arithmetic and shape ops), or null.
+const ir::Value *pointer_root(const ir::Function &fn, const ir::Value *p);
 /// True when v is zero in every element: a constant 0, possibly splatted, broadcast, reshaped or cast.
 bool is_zero_tile(const ir::Value *v);
 

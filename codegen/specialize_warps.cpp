@@ -98,6 +98,9 @@ std::string why_not_specialized(const ir::Function &fn, const LoweringPlan &plan
                        regs.entry, kMinEntryRegisters);
   if (loop.kind != ir::OpKind::For || loop.parent != fn.body.get())
     return "only a loop at the top level of the kernel's body (it runs once) is fed by the producer";
+  bool carries_tile = false;
+  for (int i = 0; i < loop.num_results(); ++i) carries_tile = carries_tile || !loop.result(i)->type.is_scalar();
+  if (!carries_tile) return "the loop carries no tile, where the plan's text would state the decision";
   auto pipe = plan.pipelines.find(&loop);
   if (pipe == plan.pipelines.end()) return "the loop has no software pipeline";
   if (!pipe->second.tma_bytes() || pipe->second.uses_cp_async())

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "codegen/software_pipeline.h"
+
 namespace tilejit::codegen {
 
 std::optional<int64_t> LaunchValue::at(const std::vector<KernelArg> &args) const {
@@ -222,11 +224,13 @@ bool non_negative(const ir::Function &fn, const ir::Value *v, const ir::Op &loop
     case K::ProgramId: return true;
     case K::Add: case K::Mul: case K::Minimum: case K::Div: return nn(d.operand(0)) && nn(d.operand(1));
     case K::Maximum: {
-      // Either operand suffices: try the one that adds no assumption first.
-      std::vector<int> before = assumed;
-      if (nn(d.operand(0))) return true;
-      assumed = before;
-      return nn(d.operand(1));
+      // Either operand suffices: the one that adds fewer assumptions.
+      std::vector<int> with0 = assumed, with1 = assumed;
+      const bool ok0 = non_negative(fn, d.operand(0), loop, with0, depth + 1);
+      const bool ok1 = non_negative(fn, d.operand(1), loop, with1, depth + 1);
+      if (!ok0 && !ok1) return false;
+      assumed = !ok1 || (ok0 && with0.size() <= with1.size()) ? with0 : with1;
+      return true;
     }
     case K::Shr: case K::Rem: return nn(d.operand(0));  // the sign of a non-negative numerator
     case K::Select: return nn(d.operand(1)) && nn(d.operand(2));
@@ -469,6 +473,16 @@ std::optional<TmaTile> tma_tile(const ir::Function &fn, const ir::Op &load, cons
       if (m < 0 || !x->type.is_scalar() || x->type.dtype() != DType::i32 || !non_negative(fn, x, loop, tile.map.assumed))
         return refuse("a start of its tile may be negative (TMA reads zeros there, the load memory)");
   }
+  // TMA reads through the async proxy, which this kernel's own stores (generic proxy) do not reach without a
+  // proxy fence: no store or atomic of the kernel may write through the tensor's parameter (or an unknown one).
+  bool written = false;
+  ir::walk(*fn.body, [&](ir::Op &op) {
+    if (op.kind != ir::OpKind::Store && op.kind != ir::OpKind::AtomicAdd) return;
+    const ir::Value *root = pointer_root(fn, op.operand(0));
+    written = written || !root || root == ptr->root;
+  });
+  if (written) return refuse("the kernel writes through its tensor's pointer (or one not traced to a parameter), which "
+                             "TMA's reads would not be ordered after");
   tile.map.base_param = base;
   tile.map.dtype = t.dtype();
   tile.map.dims.push_back(TensorMapDim{bounds[1] ? std::optional(bounds[1]->second) : std::nullopt, LaunchValue{}});

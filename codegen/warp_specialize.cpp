@@ -20,11 +20,6 @@
 namespace tilejit::codegen {
 namespace {
 
-void asm_text(Lowering &L, const std::string &text) {
-  auto *fty = llvm::FunctionType::get(L.b.getVoidTy(), false);
-  L.b.CreateCall(llvm::InlineAsm::get(fty, text, "~{memory}", /*hasSideEffects=*/true), {});
-}
-
 /// One producer loop: for each iteration, wait until the consumers freed its stage, then fill it by TMA.
 void producer_loop(Lowering &L, const ir::Op &loop, const Lowering::StageBarriers &bars) {
   auto &b = L.b;
@@ -87,7 +82,7 @@ void begin_warp_specialization(Lowering &L) {
   b.CreateCondBr(b.CreateICmpUGE(L.warp(), L.i32(consumers)), producer, consumer);
   b.SetInsertPoint(producer);
   const RegisterSplit regs = register_split(L.opts.num_warps, L.opts.min_ctas_per_sm);
-  asm_text(L, fmt::format("setmaxnreg.dec.sync.aligned.u32 {};", kProducerRegisters));
+  inline_ptx(L, fmt::format("setmaxnreg.dec.sync.aligned.u32 {};", kProducerRegisters), "~{memory}");
   llvm::BasicBlock *issuer = L.new_block("producer.issuer"), *done = L.new_block("producer.done");
   b.CreateCondBr(b.CreateICmpEQ(L.tid(), L.i32(32 * consumers)), issuer, done);
   b.SetInsertPoint(issuer);
@@ -109,7 +104,7 @@ void begin_warp_specialization(Lowering &L) {
   b.SetInsertPoint(done);
   b.CreateRetVoid();
   b.SetInsertPoint(consumer);
-  if (regs.consumer) asm_text(L, fmt::format("setmaxnreg.inc.sync.aligned.u32 {};", regs.consumer));
+  if (regs.consumer) inline_ptx(L, fmt::format("setmaxnreg.inc.sync.aligned.u32 {};", regs.consumer), "~{memory}");
 }
 
 namespace {

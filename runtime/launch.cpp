@@ -85,7 +85,7 @@ void launch(const LoadedKernel &k, Grid grid, const std::vector<ir::ParamInfo> &
   // The tensor maps of its TMA copies follow the kernel's own parameters (codegen/tma.h).
   std::vector<EncodedTensorMap> maps;
   if (k.tensor_maps) {
-    encode_tensor_maps(*k.tensor_maps, args, k.name, maps);
+    encode_tensor_maps(*k.tensor_maps, params, args, k.name, maps);
     for (EncodedTensorMap &m : maps) pointers.push_back(&m);
   }
   auto s = stream ? static_cast<cu::CUstream>(stream->handle()) : nullptr;

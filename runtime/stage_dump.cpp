@@ -81,8 +81,9 @@ void TileStageDump::write(const ir::Function &optimized) const {
 }
 
 void dump_codegen_stages(const ir::Function &optimized, const codegen::CodegenOptions &opts, const std::string &ptx) {
-  const std::string config = fmt::format("{}-w{}-s{}-c{}{}", opts.arch, opts.num_warps, opts.num_stages,
-                                         opts.min_ctas_per_sm, opts.wgmma ? "" : "-nowgmma");
+  const std::string config = fmt::format("{}-w{}-s{}-c{}{}{}", opts.arch, opts.num_warps, opts.num_stages,
+                                         opts.min_ctas_per_sm, opts.wgmma ? "" : "-nowgmma",
+                                         opts.warp_specialize ? "-ws" : opts.tma ? "-tma" : "");
   const std::string dir = stage_dir(optimized);
   // One lowering gives the lowering stage, the LLVM IR and the whole plan as it was followed (the last pass's stage).
   std::string llvm_ir;

@@ -26,8 +26,11 @@ std::shared_ptr<const TensorMaps> parse_tensor_maps(const std::vector<std::strin
   return maps;
 }
 
-void encode_tensor_maps(const TensorMaps &maps, const std::vector<KernelArg> &args, const std::string &kernel,
-                        std::vector<EncodedTensorMap> &out) {
+void encode_tensor_maps(const TensorMaps &maps, const std::vector<ir::ParamInfo> &params,
+                        const std::vector<KernelArg> &args, const std::string &kernel, std::vector<EncodedTensorMap> &out) {
+  auto name = [&](int p) {
+    return p >= 0 && size_t(p) < params.size() ? fmt::format("'{}'", params[size_t(p)].name) : fmt::format("{}", p);
+  };
   out.assign(maps.specs.size(), EncodedTensorMap{});
   for (size_t i = 0; i < maps.specs.size(); ++i) {
     const codegen::TensorMapSpec &s = maps.specs[i];
@@ -67,9 +70,10 @@ void encode_tensor_maps(const TensorMaps &maps, const std::vector<KernelArg> &ar
     if (base % 16) throw fail(fmt::format("its base address {:#x} is not 16-byte aligned", base));
     for (int p : s.assumed) {
       if (p < 0 || size_t(p) >= args.size() || args[size_t(p)].kind != KernelArg::Kind::Int)
-        throw fail(fmt::format("parameter {} it takes to be ≥ 0 is not an integer argument", p));
+        throw fail(fmt::format("parameter {} it takes to be ≥ 0 is not an integer argument", name(p)));
       if (args[size_t(p)].i < 0)
-        throw fail(fmt::format("parameter {} is {}, and its copies' coordinates take it to be ≥ 0", p, args[size_t(p)].i));
+        throw fail(fmt::format("parameter {} is {}, and its copies' coordinates take it to be ≥ 0", name(p),
+                               args[size_t(p)].i));
     }
     // cuda.h: CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6, BFLOAT16 = 9; SWIZZLE_NONE/32B/64B/128B = 0..3;
     // L2_PROMOTION_L2_128B = 2; INTERLEAVE_NONE and FLOAT_OOB_FILL_NONE (zeros) = 0.

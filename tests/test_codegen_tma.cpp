@@ -115,6 +115,15 @@ TEST_CASE("tma: a load TMA would read differently is refused, with the reason", 
   // A loop starting below 0: the first tile's coordinate may be negative, where TMA reads zeros and the load reads
   // memory before the row.
   CHECK(contains(refusal("constant {value = 0} : i32\n", "constant {value = -64} : i32\n"), "negative"));
+  // The kernel stores through a's parameter (its output written over a): TMA's reads (the async proxy) would not be
+  // ordered after those stores; b, which nothing writes, still qualifies.
+  CHECK(contains(refusal("= splat %c :", "= splat %a :"), "writes through its tensor's pointer"));
+  std::string over_a = matmul_text();
+  over_a.replace(over_a.find("= splat %c :"), 12, "= splat %a :");
+  auto fn = ir::parse(over_a);
+  const ir::Op *loop = nullptr;
+  auto loads = loop_loads(*fn, &loop);
+  CHECK(codegen::tma_tile(*fn, *loads[1], *loop).has_value());
 }
 
 TEST_CASE("tma: a load without a mask has unbounded extents", "[codegen][tma]") {

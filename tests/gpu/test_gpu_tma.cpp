@@ -186,10 +186,11 @@ TEST_CASE("attention forward with TMA copies and a producer warpgroup on the GPU
         auto q = random_values(nq, DType::bf16), k = random_values(nq, DType::bf16), v = random_values(nq, DType::bf16);
         auto bq = upload_as(q, DType::bf16, Backend::GPU), bk = upload_as(k, DType::bf16, Backend::GPU),
              bv = upload_as(v, DType::bf16, Backend::GPU);
-        std::vector<uint8_t> outs[2];
+        std::vector<uint8_t> outs[2], lses[2];
         for (bool tma : {false, true}) {
           Buffer out(nq * 2, Backend::GPU), lse(nl * 4, Backend::GPU);
           out.fill_bytes(0xff);
+          lse.fill_bytes(0xff);
           attention::Options opt;
           opt.causal = causal;
           opt.block_m = 128, opt.block_n = 64, opt.num_warps = 8, opt.num_stages = 2;
@@ -198,9 +199,11 @@ TEST_CASE("attention forward with TMA copies and a producer warpgroup on the GPU
           opt.warp_specialize = tma && ws;
           attention::forward(bq, bk, bv, out, lse, s, opt);
           outs[tma] = bytes_of(out, nq * 2);
+          lses[tma] = bytes_of(lse, nl * 4);
         }
         INFO((causal ? "causal" : "full") << ", seqlen " << len << (ws ? ", warp-specialized" : ", TMA"));
         REQUIRE(outs[1] == outs[0]);
+        REQUIRE(lses[1] == lses[0]);
       }
 }
 
