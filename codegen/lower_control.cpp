@@ -38,25 +38,33 @@ bool blk_has_dot(const ir::Block &blk) {
 
 }  // namespace
 
+LoopRange loop_range(Lowering &L, const ir::Op &for_op) {
+  LoopRange r;
+  r.lb = L.get(for_op.operand(0)).regs[0];
+  llvm::Type *ivt = r.lb->getType();
+  if (!ivt->isIntegerTy()) L.fail("loop bounds must be integers");
+  r.ub = L.b.CreateSExtOrTrunc(L.get(for_op.operand(1)).regs[0], ivt);
+  r.step = L.b.CreateSExtOrTrunc(L.get(for_op.operand(2)).regs[0], ivt);
+  auto *cstep = llvm::dyn_cast<llvm::ConstantInt>(r.step);
+  r.down = cstep && cstep->isNegative();
+  return r;
+}
+
 void lower_for(Lowering &L, const ir::Op &op) {
   auto &b = L.b;
   const ir::Block &body = *op.region(0);
   int n = op.num_operands() - 3;
-  llvm::Value *lb = L.get(op.operand(0)).regs[0];
+  const LoopRange range = loop_range(L, op);
+  llvm::Value *lb = range.lb, *ub = range.ub, *step = range.step;
   llvm::Type *ivt = lb->getType();
-  if (!ivt->isIntegerTy()) L.fail("loop bounds must be integers");
-  llvm::Value *ub = b.CreateSExtOrTrunc(L.get(op.operand(1)).regs[0], ivt);
-  llvm::Value *step = b.CreateSExtOrTrunc(L.get(op.operand(2)).regs[0], ivt);
   std::vector<Tile> inits;
   for (int i = 0; i < n; ++i) {
     const ir::Value *arg = body.arg(1 + i), *init = op.operand(3 + i);
     inits.push_back(arg->type.is_scalar() ? L.get(init) : L.get_in(init, L.layout_of(arg)));
   }
   const ir::Op *saved = L.cur_op;
-  // A constant negative step counts down (iv > ub); any other step counts up (iv < ub).
-  auto *cstep = llvm::dyn_cast<llvm::ConstantInt>(step);
-  bool down = cstep && cstep->isNegative();
-  auto in_range = [&](llvm::Value *i) { return down ? b.CreateICmpSGT(i, ub) : b.CreateICmpSLT(i, ub); };
+  const bool down = range.down;
+  auto in_range = [&](llvm::Value *i) { return range.in_range(b, i); };
   // Whether iteration `from` + k·step exists, computed without wrapping around (in i64 for an i32 induction
   // variable): a TMA copy issued for an iteration that does not exist would still be in flight at the loop's exit.
   auto exists_ahead = [&](llvm::Value *from, llvm::Value *at, int64_t k, bool no_wrap) {

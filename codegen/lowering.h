@@ -352,6 +352,17 @@ void stage_invariant_dot_operands(Lowering &L, const ir::Op &for_op);
 llvm::Value *swizzled_chunk(Lowering &L, llvm::Value *row, llvm::Value *chunk, int64_t cols, int64_t rows);
 // lower_control.cpp (they record their results themselves)
 void lower_for(Lowering &L, const ir::Op &op);
+/// A for loop's bounds as lowered (the induction variable has the lower bound's integer type): a constant
+/// negative step counts down (iv > ub), any other step up (iv < ub). What the loop and a producer warpgroup
+/// iterating the same loop (codegen/warp_specialize.h) both run by, so that their trip counts agree.
+struct LoopRange {
+  llvm::Value *lb = nullptr, *ub = nullptr, *step = nullptr;
+  bool down = false;
+  llvm::Value *in_range(llvm::IRBuilder<> &b, llvm::Value *iv) const {
+    return down ? b.CreateICmpSGT(iv, ub) : b.CreateICmpSLT(iv, ub);
+  }
+};
+LoopRange loop_range(Lowering &L, const ir::Op &for_op);
 void lower_if(Lowering &L, const ir::Op &op);
 
 }  // namespace tilejit::codegen

@@ -24,12 +24,9 @@ namespace {
 void producer_loop(Lowering &L, const ir::Op &loop, const Lowering::StageBarriers &bars) {
   auto &b = L.b;
   const LoopPipeline &pipe = L.plan.pipelines.at(&loop);
-  llvm::Value *lb = L.get(loop.operand(0)).regs[0];
+  const LoopRange range = loop_range(L, loop);  // the consumers' trip count, exactly
+  llvm::Value *lb = range.lb, *step = range.step;
   llvm::Type *ivt = lb->getType();
-  llvm::Value *ub = b.CreateSExtOrTrunc(L.get(loop.operand(1)).regs[0], ivt);
-  llvm::Value *step = b.CreateSExtOrTrunc(L.get(loop.operand(2)).regs[0], ivt);
-  auto *cstep = llvm::dyn_cast<llvm::ConstantInt>(step);
-  const bool down = cstep && cstep->isNegative();
   const int S = pipe.stages;
   llvm::BasicBlock *pre = b.GetInsertBlock(), *header = L.new_block("producer.header"),
                    *body = L.new_block("producer.body"), *exit = L.new_block("producer.exit");
@@ -41,7 +38,7 @@ void producer_loop(Lowering &L, const ir::Op &loop, const Lowering::StageBarrier
   iv->addIncoming(lb, pre);
   stage->addIncoming(L.i32(0), pre);
   phase->addIncoming(L.i32(0), pre);
-  b.CreateCondBr(down ? b.CreateICmpSGT(iv, ub) : b.CreateICmpSLT(iv, ub), body, exit);
+  b.CreateCondBr(range.in_range(b, iv), body, exit);
   b.SetInsertPoint(body);
   wait_stage_barrier(L, bars.empty, stage, phase);
   issue_stage(L, loop, pipe, iv, b.getTrue(), stage, bars.full);
