@@ -176,7 +176,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
     // (stage + ahead) mod S, stage < S; one step back written as a compare with 0 (which ptxas allocates best for).
     llvm::Value *refill =
         ahead == S - 1
-            ? b.CreateSelect(b.CreateICmpEQ(stage, L.i32(0)), L.i32(S - 1), b.CreateSub(stage, L.i32(1)))
+            ? StageRing{S}.previous(L, stage)
             : b.CreateSelect(b.CreateICmpULT(stage, L.i32(S - ahead)), b.CreateAdd(stage, L.i32(ahead)),
                              b.CreateSub(stage, L.i32(S - ahead)));
     llvm::Value *iv_f = b.CreateAdd(iv, b.CreateMul(step, llvm::ConstantInt::get(ivt, uint64_t(ahead))));
@@ -205,8 +205,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
     // iteration's (wgmma.wait_group 1 above), released from the second iteration on.
     const int S = pipe->stages;
     if (running && L.plan.running.at(&op).reads_stage_buffers) {
-      llvm::Value *previous =
-          b.CreateSelect(b.CreateICmpEQ(stage, L.i32(0)), L.i32(S - 1), b.CreateSub(stage, L.i32(1)));
+      llvm::Value *previous = StageRing{S}.previous(L, stage);
       L.emit_if(b.CreateICmpNE(iv, lb), [&] { release_stage(L, *fed, previous); });
     } else {
       release_stage(L, *fed, stage);
@@ -217,10 +216,9 @@ void lower_for(Lowering &L, const ir::Op &op) {
   llvm::BasicBlock *latch = b.GetInsertBlock();
   iv->addIncoming(iv_next, latch);
   if (pipe) {
-    int S = pipe->stages;
-    stage->addIncoming(b.CreateSelect(b.CreateICmpEQ(stage, L.i32(S - 1)), L.i32(0), b.CreateAdd(stage, L.i32(1))), latch);
+    stage->addIncoming(StageRing{pipe->stages}.next(L, stage), latch);
   }
-  if (phase) phase->addIncoming(b.CreateXor(phase, b.CreateZExt(b.CreateICmpEQ(stage, L.i32(pipe->stages - 1)), b.getInt32Ty())), latch);
+  if (phase) phase->addIncoming(StageRing{pipe->stages}.next_phase(L, stage, phase), latch);
   for (int i = 0; i < n; ++i)
     for (size_t r = 0; r < phis[size_t(i)].size(); ++r) phis[size_t(i)][r]->addIncoming(next[size_t(i)].regs[r], latch);
   b.CreateBr(header);

@@ -55,6 +55,14 @@ llvm::Value *init_stage_barriers(Lowering &L, const LoopPipeline &p);
 /// them, a memory clobber included where the statement reads or writes memory).
 void inline_ptx(Lowering &L, const std::string &text, const std::string &constraints,
                 const std::vector<llvm::Value *> &args = {});
+/// A ring of S stage buffers: the stage after `stage` (i32) and the one before it (0 follows S − 1), and the mbarrier
+/// phase parity of the next iteration, which flips when the ring wraps.
+struct StageRing {
+  int stages;
+  llvm::Value *next(Lowering &L, llvm::Value *stage) const;
+  llvm::Value *previous(Lowering &L, llvm::Value *stage) const;
+  llvm::Value *next_phase(Lowering &L, llvm::Value *stage, llvm::Value *phase) const;
+};
 /// The mbarrier of stage `stage` (i32) in an array of them (new_mbarriers).
 llvm::Value *stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage);
 /// mbarrier.init of `count` mbarriers from `barriers`, each expecting `arrivals` arrivals per phase (the caller runs

@@ -55,6 +55,21 @@ void inline_ptx(Lowering &L, const std::string &text, const std::string &constra
   L.b.CreateCall(llvm::InlineAsm::get(fty, text, constraints, /*hasSideEffects=*/true), args);
 }
 
+llvm::Value *StageRing::next(Lowering &L, llvm::Value *stage) const {
+  auto &b = L.b;
+  return b.CreateSelect(b.CreateICmpEQ(stage, L.i32(stages - 1)), L.i32(0), b.CreateAdd(stage, L.i32(1)));
+}
+
+llvm::Value *StageRing::previous(Lowering &L, llvm::Value *stage) const {
+  auto &b = L.b;  // written as a compare with 0, which ptxas allocates best for
+  return b.CreateSelect(b.CreateICmpEQ(stage, L.i32(0)), L.i32(stages - 1), b.CreateSub(stage, L.i32(1)));
+}
+
+llvm::Value *StageRing::next_phase(Lowering &L, llvm::Value *stage, llvm::Value *phase) const {
+  auto &b = L.b;
+  return b.CreateXor(phase, b.CreateZExt(b.CreateICmpEQ(stage, L.i32(stages - 1)), b.getInt32Ty()));
+}
+
 llvm::Value *stage_barrier(Lowering &L, llvm::Value *barriers, llvm::Value *stage) {
   return L.b.CreateInBoundsGEP(L.b.getInt64Ty(), barriers, stage);
 }

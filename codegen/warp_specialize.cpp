@@ -27,7 +27,6 @@ void producer_loop(Lowering &L, const ir::Op &loop, const Lowering::StageBarrier
   const LoopRange range = loop_range(L, loop);  // the consumers' trip count, exactly
   llvm::Value *lb = range.lb, *step = range.step;
   llvm::Type *ivt = lb->getType();
-  const int S = pipe.stages;
   llvm::BasicBlock *pre = b.GetInsertBlock(), *header = L.new_block("producer.header"),
                    *body = L.new_block("producer.body"), *exit = L.new_block("producer.exit");
   b.CreateBr(header);
@@ -42,10 +41,10 @@ void producer_loop(Lowering &L, const ir::Op &loop, const Lowering::StageBarrier
   b.SetInsertPoint(body);
   wait_stage_barrier(L, bars.empty, stage, phase);
   issue_stage(L, loop, pipe, iv, b.getTrue(), stage, bars.full);
-  llvm::Value *last = b.CreateICmpEQ(stage, L.i32(S - 1));
+  const StageRing ring{pipe.stages};
   iv->addIncoming(b.CreateAdd(iv, step), b.GetInsertBlock());
-  stage->addIncoming(b.CreateSelect(last, L.i32(0), b.CreateAdd(stage, L.i32(1))), b.GetInsertBlock());
-  phase->addIncoming(b.CreateXor(phase, b.CreateZExt(last, b.getInt32Ty())), b.GetInsertBlock());
+  stage->addIncoming(ring.next(L, stage), b.GetInsertBlock());
+  phase->addIncoming(ring.next_phase(L, stage, phase), b.GetInsertBlock());
   b.CreateBr(header);
   b.SetInsertPoint(exit);
 }
