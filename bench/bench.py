@@ -70,7 +70,7 @@ class LaunchConfig(ctypes.Structure):
     """tilejit_launch_config."""
     _fields_ = [("kernel", ctypes.c_char * 32), ("block_m", ctypes.c_int), ("block_n", ctypes.c_int),
                 ("block_k", ctypes.c_int), ("num_warps", ctypes.c_int), ("num_stages", ctypes.c_int),
-                ("min_ctas_per_sm", ctypes.c_int), ("autotuned", ctypes.c_int)]
+                ("min_ctas_per_sm", ctypes.c_int), ("autotuned", ctypes.c_int), ("copy_method", ctypes.c_int)]
 
 
 class FlexVariant(ctypes.Structure):
@@ -245,13 +245,15 @@ class Tilejit:
 
 
 def config_text(cfg: Optional[dict]) -> str:
-    """'128x64, 8 warps, 2 stages, 2/SM' (2/SM: registers capped so two programs share an SM)."""
+    """'128x64, 8 warps, 2 stages, 2/SM, TMA' (2/SM: registers capped so two programs share an SM; TMA: operand
+    tiles copied by TMA, 'TMA producer': by a producer warpgroup's TMA copies; nothing: every thread's cp.async)."""
     if not cfg or not cfg.get("kernel"):
         return "n/a"
     tiles = f"{cfg['block_m']}x{cfg['block_n']}" + (f"x{cfg['block_k']}" if cfg.get("block_k") else "")
     text = f"{tiles}, {cfg['num_warps']} warps, {cfg['num_stages']} stage{'s' if cfg['num_stages'] != 1 else ''}"
     if cfg.get("min_ctas_per_sm"):
         text += f", {cfg['min_ctas_per_sm']}/SM"
+    text += {1: ", TMA", 2: ", TMA producer"}.get(cfg.get("copy_method", 0), "")
     return text
 
 
@@ -832,7 +834,8 @@ def run_protocol(ctx: Context):
         "- tilejit: tilejit_attention_forward with autotune = 1; its first call for a shape bucket tunes "
         "(compiles every candidate config in parallel and times them; winners cached on disk). 'tilejit config' "
         "is the autotuner's pick (tilejit_last_launch_config): BLOCK_M x BLOCK_N, warps, pipeline stages, and "
-        "n/SM when registers are capped so n programs share an SM.",
+        "n/SM when registers are capped so n programs share an SM; TMA when the K/V tiles are copied by the Tensor "
+        "Memory Accelerator (TMA producer: issued by a producer warpgroup), else by every thread's cp.async.",
         "- Peers: SDPA with sdpa_kernel(CUDNN_ATTENTION) and sdpa_kernel(FLASH_ATTENTION) (is_causal); "
         "FlexAttention = torch.compile(flex_attention, dynamic=False), no score_mod, causal through "
         "create_block_mask built once per shape outside the timing.",

@@ -8,9 +8,15 @@
 
 #include "codegen/mma.h"
 #include "codegen/software_pipeline.h"
+#include "tilejit/launch.h"
 
 namespace tilejit::codegen {
 namespace {
+
+// Consumers in whole warpgroups (wgmma's unit), and the producer warpgroup within a block's 32 warps.
+bool whole_warpgroups_with_producer(int num_warps) {
+  return num_warps > 0 && num_warps % 4 == 0 && num_warps + kProducerWarps <= 32;
+}
 
 bool producer_may_compute(const ir::Op &op) {
   if (op.kind == ir::OpKind::ProgramId || op.kind == ir::OpKind::NumPrograms) return true;
@@ -90,7 +96,7 @@ std::string why_not_specialized(const ir::Function &fn, const LoweringPlan &plan
   const CodegenOptions &o = plan.opts;
   if (!o.warp_specialize) return "warp specialization is off (LaunchConfig::warp_specialize, --warp-specialize)";
   if (!kernel_uses_wgmma(fn, o)) return "only a kernel whose dots run on wgmma (sm_90a) is warp-specialized";
-  if (o.num_warps % 4 || o.num_warps + kProducerWarps > 32)
+  if (!whole_warpgroups_with_producer(o.num_warps))
     return fmt::format("{} warps do not make whole warpgroups with room for a producer warpgroup", o.num_warps);
   if (const RegisterSplit regs = register_split(o.num_warps, o.min_ctas_per_sm); regs.entry < kMinEntryRegisters)
     return fmt::format("{} consumer warps and a producer warpgroup at {} programs per SM start with {} registers per "
@@ -132,3 +138,12 @@ RegisterSplit register_split(int num_warps, int min_ctas_per_sm) {
 }
 
 }  // namespace tilejit::codegen
+
+namespace tilejit {
+
+TILEJIT_EXPORT bool warp_specialization_fits(int num_warps, int min_ctas_per_sm) {
+  return codegen::whole_warpgroups_with_producer(num_warps) &&
+         codegen::register_split(num_warps, min_ctas_per_sm).entry >= codegen::kMinEntryRegisters;
+}
+
+}  // namespace tilejit

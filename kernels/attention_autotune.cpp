@@ -1,8 +1,9 @@
 // Autotuning of the attention forward's configuration (Options::autotune, attention::tune).
 //
 // Candidates: BLOCK_M ∈ {64,128} × BLOCK_N ∈ {32,64,128} × num_warps ∈ {4,8} × num_stages ∈ {1,2,3} (and the
-// register-capped ones of kernels/launch_options.h); the autotuner skips those whose accumulators cannot fit
-// their register cap and, on an arch and head dim with measurements, those that never won there
+// register-capped ones), each with every copy method of the arch (cp.async; on sm_90a also TMA and a producer
+// warpgroup; kernels/launch_options.h); the autotuner skips those whose accumulators cannot fit their register
+// cap and, on an arch and head dim with measurements, those that never won there
 // (kernels/autotune_prior.h), compiles the rest in parallel, drops those that do not fit or spill, and times the
 // survivors on the call's own inputs (rotated among copies when they are small, so the L2 cache does not
 // flatter them) while the outputs are snapshot and restored. The shape key buckets the sizes to powers of two,
@@ -28,10 +29,11 @@ std::string shape_key(const Shape &s, const Options &opt) {
                      autotune::pow2_bucket(s.seqlen_k), autotune::pow2_bucket(int64_t(s.batch) * s.heads));
 }
 
-std::vector<autotune::Config> candidates() {
+std::vector<autotune::Config> candidates(const Options &opt) {
   std::vector<autotune::Config> c =
       autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3});
-  return kernels::more_per_sm_candidates() ? kernels::with_more_per_sm(std::move(c)) : c;
+  if (kernels::more_per_sm_candidates()) c = kernels::with_more_per_sm(std::move(c));
+  return kernels::with_copy_methods_of(opt, std::move(c));
 }
 
 // Bytes from a tensor's base pointer to the end of its furthest element.
@@ -63,7 +65,7 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
   t.kernel = "attention_fwd";
   t.key = key;
   t.arch = opt.arch;
-  t.configs = candidates();
+  t.configs = candidates(opt);
   t.stream = opt.stream;
   t.flops = forward_flops(s, opt.causal);
   t.compile = [&](const autotune::Config &c) { return compile(p, s, L, kernels::with_tuned_config(opt, c)); };

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/launch_options.h"
 #include "tilejit/error.h"
 
 namespace tilejit::kernels {
@@ -27,6 +28,14 @@ std::vector<autotune::Config> parse_all(std::initializer_list<const char *> text
 // 128x128 head-dim-128 winner is left out: two 32 KiB operand tiles per stage fit the pipeline's 160 KiB only
 // twice (codegen/pipeline.cpp), so it compiles to the num_stages=2 kernel.
 constexpr const char *kArch = "sm_90a";
+
+// Forward winners on sm_90a, each also with TMA copies and with a producer warpgroup where one fits
+// (with_copy_methods): on an H100 (sm_90a) the TMA twin of each cp.async winner beat it at every forward shape
+// measured (d 64 and 128, seqlen 1024-16384, causal and not: 5-18% faster), and the producer warpgroup's twin
+// tied or beat the TMA one (bench/results/LEARNED.md, "Copy methods"). The tuner times all three.
+std::vector<autotune::Config> forward_winners(std::initializer_list<const char *> texts) {
+  return with_copy_methods(parse_all(texts), kArch);
+}
 
 }  // namespace
 
@@ -77,13 +86,13 @@ std::vector<autotune::Config> attention_prior(const std::string &arch, int head_
   // Measured at seqlens 512-16384 (12 shapes per head dim: causal or not, batch·heads = 16384·16/seqlen).
   if (arch != kArch || seqlen_k_bucket < 512) return {};
   if (head_dim == 64 && register_capped)
-    return parse_all({
+    return forward_winners({
         "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=2",  // non-causal everywhere, causal 16384
         "BLOCK_M=128 BLOCK_N=128 MIN_CTAS=2 num_warps=8 num_stages=3",  // causal 4096, 8192
         "BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=2",               // causal 512-2048
     });
   if (head_dim == 64)
-    return parse_all({
+    return forward_winners({
         "BLOCK_M=64 BLOCK_N=128 num_warps=4 num_stages=2",   // non-causal 1024, 2048, 16384; causal 2048-8192
         "BLOCK_M=128 BLOCK_N=128 num_warps=4 num_stages=2",  // non-causal 4096, 8192
         "BLOCK_M=128 BLOCK_N=128 num_warps=4 num_stages=3",  // causal 16384
@@ -91,12 +100,12 @@ std::vector<autotune::Config> attention_prior(const std::string &arch, int head_
         "BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=2",    // causal 512, 1024
     });
   if (head_dim == 128 && register_capped)
-    return parse_all({
+    return forward_winners({
         "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",  // causal and non-causal 512-8192
         "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",            // causal and non-causal 16384
     });
   if (head_dim == 128)
-    return parse_all({
+    return forward_winners({
         "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",  // every shape but one (with its num_stages=3 twin)
         "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2",    // causal 512
     });
@@ -109,21 +118,21 @@ std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, in
   // ALiBi, soft-capping 50, a document mask, causal and a causal sliding window of 256.
   if (arch != kArch || dim_qk != 128 || dim_v != 128 || seqlen_k_bucket < 1024) return {};
   if (band == FlexBandClass::Dense && register_capped)
-    return parse_all({
+    return forward_winners({
         "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",  // every mod and seqlen but two
         "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",            // causal 4096, 16384 (and the s3 twin)
     });
   if (band == FlexBandClass::Dense)
-    return parse_all({
+    return forward_winners({
         "BLOCK_M=128 BLOCK_N=128 num_warps=8 num_stages=2",  // no mod, ALiBi, soft-cap, causal (and the s3 twin)
         "BLOCK_M=128 BLOCK_N=64 num_warps=4 num_stages=2",   // the document mask
     });
   if (band == FlexBandClass::Narrow && register_capped)
-    return parse_all({
+    return forward_winners({
         "BLOCK_M=64 BLOCK_N=32 MIN_CTAS=4 num_warps=4 num_stages=2",  // the causal window of 256, every seqlen
     });
   if (band == FlexBandClass::Narrow)
-    return parse_all({
+    return forward_winners({
         "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=2",
         "BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=3",
     });

@@ -11,6 +11,7 @@
 
 #include "kernels/attention_internal.h"
 #include "kernels/c_api_guard.h"
+#include "kernels/launch_options.h"
 #include "kernels/matmul_autotune.h"
 #include "runtime/runtime.h"
 #include "tilejit/attention.h"
@@ -73,8 +74,8 @@ void attention_call(const void *q, const void *k, const void *v, void *out, floa
   const bool tuned = opt.autotune && opt.backend == Backend::GPU;
   if (tuned) opt = attention::detail::tuned_options(p, shape, L, opt, {}, nullptr);
   attention::forward_strided(p.q, p.k, p.v, p.out, p.lse, shape, L.q, L.k, L.v, L.o, opt);
-  c_api_detail::set_last_launch_config("attention_fwd", opt.block_m, opt.block_n, 0, opt.num_warps, opt.num_stages,
-                                       opt.min_ctas_per_sm, tuned);
+  c_api_detail::set_last_launch_config("attention_fwd", opt.block_m, opt.block_n, 0, kernels::launch_config_of(opt),
+                                       tuned);
 }
 
 void fill_stats(const runtime::CompileStats &s, double trace_ms, tilejit_compile_stats *out) {
@@ -93,17 +94,18 @@ namespace tilejit::c_api_detail {
 // Every C ABI file (this one and c_api_flex.cpp) reports through tilejit_last_error() with this.
 void set_last_error(std::string message) { g_last_error = std::move(message); }
 
-void set_last_launch_config(const char *kernel, int block_m, int block_n, int block_k, int num_warps,
-                            int num_stages, int min_ctas_per_sm, bool autotuned) {
+void set_last_launch_config(const char *kernel, int block_m, int block_n, int block_k, const LaunchConfig &launch,
+                            bool autotuned) {
   tilejit_launch_config c{};
   std::strncpy(c.kernel, kernel, sizeof(c.kernel) - 1);
   c.block_m = block_m;
   c.block_n = block_n;
   c.block_k = block_k;
-  c.num_warps = num_warps;
-  c.num_stages = num_stages;
-  c.min_ctas_per_sm = min_ctas_per_sm;
+  c.num_warps = launch.num_warps;
+  c.num_stages = launch.num_stages;
+  c.min_ctas_per_sm = launch.min_ctas_per_sm;
   c.autotuned = autotuned ? 1 : 0;
+  c.copy_method = launch.warp_specialize ? 2 : launch.tma ? 1 : 0;
   g_last_launch = c;
 }
 }  // namespace tilejit::c_api_detail
@@ -155,16 +157,19 @@ int tilejit_matmul(const void *a, const void *b, void *c, int M, int N, int K, i
       cfg.backend = Backend::Interpreter;
       kernels::MatmulBlocks blocks;
       kernels::matmul(device_ptr(a), device_ptr(b), device_ptr(c), M, N, K, dt, cfg, blocks);
-      c_api_detail::set_last_launch_config("matmul", blocks.m, blocks.n, blocks.k, cfg.num_warps, cfg.num_stages,
-                                           cfg.min_ctas_per_sm, false);
+      c_api_detail::set_last_launch_config("matmul", blocks.m, blocks.n, blocks.k, cfg, false);
       return;
     }
     Stream borrowed(Stream::Borrow{}, stream);
     autotune::Config chosen;
     kernels::matmul_autotuned(device_ptr(a), device_ptr(b), device_ptr(c), M, N, K, dt, &borrowed, {}, nullptr,
                               &chosen);
+    LaunchConfig launch;
+    launch.num_warps = chosen.num_warps;
+    launch.num_stages = chosen.num_stages;
+    launch.min_ctas_per_sm = chosen.get_or("MIN_CTAS", 0);
     c_api_detail::set_last_launch_config("matmul", chosen.get("BLOCK_M"), chosen.get("BLOCK_N"), chosen.get("BLOCK_K"),
-                                         chosen.num_warps, chosen.num_stages, chosen.get_or("MIN_CTAS", 0), true);
+                                         kernels::with_copy_method(launch, chosen), true);
   });
 }
 

@@ -174,8 +174,8 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
     variant.doc_ids.set(DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(vs.doc_ids)), size_t(batch) * seqlen_q * 4});
   if (bwd) {  // no tuning; a document mask's block mask is built by flex_backward itself (BlockMaskMode::Auto)
     attention::flex_backward(pq, pk, pv, po, plse, pdo, pdq, pdk, pdv, shape, opt);
-    c_api_detail::set_last_launch_config("flex_attention_bwd", opt.block_m, opt.block_n, 0, opt.num_warps,
-                                         opt.num_stages, opt.min_ctas_per_sm, false);
+    c_api_detail::set_last_launch_config("flex_attention_bwd", opt.block_m, opt.block_n, 0,
+                                         kernels::launch_config_of(opt), false);
     return;
   }
   if (vs.autotune && be == Backend::GPU) {
@@ -196,8 +196,8 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
     }
   }
   attention::flex_forward(pq, pk, pv, po, plse, shape, opt);
-  c_api_detail::set_last_launch_config("flex_attention_fwd", opt.block_m, opt.block_n, 0, opt.num_warps,
-                                       opt.num_stages, opt.min_ctas_per_sm, vs.autotune && be == Backend::GPU);
+  c_api_detail::set_last_launch_config("flex_attention_fwd", opt.block_m, opt.block_n, 0,
+                                       kernels::launch_config_of(opt), vs.autotune && be == Backend::GPU);
 }
 
 }  // namespace

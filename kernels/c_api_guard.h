@@ -11,6 +11,7 @@
 #include "tilejit/buffer.h"
 #include "tilejit/c_api.h"
 #include "tilejit/error.h"
+#include "tilejit/launch.h"
 
 namespace tilejit::c_api_detail {
 
@@ -18,9 +19,10 @@ namespace tilejit::c_api_detail {
 void set_last_error(std::string message);
 
 /// Records the configuration a successful call launched with, for tilejit_last_launch_config() (this
-/// thread's; defined in c_api.cpp). `kernel` is copied (truncated to the field's size).
-void set_last_launch_config(const char *kernel, int block_m, int block_n, int block_k, int num_warps,
-                            int num_stages, int min_ctas_per_sm, bool autotuned);
+/// thread's; defined in c_api.cpp): tile sizes, and num_warps, num_stages, min_ctas_per_sm and the copy method
+/// from `launch`. `kernel` is copied (truncated to the field's size).
+void set_last_launch_config(const char *kernel, int block_m, int block_n, int block_k, const LaunchConfig &launch,
+                            bool autotuned);
 
 /// Runs f; returns TILEJIT_OK and clears the error, or the code of the exception with the message
 /// "<function>: <what>".

@@ -75,8 +75,39 @@ inline std::vector<autotune::Config> with_more_per_sm(std::vector<autotune::Conf
   return configs;
 }
 
-/// o with the config's BLOCK_M, BLOCK_N, num_warps, num_stages and MIN_CTAS (0 when absent), and autotuning
-/// off (the config is final).
+/// The configs, and on sm_90a each again with TMA=1 (LaunchConfig::tma: the pipelined operand tiles copied by the
+/// Tensor Memory Accelerator) and, where a producer warpgroup fits (warp_specialization_fits), with
+/// WARP_SPECIALIZE=1 (LaunchConfig::warp_specialize: that warpgroup issues the copies): the copy method is a
+/// tuning choice like the tile sizes. Other archs have no TMA: the configs as they are.
+inline std::vector<autotune::Config> with_copy_methods(std::vector<autotune::Config> configs,
+                                                       const std::string &arch) {
+  if (arch != "sm_90a") return configs;
+  size_t n = configs.size();
+  for (size_t i = 0; i < n; ++i) {
+    autotune::Config tma = configs[i];
+    tma.constants.emplace_back("TMA", 1);
+    configs.push_back(std::move(tma));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!warp_specialization_fits(configs[i].num_warps, configs[i].get_or("MIN_CTAS", 0))) continue;
+    autotune::Config ws = configs[i];
+    ws.constants.emplace_back("WARP_SPECIALIZE", 1);
+    configs.push_back(std::move(ws));
+  }
+  return configs;
+}
+
+/// l (a LaunchConfig or an options struct) with the copy method a config names (with_copy_methods); a config that
+/// names none leaves l's own.
+template <class Launch>
+Launch with_copy_method(Launch l, const autotune::Config &c) {
+  l.tma = l.tma || c.get_or("TMA", 0) != 0;
+  l.warp_specialize = l.warp_specialize || c.get_or("WARP_SPECIALIZE", 0) != 0;
+  return l;
+}
+
+/// o with the config's BLOCK_M, BLOCK_N, num_warps, num_stages, MIN_CTAS (0 when absent) and copy method, and
+/// autotuning off (the config is final).
 template <class Options>
 Options with_tuned_config(Options o, const autotune::Config &c) {
   o.block_m = c.get("BLOCK_M");
@@ -85,7 +116,14 @@ Options with_tuned_config(Options o, const autotune::Config &c) {
   o.num_stages = c.num_stages;
   o.min_ctas_per_sm = c.get_or("MIN_CTAS", 0);
   o.autotune = false;
-  return o;
+  return with_copy_method(std::move(o), c);
+}
+
+/// The candidates of an autotuned call whose options state no copy method, with the copy methods (with_copy_methods);
+/// a call that asks for TMA or warp specialization itself keeps its configs.
+template <class Options>
+std::vector<autotune::Config> with_copy_methods_of(const Options &o, std::vector<autotune::Config> configs) {
+  return o.tma || o.warp_specialize ? configs : with_copy_methods(std::move(configs), o.arch);
 }
 
 }  // namespace tilejit::kernels

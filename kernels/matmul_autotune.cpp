@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "kernels/autotune_prior.h"
+#include "kernels/launch_options.h"
 #include "runtime/autotune_device.h"
 #include "runtime/runtime.h"
 #include "tilejit/buffer.h"
@@ -25,14 +26,14 @@ LaunchConfig launch_config(const autotune::Config &c, const std::string &arch, S
   cfg.backend = Backend::GPU;
   cfg.stream = stream;
   cfg.arch = arch;
-  return cfg;
+  return with_copy_method(cfg, c);
 }
 
 MatmulBlocks blocks(const autotune::Config &c) { return {c.get("BLOCK_M"), c.get("BLOCK_N"), c.get("BLOCK_K")}; }
 
 }  // namespace
 
-std::vector<autotune::Config> matmul_candidates(DType dtype) {
+std::vector<autotune::Config> matmul_candidates(DType dtype, const std::string &arch) {
   std::vector<autotune::Config> cs = autotune::cartesian(
       {{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128, 256}}, {"BLOCK_K", {32, 64}}}, {4, 8}, {1, 2, 3, 4});
   // A 16-bit config whose stage buffers outgrow the pipeline's budget compiles to its twin with fewer stages.
@@ -42,7 +43,8 @@ std::vector<autotune::Config> matmul_candidates(DType dtype) {
              int64_t(c.num_stages) * (c.get("BLOCK_M") + c.get("BLOCK_N")) * c.get("BLOCK_K") * 2 >
                  kMaxPipelineBytes;
     });
-  return cs;
+  // TMA and warp specialization serve wgmma's operands: 16-bit dtypes only.
+  return dtype == DType::f32 ? cs : with_copy_methods(std::move(cs), arch);
 }
 
 void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K, DType dtype, Stream *stream,
@@ -71,7 +73,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   t.kernel = "matmul";
   t.key = key;
   t.arch = arch;
-  t.configs = matmul_candidates(dtype);
+  t.configs = matmul_candidates(dtype, arch);
   t.stream = stream;
   t.flops = 2.0 * M * N * K;
   t.compile = [&](const autotune::Config &cf) {

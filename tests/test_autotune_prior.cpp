@@ -11,6 +11,7 @@
 #include "kernels/matmul_autotune.h"
 #include "runtime/jit_log.h"
 #include "test_codegen_util.h"
+#include "tilejit/attention.h"
 #include "tilejit/autotune.h"
 #include "tilejit/error.h"
 #include "tilejit/kernels.h"
@@ -21,13 +22,17 @@ using autotune::Config;
 
 namespace {
 
-// The candidate lists of kernels/attention_autotune.cpp and kernels/flex/flex_autotune.cpp (register-capped
-// configs on, their default); matmul's comes from kernels/matmul_autotune.h.
+// The candidate lists on sm_90a of kernels/attention_autotune.cpp and kernels/flex/flex_autotune.cpp
+// (register-capped configs on, their default); matmul's comes from kernels/matmul_autotune.h.
 std::vector<Config> attention_candidates() {
-  return with_more_per_sm(autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3}));
+  return with_copy_methods(
+      with_more_per_sm(autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {1, 2, 3})),
+      "sm_90a");
 }
 std::vector<Config> flex_candidates() {
-  return with_more_per_sm(autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {2, 3}));
+  return with_copy_methods(
+      with_more_per_sm(autotune::cartesian({{"BLOCK_M", {64, 128}}, {"BLOCK_N", {32, 64, 128}}}, {4, 8}, {2, 3})),
+      "sm_90a");
 }
 
 bool contains(const std::vector<Config> &cs, const Config &c) { return std::find(cs.begin(), cs.end(), c) != cs.end(); }
@@ -40,7 +45,7 @@ bool fits(const autotune::Estimate &e, const Config &c) {
 
 TEST_CASE("parse_config reads Config::str() back", "[autotune]") {
   for (const Config &c : attention_candidates()) CHECK(parse_config(c.str()) == c);
-  for (const Config &c : matmul_candidates(DType::bf16)) CHECK(parse_config(c.str()) == c);
+  for (const Config &c : matmul_candidates(DType::bf16, "sm_90a")) CHECK(parse_config(c.str()) == c);
   CHECK_THROWS_WITH(parse_config("BLOCK_M=128 num_warps=8"), Catch::Contains("needs num_warps and num_stages"));
   CHECK_THROWS_WITH(parse_config("BLOCK_M=12x num_warps=8 num_stages=2"),
                     Catch::Contains("'BLOCK_M=12x' is not NAME=integer"));
@@ -83,12 +88,59 @@ TEST_CASE("every prior entry is a candidate of its kernel and passes its estimat
     CHECK_FALSE(prior.empty());
     for (const Config &c : prior) {
       INFO("matmul: " << c.str());
-      CHECK(contains(matmul_candidates(dt), c));
+      CHECK(contains(matmul_candidates(dt, "sm_90a"), c));
       CHECK(fits(matmul_estimate(c, 2), c));
       ++entries;
     }
   }
   CHECK(entries >= 20);
+}
+
+TEST_CASE("the copy methods are tuning choices on sm_90a only", "[autotune]") {
+  std::vector<Config> base{parse_config("BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2"),
+                           parse_config("BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2"),
+                           parse_config("BLOCK_M=64 BLOCK_N=64 num_warps=2 num_stages=2")};
+  CHECK(with_copy_methods(base, "sm_80") == base);
+  CHECK(with_copy_methods(base, "sm_90") == base);  // TMA copies feed wgmma: sm_90a's kernels only
+  std::vector<Config> all = with_copy_methods(base, "sm_90a");
+  std::vector<std::string> texts;
+  for (const Config &c : all) texts.push_back(c.str());
+  // Every config with TMA; a producer warpgroup only where its 4 warps leave each thread ≥ 128 registers at entry
+  // and the consumers make whole warpgroups: 8 warps alone (12 warps · 170 registers), not at two per SM (85).
+  CHECK(texts == std::vector<std::string>{
+                     "BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2",
+                     "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 num_warps=8 num_stages=2",
+                     "BLOCK_M=64 BLOCK_N=64 num_warps=2 num_stages=2",
+                     "BLOCK_M=128 BLOCK_N=64 TMA=1 num_warps=8 num_stages=2",
+                     "BLOCK_M=128 BLOCK_N=64 MIN_CTAS=2 TMA=1 num_warps=8 num_stages=2",
+                     "BLOCK_M=64 BLOCK_N=64 TMA=1 num_warps=2 num_stages=2",
+                     "BLOCK_M=128 BLOCK_N=64 WARP_SPECIALIZE=1 num_warps=8 num_stages=2",
+                 });
+  CHECK(warp_specialization_fits(4, 0));
+  CHECK(warp_specialization_fits(8, 1));
+  CHECK_FALSE(warp_specialization_fits(8, 2));
+  CHECK_FALSE(warp_specialization_fits(4, 4));
+  CHECK_FALSE(warp_specialization_fits(2, 0));
+  CHECK_FALSE(warp_specialization_fits(32, 0));
+  for (const Config &c : all) CHECK(parse_config(c.str()) == c);
+
+  // A tuned config sets the options' copy method; options that ask for one keep it and are not offered others.
+  attention::Options o;
+  o.arch = "sm_90a";
+  o.autotune = true;
+  attention::Options tma = with_tuned_config(o, all[3]), ws = with_tuned_config(o, all[6]),
+                     plain = with_tuned_config(o, all[0]);
+  CHECK((tma.tma && !tma.warp_specialize && !tma.autotune && tma.block_n == 64));
+  CHECK((ws.warp_specialize && !ws.tma));  // warp_specialize implies TMA (LaunchConfig::warp_specialize)
+  CHECK((!plain.tma && !plain.warp_specialize));
+  CHECK(with_copy_methods_of(o, base).size() == 7);
+  o.tma = true;
+  CHECK(with_copy_methods_of(o, base) == base);
+  CHECK(with_tuned_config(o, all[0]).tma);
+  LaunchConfig l = with_copy_method(LaunchConfig{}, all[6]);
+  CHECK((l.warp_specialize && !l.tma));
+  CHECK(matmul_candidates(DType::f32, "sm_90a") == matmul_candidates(DType::f32, "sm_80"));
+  CHECK(matmul_candidates(DType::bf16, "sm_90a").size() > 2 * matmul_candidates(DType::bf16, "sm_80").size());
 }
 
 TEST_CASE("classes without measurements have no prior", "[autotune]") {

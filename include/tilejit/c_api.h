@@ -195,6 +195,8 @@ typedef struct tilejit_launch_config {
   int num_warps, num_stages;
   int min_ctas_per_sm;   /* 0: registers uncapped; n > 0: capped so that n programs fit per SM */
   int autotuned;         /* nonzero: the autotuner chose it (tuned by this call or found in its cache) */
+  int copy_method;       /* how pipelined operand tiles are copied to shared memory: 0 cp.async (every thread),
+                            1 TMA (one thread per tile, sm_90a), 2 TMA issued by a producer warpgroup (sm_90a) */
 } tilejit_launch_config;
 
 /* The configuration used by the most recent tilejit_attention_forward, tilejit_attention_forward_config,

@@ -1,7 +1,8 @@
 // Autotuning of the flex kernel's configuration (FlexOptions::autotune).
 //
 // Candidates: BLOCK_M ∈ {64,128} × BLOCK_N ∈ {32,64,128} × num_warps ∈ {4,8} × num_stages ∈ {2,3} (BLOCK_M/N
-// fixed to a given block mask's), and the register-capped ones of kernels/launch_options.h; the tuner compiles
+// fixed to a given block mask's), and the register-capped ones, each with every copy method of the arch
+// (kernels/launch_options.h: cp.async; on sm_90a also TMA and a producer warpgroup); the tuner compiles
 // only those that fit their register cap and, where measured, won the call's class of mask and head dims
 // (kernels/autotune_prior.h: a narrow band, or everything else). Which config wins depends strongly on the
 // mods: a narrow sliding window visits few key blocks per program and prefers small tiles, full attention large
@@ -115,6 +116,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   t.arch = opt.arch;
   t.configs = autotune::cartesian({{"BLOCK_M", bms}, {"BLOCK_N", bns}}, {4, 8}, {2, 3});
   if (kernels::more_per_sm_candidates()) t.configs = kernels::with_more_per_sm(std::move(t.configs));
+  t.configs = kernels::with_copy_methods_of(opt, std::move(t.configs));
   t.stream = opt.stream;
   std::shared_ptr<KernelBase> kernel = flex_kernel(opt.dtype, opt.score_mod, opt.mask);
   t.compile = [&](const autotune::Config &c) {
