@@ -38,7 +38,8 @@ struct Options {
   /// GPU only: ignore block_m/block_n/num_warps/num_stages/min_ctas_per_sm and use the autotuner's winner for
   /// this shape (BLOCK_M ∈ {64,128}, BLOCK_N ∈ {32,64,128}, num_warps ∈ {4,8}, num_stages ∈ {1,2,3}; and,
   /// unless TILEJIT_AUTOTUNE_MORE_PER_SM=0, with registers capped at 128: 8 warps at min_ctas_per_sm 2,
-  /// 4 warps with BLOCK_M=64 at 4), keyed by dtype,
+  /// 4 warps with BLOCK_M=64 at 4; on sm_90a each also with tma and, where a producer warpgroup fits, with
+  /// warp_specialize — unless tma or warp_specialize is set, which then holds for every candidate), keyed by dtype,
   /// head_dim, causal and the next powers of two of seqlen_q, seqlen_k and batch·heads. The first call for
   /// a key tunes (seconds; outputs are restored afterwards), later calls and later processes reuse the winner.
   bool autotune = false;
