@@ -8,7 +8,6 @@
 
 #include "codegen/mma.h"
 #include "codegen/software_pipeline.h"
-#include "tilejit/launch.h"
 
 namespace tilejit::codegen {
 namespace {
@@ -96,12 +95,13 @@ std::string why_not_specialized(const ir::Function &fn, const LoweringPlan &plan
   const CodegenOptions &o = plan.opts;
   if (!o.warp_specialize) return "warp specialization is off (LaunchConfig::warp_specialize, --warp-specialize)";
   if (!kernel_uses_wgmma(fn, o)) return "only a kernel whose dots run on wgmma (sm_90a) is warp-specialized";
-  if (!whole_warpgroups_with_producer(o.num_warps))
-    return fmt::format("{} warps do not make whole warpgroups with room for a producer warpgroup", o.num_warps);
-  if (const RegisterSplit regs = register_split(o.num_warps, o.min_ctas_per_sm); regs.entry < kMinEntryRegisters)
+  if (!producer_warpgroup_fits(o.num_warps, o.min_ctas_per_sm)) {
+    if (!whole_warpgroups_with_producer(o.num_warps))
+      return fmt::format("{} warps do not make whole warpgroups with room for a producer warpgroup", o.num_warps);
     return fmt::format("{} consumer warps and a producer warpgroup at {} programs per SM start with {} registers per "
                        "thread, fewer than the {} a wgmma kernel needs", o.num_warps, std::max(1, o.min_ctas_per_sm),
-                       regs.entry, kMinEntryRegisters);
+                       register_split(o.num_warps, o.min_ctas_per_sm).entry, kMinEntryRegisters);
+  }
   if (loop.kind != ir::OpKind::For || loop.parent != fn.body.get())
     return "only a loop at the top level of the kernel's body (it runs once) is fed by the producer";
   bool carries_tile = false;
@@ -125,6 +125,10 @@ void specialize_warps(const ir::Function &fn, LoweringPlan &plan, const std::uno
   }
 }
 
+bool producer_warpgroup_fits(int num_warps, int min_ctas_per_sm) {
+  return whole_warpgroups_with_producer(num_warps) && register_split(num_warps, min_ctas_per_sm).entry >= kMinEntryRegisters;
+}
+
 RegisterSplit register_split(int num_warps, int min_ctas_per_sm) {
   const int ctas = std::max(1, min_ctas_per_sm), threads = 32 * (num_warps + kProducerWarps);
   RegisterSplit r;
@@ -138,12 +142,3 @@ RegisterSplit register_split(int num_warps, int min_ctas_per_sm) {
 }
 
 }  // namespace tilejit::codegen
-
-namespace tilejit {
-
-TILEJIT_EXPORT bool warp_specialization_fits(int num_warps, int min_ctas_per_sm) {
-  return codegen::whole_warpgroups_with_producer(num_warps) &&
-         codegen::register_split(num_warps, min_ctas_per_sm).entry >= codegen::kMinEntryRegisters;
-}
-
-}  // namespace tilejit

@@ -51,4 +51,8 @@ TILEJIT_EXPORT RegisterSplit register_split(int num_warps, int min_ctas_per_sm);
 /// accumulators against the entry count (C7602 "insufficient registers" below it), whatever setmaxnreg raises later.
 inline constexpr int kMinEntryRegisters = 128;
 
+/// Whether `num_warps` consumer warps at `min_ctas_per_sm` programs per SM have room for the producer warpgroup:
+/// whole warpgroups, at most 32 warps with it, and at least kMinEntryRegisters per thread at entry.
+TILEJIT_EXPORT bool producer_warpgroup_fits(int num_warps, int min_ctas_per_sm);
+
 }  // namespace tilejit::codegen

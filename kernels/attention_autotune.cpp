@@ -24,9 +24,10 @@ namespace tilejit::attention::detail {
 namespace {
 
 std::string shape_key(const Shape &s, const Options &opt) {
-  return fmt::format("{} d={} causal={} sq<={} sk<={} bh<={}", opt.dtype == DType::bf16 ? "bf16" : "f16",
+  return fmt::format("{} d={} causal={} sq<={} sk<={} bh<={}{}", opt.dtype == DType::bf16 ? "bf16" : "f16",
                      s.head_dim, opt.causal ? 1 : 0, autotune::pow2_bucket(s.seqlen_q),
-                     autotune::pow2_bucket(s.seqlen_k), autotune::pow2_bucket(int64_t(s.batch) * s.heads));
+                     autotune::pow2_bucket(s.seqlen_k), autotune::pow2_bucket(int64_t(s.batch) * s.heads),
+                     kernels::fixed_copy_method_key(opt));
 }
 
 std::vector<autotune::Config> candidates(const Options &opt) {

@@ -105,7 +105,7 @@ void set_last_launch_config(const char *kernel, int block_m, int block_n, int bl
   c.num_stages = launch.num_stages;
   c.min_ctas_per_sm = launch.min_ctas_per_sm;
   c.autotuned = autotuned ? 1 : 0;
-  c.copy_method = launch.warp_specialize ? 2 : launch.tma ? 1 : 0;
+  c.copy_method = runtime::copy_method(launch);
   g_last_launch = c;
 }
 }  // namespace tilejit::c_api_detail
@@ -164,12 +164,8 @@ int tilejit_matmul(const void *a, const void *b, void *c, int M, int N, int K, i
     autotune::Config chosen;
     kernels::matmul_autotuned(device_ptr(a), device_ptr(b), device_ptr(c), M, N, K, dt, &borrowed, {}, nullptr,
                               &chosen);
-    LaunchConfig launch;
-    launch.num_warps = chosen.num_warps;
-    launch.num_stages = chosen.num_stages;
-    launch.min_ctas_per_sm = chosen.get_or("MIN_CTAS", 0);
     c_api_detail::set_last_launch_config("matmul", chosen.get("BLOCK_M"), chosen.get("BLOCK_N"), chosen.get("BLOCK_K"),
-                                         kernels::with_copy_method(launch, chosen), true);
+                                         kernels::matmul_launch_config(chosen, "", &borrowed), true);
   });
 }
 

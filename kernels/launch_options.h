@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "runtime/env.h"
+#include "runtime/runtime.h"
 #include "tilejit/autotune.h"
 #include "tilejit/launch.h"
 
@@ -76,7 +77,7 @@ inline std::vector<autotune::Config> with_more_per_sm(std::vector<autotune::Conf
 }
 
 /// The configs, and on sm_90a each again with TMA=1 (LaunchConfig::tma: the pipelined operand tiles copied by the
-/// Tensor Memory Accelerator) and, where a producer warpgroup fits (warp_specialization_fits), with
+/// Tensor Memory Accelerator) and, where a producer warpgroup fits (runtime::warp_specialization_fits), with
 /// WARP_SPECIALIZE=1 (LaunchConfig::warp_specialize: that warpgroup issues the copies): the copy method is a
 /// tuning choice like the tile sizes. Other archs have no TMA: the configs as they are.
 inline std::vector<autotune::Config> with_copy_methods(std::vector<autotune::Config> configs,
@@ -89,7 +90,7 @@ inline std::vector<autotune::Config> with_copy_methods(std::vector<autotune::Con
     configs.push_back(std::move(tma));
   }
   for (size_t i = 0; i < n; ++i) {
-    if (!warp_specialization_fits(configs[i].num_warps, configs[i].get_or("MIN_CTAS", 0))) continue;
+    if (!runtime::warp_specialization_fits(configs[i].num_warps, configs[i].get_or("MIN_CTAS", 0))) continue;
     autotune::Config ws = configs[i];
     ws.constants.emplace_back("WARP_SPECIALIZE", 1);
     configs.push_back(std::move(ws));
@@ -119,11 +120,19 @@ Options with_tuned_config(Options o, const autotune::Config &c) {
   return with_copy_method(std::move(o), c);
 }
 
-/// The candidates of an autotuned call whose options state no copy method, with the copy methods (with_copy_methods);
-/// a call that asks for TMA or warp specialization itself keeps its configs.
+/// The candidates of an autotuned call with the copy methods (with_copy_methods), unless the call's options or the
+/// environment (runtime::env_fixes_copy_method) fix the method: then its configs as they are.
 template <class Options>
 std::vector<autotune::Config> with_copy_methods_of(const Options &o, std::vector<autotune::Config> configs) {
-  return o.tma || o.warp_specialize ? configs : with_copy_methods(std::move(configs), o.arch);
+  if (o.tma || o.warp_specialize || runtime::env_fixes_copy_method()) return configs;
+  return with_copy_methods(std::move(configs), o.arch);
+}
+
+/// The part of an autotuner's shape key that says which copy method the call's options fix ("" when the tuner
+/// chooses): calls that fix different ones have different candidates and winners.
+template <class Options>
+std::string fixed_copy_method_key(const Options &o) {
+  return o.warp_specialize ? " copy=warp_specialize" : o.tma ? " copy=tma" : "";
 }
 
 }  // namespace tilejit::kernels

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "kernels/autotune_prior.h"
-#include "kernels/launch_options.h"
 #include "runtime/autotune_device.h"
 #include "runtime/runtime.h"
 #include "tilejit/buffer.h"
@@ -19,21 +18,21 @@ namespace {
 std::mutex g_mutex;
 std::unordered_map<std::string, autotune::Config> g_fast;  // (key, arch) → winner, skips rebuilding the Tunable
 
-LaunchConfig launch_config(const autotune::Config &c, const std::string &arch, Stream *stream) {
+MatmulBlocks blocks(const autotune::Config &c) { return {c.get("BLOCK_M"), c.get("BLOCK_N"), c.get("BLOCK_K")}; }
+
+}  // namespace
+
+LaunchConfig matmul_launch_config(const autotune::Config &c, const std::string &arch, Stream *stream) {
   LaunchConfig cfg;
   cfg.num_warps = c.num_warps;
   cfg.num_stages = c.num_stages;
   cfg.backend = Backend::GPU;
   cfg.stream = stream;
   cfg.arch = arch;
-  return with_copy_method(cfg, c);
+  return cfg;
 }
 
-MatmulBlocks blocks(const autotune::Config &c) { return {c.get("BLOCK_M"), c.get("BLOCK_N"), c.get("BLOCK_K")}; }
-
-}  // namespace
-
-std::vector<autotune::Config> matmul_candidates(DType dtype, const std::string &arch) {
+std::vector<autotune::Config> matmul_candidates(DType dtype) {
   std::vector<autotune::Config> cs = autotune::cartesian(
       {{"BLOCK_M", {64, 128}}, {"BLOCK_N", {64, 128, 256}}, {"BLOCK_K", {32, 64}}}, {4, 8}, {1, 2, 3, 4});
   // A 16-bit config whose stage buffers outgrow the pipeline's budget compiles to its twin with fewer stages.
@@ -43,8 +42,7 @@ std::vector<autotune::Config> matmul_candidates(DType dtype, const std::string &
              int64_t(c.num_stages) * (c.get("BLOCK_M") + c.get("BLOCK_N")) * c.get("BLOCK_K") * 2 >
                  kMaxPipelineBytes;
     });
-  // TMA and warp specialization serve wgmma's operands: 16-bit dtypes only.
-  return dtype == DType::f32 ? cs : with_copy_methods(std::move(cs), arch);
+  return cs;
 }
 
 void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K, DType dtype, Stream *stream,
@@ -62,7 +60,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
       autotune::Config best = it->second;
       lock.unlock();
       if (chosen) *chosen = best;
-      matmul(a, b, c, M, N, K, dtype, launch_config(best, arch, stream), blocks(best));
+      matmul(a, b, c, M, N, K, dtype, matmul_launch_config(best, arch, stream), blocks(best));
       return;
     }
   }
@@ -73,11 +71,11 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   t.kernel = "matmul";
   t.key = key;
   t.arch = arch;
-  t.configs = matmul_candidates(dtype, arch);
+  t.configs = matmul_candidates(dtype);
   t.stream = stream;
   t.flops = 2.0 * M * N * K;
   t.compile = [&](const autotune::Config &cf) {
-    return matmul_compile(a, b, c, M, N, K, dtype, launch_config(cf, arch, stream), blocks(cf));
+    return matmul_compile(a, b, c, M, N, K, dtype, matmul_launch_config(cf, arch, stream), blocks(cf));
   };
   t.estimate = [&](const autotune::Config &cf) { return matmul_estimate(cf, int(esz)); };
   t.prior = matmul_prior(arch, dtype, m_bucket, n_bucket, k_bucket);
@@ -100,7 +98,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   t.rotations = 8;
   t.launch = [&](const autotune::Config &cf, Stream *s, int rotation) {
     auto [ra, rb] = inputs[size_t(rotation) % inputs.size()];
-    matmul(ra, rb, c, M, N, K, dtype, launch_config(cf, arch, s), blocks(cf));
+    matmul(ra, rb, c, M, N, K, dtype, matmul_launch_config(cf, arch, s), blocks(cf));
   };
   autotune::Result r = autotune::tune(t, settings);
   autotune::Config best = r.best;
@@ -113,7 +111,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
     *result = std::move(r);
     return;
   }
-  matmul(a, b, c, M, N, K, dtype, launch_config(best, arch, stream), blocks(best));
+  matmul(a, b, c, M, N, K, dtype, matmul_launch_config(best, arch, stream), blocks(best));
 }
 
 }  // namespace tilejit::kernels

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "codegen/codegen.h"
+#include "codegen/specialize_warps.h"
 #include "ir/passes.h"
 #include "runtime/cache.h"
 #include "runtime/codegen_options.h"
@@ -113,6 +114,22 @@ void check_warps_and_stages(const std::string &kernel, const LaunchConfig &cfg) 
     throw Error(fmt::format("kernel {}: num_warps must be a power of two in [1, 32], got {}", kernel, w));
   if (cfg.num_stages < 1 || cfg.num_stages > 8)
     throw Error(fmt::format("kernel {}: num_stages must be in [1, 8], got {}", kernel, cfg.num_stages));
+}
+
+bool warp_specialization_fits(int num_warps, int min_ctas_per_sm) {
+  return codegen::producer_warpgroup_fits(num_warps, min_ctas_per_sm);
+}
+
+bool env_fixes_copy_method() {
+  return env_flag(Env::Tma) || env_flag(Env::WarpSpecialize) || env_flag(Env::DisableWgmma);
+}
+
+int copy_method(const LaunchConfig &cfg) {
+  if (resolve_backend(cfg.backend) != Backend::GPU || env_flag(Env::DisableWgmma)) return 0;
+  if ((cfg.arch.empty() ? device_arch() : cfg.arch) != "sm_90a") return 0;
+  const bool ws = cfg.warp_specialize || env_flag(Env::WarpSpecialize);
+  if (ws && warp_specialization_fits(cfg.num_warps, cfg.min_ctas_per_sm)) return 2;
+  return ws || cfg.tma || env_flag(Env::Tma) ? 1 : 0;
 }
 
 codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {

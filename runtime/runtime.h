@@ -32,6 +32,19 @@ struct LoadedKernel {
 /// The current device's arch as a codegen target: "sm_90a" for compute capability 9.0, "sm_80", ...
 std::string device_arch();
 
+/// Whether a kernel of `num_warps` warps at `min_ctas_per_sm` programs per SM (0: no hint) has room for the producer
+/// warpgroup of LaunchConfig::warp_specialize (4 more warps, every thread starting with the 128 registers a wgmma
+/// kernel needs); where it has not, warp_specialize compiles to the kernel of tma alone.
+bool warp_specialization_fits(int num_warps, int min_ctas_per_sm);
+/// Whether the registered environment fixes how every launch copies its operand tiles (TILEJIT_TMA,
+/// TILEJIT_WARP_SPECIALIZE, or TILEJIT_DISABLE_WGMMA, which leaves TMA nothing to feed): autotuners then offer
+/// no choice of copy method.
+bool env_fixes_copy_method();
+/// How a launch with cfg copies the operand tiles of the loops that qualify, with the environment applied:
+/// 2 TMA issued by a producer warpgroup, 1 TMA, 0 cp.async (another arch than sm_90a, or the interpreter).
+/// A device arch is looked up only when cfg.arch is empty and cfg's backend is the GPU.
+int copy_method(const LaunchConfig &cfg);
+
 /// For errors about a host buffer given to a GPU launch: when `requested` is Backend::Auto, says why it
 /// meant the GPU (TILEJIT_INTERPRET unset) and, when no GPU is usable here, what to do; "" otherwise.
 std::string auto_backend_note(Backend requested);

@@ -10,6 +10,8 @@
 #include "kernels/launch_options.h"
 #include "kernels/matmul_autotune.h"
 #include "runtime/jit_log.h"
+#include "runtime/runtime.h"
+#include "test_runtime_scoped_env.h"
 #include "test_codegen_util.h"
 #include "tilejit/attention.h"
 #include "tilejit/autotune.h"
@@ -45,7 +47,7 @@ bool fits(const autotune::Estimate &e, const Config &c) {
 
 TEST_CASE("parse_config reads Config::str() back", "[autotune]") {
   for (const Config &c : attention_candidates()) CHECK(parse_config(c.str()) == c);
-  for (const Config &c : matmul_candidates(DType::bf16, "sm_90a")) CHECK(parse_config(c.str()) == c);
+  for (const Config &c : matmul_candidates(DType::bf16)) CHECK(parse_config(c.str()) == c);
   CHECK_THROWS_WITH(parse_config("BLOCK_M=128 num_warps=8"), Catch::Contains("needs num_warps and num_stages"));
   CHECK_THROWS_WITH(parse_config("BLOCK_M=12x num_warps=8 num_stages=2"),
                     Catch::Contains("'BLOCK_M=12x' is not NAME=integer"));
@@ -88,7 +90,7 @@ TEST_CASE("every prior entry is a candidate of its kernel and passes its estimat
     CHECK_FALSE(prior.empty());
     for (const Config &c : prior) {
       INFO("matmul: " << c.str());
-      CHECK(contains(matmul_candidates(dt, "sm_90a"), c));
+      CHECK(contains(matmul_candidates(dt), c));
       CHECK(fits(matmul_estimate(c, 2), c));
       ++entries;
     }
@@ -116,12 +118,12 @@ TEST_CASE("the copy methods are tuning choices on sm_90a only", "[autotune]") {
                      "BLOCK_M=64 BLOCK_N=64 TMA=1 num_warps=2 num_stages=2",
                      "BLOCK_M=128 BLOCK_N=64 WARP_SPECIALIZE=1 num_warps=8 num_stages=2",
                  });
-  CHECK(warp_specialization_fits(4, 0));
-  CHECK(warp_specialization_fits(8, 1));
-  CHECK_FALSE(warp_specialization_fits(8, 2));
-  CHECK_FALSE(warp_specialization_fits(4, 4));
-  CHECK_FALSE(warp_specialization_fits(2, 0));
-  CHECK_FALSE(warp_specialization_fits(32, 0));
+  CHECK(runtime::warp_specialization_fits(4, 0));
+  CHECK(runtime::warp_specialization_fits(8, 1));
+  CHECK_FALSE(runtime::warp_specialization_fits(8, 2));
+  CHECK_FALSE(runtime::warp_specialization_fits(4, 4));
+  CHECK_FALSE(runtime::warp_specialization_fits(2, 0));
+  CHECK_FALSE(runtime::warp_specialization_fits(32, 0));
   for (const Config &c : all) CHECK(parse_config(c.str()) == c);
 
   // A tuned config sets the options' copy method; options that ask for one keep it and are not offered others.
@@ -134,13 +136,48 @@ TEST_CASE("the copy methods are tuning choices on sm_90a only", "[autotune]") {
   CHECK((ws.warp_specialize && !ws.tma));  // warp_specialize implies TMA (LaunchConfig::warp_specialize)
   CHECK((!plain.tma && !plain.warp_specialize));
   CHECK(with_copy_methods_of(o, base).size() == 7);
+  CHECK(fixed_copy_method_key(o).empty());
+  for (const char *var : {"TILEJIT_TMA", "TILEJIT_WARP_SPECIALIZE", "TILEJIT_DISABLE_WGMMA"}) {
+    testing::ScopedEnv env(var, "1");  // the environment fixes the method: no twins to time
+    INFO(var);
+    CHECK(runtime::env_fixes_copy_method());
+    CHECK(with_copy_methods_of(o, base) == base);
+  }
   o.tma = true;
   CHECK(with_copy_methods_of(o, base) == base);
   CHECK(with_tuned_config(o, all[0]).tma);
+  CHECK(fixed_copy_method_key(o) == " copy=tma");
+  o.warp_specialize = true;
+  CHECK(fixed_copy_method_key(o) == " copy=warp_specialize");
   LaunchConfig l = with_copy_method(LaunchConfig{}, all[6]);
   CHECK((l.warp_specialize && !l.tma));
-  CHECK(matmul_candidates(DType::f32, "sm_90a") == matmul_candidates(DType::f32, "sm_80"));
-  CHECK(matmul_candidates(DType::bf16, "sm_90a").size() > 2 * matmul_candidates(DType::bf16, "sm_80").size());
+
+  // What a launch reports (tilejit_last_launch_config's copy_method): what its config asks for on sm_90a, a
+  // producer warpgroup only where one fits, the environment applied; nothing on another arch or the interpreter.
+  LaunchConfig g;
+  g.backend = Backend::GPU;
+  g.arch = "sm_90a";
+  g.num_warps = 8;
+  CHECK(runtime::copy_method(g) == 0);
+  CHECK(runtime::copy_method(with_copy_method(g, all[3])) == 1);
+  CHECK(runtime::copy_method(with_copy_method(g, all[6])) == 2);
+  g.min_ctas_per_sm = 2;  // no room for the producer warpgroup: TMA alone
+  CHECK(runtime::copy_method(with_copy_method(g, all[6])) == 1);
+  g.min_ctas_per_sm = 0;
+  {
+    testing::ScopedEnv env("TILEJIT_TMA", "1");
+    CHECK(runtime::copy_method(g) == 1);
+  }
+  {
+    testing::ScopedEnv env("TILEJIT_DISABLE_WGMMA", "1");
+    CHECK(runtime::copy_method(with_copy_method(g, all[6])) == 0);
+  }
+  LaunchConfig other = with_copy_method(g, all[6]);
+  other.arch = "sm_80";
+  CHECK(runtime::copy_method(other) == 0);
+  other.arch = "sm_90a";
+  other.backend = Backend::Interpreter;
+  CHECK(runtime::copy_method(other) == 0);
 }
 
 TEST_CASE("classes without measurements have no prior", "[autotune]") {

@@ -64,6 +64,7 @@ TEST_CASE("C ABI: tilejit_last_launch_config reports each call's configuration",
   CHECK((c.block_m == 32 && c.block_n == 16 && c.block_k == 0 && c.num_warps == 4 && c.num_stages == 1));
   CHECK(c.min_ctas_per_sm == 0);
   CHECK(c.autotuned == 0);
+  CHECK(c.copy_method == 0);  // the interpreter copies nothing by TMA
 
   // autotune = 1 on the interpreter: not tuned; the library's defaults (attention::Options) are reported.
   REQUIRE(tilejit_attention_forward(q.data(), k.data(), v.data(), out.data(), nullptr, TILEJIT_DTYPE_BF16, B, H, S, S,

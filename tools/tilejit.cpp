@@ -178,8 +178,10 @@ int run_cli(int argc, char **argv) {
   att->add_flag("--tma", a.tma, "copy the K/V tiles with TMA where they qualify (sm_90a)");
   att->add_flag("--warp-specialize", a.warp_specialize, "a producer warpgroup issues the K/V copies by TMA (implies --tma)");
   att->add_flag("--autotune", a.autotune,
-                "GPU: pick BLOCK_M/BLOCK_N/num_warps/num_stages by measuring (the first call per shape bucket "
-                "tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); the four flags above are then validated but not used");
+                "GPU: pick BLOCK_M/BLOCK_N/num_warps/num_stages/--min-ctas and, on sm_90a, the copy method by measuring "
+                "(the first call per shape bucket tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); --block-m, "
+                "--block-n, --num-warps, --num-stages and --min-ctas are then validated but not used, --tma and "
+                "--warp-specialize hold for every candidate");
   att->add_option("--iters", a.iters, "timed launches (GPU)")->check(CLI::Range(1, 1000000));
   att->add_flag("--check", a.check, "compare sampled rows against a float64 reference");
   att->add_flag("--backward", a.backward,

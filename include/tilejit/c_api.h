@@ -195,8 +195,10 @@ typedef struct tilejit_launch_config {
   int num_warps, num_stages;
   int min_ctas_per_sm;   /* 0: registers uncapped; n > 0: capped so that n programs fit per SM */
   int autotuned;         /* nonzero: the autotuner chose it (tuned by this call or found in its cache) */
-  int copy_method;       /* how pipelined operand tiles are copied to shared memory: 0 cp.async (every thread),
-                            1 TMA (one thread per tile, sm_90a), 2 TMA issued by a producer warpgroup (sm_90a) */
+  int copy_method;       /* how the loops' operand tiles that qualify are copied to shared memory, the environment
+                            (TILEJIT_TMA, ...) applied: 0 cp.async by every thread (any arch but sm_90a, the
+                            interpreter), 1 TMA issued by one thread, 2 TMA issued by a producer warpgroup (only
+                            where one fits beside num_warps; elsewhere a request for it runs as 1) */
 } tilejit_launch_config;
 
 /* The configuration used by the most recent tilejit_attention_forward, tilejit_attention_forward_config,

@@ -54,12 +54,6 @@ struct LaunchConfig {
                                 // registers move to them (setmaxnreg); README: "TMA"
 };
 
-/// Whether a kernel of `num_warps` warps at `min_ctas_per_sm` programs per SM (0: no hint) has room for the producer
-/// warpgroup of LaunchConfig::warp_specialize: whole warpgroups, and at least the 128 registers per thread a wgmma
-/// kernel must start with once the 4 producer warps share the SM's 64K registers (codegen/specialize_warps.h).
-/// Where it has not, warp_specialize compiles to the kernel of tma alone.
-bool warp_specialization_fits(int num_warps, int min_ctas_per_sm);
-
 /// One kernel argument after binding (pointers are device addresses on the GPU, host addresses in the
 /// interpreter). `bytes` is the size of the allocation a pointer points into (0 if unknown); the
 /// interpreter uses it to detect out-of-bounds accesses.

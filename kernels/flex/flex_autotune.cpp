@@ -70,14 +70,14 @@ std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p)
   // in the key on its own. The sequence strides are compiled into the kernels (add_stride_params): each layout
   // is tuned for itself.
   return fmt::format("{} mods={}/f{} dqk={} dv={} group={} varlen={} band={}/{}/{} sq<={} sk<={} bh<={} bm={} "
-                     "seq_strides={}/{}/{}/{}",
+                     "seq_strides={}/{}/{}/{}{}",
                      dtype_name(opt.dtype), mods_hash(opt), int(score_frame(opt, p.pack_gqa).kind), s.head_dim_qk, p.dim_v,
                      p.heads_kv ? s.heads_q / p.heads_kv : 1, p.varlen ? 1 : 0,
                      opt.mask.band ? side(band.left) : "-", opt.mask.band ? side(band.right) : "-",
                      band.bottom_right, autotune::pow2_bucket(s.seqlen_q), autotune::pow2_bucket(s.seqlen_k),
                      autotune::pow2_bucket(int64_t(s.batch) * s.heads_q),
                      opt.block_mask ? fmt::format("{}x{}", opt.block_mask->block_m, opt.block_mask->block_n) : "-",
-                     p.q.seq, p.k.seq, p.v.seq, p.o.seq);
+                     p.q.seq, p.k.seq, p.v.seq, p.o.seq, kernels::fixed_copy_method_key(opt));
 }
 
 // Which prior applies: a band bounded on both sides with at most kNarrowKeys keys visits few key blocks per

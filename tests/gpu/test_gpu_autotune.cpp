@@ -198,6 +198,10 @@ TEST_CASE("C ABI attention on a [batch, seq, heads, dim] layout, lse optional", 
       CHECK(cfg.num_warps == r.best.num_warps);
       CHECK(cfg.num_stages == r.best.num_stages);
       CHECK(cfg.min_ctas_per_sm == r.best.get_or("MIN_CTAS", 0));
+      // The copy method it picked, as it ran (a producer warpgroup only where one fits).
+      const bool ws = r.best.get_or("WARP_SPECIALIZE", 0) &&
+                      runtime::warp_specialization_fits(r.best.num_warps, r.best.get_or("MIN_CTAS", 0));
+      CHECK(cfg.copy_method == (ws ? 2 : r.best.get_or("WARP_SPECIALIZE", 0) || r.best.get_or("TMA", 0) ? 1 : 0));
     } else {
       attention::Options defaults;
       CHECK((cfg.block_m == defaults.block_m && cfg.block_n == defaults.block_n &&
