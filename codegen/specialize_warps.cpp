@@ -126,7 +126,8 @@ void specialize_warps(const ir::Function &fn, LoweringPlan &plan, const std::uno
 }
 
 bool producer_warpgroup_fits(int num_warps, int min_ctas_per_sm) {
-  return whole_warpgroups_with_producer(num_warps) && register_split(num_warps, min_ctas_per_sm).entry >= kMinEntryRegisters;
+  return whole_warpgroups_with_producer(num_warps) &&
+         register_split(num_warps, min_ctas_per_sm).entry >= kMinEntryRegisters;
 }
 
 RegisterSplit register_split(int num_warps, int min_ctas_per_sm) {

@@ -241,9 +241,9 @@ struct FlexOptions {
   bool warp_specialize = false;  // with tma: a producer warpgroup copies them (LaunchConfig::warp_specialize)
   /// GPU only: pick BLOCK_M, BLOCK_N, num_warps, num_stages (and min_ctas_per_sm 2 for 8-warp
   /// configs, 4 for 4-warp BLOCK_M=64 ones, unless TILEJIT_AUTOTUNE_MORE_PER_SM=0) and, on sm_90a, the copy
-  /// method (tma, or warp_specialize where a producer warpgroup fits; a given tma or warp_specialize holds for every
-  /// candidate) by measuring (the fields above are still validated but not used, except BLOCK_M/BLOCK_N when block_mask is
-  /// given: they must match it and stay). The first call per key —
+  /// method (tma, or warp_specialize where a producer warpgroup fits; a given tma or warp_specialize holds for
+  /// every candidate) by measuring (the fields above are still validated but not used, except BLOCK_M/BLOCK_N
+  /// when block_mask is given: they must match it and stay). The first call per key —
   /// the mods' traced IR, dtype, head dims, GQA group, varlen, the band's sides and the sizes bucketed to
   /// powers of two — compiles the candidates in parallel and times them on this call's inputs (outputs are
   /// restored, so the call's result is as without tuning); the winner is cached in memory and on disk
