@@ -57,11 +57,6 @@ const ir::Value *pointer_root(const ir::Function &fn, const ir::Value *p) {
   return nullptr;
 }
 
-
-namespace {
-
-/// The pointer roots that stores and atomics anywhere in `body` write through (null among them when one cannot
-/// be traced to a parameter).
 std::unordered_set<const ir::Value *> written_pointer_roots(const ir::Function &fn, const ir::Block &body) {
   std::unordered_set<const ir::Value *> roots;
   ir::walk(const_cast<ir::Block &>(body), [&](ir::Op &op) {
@@ -69,6 +64,8 @@ std::unordered_set<const ir::Value *> written_pointer_roots(const ir::Function &
   });
   return roots;
 }
+
+namespace {
 
 /// Whether v is computed (within `body`) from `arg`.
 bool depends_on(const ir::Value *v, const ir::Value *arg, const ir::Block &body) {

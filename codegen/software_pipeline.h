@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/axis_info.h"
 #include "codegen/codegen.h"
@@ -65,6 +66,9 @@ bool is_index_load(const ir::Op &op);
 const ir::Op *splatted_constant(const ir::Value *v, bool through_casts);
 /// The kernel parameter a pointer tile is computed from (through pointer arithmetic and shape ops), or null.
 const ir::Value *pointer_root(const ir::Function &fn, const ir::Value *p);
+/// The pointer roots that stores and atomics anywhere in `body` write through (null among them when one cannot
+/// be traced to a parameter).
+std::unordered_set<const ir::Value *> written_pointer_roots(const ir::Function &fn, const ir::Block &body);
 /// True when v is zero in every element: a constant 0, possibly splatted, broadcast, reshaped or cast.
 bool is_zero_tile(const ir::Value *v);
 

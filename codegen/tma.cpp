@@ -475,13 +475,8 @@ std::optional<TmaTile> tma_tile(const ir::Function &fn, const ir::Op &load, cons
   }
   // TMA reads through the async proxy, which this kernel's own stores (generic proxy) do not reach without a
   // proxy fence: no store or atomic of the kernel may write through the tensor's parameter (or an unknown one).
-  bool written = false;
-  ir::walk(*fn.body, [&](ir::Op &op) {
-    if (op.kind != ir::OpKind::Store && op.kind != ir::OpKind::AtomicAdd) return;
-    const ir::Value *root = pointer_root(fn, op.operand(0));
-    written = written || !root || root == ptr->root;
-  });
-  if (written) return refuse("the kernel writes through its tensor's pointer (or one not traced to a parameter), which "
+  const std::unordered_set<const ir::Value *> written = written_pointer_roots(fn, *fn.body);
+  if (written.count(nullptr) || written.count(ptr->root)) return refuse("the kernel writes through its tensor's pointer (or one not traced to a parameter), which "
                              "TMA's reads would not be ordered after");
   tile.map.base_param = base;
   tile.map.dtype = t.dtype();

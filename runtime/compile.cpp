@@ -124,14 +124,6 @@ bool env_fixes_copy_method() {
   return env_flag(Env::Tma) || env_flag(Env::WarpSpecialize) || env_flag(Env::DisableWgmma);
 }
 
-int copy_method(const LaunchConfig &cfg) {
-  if (resolve_backend(cfg.backend) != Backend::GPU || env_flag(Env::DisableWgmma)) return 0;
-  if ((cfg.arch.empty() ? device_arch() : cfg.arch) != "sm_90a") return 0;
-  const bool ws = cfg.warp_specialize || env_flag(Env::WarpSpecialize);
-  if (ws && warp_specialization_fits(cfg.num_warps, cfg.min_ctas_per_sm)) return 2;
-  return ws || cfg.tma || env_flag(Env::Tma) ? 1 : 0;
-}
-
 codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {
   codegen::CodegenOptions opts;
   opts.arch = cfg.arch.empty() ? device_arch() : cfg.arch;
@@ -142,6 +134,14 @@ codegen::CodegenOptions codegen_options(const LaunchConfig &cfg) {
   opts.warp_specialize = cfg.warp_specialize;
   apply_env(opts);
   return opts;
+}
+
+int copy_method(const LaunchConfig &cfg) {
+  if (resolve_backend(cfg.backend) != Backend::GPU) return 0;
+  const codegen::CodegenOptions o = codegen_options(cfg);  // the environment applied, as the launch compiles it
+  if (o.arch != "sm_90a" || !o.wgmma) return 0;
+  if (o.warp_specialize && warp_specialization_fits(o.num_warps, o.min_ctas_per_sm)) return 2;
+  return o.tma ? 1 : 0;
 }
 
 const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) {
