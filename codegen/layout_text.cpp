@@ -51,7 +51,7 @@ std::string plan_header(const CodegenOptions &opts, int passes) {
                      opts.min_ctas_per_sm > 0 ? fmt::format(", at least {} programs per SM", opts.min_ctas_per_sm) : "",
                      opts.wgmma ? "" : ", without wgmma", opts.tma ? ", TMA copies" : "",
                      opts.warp_specialize ? ", warp-specialized" : "",
-                     opts.warp_specialize && opts.pingpong ? ", pingpong" : "");
+                     opts.warp_specialize && !opts.pingpong ? ", without pingpong" : "");
 }
 
 std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, const ir::OpAnnotator &comment,

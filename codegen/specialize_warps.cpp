@@ -119,7 +119,7 @@ std::string why_not_specialized(const ir::Function &fn, const LoweringPlan &plan
 std::string why_not_pingpong(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop) {
   const CodegenOptions &o = plan.opts;
   if (!plan.specialized.count(&loop)) return "the loop is not warp-specialized";
-  if (!o.pingpong) return "pingpong is off (CodegenOptions::pingpong, TILEJIT_PINGPONG)";
+  if (!o.pingpong) return "pingpong is off (TILEJIT_DISABLE_PINGPONG)";
   if (o.num_warps != 8) return fmt::format("{} consumer warps are not two warpgroups", o.num_warps);
   const bool use_wgmma = kernel_uses_wgmma(fn, o);
   int wgmma_dots = 0;

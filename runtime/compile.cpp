@@ -91,7 +91,7 @@ void apply_env(codegen::CodegenOptions &opts) {
   if (env_flag(Env::DisableWgmma)) opts.wgmma = false;
   if (env_flag(Env::Tma)) opts.tma = true;
   if (env_flag(Env::WarpSpecialize)) opts.tma = opts.warp_specialize = true;
-  if (env_flag(Env::Pingpong)) opts.pingpong = true;
+  if (env_flag(Env::DisablePingpong)) opts.pingpong = false;
 }
 
 }  // namespace

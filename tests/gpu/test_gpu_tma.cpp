@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "kernel_test_util.h"
-#include "test_runtime_scoped_env.h"
 #include "tilejit/attention.h"
 #include "tilejit/capture.h"
 #include "tilejit/flex_attention.h"
@@ -179,14 +178,11 @@ TEST_CASE("flex attention with TMA copies and a producer warpgroup on the GPU: b
 
 TEST_CASE("attention forward with TMA copies and a producer warpgroup on the GPU: bit for bit the cp.async kernel",
           "[gpu][tma][warp-specialize][pingpong][attention]") {
-  // 8 consumer warps: with the producer warpgroup and TILEJIT_PINGPONG, the two warpgroups take turns issuing their
-  // wgmmas (pingpong).
+  // 8 consumer warps: with the producer warpgroup, the two warpgroups take turns issuing their wgmmas (pingpong).
   for (bool causal : {false, true})
     for (int len : {64, 1000})
       for (int bn : {64, 128})
-        for (int mode : {0, 1, 2}) {  // TMA, a producer warpgroup, one with pingpong
-          const bool ws = mode > 0;
-          testing::ScopedEnv pingpong("TILEJIT_PINGPONG", mode == 2 ? std::optional<std::string>("1") : std::nullopt);
+        for (bool ws : {false, true}) {
           attention::Shape s{2, 3, len, len, 128};
           const size_t nq = size_t(s.batch) * s.heads * s.seqlen_q * s.head_dim, nl = size_t(s.batch) * s.heads * s.seqlen_q;
           auto q = random_values(nq, DType::bf16), k = random_values(nq, DType::bf16), v = random_values(nq, DType::bf16);
@@ -208,7 +204,7 @@ TEST_CASE("attention forward with TMA copies and a producer warpgroup on the GPU
             lses[tma] = bytes_of(lse, nl * 4);
           }
           INFO((causal ? "causal" : "full") << ", seqlen " << len << ", BLOCK_N " << bn
-                                            << (mode == 2 ? ", pingpong" : ws ? ", warp-specialized" : ", TMA"));
+                                            << (ws ? ", warp-specialized" : ", TMA"));
           REQUIRE(outs[1] == outs[0]);
           REQUIRE(lses[1] == lses[0]);
         }
