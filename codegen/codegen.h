@@ -23,9 +23,6 @@ struct CodegenOptions {
                                 // by the Tensor Memory Accelerator (codegen/tma.h) instead of cp.async
   bool warp_specialize = false; // with tma: a producer warpgroup issues the copies of the loops that qualify
                                 // (codegen/specialize_warps.h); the kernel then runs num_warps + 4 warps
-  bool pingpong = true;         // with warp_specialize and two consumer warpgroups: they take turns issuing their
-                                // wgmmas in a specialized loop (codegen/specialize_warps.h, pingpong); the runtime
-                                // clears it from TILEJIT_DISABLE_PINGPONG
 };
 
 /// Kernel ABI (what the runtime passes): one .param per ir::Function param, in order: pointers as 64-bit

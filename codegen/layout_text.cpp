@@ -46,12 +46,11 @@ static const ir::Value *first_tile_result(const ir::Op &loop) {
 std::string plan_header(const CodegenOptions &opts, int passes) {
   const std::string up_to =
       passes < int(plan_passes().size()) ? fmt::format("up to {} ", plan_passes()[size_t(passes - 1)]) : "";
-  return fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}{}{}{}{}\n", up_to, opts.arch, opts.num_warps,
+  return fmt::format("// the lowering plan {}for {}, {} warps, {} stages{}{}{}{}\n", up_to, opts.arch, opts.num_warps,
                      opts.num_stages,
                      opts.min_ctas_per_sm > 0 ? fmt::format(", at least {} programs per SM", opts.min_ctas_per_sm) : "",
                      opts.wgmma ? "" : ", without wgmma", opts.tma ? ", TMA copies" : "",
-                     opts.warp_specialize ? ", warp-specialized" : "",
-                     opts.warp_specialize && !opts.pingpong ? ", without pingpong" : "");
+                     opts.warp_specialize ? ", warp-specialized" : "");
 }
 
 std::string print_layouts(const ir::Function &fn, const CodegenOptions &opts, const ir::OpAnnotator &comment,

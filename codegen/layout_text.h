@@ -65,8 +65,7 @@ TILEJIT_EXPORT LoweringPlan read_layouts(const ir::Function &fn, const ir::TypeN
                                          int done = 6, int target = 6);
 
 /// A plan's first line as print_layouts writes it for opts, after the first `passes` plan passes ("// the lowering
-/// plan [up to PASS ]for ARCH, W warps, S stages[, at least C programs per SM][, without wgmma][, TMA copies]
-/// [, warp-specialized[, without pingpong]]\n").
+/// plan [up to PASS ]for ARCH, W warps, S stages[, at least C programs per SM][, without wgmma]\n").
 TILEJIT_EXPORT std::string plan_header(const CodegenOptions &opts, int passes);
 /// How many plan passes a plan's text states it is after: 1 to 3 for a header "// the lowering plan up to PASS
 /// ..." (print_layouts of a partial plan), 4 for the complete plan's header or none (a hand-written plan). Any

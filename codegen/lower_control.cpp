@@ -7,7 +7,6 @@
 
 #include "codegen/lowering.h"
 #include "codegen/pipeline.h"
-#include "codegen/specialize_warps.h"
 #include "codegen/warp_specialize.h"
 #include "codegen/wgmma.h"
 
@@ -93,8 +92,6 @@ void lower_for(Lowering &L, const ir::Op &op) {
   // A producer warpgroup fills the stages (codegen/warp_specialize.h): the loop only waits and releases.
   const Lowering::StageBarriers *fed =
       L.plan.specialized.count(&op) ? &L.stage_barriers.at(&op) : nullptr;
-  // Its two consumer warpgroups take turns issuing their wgmmas (codegen/specialize_warps.h, why_not_pingpong).
-  const bool pingpong = fed && why_not_pingpong(L.fn, L.plan, op).empty();
   int64_t saved_scratch = L.scratch_offset;
   if (pipe) {
     const int64_t align = stage_buffer_align(L.use_wgmma);  // as stage_operands placed them
@@ -120,11 +117,6 @@ void lower_for(Lowering &L, const ir::Op &op) {
     L.reserve_smem_total(pipe->end());
     if (pipe->tma_bytes() && !fed) barriers = init_stage_barriers(L, *pipe);
     if (fed) free_all_stages(L, *fed, pipe->stages);  // the producer's first fills may begin
-    if (pingpong) {
-      if (L.notes) L.note("its two consumer warpgroups take turns issuing their wgmmas (pingpong: named barriers 1 "
-                          "and 2)");
-      pingpong_enter(L);
-    }
     // Scratch past the stage buffers from here on, the prologue included: a layout conversion while issuing a
     // stage (a gathered index tile, e.g. a paged cache's page numbers) must not overwrite the copies in flight.
     L.scratch_offset = pipe->end();
@@ -196,10 +188,7 @@ void lower_for(Lowering &L, const ir::Op &op) {
   if (running) L.carry_running(body.arg(1 + running_index));
   Lowering::StagedSnapshot staged = L.staged_snapshot();
   ++L.loop_depth;
-  const bool outer_pingpong = L.pingpong;
-  L.pingpong = L.pingpong || pingpong;
   L.lower_block(body);
-  L.pingpong = outer_pingpong;
   --L.loop_depth;
   const ir::Op *y = yield_of(body);
   std::vector<Tile> next;
@@ -235,7 +224,6 @@ void lower_for(Lowering &L, const ir::Op &op) {
   b.CreateBr(header);
 
   b.SetInsertPoint(exit);
-  if (pingpong) pingpong_exit(L);
   if (running) {  // the last iteration's wgmmas (none when the loop ran no iteration)
     L.cur_op = &op;
     if (L.notes) L.note("waits at its exit for the dot it left running (wgmma.wait_group 0)");

@@ -36,7 +36,6 @@
 
 #include "codegen/lowering.h"
 #include "codegen/mma.h"
-#include "codegen/warp_specialize.h"
 #include "codegen/wgmma.h"
 
 namespace tilejit::codegen {
@@ -247,7 +246,6 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
   // the previous iteration fences all the same: in the first iteration ordinary instructions wrote it (the
   // loop's initial value), and the fence must stand between them and the wgmmas (PTX ISA 9.7.15.7.1, wgmma.fence); a fence
   // of each iteration is what CUTLASS's sm90 mainloops issue while a group runs.
-  if (L.pingpong) pingpong_wait_turn(L);  // the other warpgroup's wgmmas were issued first
   if (!chained) pin_registers(L, c);
   if (!chained || chained_from_last_iteration) wgmma_fence(L);
   for (int64_t kt = 0; kt < g.KT; ++kt)
@@ -280,14 +278,12 @@ std::vector<llvm::Value *> dot_wgmma(Lowering &L, const Geometry &g, std::vector
         for (int64_t q = 0; q < n / 2; ++q) c[acc_reg(mt, p * (n / 8) + q / 4, int(q % 4))] = sub[size_t(q)];
       }
     }
-  wgmma_commit(L);
-  if (L.pingpong) pingpong_pass_turn(L);  // the other warpgroup issues while these run
   if (defer) {
+    wgmma_commit(L);
     L.dot_left_pending = true;
     L.dot_pending_n = int(wgmma_instr_n(g.N, b_nk, a_smem));
   } else {
-    wgmma_wait(L, 0);
-    pin_registers(L, c);
+    wgmma_commit_and_wait(L, c);
   }
   return c;
 }

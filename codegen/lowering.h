@@ -209,9 +209,6 @@ class Lowering {
   std::unordered_map<const ir::Op *, StageBarriers> stage_barriers;
   /// The thread that issues TMA copies (i1); null: thread 0. The producer's issuing thread sets it to true.
   llvm::Value *tma_issuer = nullptr;
-  /// Lowering the body of a loop whose two consumer warpgroups take turns issuing wgmmas (pingpong): each wgmma
-  /// dot waits for its warpgroup's turn and passes it on once committed.
-  bool pingpong = false;
   /// Threads per program: the consumers' 32·num_warps and the producer warpgroup's, when there is one.
   int num_threads() const { return 32 * (opts.num_warps + plan.producer_warps()); }
 

@@ -116,22 +116,6 @@ std::string why_not_specialized(const ir::Function &fn, const LoweringPlan &plan
   return "";
 }
 
-std::string why_not_pingpong(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop) {
-  const CodegenOptions &o = plan.opts;
-  if (!plan.specialized.count(&loop)) return "the loop is not warp-specialized";
-  if (!o.pingpong) return "pingpong is off (TILEJIT_DISABLE_PINGPONG)";
-  if (o.num_warps != 8) return fmt::format("{} consumer warps are not two warpgroups", o.num_warps);
-  const bool use_wgmma = kernel_uses_wgmma(fn, o);
-  int wgmma_dots = 0;
-  ir::walk(*loop.region(0), [&](ir::Op &op) {
-    wgmma_dots += op.kind == ir::OpKind::Dot && dot_runs_on_wgmma(op, use_wgmma, o.num_warps, plan.folded);
-  });
-  // One dot (matmul's K loop) leaves nothing between its wgmmas for the other warpgroup's to overlap: taking turns
-  // would only delay them.
-  if (wgmma_dots < 2) return fmt::format("the loop has {} dot{} on wgmma, fewer than two", wgmma_dots, wgmma_dots == 1 ? "" : "s");
-  return "";
-}
-
 void specialize_warps(const ir::Function &fn, LoweringPlan &plan, const std::unordered_set<const ir::Op *> *only) {
   plan.specialized.clear();
   if (!plan.opts.warp_specialize) return;

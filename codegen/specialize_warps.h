@@ -20,21 +20,6 @@
 
 namespace tilejit::codegen {
 
-/// Pingpong (FlashAttention-3, arXiv 2407.08608, 3.1: "pingpong scheduling"): in a specialized loop run by two
-/// consumer warpgroups, the warpgroups take turns issuing their wgmmas, so that one's softmax (or any elementwise
-/// work between its dots) overlaps the other's tensor-core work instead of both computing at once and then both
-/// waiting for the tensor cores. Each wgmma dot of the loop's body (at any depth) waits for its warpgroup's turn
-/// (bar.sync on its named barrier, 256 threads) and hands the turn over once its group is committed (bar.arrive on
-/// the other's; PTX ISA 8.5, 9.7.13.4). Both warpgroups run the same scalar control flow, so they reach the same
-/// dots the same number of times; the second warpgroup hands the first its first turn when it reaches the loop, and
-/// the first takes that last turn back at the loop's exit, so that no barrier is left with an unmatched arrival.
-/// Empty when `loop` takes turns with plan's decisions (plan.opts.pingpong, the loop specialized, 8 consumer warps,
-/// at least two dots on wgmma in its body: a loop of one dot, as matmul's, has no work between its dots for the
-/// other warpgroup's wgmmas to overlap); else why not.
-TILEJIT_EXPORT std::string why_not_pingpong(const ir::Function &fn, const LoweringPlan &plan, const ir::Op &loop);
-/// Named barriers of pingpong: warpgroup g waits for its turn on kPingpongBarrier + g (barrier 0 is the consumers').
-inline constexpr int kPingpongBarrier = 1;
-
 /// Registers per thread the producer warpgroup keeps (setmaxnreg.dec).
 inline constexpr int kProducerRegisters = 40;
 

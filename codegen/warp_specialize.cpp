@@ -128,36 +128,4 @@ void release_stage(Lowering &L, const Lowering::StageBarriers &bars, llvm::Value
   warps_arrive(L, bars.empty, {stage});
 }
 
-namespace {
-
-/// bar.sync (wait) or bar.arrive on named barrier `id` (i32), counting both warpgroups' 256 threads: the waiting
-/// warpgroup's 128 and the arriving one's 128 (PTX ISA 8.5, 9.7.13.4). Convergent: LLVM must not move it into
-/// control flow that only some warps of the warpgroup take.
-void named_barrier(Lowering &L, bool wait, llvm::Value *id) {
-  auto *fty = llvm::FunctionType::get(L.b.getVoidTy(), {L.b.getInt32Ty()}, false);
-  const char *text = wait ? "bar.sync $0, 256;" : "bar.arrive $0, 256;";
-  llvm::CallInst *call = L.b.CreateCall(llvm::InlineAsm::get(fty, text, "r,~{memory}", /*hasSideEffects=*/true), {id});
-  call->addFnAttr(llvm::Attribute::Convergent);
-}
-
-llvm::Value *warpgroup(Lowering &L) { return L.b.CreateLShr(L.warp(), L.i32(2)); }
-
-}  // namespace
-
-void pingpong_enter(Lowering &L) {
-  L.emit_if(L.b.CreateICmpEQ(warpgroup(L), L.i32(1)), [&] { named_barrier(L, false, L.i32(kPingpongBarrier)); });
-}
-
-void pingpong_exit(Lowering &L) {
-  L.emit_if(L.b.CreateICmpEQ(warpgroup(L), L.i32(0)), [&] { named_barrier(L, true, L.i32(kPingpongBarrier)); });
-}
-
-void pingpong_wait_turn(Lowering &L) {
-  named_barrier(L, true, L.b.CreateAdd(warpgroup(L), L.i32(kPingpongBarrier)));
-}
-
-void pingpong_pass_turn(Lowering &L) {
-  named_barrier(L, false, L.b.CreateSub(L.i32(kPingpongBarrier + 1), warpgroup(L)));
-}
-
 }  // namespace tilejit::codegen

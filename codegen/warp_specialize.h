@@ -15,15 +15,4 @@ void free_all_stages(Lowering &L, const Lowering::StageBarriers &bars, int stage
 /// The consumers are done reading `stage` (i32): each warp arrives on its empty mbarrier.
 void release_stage(Lowering &L, const Lowering::StageBarriers &bars, llvm::Value *stage);
 
-
-/// Pingpong (codegen/specialize_warps.h, why_not_pingpong): the turns of the two consumer warpgroups.
-/// The second warpgroup hands the first its first turn (at the loop, before its first iteration).
-void pingpong_enter(Lowering &L);
-/// The first warpgroup takes the turn the second handed over after its last dot (at the loop's exit).
-void pingpong_exit(Lowering &L);
-/// Before a dot's wgmmas: this warpgroup waits for its turn.
-void pingpong_wait_turn(Lowering &L);
-/// After a dot's wgmma group is committed: the turn passes to the other warpgroup.
-void pingpong_pass_turn(Lowering &L);
-
 }  // namespace tilejit::codegen

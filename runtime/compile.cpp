@@ -59,7 +59,7 @@ std::string ptx_key(const ir::Function &fn, const codegen::CodegenOptions &opts)
   return hash_key({"tilejit-ptx-v3", TILEJIT_VERSION, build_id(), codegen::llvm_version(), opts.arch,
                    std::to_string(opts.num_warps), std::to_string(opts.num_stages),
                    "minctas" + std::to_string(opts.min_ctas_per_sm), opts.wgmma ? "wgmma" : "mma",
-                   opts.tma ? "tma" : "cp.async", opts.warp_specialize ? (opts.pingpong ? "ws-pingpong" : "ws") : "", env_code_key(),
+                   opts.tma ? "tma" : "cp.async", opts.warp_specialize ? "ws" : "", env_code_key(),
                    specialization(fn),
                    ir::print(fn)});
 }
@@ -91,7 +91,6 @@ void apply_env(codegen::CodegenOptions &opts) {
   if (env_flag(Env::DisableWgmma)) opts.wgmma = false;
   if (env_flag(Env::Tma)) opts.tma = true;
   if (env_flag(Env::WarpSpecialize)) opts.tma = opts.warp_specialize = true;
-  if (env_flag(Env::DisablePingpong)) opts.pingpong = false;
 }
 
 }  // namespace

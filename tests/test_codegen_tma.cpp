@@ -14,7 +14,6 @@
 #include "ir/parser.h"
 #include "runtime/kernel_artifact.h"
 #include "test_codegen_util.h"
-#include "test_runtime_scoped_env.h"
 #include "tilejit/flex_attention.h"
 #include "tilejit/flex_variants.h"
 #include "tilejit/kernels.h"
@@ -472,102 +471,6 @@ TEST_CASE("warp specialization: the plan text marks the loop, reads it back, and
   const size_t close = dot.find('>', dot_at);
   dot.insert(close, " specialized");
   CHECK_THROWS_WITH(stage_of_text(dot, "ptx", cfg), Catch::Contains("no 'specialized' on dot's result"));
-}
-
-TEST_CASE("pingpong: two consumer warpgroups take turns issuing the wgmmas of attention's key loop",
-          "[codegen][warp-specialize][pingpong]") {
-  kernels::BuiltinSpec spec;
-  spec.head_dim = 128, spec.block_m = 128, spec.block_n = 128, spec.num_warps = 8, spec.num_stages = 2;
-  spec.tma = spec.warp_specialize = true;
-  auto fn = ir::parse(kernels::builtin_ir("attention", spec));
-  const ir::Op *loop = nullptr;
-  loop_loads(*fn, &loop);
-  REQUIRE(loop != nullptr);
-  auto opts = options_of(spec);
-  opts.warp_specialize = true;
-  codegen::LoweringPlan plan = codegen::plan_lowering(*fn, opts);
-  REQUIRE(plan.specialized.count(loop) == 1);
-  CHECK(codegen::why_not_pingpong(*fn, plan, *loop).empty());
-
-  // In the PTX, each wgmma of the consumers waits for its warpgroup's turn (bar.sync on a named barrier) after the
-  // last commit, and each commit hands the turn over (bar.arrive) before the warpgroup waits for its group. Both
-  // dots of the loop (q·kᵀ and p·v) take turns; the second warpgroup's first hand-over and the first's last take
-  // make one more of each.
-  const std::string ptx = kernels::builtin_ptx("attention", spec);
-  bool turn = false, committed = false;
-  int wgmmas = 0, commits = 0, waits_for_turn = 0, hand_overs = 0;
-  std::istringstream lines(ptx);
-  for (std::string line; std::getline(lines, line);) {
-    INFO(line);
-    if (contains(line, "bar.sync %r")) {
-      turn = true;
-      ++waits_for_turn;
-    } else if (contains(line, "bar.arrive")) {
-      ++hand_overs;
-      if (committed) turn = committed = false;
-    } else if (contains(line, "wgmma.mma_async")) {
-      CHECK(turn);
-      CHECK_FALSE(committed);
-      ++wgmmas;
-    } else if (contains(line, "wgmma.commit_group")) {
-      CHECK(turn);
-      committed = true;
-      ++commits;
-    } else if (contains(line, "wgmma.wait_group")) {
-      CHECK_FALSE(committed);
-    }
-  }
-  CHECK(wgmmas > 0);
-  CHECK(commits == 2);
-  CHECK(waits_for_turn == commits + 1);
-  CHECK(hand_overs == commits + 1);
-  auto [rc, log] = ptxas_v(ptx, "sm_90a", "attention_pingpong_d128");
-  INFO(log);
-  REQUIRE(rc == 0);
-  CHECK_FALSE(contains(log, "warning"));
-  LaunchConfig cfg;
-  cfg.arch = "sm_90a";
-  cfg.num_warps = 8;
-  cfg.num_stages = 2;
-  cfg.tma = cfg.warp_specialize = true;
-  CHECK(contains(stage_of_text(kernels::builtin_ir("attention", spec), "lowering", cfg),
-                 "its two consumer warpgroups take turns issuing their wgmmas"));
-
-  // Off by the environment (a different kernel: the compile cache keys on it), and not where it cannot apply.
-  {
-    testing::ScopedEnv off("TILEJIT_DISABLE_PINGPONG", "1");
-    const std::string plain = kernels::builtin_ptx("attention", spec);
-    CHECK(contains(plain, "setmaxnreg.inc"));
-    CHECK_FALSE(contains(plain, "bar.arrive"));
-  }
-  opts.pingpong = false;
-  plan = codegen::plan_lowering(*fn, opts);
-  CHECK(contains(codegen::why_not_pingpong(*fn, plan, *loop), "pingpong is off"));
-  opts.pingpong = true;
-  opts.warp_specialize = false;
-  plan = codegen::plan_lowering(*fn, opts);
-  CHECK(contains(codegen::why_not_pingpong(*fn, plan, *loop), "not warp-specialized"));
-  // One warpgroup of consumers: nobody to take turns with.
-  spec.block_m = 64, spec.block_n = 64, spec.num_warps = 4;
-  fn = ir::parse(kernels::builtin_ir("attention", spec));
-  loop_loads(*fn, &loop);
-  opts = options_of(spec);
-  opts.warp_specialize = true;
-  plan = codegen::plan_lowering(*fn, opts);
-  REQUIRE(plan.specialized.count(loop) == 1);
-  CHECK(contains(codegen::why_not_pingpong(*fn, plan, *loop), "4 consumer warps are not two warpgroups"));
-  CHECK_FALSE(contains(kernels::builtin_ptx("attention", spec), "bar.arrive"));
-  // matmul's K loop has one dot: nothing between its wgmmas to overlap.
-  auto mm = matmul_spec(128, 256, 64, 8, 3, /*tma=*/true);
-  mm.warp_specialize = true;
-  fn = ir::parse(kernels::builtin_ir("matmul", mm));
-  loop_loads(*fn, &loop);
-  opts = options_of(mm);
-  opts.warp_specialize = true;
-  plan = codegen::plan_lowering(*fn, opts);
-  REQUIRE(plan.specialized.count(loop) == 1);
-  CHECK(contains(codegen::why_not_pingpong(*fn, plan, *loop), "the loop has 1 dot on wgmma, fewer than two"));
-  CHECK_FALSE(contains(kernels::builtin_ptx("matmul", mm), "bar.arrive"));
 }
 
 TEST_CASE("warp specialization: attention and flex kernels assemble with a producer warpgroup",
