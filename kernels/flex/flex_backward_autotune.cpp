@@ -100,6 +100,7 @@ FlexOptions tuned_flex_backward_options(DevicePtr q, DevicePtr k, DevicePtr v, D
   opt.autotune = false;
   if (opt.arch.empty()) opt.arch = runtime::device_arch();
   const Plan p = plan(s, opt, "attention::flex_backward");
+  if (!p.work) return opt;  // without queries the call only zeroes dk and dv: nothing to tune
   const auto learnable = learnable_captures(opt, placeholder_backward_args(s, opt).main);
   const std::string key = backward_tuning_key(s, opt, p, !learnable.empty());
   const std::string fast_key = autotune::memo_key(key, opt.arch, {});
