@@ -989,8 +989,10 @@ def run_backward(ctx: Context):
         f"{PROTOCOL_HIDDEN}/head_dim), layout [batch, heads, seqlen, head_dim], bf16, softmax scale 1/sqrt(d); "
         "dout from torch.randn.",
         "- Timed: the backward alone. tilejit: tilejit_flex_attention_backward on its own forward's out and lse "
-        "(library's default block sizes, no tuning), dq in its own pass (bitwise reproducible); 'tilejit "
-        "atomics': dq accumulated with f32 atomics by the dK/dV kernel (FlexOptions::atomics); peers: "
+        "(the forward untuned, the backward autotuned: its first call tunes, and 'tilejit config' is its pick, "
+        "from tilejit_last_launch_config), dq in its own pass (bitwise reproducible); 'tilejit "
+        "atomics': dq accumulated with f32 atomics by the dK/dV kernel (FlexOptions::atomics), tuned for that "
+        "mode; peers: "
         "torch.autograd.grad of their forward's output (retain_graph), the forward run once outside the timing.",
         "- The fp32 reference (autograd of softmax(q·kᵀ/sqrt(d))·v in fp32) covers the first 8 (batch, head) "
         "pairs for seqlen ≤ 2048, the first 2 above; every implementation's dq, dk, dv are checked against it.",
@@ -999,8 +1001,8 @@ def run_backward(ctx: Context):
                           "TFLOP/s of the backward (FLOPs = 2.5 × the forward's 4·batch·heads·seqlen²·head_dim, "
                           "halved when causal)",
                           "Checks: the largest relative Frobenius error of dq, dk and dv against fp32 autograd",
-                          "tilejit first call, s (compiles)", notes + backward_mods_notes(),
-                          "Attention backward, bf16 (FlashAttention protocol)", config_column=False,
+                          "tilejit first call, s (tunes)", notes + backward_mods_notes(),
+                          "Attention backward, bf16 (FlashAttention protocol)", config_column=True,
                           extra=lambda rep: backward_mods_section(rep, mod_rows))
 
 
@@ -1150,11 +1152,12 @@ def backward_row(ctx: Context, sh: dict, name: str, peers: dict) -> dict:
                 call()
                 return dq, dk, dv
             if impl == "tilejit":
-                row["first_call_s"] = first_call_s(call)
+                row["first_call_s"] = first_call_s(call)  # tunes (the backward's autotuner), or finds its pick
+                row["config"] = config_text(tj.last_config())
             record(impl, call, checked)
-        record_tj("tilejit", var)
-        # dq accumulated with atomics by the dK/dV kernel, on the same forward.
-        record_tj("tilejit atomics", tj.variant(causal=int(causal), autotune=0, atomics=1))
+        record_tj("tilejit", tj.variant(causal=int(causal)))
+        # dq accumulated with atomics by the dK/dV kernel, on the same forward, tuned for that mode.
+        record_tj("tilejit atomics", tj.variant(causal=int(causal), atomics=1))
     except Exception as ex:  # noqa: BLE001
         row["errors"]["tilejit"] = short_error(ex)
     for impl, peer in peers.items():
@@ -1169,7 +1172,7 @@ def backward_row(ctx: Context, sh: dict, name: str, peers: dict) -> dict:
             row["errors"][impl] = short_error(ex)
     cells = [f"{impl} {row['tflops'][impl]:.1f} ({verdict(row['err'][impl])})" if impl in row["tflops"]
              else f"{impl} {'err' if impl in row['errors'] else 'n/a'}" for impl in ["tilejit"] + list(peers)]
-    ctx.log(f"{name:<28} " + ", ".join(cells))
+    ctx.log(f"{name:<28} " + ", ".join(cells) + f"; tilejit {row.get('config', 'n/a')}")
     for impl, e in row["errors"].items():
         ctx.log(f"    {impl}: {e}")
     del q, k, v, dout, ref

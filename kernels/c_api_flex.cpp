@@ -13,6 +13,7 @@
 #include "kernels/c_api_builtin.h"
 #include "kernels/c_api_flex_internal.h"
 #include "kernels/c_api_guard.h"
+#include "kernels/flex/flex_backward.h"
 #include "kernels/flex/flex_internal.h"
 #include "kernels/flex/variants_builtin.h"
 #include "kernels/launch_options.h"
@@ -172,10 +173,17 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   attention::BlockMask fresh_mask;  // freed after the launch: cuMemFree waits for the kernels using it
   if (settings.documents)
     variant.doc_ids.set(DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(vs.doc_ids)), size_t(batch) * seqlen_q * 4});
-  if (bwd) {  // no tuning; a document mask's block mask is built by flex_backward itself (BlockMaskMode::Auto)
+  if (bwd) {  // a document mask's block mask is built by flex_backward itself (BlockMaskMode::Auto)
+    // The tuned config is taken here rather than inside flex_backward so that tilejit_last_launch_config can
+    // report it; the launch is the same.
+    const bool tuned = vs.autotune && be == Backend::GPU;
+    if (tuned) {
+      opt.autotune = true;
+      opt = attention::flex::tuned_flex_backward_options(pq, pk, pv, po, plse, pdo, pdq, pdk, pdv, shape, opt);
+    }
     attention::flex_backward(pq, pk, pv, po, plse, pdo, pdq, pdk, pdv, shape, opt);
     c_api_detail::set_last_launch_config("flex_attention_bwd", opt.block_m, opt.block_n, 0,
-                                         kernels::launch_config_of(opt), false);
+                                         kernels::launch_config_of(opt), tuned);
     return;
   }
   if (vs.autotune && be == Backend::GPU) {

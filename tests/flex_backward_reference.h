@@ -31,8 +31,8 @@ struct BackwardResult {
 /// test accumulates the gradients it expects for a learnable capture from it.
 using OnScoreGrad = std::function<void(int b, int h, int i, int j, double dz)>;
 
-/// Runs `opt` on `be`: flex_forward for out and lse, then flex_backward; the reference computes everything in
-/// float64 from the same rounded inputs (the mod's derivative by central differences of ref.score).
+/// Runs `opt` on `be`: flex_forward for out and lse (untuned), then flex_backward; the reference computes
+/// everything in float64 from the same rounded inputs (the mod's derivative by central differences of ref.score).
 inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention::FlexOptions opt, const RefMods &ref,
                                         const OnScoreGrad &on_dz = {}) {
   CaseLayout lay(c);
@@ -50,7 +50,9 @@ inline BackwardResult run_backward_case(Backend be, const FlexCase &c, attention
   Buffer dq(std::max<size_t>(nq, 1) * 2, be), dk(std::max<size_t>(nk, 1) * 2, be), dv(std::max<size_t>(nv, 1) * 2, be);
   for (Buffer *b : {&out, &lse, &dq, &dk, &dv}) b->fill_bytes(0xff);  // poison: NaN in every dtype
   apply_case(opt, c, lay, be);
-  attention::flex_forward(bq, bk, bv, out, lse, s, opt);
+  attention::FlexOptions forward = opt;
+  forward.autotune = false;  // a tuned call tunes the backward under test only
+  attention::flex_forward(bq, bk, bv, out, lse, s, forward);
   attention::flex_backward(bq, bk, bv, out, lse, bdo, dq, dk, dv, s, opt);
 
   BackwardResult r;

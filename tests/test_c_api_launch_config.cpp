@@ -99,6 +99,20 @@ TEST_CASE("C ABI: tilejit_last_launch_config reports each call's configuration",
   CHECK(std::string(c.kernel) == "flex_attention_fwd");
   CHECK(c.block_m == 16);
 
+  // The flex backward, autotune = 1 on the interpreter: not tuned; the variant's tile fields.
+  std::vector<float> lse(size_t(B) * H * S);
+  REQUIRE(tilejit_flex_attention_forward(q.data(), k.data(), v.data(), out.data(), lse.data(), TILEJIT_DTYPE_BF16, B, H,
+                                         H, S, S, D, st, st, st, st, 0.f, &var, nullptr) == TILEJIT_OK);
+  std::vector<uint16_t> dq(q.size()), dk(q.size()), dv(q.size());
+  var.autotune = 1;
+  REQUIRE(tilejit_flex_attention_backward(q.data(), k.data(), v.data(), out.data(), lse.data(), q.data(), dq.data(),
+                                          dk.data(), dv.data(), TILEJIT_DTYPE_BF16, B, H, H, S, S, D, st, st, st, st,
+                                          0.f, &var, nullptr) == TILEJIT_OK);
+  c = last();
+  CHECK(std::string(c.kernel) == "flex_attention_bwd");
+  CHECK((c.block_m == 16 && c.block_n == 32 && c.num_warps == 4 && c.num_stages == 1));
+  CHECK(c.autotuned == 0);
+
   // Matmul on the interpreter: its default blocks.
   const int M = 24, N = 40, K = 16;
   auto a = random_bf16(size_t(M) * K, rng), b = random_bf16(size_t(K) * N, rng);

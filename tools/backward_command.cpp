@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/flex/flex_backward.h"
+#include "runtime/runtime.h"
 #include "tilejit/attention.h"
 #include "tilejit/autodiff.h"
 #include "tilejit/error.h"
@@ -20,6 +22,23 @@
 #include "tools/random_inputs.h"
 
 namespace tilejit::tools {
+namespace {
+
+// The config the autotuned calls ran: the backward tuner's pick for these options, from its memo (the first
+// timed call tuned).
+void print_tuned_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,
+                          const Buffer &dout, const Buffer &dq, const Buffer &dk, const Buffer &dv,
+                          const attention::FlexShape &s, const attention::FlexOptions &opt) {
+  auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
+  const attention::FlexOptions t = attention::flex::tuned_flex_backward_options(
+      ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(dout), ptr(dq), ptr(dk), ptr(dv), s, opt);
+  const int method = runtime::copy_method(attention::flex::launch_config(t));
+  fmt::print("  autotuned backward config: BLOCK_M={} BLOCK_N={} num_warps={} num_stages={} copy={}\n", t.block_m,
+             t.block_n, t.num_warps, t.num_stages,
+             method == 2 ? "warp_specialize" : method == 1 ? "tma" : "cp.async");
+}
+
+}  // namespace
 
 int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   using namespace attention;
@@ -86,9 +105,11 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
                              : "none",
              f.alibi, f.softcap, varlen ? f.varlen : "no", a.atomics ? "atomics" : "own pass");
   if (be == Backend::GPU)
-    fmt::print("  first backward (trace+compile+run): {:.2f} ms; time: {:.3f} ms (median of {} launches), {:.1f} "
-               "TFLOP/s\n", first_ms, ms, std::max(1, a.iters), flops / (ms * 1e-3) / 1e12);
-  else
+    fmt::print("  first backward (trace+compile+{}run): {:.2f} ms; time: {:.3f} ms (median of {} launches), {:.1f} "
+               "TFLOP/s\n", opt.autotune ? "tune+" : "", first_ms, ms, std::max(1, a.iters),
+               flops / (ms * 1e-3) / 1e12);
+  if (be == Backend::GPU && opt.autotune) print_tuned_backward(q, k, v, out, lse, dout, dq, dk, dv, s, opt);
+  if (be != Backend::GPU)
     fmt::print("  backward: {:.1f} ms (trace + one run on the CPU interpreter)\n", first_ms);
   if (!a.check) return 0;
 

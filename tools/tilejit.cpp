@@ -181,7 +181,8 @@ int run_cli(int argc, char **argv) {
                 "GPU: pick BLOCK_M/BLOCK_N/num_warps/num_stages/--min-ctas and, on sm_90a, the copy method by measuring "
                 "(the first call per shape bucket tunes; TILEJIT_PRINT_AUTOTUNING=1 shows the table); --block-m, "
                 "--block-n, --num-warps, --num-stages and --min-ctas are then validated but not used, --tma and "
-                "--warp-specialize hold for every candidate");
+                "--warp-specialize hold for every candidate; with --backward the backward is tuned too (its own candidates, "
+                "the pick printed)");
   att->add_option("--iters", a.iters, "timed launches (GPU)")->check(CLI::Range(1, 1000000));
   att->add_flag("--check", a.check, "compare sampled rows against a float64 reference");
   att->add_flag("--backward", a.backward,

@@ -111,8 +111,10 @@ int tilejit_flex_attention_forward(const void *q, const void *k, const void *v, 
 /* Gradients of tilejit_flex_attention_forward with the same arguments (attention::flex_backward): dq, dk, dv
  * (the dtype, shape and strides of q, k, v) from q, k, v, the forward's out and lse (required here: contiguous
  * [batch, heads_q, seqlen_q] f32) and dout (out's strides). Variants as in the forward; the document mask's
- * block mask is built per call (reuse_block_mask does not apply), autotune is ignored (the variant's block sizes
- * or the defaults). dq, dk and dv are bitwise reproducible unless the variant sets atomics. Errors as the
+ * block mask is built per call (reuse_block_mask does not apply). autotune nonzero (GPU): the backward's own
+ * autotuner picks the tiling and copy method (FlexOptions::autotune in flex_backward, flex_attention.h; dq, dk,
+ * dv end as one call leaves them), and tilejit_last_launch_config reports its pick; else the variant's block
+ * sizes or the defaults. dq, dk and dv are bitwise reproducible unless the variant sets atomics. Errors as the
  * forward's, and lse NULL. */
 int tilejit_flex_attention_backward(const void *q, const void *k, const void *v, const void *out, const float *lse,
                                     const void *dout, void *dq, void *dk, void *dv, int dtype, int batch, int heads_q,

@@ -247,7 +247,8 @@ struct FlexOptions {
   /// the mods' traced IR, dtype, head dims, GQA group, varlen, the band's sides and the sizes bucketed to
   /// powers of two — compiles the candidates in parallel and times them on this call's inputs (outputs are
   /// restored, so the call's result is as without tuning); the winner is cached in memory and on disk
-  /// beside the compile cache (include/tilejit/autotune.h). Ignored on the interpreter.
+  /// beside the compile cache (include/tilejit/autotune.h). Ignored on the interpreter. flex_backward tunes
+  /// with candidates and a key of its own (see there).
   bool autotune = false;
   /// Chunked prefill: K/V come from this paged cache (tilejit/paged_attention.h) instead of k and v, which
   /// must be null. The queries are each sequence's last tokens (dense q [batch, heads_q, seqlen_q, d], or
@@ -301,11 +302,21 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// per query row, with atomics one per dq element, and with a block mask its transposed lists; without atomics
 /// a second one with four i64 per element of each learnable capture's gradient buffer), so that
 /// freeing it does not wait for the device; a block mask built for this call alone (varlen, or a mask
-/// reading memory: see BlockMaskMode) is still freed with a wait. Block sizes, num_warps and num_stages come
-/// from opt (autotune is not used): a dK/dV program owns BLOCK_N keys and steps through BLOCK_M queries, a dQ
-/// program owns BLOCK_N queries and steps through BLOCK_M keys (the transposed tiling, so that with BLOCK_N =
-/// 2·BLOCK_M on 8 warps each warpgroup of either kernel owns 64 rows and both share each stepped block's
-/// loads); varlen batches as in the forward (cu_seqlens; total_q and total_k).
+/// reading memory: see BlockMaskMode) is still freed with a wait. Block sizes, num_warps, num_stages and the copy
+/// method come from opt, or with opt.autotune (GPU) from the backward's own autotuner: its candidates are the
+/// tilings measured to suit the backward, BLOCK_M×BLOCK_N on num_warps with num_stages 64×64 4w 2s and 3s, 32×64
+/// 4w 2s, 64×128 8w 2s and 3s (with a given block mask those at its sizes, else its sizes on 4 or 8 warps with 2
+/// or 3 stages), each on sm_90a also with TMA and with a producer warpgroup (unless opt or the environment fixes
+/// the method); the pruned search compiles 64×64 4w 2s and its twins there at head dims 64 and 128 (the measured
+/// winner; TILEJIT_AUTOTUNE_FULL=1 searches all). A candidate compiles the three kernels and is judged by the
+/// dK/dV kernel's registers and spills, then the whole backward is timed on this call's inputs; dq, dk, dv and
+/// the learnable captures' gradient buffers are restored after timing, so the call's results are as one untuned
+/// call leaves them (where a gradient buffer's size is unknown, a DevicePtr of 0 bytes, nothing is tuned and
+/// opt's config runs). The winner is kept per key — the forward's (FlexOptions::autotune) plus the atomics mode
+/// and whether learnable captures are present — in memory and on disk. A dK/dV program owns BLOCK_N keys and
+/// steps through BLOCK_M queries, a dQ program owns BLOCK_N queries and steps through BLOCK_M keys (the
+/// transposed tiling, so that with BLOCK_N = 2·BLOCK_M on 8 warps each warpgroup of either kernel owns 64 rows
+/// and both share each stepped block's loads); varlen batches as in the forward (cu_seqlens; total_q and total_k).
 /// Sparsity: bands bound both walks in closed form; a mask function's block mask (FlexOptions::block_mask, or
 /// with BlockMaskMode::Auto the one flex_forward builds and caches) gives the dQ pass each query block's key
 /// blocks, and its transposed lists, built on the device per call, give the dK/dV kernel each key block's

@@ -46,7 +46,7 @@ std::string mods_hash(const FlexOptions &opt) {
   o.mask = opt.mask;
   o.block_mask_mode = opt.block_mask_mode;
   // Traced in one frame whatever the captures' values now, so the hash does not depend on the first call's
-  // (shape_key adds the frame).
+  // (flex_shape_key adds the frame).
   std::vector<detail::ArgValue> args = placeholder_kernel_args(plan(canonical, o), canonical, o);
   args[kScoreFrame] = int_arg(ScoreFrame::AnyFinite);
   std::string ir = kernel->ir(args);
@@ -60,7 +60,22 @@ std::string mods_hash(const FlexOptions &opt) {
   return name;
 }
 
-std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p) {
+// Which prior applies: a band bounded on both sides with at most kNarrowKeys keys visits few key blocks per
+// program; no band, or one open on a side, visits many.
+constexpr int64_t kNarrowKeys = 512;
+kernels::FlexBandClass band_class(const FlexOptions &opt) {
+  if (!opt.mask.band) return kernels::FlexBandClass::Dense;
+  BandArgs b = band_args(opt.mask.band);
+  if (b.left >= kUnbounded || b.right >= kUnbounded) return kernels::FlexBandClass::Dense;
+  return b.left + b.right + 1 <= kNarrowKeys ? kernels::FlexBandClass::Narrow : kernels::FlexBandClass::Other;
+}
+
+std::mutex g_mutex;
+std::unordered_map<std::string, autotune::Config> g_fast;  // key + arch → winner, applied in this process
+
+}  // namespace
+
+std::string flex_shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p) {
   BandArgs band = band_args(opt.mask.band);
   auto side = [](int64_t x) {
     return x >= kUnbounded ? std::string("inf") : std::to_string(autotune::pow2_bucket(x + 1) - 1);
@@ -80,28 +95,13 @@ std::string shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p)
                      p.q.seq, p.k.seq, p.v.seq, p.o.seq, kernels::fixed_copy_method_key(opt));
 }
 
-// Which prior applies: a band bounded on both sides with at most kNarrowKeys keys visits few key blocks per
-// program; no band, or one open on a side, visits many.
-constexpr int64_t kNarrowKeys = 512;
-kernels::FlexBandClass band_class(const FlexOptions &opt) {
-  if (!opt.mask.band) return kernels::FlexBandClass::Dense;
-  BandArgs b = band_args(opt.mask.band);
-  if (b.left >= kUnbounded || b.right >= kUnbounded) return kernels::FlexBandClass::Dense;
-  return b.left + b.right + 1 <= kNarrowKeys ? kernels::FlexBandClass::Narrow : kernels::FlexBandClass::Other;
-}
-
-std::mutex g_mutex;
-std::unordered_map<std::string, autotune::Config> g_fast;  // key + arch → winner, applied in this process
-
-}  // namespace
-
 FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
                                const FlexShape &s, const FlexOptions &opt_in) {
   FlexOptions opt = opt_in;
   opt.autotune = false;
   if (opt.arch.empty()) opt.arch = runtime::device_arch();
   Plan p = plan(s, opt);
-  std::string key = shape_key(s, opt, p);
+  std::string key = flex_shape_key(s, opt, p);
   std::string fast_key = autotune::memo_key(key, opt.arch, {});
   {
     std::lock_guard lock(g_mutex);

@@ -1,6 +1,7 @@
 // attention::flex_backward: validates through the forward's plan, takes a mask function's block mask (given, or
 // built as the forward builds it) and builds its transposed lists, computes D = rowsum(dO ∘ O) into a scratch
-// buffer, then launches the dK/dV and dQ kernels (flex_backward_kernel.cpp).
+// buffer, then launches the dK/dV and dQ kernels (flex_backward_kernel.cpp). With FlexOptions::autotune on the GPU
+// the config comes from the backward's tuner first (flex_backward_autotune.cpp).
 //
 // The two main kernels tile the score matrix the transposed ways: a dK/dV program owns BLOCK_N keys and steps
 // through BLOCK_M queries, a dQ program owns BLOCK_N queries and steps through BLOCK_M keys. With BLOCK_N =
@@ -62,8 +63,12 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   return a;
 }
 
-// The dQ kernel's options: the block sizes swapped (see the top of this file); a given block mask is made at
-// the dK/dV kernel's sizes, so the dQ kernel's comes from the mask function unless the blocks are square.
+}  // namespace
+
+namespace flex {
+
+// The block sizes swapped (see the top of this file); a given block mask is made at the dK/dV kernel's sizes,
+// so the dQ kernel's comes from the mask function unless the blocks are square.
 FlexOptions dq_options(const FlexOptions &opt) {
   FlexOptions o = opt;
   std::swap(o.block_m, o.block_n);
@@ -71,7 +76,35 @@ FlexOptions dq_options(const FlexOptions &opt) {
   return o;
 }
 
-}  // namespace
+std::vector<std::shared_ptr<detail::CaptureState>> learnable_captures(const FlexOptions &opt,
+                                                                      std::span<const detail::ArgValue> args) {
+  std::vector<std::shared_ptr<detail::CaptureState>> learnable;
+  if (!opt.score_mod) return learnable;  // masks are not differentiated
+  for (const auto &c : backward_kernel(BackwardKernel::DkDv, opt.dtype, opt.score_mod, opt.mask)->captures(args))
+    if (c->grad) learnable.push_back(c);
+  return learnable;
+}
+
+BackwardArgs placeholder_backward_args(const FlexShape &s, const FlexOptions &opt) {
+  const Plan p = plan(s, opt, kOp);
+  const DevicePtr fake{256, 0};
+  const DevicePtr cu = p.varlen ? fake : DevicePtr{};
+  const DevicePtr acc = opt.atomics ? fake : DevicePtr{};
+  // A placeholder block mask where a launch would walk one: the dQ kernel's own when the blocks are not square
+  // exists only where flex_backward builds it from the mask function.
+  BlockMask placeholder;
+  const bool auto_mask = opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
+  const bool use_bm = opt.block_mask || auto_mask;
+  const bool dq_use_bm = use_bm && (opt.block_m == opt.block_n || auto_mask);
+  const DevicePtr lists = use_bm ? fake : DevicePtr{};
+  const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake, cu, cu, acc,
+                            lists, lists, lists, lists};
+  const FlexOptions dq_opt = dq_options(opt);
+  return {backward_args(p, s, opt, ptrs, use_bm ? &placeholder : nullptr),
+          backward_args(plan(s, dq_opt, kOp), s, dq_opt, ptrs, dq_use_bm ? &placeholder : nullptr)};
+}
+
+}  // namespace flex
 
 void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
                    DevicePtr dk, DevicePtr dv, const FlexShape &s, const FlexOptions &options) {
@@ -108,6 +141,13 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   // skip.
   const BlockMask *bm = opt.block_mask;
   if (bm) check_block_mask(*bm, s, opt, p.nqb, p.nkb, kOp);
+  // Tuned once everything above holds: the tuner times launches on these buffers. Without queries the call
+  // only zeroes dk and dv, which no config does faster.
+  if (opt.autotune && p.work && resolve_backend(opt.backend) == Backend::GPU) {
+    flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s,
+                  tuned_flex_backward_options(q, k, v, out, lse, dout, dq, dk, dv, s, opt));
+    return;
+  }
   if (!p.work) bm = nullptr;
   const bool auto_mask = p.work && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
   std::shared_ptr<const BlockMask> computed;  // released after the launches: cuMemFree waits for the kernels
@@ -175,9 +215,7 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   // The learnable captures the mod reads: their gradient buffers are written while the kernels read the
   // captured tables and the inputs, so each must be memory of its own.
   std::vector<std::shared_ptr<detail::CaptureState>> learnable;
-  if (key_work && opt.score_mod)
-    for (const auto &c : dkdv->captures(a))
-      if (c->grad) learnable.push_back(c);
+  if (key_work) learnable = learnable_captures(opt, a);
   for (const auto &c : learnable) {
     const uint64_t g = c->grad->address;
     if (g == 0)
@@ -218,23 +256,12 @@ std::string flex_backward_ptx(const FlexShape &s, const FlexOptions &options) {
   const FlexOptions opt = with_implied_band(options);
   LaunchConfig cfg = launch_config(opt);
   if (cfg.arch.empty()) cfg.arch = "sm_90a";
-  const Plan p = plan(s, opt, kOp);
-  const DevicePtr fake{256, 0};
-  const DevicePtr cu = p.varlen ? fake : DevicePtr{};
-  const DevicePtr acc = opt.atomics ? fake : DevicePtr{};
-  // A placeholder block mask where a launch would use one (as flex_forward_ptx).
-  BlockMask placeholder;
-  const bool use_bm = opt.block_mask || (opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto);
-  const DevicePtr lists = use_bm ? fake : DevicePtr{};
-  const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake, cu, cu, acc,
-                            lists, lists, lists, lists};
-  const std::vector<detail::ArgValue> a = backward_args(p, s, opt, ptrs, use_bm ? &placeholder : nullptr);
-  const FlexOptions dq_opt = dq_options(opt);
-  const std::vector<detail::ArgValue> dq_a =
-      backward_args(plan(s, dq_opt, kOp), s, dq_opt, ptrs, use_bm ? &placeholder : nullptr);
+  const BackwardArgs a = placeholder_backward_args(s, opt);
   std::string ptx;
   for (BackwardKernel which : {BackwardKernel::Delta, BackwardKernel::DkDv, BackwardKernel::Dq})
-    ptx += backward_kernel(which, opt.dtype, opt.score_mod, opt.mask)->ptx(cfg, which == BackwardKernel::Dq ? dq_a : a).ptx;
+    ptx += backward_kernel(which, opt.dtype, opt.score_mod, opt.mask)
+               ->ptx(cfg, which == BackwardKernel::Dq ? a.dq : a.main)
+               .ptx;
   return ptx;
 }
 

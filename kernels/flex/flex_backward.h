@@ -2,8 +2,12 @@
 // attention::flex_backward (flex_backward.cpp). Not installed.
 #pragma once
 #include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "kernels/flex/flex_internal.h"
+#include "tilejit/autotune.h"
 
 namespace tilejit::attention::flex {
 
@@ -33,5 +37,35 @@ enum class BackwardKernel {
 /// The kernel, traced per specialization and cached per (kernel, dtype, mods' identities).
 std::shared_ptr<KernelBase> backward_kernel(BackwardKernel which, DType dt, const ScoreMod &score_mod,
                                             const Mask &mask);
+
+/// The three kernels' arguments with placeholder pointers (flex_backward_ptx; the tuner's compiles): `main` for
+/// the delta and dK/dV kernels, `dq` for the dQ kernel (its swapped block sizes). A block mask stands in where a
+/// launch would walk one.
+struct BackwardArgs {
+  std::vector<detail::ArgValue> main, dq;
+};
+BackwardArgs placeholder_backward_args(const FlexShape &s, const FlexOptions &opt);
+/// The dQ kernel's options for a call's (block sizes swapped; flex_backward.cpp).
+FlexOptions dq_options(const FlexOptions &opt);
+/// The captures the dK/dV kernel reads that were made with a gradient buffer (Captured::set_grad), each once:
+/// the backward adds into their gradient buffers.
+std::vector<std::shared_ptr<detail::CaptureState>> learnable_captures(const FlexOptions &opt,
+                                                                      std::span<const detail::ArgValue> args);
+
+/// The backward tuner's candidates (flex_backward_autotune.cpp): the tilings measured valid and competitive
+/// (only those with a given block mask's block sizes, or when none has them those sizes on 4 or 8 warps with 2
+/// or 3 stages), each with the copy methods of opt.arch unless opt or the environment fixes the method
+/// (kernels::with_copy_methods_of). opt.arch must be set.
+std::vector<autotune::Config> backward_candidates(const FlexOptions &opt);
+/// The backward tuner's shape key: "bwd ", the forward's ingredients (flex_shape_key), the atomics mode and
+/// whether learnable captures are present (their gradients' sums add work to the dK/dV kernel).
+std::string backward_tuning_key(const FlexShape &s, const FlexOptions &opt, const Plan &p, bool learnable);
+/// opt with the backward tuner's winner for this shape and these mods applied and autotune off: tunes on the
+/// first call per key (dq, dk, dv and learnable captures' gradient buffers are restored afterwards, so the
+/// call that follows leaves them as an untuned call would); opt's own config when the call has no queries or a
+/// learnable capture's gradient buffer has no known size (it could not be restored). GPU only.
+FlexOptions tuned_flex_backward_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
+                                        DevicePtr dout, DevicePtr dq, DevicePtr dk, DevicePtr dv, const FlexShape &s,
+                                        const FlexOptions &opt);
 
 }  // namespace tilejit::attention::flex

@@ -351,6 +351,11 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
 /// The same with placeholder pointers (IR / PTX dumps, compiles without a launch).
 std::vector<detail::ArgValue> placeholder_kernel_args(const Plan &p, const FlexShape &s, const FlexOptions &opt);
 
+/// What a flex tuner's winner depends on, as key text (flex_autotune.cpp): dtype, the mods (a hash of their traced
+/// IR) and the softmax frame they put the call in, head dims, GQA group, varlen, the band's sides, the sizes
+/// bucketed to powers of two, a given block mask's block sizes, the compiled-in sequence strides and a copy method
+/// the call fixes. Shared by the forward's and the backward's tuners, which add what only they depend on.
+std::string flex_shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p);
 /// opt with the autotuner's BLOCK_M, BLOCK_N, num_warps, num_stages for this shape and these mods, and
 /// autotune off (flex_autotune.cpp). Tunes on the first call per key; the outputs are restored afterwards.
 FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
