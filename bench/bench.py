@@ -990,7 +990,8 @@ def run_backward(ctx: Context):
         "dout from torch.randn.",
         "- Timed: the backward alone. tilejit: tilejit_flex_attention_backward on its own forward's out and lse "
         "(the forward untuned, the backward autotuned: its first call tunes, and 'tilejit config' is its pick, "
-        "from tilejit_last_launch_config), dq in its own pass (bitwise reproducible); 'tilejit "
+        "from tilejit_last_launch_config: the dK/dV kernel's BLOCK_M x BLOCK_N, which the dQ kernel runs swapped; "
+        "the atomics column's own pick is not shown), dq in its own pass (bitwise reproducible); 'tilejit "
         "atomics': dq accumulated with f32 atomics by the dK/dV kernel (FlexOptions::atomics), tuned for that "
         "mode; peers: "
         "torch.autograd.grad of their forward's output (retain_graph), the forward run once outside the timing.",

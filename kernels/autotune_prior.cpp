@@ -139,13 +139,17 @@ std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, in
   return {};
 }
 
-std::vector<autotune::Config> flex_backward_prior(const std::string &arch, int dim_qk, int dim_v) {
+std::vector<autotune::Config> flex_backward_prior(const std::string &arch, int dim_qk, int dim_v, int64_t seqlen_k_bucket,
+                                                  FlexBandClass band, bool atomics) {
   // The tiling: CLI runs at seqlen 4096 (bench/results/LEARNED.md, "Attention backward"), causal and not, without
   // a mod and with ALiBi: on the H200, 64x64 on 4 warps with 2 stages stayed the best at d64 and d128 against
   // 64x128 on 8 warps (2 or 3 stages), 32x64 on 4 warps and 64x64 with 3 stages. The copy method: on an H100
   // at d128 s4096 ("Copy methods on sm_90a"), TMA ran 2-5% faster than cp.async and the producer warpgroup 5%
   // slower; margins that small, measured at one shape, are left to the timing, so all three twins are kept.
+  // Only that class: dense or causal, long sequences, dq in its own pass (with atomics the dK/dV kernel holds more
+  // and other tilings may win; nobody has measured narrow bands or short sequences).
   if (arch != kArch || dim_qk != dim_v || (dim_qk != 64 && dim_qk != 128)) return {};
+  if (seqlen_k_bucket < 2048 || band != FlexBandClass::Dense || atomics) return {};
   return with_copy_methods(parse_all({"BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=2"}), kArch);
 }
 

@@ -52,10 +52,11 @@ enum class FlexBandClass {
 std::vector<autotune::Config> flex_prior(const std::string &arch, int dim_qk, int dim_v, int64_t seqlen_k_bucket,
                                          FlexBandClass band, bool register_capped);
 
-/// The flex backward's winners on `arch` for these (padded) head dims: the tiling 64x64 on 4 warps with 2 stages
-/// with each copy method of the arch; empty for a class never measured (another arch, or head dims other than
-/// 64 and 128 alike).
-std::vector<autotune::Config> flex_backward_prior(const std::string &arch, int dim_qk, int dim_v);
+/// The flex backward's winners on `arch` for these (padded) head dims, key length bucket, band class and dq mode:
+/// the tiling 64x64 on 4 warps with 2 stages with each copy method of the arch; empty for a class never measured
+/// (another arch, head dims other than 64 and 128 alike, keys under 2048, a band bounded on both sides, atomics).
+std::vector<autotune::Config> flex_backward_prior(const std::string &arch, int dim_qk, int dim_v, int64_t seqlen_k_bucket,
+                                                  FlexBandClass band, bool atomics);
 
 /// The matmul's winners on `arch` for this dtype and bucketed shape (powers of two): empty for a class never
 /// measured.

@@ -174,16 +174,12 @@ void flex_call(const void *q, const void *k, const void *v, void *out, float *ls
   if (settings.documents)
     variant.doc_ids.set(DevicePtr{uint64_t(reinterpret_cast<uintptr_t>(vs.doc_ids)), size_t(batch) * seqlen_q * 4});
   if (bwd) {  // a document mask's block mask is built by flex_backward itself (BlockMaskMode::Auto)
-    // The tuned config is taken here rather than inside flex_backward so that tilejit_last_launch_config can
-    // report it; the launch is the same.
-    const bool tuned = vs.autotune && be == Backend::GPU;
-    if (tuned) {
-      opt.autotune = true;
-      opt = attention::flex::tuned_flex_backward_options(pq, pk, pv, po, plse, pdo, pdq, pdk, pdv, shape, opt);
-    }
-    attention::flex_backward(pq, pk, pv, po, plse, pdo, pdq, pdk, pdv, shape, opt);
-    c_api_detail::set_last_launch_config("flex_attention_bwd", opt.block_m, opt.block_n, 0,
-                                         kernels::launch_config_of(opt), tuned);
+    // run_backward validates, tunes (autotune on the GPU) and returns the options it ran: what is reported.
+    opt.autotune = vs.autotune && be == Backend::GPU;
+    const attention::FlexOptions ran =
+        attention::flex::run_backward(pq, pk, pv, po, plse, pdo, pdq, pdk, pdv, shape, opt);
+    c_api_detail::set_last_launch_config("flex_attention_bwd", ran.block_m, ran.block_n, 0,
+                                         kernels::launch_config_of(ran), opt.autotune);
     return;
   }
   if (vs.autotune && be == Backend::GPU) {

@@ -90,18 +90,32 @@ TEST_CASE("flex backward tuner: a given block mask keeps its block sizes", "[aut
 
 TEST_CASE("flex backward prior: the 64x64 tiling and its twins, all candidates, sm_90a at d64 and d128 only",
           "[autotune][flex][backward]") {
+  using kernels::FlexBandClass;
   const std::vector<Config> candidates = flex::backward_candidates(options_on("sm_90a"));
   for (int d : {64, 128}) {
-    const std::vector<Config> prior = kernels::flex_backward_prior("sm_90a", d, d);
+    const std::vector<Config> prior = kernels::flex_backward_prior("sm_90a", d, d, 4096, FlexBandClass::Dense, false);
     INFO("head dim " << d);
     CHECK(texts(prior) == std::vector<std::string>{"BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=2",
                                                    "BLOCK_M=64 BLOCK_N=64 TMA=1 num_warps=4 num_stages=2",
                                                    "BLOCK_M=64 BLOCK_N=64 WARP_SPECIALIZE=1 num_warps=4 num_stages=2"});
     for (const Config &c : prior) CHECK(contains(candidates, c));
   }
-  CHECK(kernels::flex_backward_prior("sm_80", 64, 64).empty());
-  CHECK(kernels::flex_backward_prior("sm_90a", 256, 256).empty());
-  CHECK(kernels::flex_backward_prior("sm_90a", 64, 128).empty());
+  CHECK(kernels::flex_backward_prior("sm_90a", 128, 128, 16384, FlexBandClass::Dense, false).size() == 3);
+  // Classes nobody measured: every candidate is timed.
+  CHECK(kernels::flex_backward_prior("sm_80", 64, 64, 4096, FlexBandClass::Dense, false).empty());
+  CHECK(kernels::flex_backward_prior("sm_90a", 256, 256, 4096, FlexBandClass::Dense, false).empty());
+  CHECK(kernels::flex_backward_prior("sm_90a", 64, 128, 4096, FlexBandClass::Dense, false).empty());
+  CHECK(kernels::flex_backward_prior("sm_90a", 128, 128, 1024, FlexBandClass::Dense, false).empty());
+  CHECK(kernels::flex_backward_prior("sm_90a", 128, 128, 4096, FlexBandClass::Narrow, false).empty());
+  CHECK(kernels::flex_backward_prior("sm_90a", 128, 128, 4096, FlexBandClass::Other, false).empty());
+  CHECK(kernels::flex_backward_prior("sm_90a", 128, 128, 4096, FlexBandClass::Dense, true).empty());
+  // The band classes as the backward's tuner sees a call's mask.
+  FlexOptions o;
+  CHECK(flex::band_class(o) == FlexBandClass::Dense);
+  o.mask = causal_top_left();
+  CHECK(flex::band_class(flex::with_implied_band(o)) == FlexBandClass::Dense);
+  o.mask = sliding_window(128, 0);
+  CHECK(flex::band_class(flex::with_implied_band(o)) == FlexBandClass::Narrow);
 }
 
 TEST_CASE("flex backward tuner: its key differs from the forward's, per atomics mode and learnable captures",

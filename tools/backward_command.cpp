@@ -24,14 +24,8 @@
 namespace tilejit::tools {
 namespace {
 
-// The config the autotuned calls ran: the backward tuner's pick for these options, from its memo (the first
-// timed call tuned).
-void print_tuned_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,
-                          const Buffer &dout, const Buffer &dq, const Buffer &dk, const Buffer &dv,
-                          const attention::FlexShape &s, const attention::FlexOptions &opt) {
-  auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
-  const attention::FlexOptions t = attention::flex::tuned_flex_backward_options(
-      ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(dout), ptr(dq), ptr(dk), ptr(dv), s, opt);
+// The config the autotuned calls ran (flex::run_backward's report).
+void print_tuned_backward(const attention::FlexOptions &t) {
   const int method = runtime::copy_method(attention::flex::launch_config(t));
   fmt::print("  autotuned backward config: BLOCK_M={} BLOCK_N={} num_warps={} num_stages={} copy={}\n", t.block_m,
              t.block_n, t.num_warps, t.num_stages,
@@ -83,8 +77,14 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   flex_forward(q, k, v, out, lse, s, opt);
   if (opt.stream) opt.stream->synchronize();  // the backward's times exclude the forward
   // The first backward traces and compiles (or hits the cache).
-  const CallTimes t =
-      time_calls([&] { flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s, opt); }, opt.stream, a.iters);
+  auto ptr = [](const Buffer &b) { return DevicePtr{b.address(), b.bytes()}; };
+  FlexOptions ran = opt;  // what the calls ran: with --autotune on the GPU, the backward tuner's pick
+  const CallTimes t = time_calls(
+      [&] {
+        ran = flex::run_backward(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(dout), ptr(dq), ptr(dk), ptr(dv), s,
+                                 opt);
+      },
+      opt.stream, a.iters);
   const double first_ms = t.first_ms, ms = t.median_ms;
   // The timed calls added into the slopes' gradient too (it accumulates, as .grad does): check one call's.
   if (f.learnable_slopes && opt.stream) {
@@ -108,7 +108,7 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
     fmt::print("  first backward (trace+compile+{}run): {:.2f} ms; time: {:.3f} ms (median of {} launches), {:.1f} "
                "TFLOP/s\n", opt.autotune ? "tune+" : "", first_ms, ms, std::max(1, a.iters),
                flops / (ms * 1e-3) / 1e12);
-  if (be == Backend::GPU && opt.autotune) print_tuned_backward(q, k, v, out, lse, dout, dq, dk, dv, s, opt);
+  if (be == Backend::GPU && opt.autotune) print_tuned_backward(ran);
   if (be != Backend::GPU)
     fmt::print("  backward: {:.1f} ms (trace + one run on the CPU interpreter)\n", first_ms);
   if (!a.check) return 0;

@@ -307,8 +307,9 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// tilings measured to suit the backward, BLOCK_M×BLOCK_N on num_warps with num_stages 64×64 4w 2s and 3s, 32×64
 /// 4w 2s, 64×128 8w 2s and 3s (with a given block mask those at its sizes, else its sizes on 4 or 8 warps with 2
 /// or 3 stages), each on sm_90a also with TMA and with a producer warpgroup (unless opt or the environment fixes
-/// the method); the pruned search compiles 64×64 4w 2s and its twins there at head dims 64 and 128 (the measured
-/// winner; TILEJIT_AUTOTUNE_FULL=1 searches all). A candidate compiles the three kernels and is judged by the
+/// the method); the pruned search compiles 64×64 4w 2s and its twins there at head dims 64 and 128 for keys of
+/// 2048 and more without atomics and without a band bounded on both sides (the class where it was measured to
+/// win; other classes, or TILEJIT_AUTOTUNE_FULL=1, time every candidate). A candidate compiles the three kernels and is judged by the
 /// dK/dV kernel's registers and spills, then the whole backward is timed on this call's inputs; dq, dk, dv and
 /// the learnable captures' gradient buffers are restored after timing, so the call's results are as one untuned
 /// call leaves them (where a gradient buffer's size is unknown, a DevicePtr of 0 bytes, nothing is tuned and

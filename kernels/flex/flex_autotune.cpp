@@ -60,15 +60,18 @@ std::string mods_hash(const FlexOptions &opt) {
   return name;
 }
 
-// Which prior applies: a band bounded on both sides with at most kNarrowKeys keys visits few key blocks per
-// program; no band, or one open on a side, visits many.
 constexpr int64_t kNarrowKeys = 512;
+
+}  // namespace
+
 kernels::FlexBandClass band_class(const FlexOptions &opt) {
   if (!opt.mask.band) return kernels::FlexBandClass::Dense;
   BandArgs b = band_args(opt.mask.band);
   if (b.left >= kUnbounded || b.right >= kUnbounded) return kernels::FlexBandClass::Dense;
   return b.left + b.right + 1 <= kNarrowKeys ? kernels::FlexBandClass::Narrow : kernels::FlexBandClass::Other;
 }
+
+namespace {
 
 std::mutex g_mutex;
 std::unordered_map<std::string, autotune::Config> g_fast;  // key + arch → winner, applied in this process

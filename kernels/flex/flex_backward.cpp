@@ -104,11 +104,8 @@ BackwardArgs placeholder_backward_args(const FlexShape &s, const FlexOptions &op
           backward_args(plan(s, dq_opt, kOp), s, dq_opt, ptrs, dq_use_bm ? &placeholder : nullptr)};
 }
 
-}  // namespace flex
-
-void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
-                   DevicePtr dk, DevicePtr dv, const FlexShape &s, const FlexOptions &options) {
-  using namespace flex;
+FlexOptions run_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout,
+                         DevicePtr dq, DevicePtr dk, DevicePtr dv, const FlexShape &s, const FlexOptions &options) {
   const FlexOptions opt = with_implied_band(options);
   if (opt.kv_cache)
     throw TraceError(fmt::format("{}: a paged KV cache (FlexOptions::kv_cache) serves inference; the backward "
@@ -118,7 +115,7 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   // Keys that no query sees still get their (zero) gradients; queries that see no key get dq = 0 from the dQ
   // pass.
   const bool key_work = int64_t(s.batch) * p.heads_kv * s.seqlen_k > 0 && (p.varlen ? s.total_k : s.seqlen_k) > 0;
-  if (!p.work && !key_work) return;
+  if (!p.work && !key_work) return opt;
   const struct {
     DevicePtr ptr;
     int64_t last;
@@ -141,12 +138,33 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   // skip.
   const BlockMask *bm = opt.block_mask;
   if (bm) check_block_mask(*bm, s, opt, p.nqb, p.nkb, kOp);
-  // Tuned once everything above holds: the tuner times launches on these buffers. Without queries the call
-  // only zeroes dk and dv, which no config does faster.
+  // The learnable captures the mod reads: their gradient buffers are written while the kernels read the
+  // captured tables and the inputs, so each must be memory of its own.
+  auto check_learnable = [&](const std::vector<std::shared_ptr<detail::CaptureState>> &learnable) {
+    for (const auto &c : learnable) {
+      const uint64_t g = c->grad->address;
+      if (g == 0)
+        throw TraceError(fmt::format("{}: a learnable capture (at {:#x}) has a null gradient buffer; give it one "
+                                     "with Captured::set_grad",
+                                     kOp, c->address));
+      if (g == c->address)
+        throw TraceError(fmt::format("{}: a learnable capture's gradient buffer is the captured buffer itself "
+                                     "({:#x}); the gradient needs memory of its own",
+                                     kOp, g));
+      for (const auto &t : tensors)
+        if (t.last >= 0 && t.ptr.address == g)
+          throw TraceError(fmt::format("{}: a learnable capture's gradient buffer starts at the address of '{}' "
+                                       "({:#x}); the gradient needs memory of its own",
+                                       kOp, t.name, g));
+    }
+  };
+  // Tuned once everything above holds (the learnable captures' buffers too): the tuner times launches on these
+  // buffers, and a launch that throws would only read as a failed candidate. Without queries the call only
+  // zeroes dk and dv, which no config does faster.
   if (opt.autotune && p.work && resolve_backend(opt.backend) == Backend::GPU) {
-    flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s,
-                  tuned_flex_backward_options(q, k, v, out, lse, dout, dq, dk, dv, s, opt));
-    return;
+    if (key_work) check_learnable(learnable_captures(opt, placeholder_backward_args(s, opt).main));
+    return run_backward(q, k, v, out, lse, dout, dq, dk, dv, s,
+                        tuned_flex_backward_options(q, k, v, out, lse, dout, dq, dk, dv, s, opt));
   }
   if (!p.work) bm = nullptr;
   const bool auto_mask = p.work && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
@@ -212,26 +230,9 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
     if (key_work) jobs.push_back({dkdv.get(), a});
     runtime::prepare_concurrently(jobs, cfg);
   }
-  // The learnable captures the mod reads: their gradient buffers are written while the kernels read the
-  // captured tables and the inputs, so each must be memory of its own.
   std::vector<std::shared_ptr<detail::CaptureState>> learnable;
   if (key_work) learnable = learnable_captures(opt, a);
-  for (const auto &c : learnable) {
-    const uint64_t g = c->grad->address;
-    if (g == 0)
-      throw TraceError(fmt::format("{}: a learnable capture (at {:#x}) has a null gradient buffer; give it one with "
-                                   "Captured::set_grad",
-                                   kOp, c->address));
-    if (g == c->address)
-      throw TraceError(fmt::format("{}: a learnable capture's gradient buffer is the captured buffer itself ({:#x}); "
-                                   "the gradient needs memory of its own",
-                                   kOp, g));
-    for (const auto &t : tensors)
-      if (t.last >= 0 && t.ptr.address == g)
-        throw TraceError(fmt::format("{}: a learnable capture's gradient buffer starts at the address of '{}' "
-                                     "({:#x}); the gradient needs memory of its own",
-                                     kOp, t.name, g));
-  }
+  check_learnable(learnable);
   // Without atomics, their gradients are summed in fixed point, in accumulators zeroed here and added into
   // their buffers after the dK/dV kernel.
   std::optional<FixedPointGrads> fixed_point;
@@ -240,6 +241,14 @@ void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DeviceP
   if (key_work) dkdv->launch(Grid{uint32_t(p.nkb), uint32_t(p.heads_kv), batch}, cfg, a);
   if (fixed_point) fixed_point->add_into_grads(cfg);
   if (p.work) dq_kernel->launch(Grid{uint32_t(dq_plan.nqb), uint32_t(s.heads_q), batch}, cfg, dq_a);
+  return opt;
+}
+
+}  // namespace flex
+
+void flex_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout, DevicePtr dq,
+                   DevicePtr dk, DevicePtr dv, const FlexShape &s, const FlexOptions &opt) {
+  flex::run_backward(q, k, v, out, lse, dout, dq, dk, dv, s, opt);
 }
 
 void flex_backward(const Buffer &q, const Buffer &k, const Buffer &v, const Buffer &out, const Buffer &lse,

@@ -52,6 +52,11 @@ FlexOptions dq_options(const FlexOptions &opt);
 std::vector<std::shared_ptr<detail::CaptureState>> learnable_captures(const FlexOptions &opt,
                                                                       std::span<const detail::ArgValue> args);
 
+/// attention::flex_backward, returning the options it ran: with opt.autotune on the GPU, the tuner's pick (autotune
+/// off); else opt (the band a mask function implies made explicit). What the C ABI and the CLI report.
+FlexOptions run_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse, DevicePtr dout,
+                         DevicePtr dq, DevicePtr dk, DevicePtr dv, const FlexShape &s, const FlexOptions &opt);
+
 /// The backward tuner's candidates (flex_backward_autotune.cpp): the tilings measured valid and competitive
 /// (only those with a given block mask's block sizes, or when none has them those sizes on 4 or 8 warps with 2
 /// or 3 stages), each with the copy methods of opt.arch unless opt or the environment fixes the method

@@ -102,15 +102,16 @@ FlexOptions tuned_flex_backward_options(DevicePtr q, DevicePtr k, DevicePtr v, D
   const Plan p = plan(s, opt, "attention::flex_backward");
   if (!p.work) return opt;  // without queries the call only zeroes dk and dv: nothing to tune
   const auto learnable = learnable_captures(opt, placeholder_backward_args(s, opt).main);
+  // A gradient buffer of unknown size could not be restored after the tuning launches added into it: such a call
+  // runs opt's config, whether or not another call tuned the key.
+  for (const auto &c : learnable)
+    if (c->grad->bytes == 0) return opt;
   const std::string key = backward_tuning_key(s, opt, p, !learnable.empty());
   const std::string fast_key = autotune::memo_key(key, opt.arch, {});
   {
     std::lock_guard lock(g_mutex);
     if (auto it = g_fast.find(fast_key); it != g_fast.end()) return kernels::with_tuned_config(opt, it->second);
   }
-  // A gradient buffer of unknown size could not be restored after the tuning launches added into it.
-  for (const auto &c : learnable)
-    if (c->grad->bytes == 0) return opt;
 
   autotune::Tunable t;
   t.kernel = "flex_attention_bwd";
@@ -123,7 +124,8 @@ FlexOptions tuned_flex_backward_options(DevicePtr q, DevicePtr k, DevicePtr v, D
     return compile_backward(s, kernels::with_tuned_config(opt, c), trace_mu);
   };
   t.prior = kernels::flex_backward_prior(opt.arch, next_pow2_at_least_16(s.head_dim_qk),
-                                         next_pow2_at_least_16(p.dim_v));
+                                         next_pow2_at_least_16(p.dim_v), autotune::pow2_bucket(s.seqlen_k),
+                                         band_class(opt), opt.atomics);
   // Each candidate's block mask (a mask function without a given block mask), built when timing starts, so
   // that the times compare the kernels.
   std::map<std::pair<int, int>, BlockMask> masks;

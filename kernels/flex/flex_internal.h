@@ -13,6 +13,7 @@
 
 #include "tilejit/flex_attention.h"
 #include "tilejit/kernel.h"
+#include "kernels/autotune_prior.h"
 #include "kernels/paged/paged_cache.h"
 #include "tilejit/paged_attention.h"
 
@@ -356,6 +357,9 @@ std::vector<detail::ArgValue> placeholder_kernel_args(const Plan &p, const FlexS
 /// bucketed to powers of two, a given block mask's block sizes, the compiled-in sequence strides and a copy method
 /// the call fixes. Shared by the forward's and the backward's tuners, which add what only they depend on.
 std::string flex_shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p);
+/// Which class of band the flex tuners' priors know the call by (flex_autotune.cpp): a band bounded on both sides
+/// with at most 512 keys visits few key blocks per program (Narrow); no band, or one open on a side, many (Dense).
+kernels::FlexBandClass band_class(const FlexOptions &opt);
 /// opt with the autotuner's BLOCK_M, BLOCK_N, num_warps, num_stages for this shape and these mods, and
 /// autotune off (flex_autotune.cpp). Tunes on the first call per key; the outputs are restored afterwards.
 FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
