@@ -64,6 +64,18 @@ constexpr int64_t kNarrowKeys = 512;
 
 }  // namespace
 
+CandidateBlockMasks::CandidateBlockMasks(const FlexOptions &opt, const FlexShape &s)
+    : own_(!opt.block_mask && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto), shape_(s) {}
+
+FlexOptions CandidateBlockMasks::with_mask(FlexOptions o) {
+  if (!own_) return o;
+  const auto sizes = std::make_pair(o.block_m, o.block_n);
+  auto it = masks_.find(sizes);
+  if (it == masks_.end()) it = masks_.emplace(sizes, create_block_mask(o.mask, shape_, o)).first;
+  o.block_mask = &it->second;
+  return o;
+}
+
 kernels::FlexBandClass band_class(const FlexOptions &opt) {
   if (!opt.mask.band) return kernels::FlexBandClass::Dense;
   BandArgs b = band_args(opt.mask.band);
@@ -132,23 +144,14 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   t.estimate = [=](const autotune::Config &c) { return kernels::attention_estimate(c, dim_qk, dim_v); };
   t.prior = kernels::flex_prior(opt.arch, dim_qk, dim_v, autotune::pow2_bucket(s.seqlen_k), band_class(opt),
                                 kernels::more_per_sm_candidates());
-  // Each candidate's block mask (a mask function without a given block mask), built when timing starts.
-  std::map<std::pair<int, int>, BlockMask> masks;
-  bool own_masks = !opt.block_mask && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
+  CandidateBlockMasks masks(opt, s);
   autotune::DeviceSnapshot outputs;
   t.snapshot = [&](Stream *stream) {
     outputs.take({{out.address, size_t(p.last_o + 1) * 2}, {lse.address, size_t(p.last_lse + 1) * 4}}, stream);
   };
   t.restore = [&](Stream *stream) { outputs.restore(stream); };
   t.launch = [&](const autotune::Config &c, Stream *, int) {
-    FlexOptions o = kernels::with_tuned_config(opt, c);
-    if (own_masks) {
-      auto pair = std::make_pair(o.block_m, o.block_n);
-      auto it = masks.find(pair);
-      if (it == masks.end()) it = masks.emplace(pair, create_block_mask(o.mask, s, o)).first;
-      o.block_mask = &it->second;
-    }
-    flex_forward(q, k, v, out, lse, s, o);
+    flex_forward(q, k, v, out, lse, s, masks.with_mask(kernels::with_tuned_config(opt, c)));
   };
   autotune::Result r = autotune::tune(t, {});
   {

@@ -85,17 +85,32 @@ std::vector<std::shared_ptr<detail::CaptureState>> learnable_captures(const Flex
   return learnable;
 }
 
+namespace {
+
+// Which block masks a call's kernels walk. The dK/dV kernel: the given one, or with a mask function in
+// BlockMaskMode::Auto the one built at the call's block sizes. The dQ kernel (the swapped sizes): the same one when
+// the blocks are square; else one built from the mask function at its sizes (Auto), or none (a given mask was made
+// at the dK/dV kernel's sizes).
+struct MaskWalks {
+  bool automatic, main, dq;
+};
+MaskWalks mask_walks(const FlexOptions &opt) {
+  const bool automatic = opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
+  const bool main = opt.block_mask || automatic;
+  return {automatic, main, main && (opt.block_m == opt.block_n || automatic)};
+}
+
+}  // namespace
+
 BackwardArgs placeholder_backward_args(const FlexShape &s, const FlexOptions &opt) {
   const Plan p = plan(s, opt, kOp);
   const DevicePtr fake{256, 0};
   const DevicePtr cu = p.varlen ? fake : DevicePtr{};
   const DevicePtr acc = opt.atomics ? fake : DevicePtr{};
-  // A placeholder block mask where a launch would walk one: the dQ kernel's own when the blocks are not square
-  // exists only where flex_backward builds it from the mask function.
+  // A placeholder block mask where a launch would walk one.
   BlockMask placeholder;
-  const bool auto_mask = opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
-  const bool use_bm = opt.block_mask || auto_mask;
-  const bool dq_use_bm = use_bm && (opt.block_m == opt.block_n || auto_mask);
+  const MaskWalks walks = mask_walks(opt);
+  const bool use_bm = walks.main, dq_use_bm = walks.dq;
   const DevicePtr lists = use_bm ? fake : DevicePtr{};
   const DevicePtr ptrs[] = {fake, fake, fake, fake, fake, fake, fake, fake, fake, fake, cu, cu, acc,
                             lists, lists, lists, lists};
@@ -166,25 +181,22 @@ FlexOptions run_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, D
     return run_backward(q, k, v, out, lse, dout, dq, dk, dv, s,
                         tuned_flex_backward_options(q, k, v, out, lse, dout, dq, dk, dv, s, opt));
   }
+  // The block masks the kernels walk (mask_walks); none without queries.
+  const MaskWalks walks = mask_walks(opt);
   if (!p.work) bm = nullptr;
-  const bool auto_mask = p.work && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
   std::shared_ptr<const BlockMask> computed;  // released after the launches: cuMemFree waits for the kernels
-  if (!bm && auto_mask) {
+  if (!bm && p.work && walks.automatic) {
     computed = auto_block_mask(opt.mask, s, opt);
     bm = computed.get();
   }
-  // The dQ kernel's tiling: the swapped block sizes, with the block mask made at them (the same one when the
-  // blocks are square).
+  // The dQ kernel's tiling: the swapped block sizes.
   const FlexOptions dq_opt = dq_options(opt);
   const Plan dq_plan = plan(s, dq_opt, kOp);
-  const BlockMask *dq_bm = bm;
+  const BlockMask *dq_bm = bm && walks.dq && opt.block_m == opt.block_n ? bm : nullptr;
   std::shared_ptr<const BlockMask> dq_computed;
-  if (bm && opt.block_m != opt.block_n) {
-    dq_bm = nullptr;
-    if (auto_mask) {
-      dq_computed = auto_block_mask(opt.mask, s, dq_opt);
-      dq_bm = dq_computed.get();
-    }
+  if (bm && walks.dq && !dq_bm) {
+    dq_computed = auto_block_mask(opt.mask, s, dq_opt);
+    dq_bm = dq_computed.get();
   }
   const Backend backend = resolve_backend(opt.backend);
   // One scratch allocation, each part 256-byte aligned: delta (one f32 per query row); with atomics the dQ

@@ -126,22 +126,12 @@ FlexOptions tuned_flex_backward_options(DevicePtr q, DevicePtr k, DevicePtr v, D
   t.prior = kernels::flex_backward_prior(opt.arch, next_pow2_at_least_16(s.head_dim_qk),
                                          next_pow2_at_least_16(p.dim_v), autotune::pow2_bucket(s.seqlen_k),
                                          band_class(opt), opt.atomics);
-  // Each candidate's block mask (a mask function without a given block mask), built when timing starts, so
-  // that the times compare the kernels.
-  std::map<std::pair<int, int>, BlockMask> masks;
-  const bool own_masks = !opt.block_mask && opt.mask.fn && opt.block_mask_mode == BlockMaskMode::Auto;
+  CandidateBlockMasks masks(opt, s);
   autotune::DeviceSnapshot written;
   t.snapshot = [&](Stream *stream) { written.take(written_ranges(p, dq, dk, dv, learnable), stream); };
   t.restore = [&](Stream *stream) { written.restore(stream); };
   t.launch = [&](const autotune::Config &c, Stream *, int) {
-    FlexOptions o = kernels::with_tuned_config(opt, c);
-    if (own_masks) {
-      auto sizes = std::make_pair(o.block_m, o.block_n);
-      auto it = masks.find(sizes);
-      if (it == masks.end()) it = masks.emplace(sizes, create_block_mask(o.mask, s, o)).first;
-      o.block_mask = &it->second;
-    }
-    flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s, o);
+    flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s, masks.with_mask(kernels::with_tuned_config(opt, c)));
   };
   autotune::Result r = autotune::tune(t, {});
   {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -357,6 +358,20 @@ std::vector<detail::ArgValue> placeholder_kernel_args(const Plan &p, const FlexS
 /// bucketed to powers of two, a given block mask's block sizes, the compiled-in sequence strides and a copy method
 /// the call fixes. Shared by the forward's and the backward's tuners, which add what only they depend on.
 std::string flex_shape_key(const FlexShape &s, const FlexOptions &opt, const Plan &p);
+/// The block masks a flex tuner's candidates walk when the call has a mask function but no block mask of its own
+/// (BlockMaskMode::Auto): one per candidate's block sizes, built at its first launch, so that the tuner's times
+/// compare the kernels rather than mask builds (flex_autotune.cpp).
+class CandidateBlockMasks {
+ public:
+  CandidateBlockMasks(const FlexOptions &opt, const FlexShape &s);
+  /// o (a candidate's options) walking the mask built for its block sizes, where the call needs one.
+  FlexOptions with_mask(FlexOptions o);
+
+ private:
+  bool own_;
+  FlexShape shape_;
+  std::map<std::pair<int, int>, BlockMask> masks_;
+};
 /// Which class of band the flex tuners' priors know the call by (flex_autotune.cpp): a band bounded on both sides
 /// with at most 512 keys visits few key blocks per program (Narrow); no band, or one open on a side, many (Dense).
 kernels::FlexBandClass band_class(const FlexOptions &opt);
