@@ -177,9 +177,11 @@ FlexOptions run_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, D
   // buffers, and a launch that throws would only read as a failed candidate. Without queries the call only
   // zeroes dk and dv, which no config does faster.
   if (opt.autotune && p.work && resolve_backend(opt.backend) == Backend::GPU) {
-    if (key_work) check_learnable(learnable_captures(opt, placeholder_backward_args(s, opt).main));
+    std::vector<std::shared_ptr<detail::CaptureState>> learnable;
+    if (key_work) learnable = learnable_captures(opt, placeholder_backward_args(s, opt).main);
+    check_learnable(learnable);
     return run_backward(q, k, v, out, lse, dout, dq, dk, dv, s,
-                        tuned_flex_backward_options(q, k, v, out, lse, dout, dq, dk, dv, s, opt));
+                        tuned_flex_backward_options(q, k, v, out, lse, dout, dq, dk, dv, s, opt, learnable));
   }
   // The block masks the kernels walk (mask_walks); none without queries.
   const MaskWalks walks = mask_walks(opt);
@@ -192,11 +194,15 @@ FlexOptions run_backward(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, D
   // The dQ kernel's tiling: the swapped block sizes.
   const FlexOptions dq_opt = dq_options(opt);
   const Plan dq_plan = plan(s, dq_opt, kOp);
-  const BlockMask *dq_bm = bm && walks.dq && opt.block_m == opt.block_n ? bm : nullptr;
+  const BlockMask *dq_bm = nullptr;
   std::shared_ptr<const BlockMask> dq_computed;
-  if (bm && walks.dq && !dq_bm) {
-    dq_computed = auto_block_mask(opt.mask, s, dq_opt);
-    dq_bm = dq_computed.get();
+  if (bm && walks.dq) {
+    if (opt.block_m == opt.block_n) {
+      dq_bm = bm;
+    } else {
+      dq_computed = auto_block_mask(opt.mask, s, dq_opt);
+      dq_bm = dq_computed.get();
+    }
   }
   const Backend backend = resolve_backend(opt.backend);
   // One scratch allocation, each part 256-byte aligned: delta (one f32 per query row); with atomics the dQ

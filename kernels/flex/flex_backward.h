@@ -68,9 +68,11 @@ std::string backward_tuning_key(const FlexShape &s, const FlexOptions &opt, cons
 /// opt with the backward tuner's winner for this shape and these mods applied and autotune off: tunes on the
 /// first call per key (dq, dk, dv and learnable captures' gradient buffers are restored afterwards, so the
 /// call that follows leaves them as an untuned call would); opt's own config when the call has no queries or a
-/// learnable capture's gradient buffer has no known size (it could not be restored). GPU only.
+/// learnable capture's gradient buffer has no known size (it could not be restored). `learnable`: the call's
+/// learnable captures (learnable_captures, which run_backward has found and checked). GPU only.
 FlexOptions tuned_flex_backward_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
                                         DevicePtr dout, DevicePtr dq, DevicePtr dk, DevicePtr dv, const FlexShape &s,
-                                        const FlexOptions &opt);
+                                        const FlexOptions &opt,
+                                        const std::vector<std::shared_ptr<detail::CaptureState>> &learnable);
 
 }  // namespace tilejit::attention::flex

@@ -94,14 +94,14 @@ std::string backward_tuning_key(const FlexShape &s, const FlexOptions &opt, cons
 
 FlexOptions tuned_flex_backward_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr out, DevicePtr lse,
                                         DevicePtr dout, DevicePtr dq, DevicePtr dk, DevicePtr dv, const FlexShape &s,
-                                        const FlexOptions &opt_in) {
+                                        const FlexOptions &opt_in,
+                                        const std::vector<std::shared_ptr<detail::CaptureState>> &learnable) {
   // The band a mask function implies is in the key (and the plan) whichever entry point calls.
   FlexOptions opt = with_implied_band(opt_in);
   opt.autotune = false;
   if (opt.arch.empty()) opt.arch = runtime::device_arch();
   const Plan p = plan(s, opt, "attention::flex_backward");
   if (!p.work) return opt;  // without queries the call only zeroes dk and dv: nothing to tune
-  const auto learnable = learnable_captures(opt, placeholder_backward_args(s, opt).main);
   // A gradient buffer of unknown size could not be restored after the tuning launches added into it: such a call
   // runs opt's config, whether or not another call tuned the key.
   for (const auto &c : learnable)

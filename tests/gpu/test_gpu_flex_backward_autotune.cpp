@@ -159,7 +159,8 @@ TEST_CASE("flex_backward tuning alone restores dq, dk, dv and a learnable gradie
   o.autotune = true;
   o.atomics = true;  // the capture's gradient by atomics: added by the dK/dV kernel itself
   const attention::FlexOptions t = attention::flex::tuned_flex_backward_options(
-      dp(p.q), dp(p.k), dp(p.v), dp(p.out), dp(p.lse), dp(p.dout), dp(p.dq), dp(p.dk), dp(p.dv), p.s, o);
+      dp(p.q), dp(p.k), dp(p.v), dp(p.out), dp(p.lse), dp(p.dout), dp(p.dq), dp(p.dk), dp(p.dv), p.s, o,
+      attention::flex::learnable_captures(o, attention::flex::placeholder_backward_args(p.s, o).main));
   CHECK(cache.entries() == 1);
   CHECK_FALSE(t.autotune);
   attention::FlexOptions arch = o;
