@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -241,6 +242,16 @@ bool non_negative(const ir::Function &fn, const ir::Value *v, const ir::Op &loop
   }
 }
 
+/// The least value of a non-negative scalar x inside `loop`: the loop's first value for its induction variable when
+/// that is a constant and the loop counts up; 0 otherwise.
+int64_t least_value(const ir::Op &loop, const ir::Value *x) {
+  if (x != loop.region(0)->arg(0)) return 0;
+  const ir::Op *lb = loop.operand(0)->def, *step = loop.operand(2)->def;
+  if (!lb || lb->kind != ir::OpKind::Constant || !step || step->kind != ir::OpKind::Constant || step->attrs.ivalue <= 0)
+    return 0;
+  return std::max<int64_t>(lb->attrs.ivalue, 0);
+}
+
 /// The bounds a mask puts on each tile axis: `index < bound` for a 2-D tile, as (index form, bound) per axis.
 /// `axes` maps the axes of m to the tile's (m may be a lower-rank mask expanded and broadcast to the tile).
 bool mask_bounds(const ir::Function &fn, Analyzer &A, const ir::Value *m, std::optional<std::pair<Form, LaunchValue>> (&out)[2],
@@ -467,11 +478,18 @@ std::optional<TmaTile> tma_tile(const ir::Function &fn, const ir::Op &load, cons
     if (!same_sum(normal(bounds[axis]->first.terms), normal(index)))
       return refuse("its mask's index is not its pointers' index");
   }
+  // Each start is a constant plus non-negative terms; the loop's induction variable counts from its first value,
+  // so a start such as `iv − BLOCK` (the previous block's, from the loop's second iteration on) qualifies too.
   for (const ScalarSum &s : tile.start) {
-    if (s.constant < 0) return refuse("a start of its tile may be negative");
-    for (auto [x, m] : s.terms)
+    int64_t least = s.constant;
+    for (auto [x, m] : s.terms) {
       if (m < 0 || !x->type.is_scalar() || x->type.dtype() != DType::i32 || !non_negative(fn, x, loop, tile.map.assumed))
         return refuse("a start of its tile may be negative (TMA reads zeros there, the load memory)");
+      int64_t term = 0;  // both non-negative: an overflow means a start far above 0
+      if (__builtin_mul_overflow(m, least_value(loop, x), &term) || __builtin_add_overflow(least, term, &least))
+        least = std::numeric_limits<int64_t>::max();
+    }
+    if (least < 0) return refuse("a start of its tile may be negative");
   }
   // TMA reads through the async proxy, which this kernel's own stores (generic proxy) do not reach without a
   // proxy fence: no store or atomic of the kernel may write through the tensor's parameter (or an unknown one).

@@ -126,6 +126,32 @@ TEST_CASE("tma: a load TMA would read differently is refused, with the reason", 
   CHECK(codegen::tma_tile(*fn, *loads[1], *loop).has_value());
 }
 
+TEST_CASE("tma: a tile starting a constant before the loop's counter qualifies once the loop starts past it",
+          "[codegen][tma]") {
+  // a's columns from k0 − 64: from a loop starting at 0 the first tile would start at −64 (refused); from a loop
+  // starting at 64 every start is ≥ 0 (FlashAttention-3's order reads the previous key block's V this way).
+  std::string text = matmul_text();
+  const std::string splat = "%19 = splat %17 : tensor<64xi32>";
+  REQUIRE(contains(text, splat));
+  text.replace(text.find(splat), splat.size(), "%900 = sub %17, %15 : i32\n    %19 = splat %900 : tensor<64xi32>");
+  auto tile_of_a = [](const std::string &t, std::string *why) {
+    auto fn = ir::parse(t);
+    const ir::Op *loop = nullptr;
+    auto loads = loop_loads(*fn, &loop);
+    REQUIRE(loads.size() == 2);
+    return codegen::tma_tile(*fn, *loads[0], *loop, why);
+  };
+  std::string why;
+  CHECK_FALSE(tile_of_a(text, &why).has_value());
+  CHECK(contains(why, "negative"));
+  const std::string loop_from_0 = "= for %17 = %14 to";
+  REQUIRE(contains(text, loop_from_0));
+  text.replace(text.find(loop_from_0), loop_from_0.size(), "= for %17 = %15 to");
+  auto a = tile_of_a(text, &why);
+  REQUIRE(a);
+  CHECK(a->start[0].constant == -64);
+}
+
 TEST_CASE("tma: a load without a mask has unbounded extents", "[codegen][tma]") {
   // Written directly: the matmul's b load with its mask and `other` dropped.
   std::string text = matmul_text();
