@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tilejit/tensor_descriptor.h"
 #include "tilejit/tile.h"
 #include "tilejit/types.h"
 

@@ -17,6 +17,7 @@
 #include "tilejit/numerics.h"
 #include "tilejit/ops.h"
 #include "tilejit/stages.h"
+#include "tilejit/tensor_descriptor.h"
 #include "tilejit/tile.h"
 #include "tilejit/timer.h"
 #include "tilejit/types.h"
