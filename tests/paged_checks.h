@@ -349,6 +349,12 @@ inline void check_decode_errors(Backend be) {
   DecodeOptions neg = o;
   neg.num_splits = -1;
   require_trace_error([&] { plan_with(good, d.cache, neg); }, {"num_splits", "-1"});
+  // A moved-from plan says so instead of dereferencing nothing.
+  attention::DecodePlan moved(good, d.cache, o);
+  attention::DecodePlan taken(std::move(moved));
+  CHECK(taken.num_splits() >= 1);
+  require_trace_error([&] { (void)moved.num_splits(); }, {"moved from"});
+  require_trace_error([&] { moved.run(DevicePtr{1, 0}, DevicePtr{1, 0}, DevicePtr{}, d.cache); }, {"run", "moved from"});
   // The tiling options (0: the plan's choice): negative or unsupported ones are named with their value.
   for (auto [field, value, what] : {std::tuple{&DecodeOptions::block_n, -16, "BLOCK_N -16"},
                                     std::tuple{&DecodeOptions::block_n, 48, "BLOCK_N 48"},

@@ -91,6 +91,14 @@ TEST_CASE("C ABI attention on the interpreter matches float64 (bf16 tolerance 1e
                                     D, strides, strides, strides, strides, 0, std::nanf(""), 0, nullptr) ==
           TILEJIT_ERROR_INVALID_ARGUMENT);
   REQUIRE_THAT(tilejit_last_error(), Catch::Contains("softmax_scale"));
+  // A batch stride whose product with batch − 1 wraps int64 around is an error, not a small offset.
+  if (B > 1) {
+    const int64_t huge[4] = {std::numeric_limits<int64_t>::max(), strides[1], strides[2], 1};
+    REQUIRE(tilejit_attention_forward(q.data(), k.data(), v.data(), out.data(), nullptr, TILEJIT_DTYPE_BF16, B, H, S, S,
+                                      D, huge, strides, strides, strides, 0, 0.f, 0, nullptr) ==
+            TILEJIT_ERROR_INVALID_ARGUMENT);
+    REQUIRE_THAT(tilejit_last_error(), Catch::Contains("strides") && Catch::Contains("2^63"));
+  }
 }
 
 TEST_CASE("C ABI matmul on the interpreter matches float64 (bf16 and f32)", "[c_api]") {

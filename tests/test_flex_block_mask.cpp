@@ -214,3 +214,43 @@ TEST_CASE("flex: a mod or mask calling program_id() is rejected on every path", 
   m.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return s + program_id(0).to(DType::f32); };
   REQUIRE_THROWS_WITH(run_flex_case(Backend::Interpreter, c, m, {}), Catch::Contains("score_mod calls program_id()"));
 }
+
+TEST_CASE("flex: a mod or mask mixing positions (trans, reshape, reductions, dot) is rejected, naming the op",
+          "[flex]") {
+  FlexCase c = mask_case({.batch = 1, .heads_q = 2, .seqlen_q = 40, .seqlen_k = 40, .head_dim_qk = 16}, DType::bf16,
+                         16, 16);
+  auto rejects = [&](attention::FlexOptions o, const std::string &op) {
+    o.backend = Backend::Interpreter;
+    o.block_m = o.block_n = 16;
+    o.block_mask_mode = attention::BlockMaskMode::Off;
+    std::string what;
+    try {
+      run_flex_case(Backend::Interpreter, c, o, {});
+    } catch (const TraceError &e) {
+      what = e.what();
+    }
+    INFO(what);
+    CHECK(what.find("applies " + op + " to a value computed from its arguments") != std::string::npos);
+    CHECK(what.find("test_flex_block_mask.cpp") != std::string::npos);
+  };
+  attention::FlexOptions o;
+  o.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return trans(s); };
+  rejects(o, "trans");
+  o.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return s - expand_dims(max(s, 1), 1); };
+  rejects(o, "reduce");
+  o.score_mod = [](Tile s, Tile, Tile, Tile, Tile) { return dot(s, s); };
+  rejects(o, "dot");
+  o.score_mod = {};
+  o.mask = Mask([](Tile, Tile, Tile q, Tile kv) { return reshape(reshape(q >= kv, {256}), {16, 16}) | (kv == 0); });
+  rejects(o, "reshape");
+  // A reduction of values that do not depend on the position (a captured table's sum) is fine.
+  std::vector<float> table{1, 2, 3, 4};
+  Buffer tb(table.size() * 4, Backend::Interpreter);
+  tb.upload(table);
+  attention::FlexOptions fine;
+  fine.backend = Backend::Interpreter;
+  fine.score_mod = [t = capture(tb, DType::f32)](Tile s, Tile, Tile, Tile, Tile) {
+    return s + sum(load(t() + arange(0, 4)), 0) * 0.f;
+  };
+  CHECK_NOTHROW(run_flex_case(Backend::Interpreter, c, fine, {}));
+}

@@ -127,7 +127,8 @@ class DecodePlan {
   /// and the mods' own errors.
   DecodePlan(const DecodeShape &shape, const PagedKVCache &cache, const DecodeOptions &opt);
   ~DecodePlan();
-  DecodePlan(DecodePlan &&) noexcept;  // a moved-from plan may only be destroyed or assigned to
+  DecodePlan(DecodePlan &&) noexcept;  // a moved-from plan may only be destroyed or assigned to (its other
+                                       // functions throw TraceError saying so)
   DecodePlan &operator=(DecodePlan &&) noexcept;
 
   /// out = attention of q over the cache. q [batch, seqlen_q, heads_q, head_dim], out [batch, seqlen_q,
@@ -150,6 +151,7 @@ class DecodePlan {
 
  private:
   struct Impl;
+  const Impl &impl(const char *what) const;
   std::unique_ptr<Impl> impl_;
 };
 

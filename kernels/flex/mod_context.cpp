@@ -33,27 +33,50 @@ Tile mod_position(const Tile &position, bool small_positions) {
   return small_positions ? minimum(maximum(position, 0), int(kSmallPositionLimit - 1)) : position;
 }
 
-Tile traced_user_fn(const char *what, const std::function<Tile()> &f) {
+Tile traced_user_fn(const char *what, const std::vector<Tile> &args, const std::function<Tile()> &f) {
   ir::Block *block = dsl::TraceContext::current()->builder.block();
   std::unordered_set<const ir::Op *> before;
   for (const auto &op : block->ops) before.insert(op.get());
   Tile out = f();
+  // Values that vary with the position (computed from the mod's arguments): an op that moves or combines elements
+  // of such a value (trans, reshape, a reduction, dot) would make a score depend on its neighbours in the block,
+  // so on the block sizes the kernel was tuned to.
+  std::unordered_set<const ir::Value *> positional;
+  for (const Tile &a : args)
+    if (a.valid() && !a.is_literal()) positional.insert(dsl::TileAccess::value(a));
   bool program_ids = false;
+  const ir::Op *mixing = nullptr;
+  auto check = [&](ir::Op &o) {
+    program_ids |= o.kind == ir::OpKind::ProgramId || o.kind == ir::OpKind::NumPrograms;
+    bool reads_position = false;
+    for (const ir::Value *v : o.operands) reads_position |= positional.count(v) != 0;
+    if (!reads_position) return;
+    for (const auto &r : o.results) positional.insert(r.get());
+    using K = ir::OpKind;
+    if (!mixing && (o.kind == K::Trans || o.kind == K::Reshape || o.kind == K::Reduce || o.kind == K::ArgReduce ||
+                    o.kind == K::Dot))
+      mixing = &o;
+  };
   for (const auto &op : block->ops) {
     if (before.count(op.get())) continue;
-    auto check = [&](ir::Op &o) { program_ids |= o.kind == ir::OpKind::ProgramId || o.kind == ir::OpKind::NumPrograms; };
     check(*op);
     for (auto &region : op->regions) ir::walk(*region, check);
   }
   if (program_ids)
     throw TraceError(fmt::format("flex attention: the {} calls program_id() or num_programs(); a mod sees its "
                                  "position only through its arguments b, h, q_idx and kv_idx", what));
+  if (mixing)
+    throw TraceError(fmt::format("flex attention: the {} applies {} to a value computed from its arguments at {}: a "
+                                 "mod computes each score from its own position (b, h, q_idx, kv_idx) and what it "
+                                 "loads, while {} combines or moves the elements of a block, whose size the kernel "
+                                 "chooses",
+                                 what, ir::op_name(mixing->kind), mixing->loc.str(), ir::op_name(mixing->kind)));
   return out;
 }
 
 Tile traced_score_mod(const char *op, const ScoreMod &score_mod, const Tile &s, const Tile &b, const Tile &h,
                       const Tile &q_idx, const Tile &kv_idx) {
-  Tile out = traced_user_fn("score_mod", [&] { return score_mod(s, b, h, q_idx, kv_idx); });
+  Tile out = traced_user_fn("score_mod", {s, b, h, q_idx, kv_idx}, [&] { return score_mod(s, b, h, q_idx, kv_idx); });
   if (!out.valid() || out.shape() != s.shape() || !is_float(out.dtype()))
     throw TraceError(fmt::format(
         "{}: the score_mod returned {} (it must return the score tile's shape [{}] as a float, e.g. an expression "
@@ -72,7 +95,7 @@ Tile visible(const Mask &mask, bool has_band, const BandTiles &band, const Tile 
   Tile vis;
   if (has_band) vis = in_band(band, q_idx, kv_idx);
   if (mask.fn) {
-    Tile f = traced_user_fn("mask function", [&] { return mask.fn(b, h, q_idx, kv_idx); });
+    Tile f = traced_user_fn("mask function", {b, h, q_idx, kv_idx}, [&] { return mask.fn(b, h, q_idx, kv_idx); });
     if (!f.valid() || f.shape().size() > 2)
       throw TraceError(fmt::format("flex attention: the mask function returned {} (it must return an i1 tile "
                                    "broadcastable to [query rows, key columns], e.g. q >= kv)",

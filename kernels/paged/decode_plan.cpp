@@ -215,12 +215,19 @@ DecodePlan::~DecodePlan() = default;
 DecodePlan::DecodePlan(DecodePlan &&) noexcept = default;
 DecodePlan &DecodePlan::operator=(DecodePlan &&) noexcept = default;
 
-int DecodePlan::num_splits() const { return impl_->p.num_splits; }
-int DecodePlan::block_n() const { return impl_->o.block_n; }
-size_t DecodePlan::scratch_bytes() const { return impl_->scratch.bytes(); }
+// A moved-from plan holds nothing: using it is an error rather than a null dereference.
+const DecodePlan::Impl &DecodePlan::impl(const char *what) const {
+  if (!impl_) throw TraceError(fmt::format("{}::{}: this plan was moved from (a moved-from plan may only be destroyed or "
+                                           "assigned to)", kOp, what));
+  return *impl_;
+}
+
+int DecodePlan::num_splits() const { return impl("num_splits").p.num_splits; }
+int DecodePlan::block_n() const { return impl("block_n").o.block_n; }
+size_t DecodePlan::scratch_bytes() const { return impl("scratch_bytes").scratch.bytes(); }
 
 std::string DecodePlan::ptx(const std::string &arch) const {
-  const Impl &m = *impl_;
+  const Impl &m = impl("ptx");
   LaunchConfig cfg = m.cfg, ccfg = m.combine_cfg;
   cfg.arch = ccfg.arch = arch;
   std::string text = m.attention->ptx(cfg, m.args).ptx;
@@ -229,7 +236,7 @@ std::string DecodePlan::ptx(const std::string &arch) const {
 }
 
 void DecodePlan::run(DevicePtr q, DevicePtr out, DevicePtr lse, const PagedKVCache &cache, Stream *stream) const {
-  const Impl &m = *impl_;
+  const Impl &m = impl("run");
   if (!same_layout(cache, m.layout))
     throw TraceError(fmt::format("{}::run: the cache's layout (page size {}, {} pages, {} KV heads, dims {}/{}, "
                                  "page/token/head strides {}/{}/{}) differs from the plan's (page size {}, {} pages, "
