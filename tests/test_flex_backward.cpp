@@ -465,3 +465,35 @@ TEST_CASE("flex_backward with 128-key blocks on two warpgroups: both kernels run
     REQUIRE(rc == 0);
   }
 }
+
+TEST_CASE("flex_backward: soft masks of −1e10 and −1e30 give the forward's gradients where rows see a key, finite ones "
+          "where a whole row is soft-masked",
+          "[flex][backward]") {
+  const Backend be = Backend::Interpreter;
+  const FlexCase c = small_case(2, 2, 40, 40, 32);
+  for (double soft : {-1e10, -1e30}) {
+    INFO("soft mask " << soft);
+    {
+      INFO("a causal soft mask: every row keeps its keys up to the diagonal");
+      FlexOptions o;
+      const float f = float(soft);
+      o.score_mod = [f](Tile s, Tile, Tile, Tile q, Tile kv) { return where(kv <= q, s, full_like(s, f)); };
+      RefMods ref{[soft](double x, int, int, int q, int kv) { return kv <= q ? x : soft; }, {}};
+      require_backward_matches(run_backward_case(be, c, o, ref), c.dtype);
+    }
+    {
+      // Rows 0–19 see only the soft mask: their lse (−1e30 + ln 40) rounds to −1e30 in f32, so the backward
+      // cannot tell that 40 keys tie (it takes p = 1 for each; flex_attention.h). dq and dk do not depend on
+      // those rows (the mod's derivative is 0 there); dv must stay finite.
+      INFO("whole rows soft-masked");
+      FlexOptions o;
+      const float f = float(soft);
+      o.score_mod = [f](Tile s, Tile, Tile, Tile q, Tile) { return where(q >= 20, s, full_like(s, f)); };
+      RefMods ref{[soft](double x, int, int, int q, int) { return q >= 20 ? x : soft; }, {}};
+      const BackwardResult r = run_backward_case(be, c, o, ref);
+      for (float x : r.dv) REQUIRE(std::isfinite(x));
+      CHECK(gradient_error(r.dq, r.ref_dq, r.mag_dq, backward_tolerance(c.dtype)) <= backward_tolerance(c.dtype));
+      CHECK(gradient_error(r.dk, r.ref_dk, r.mag_dk, backward_tolerance(c.dtype)) <= backward_tolerance(c.dtype));
+    }
+  }
+}

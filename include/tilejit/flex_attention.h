@@ -323,6 +323,11 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// blocks, and its transposed lists, built on the device per call, give the dK/dV kernel each key block's
 /// query blocks: wholly masked tiles are skipped. When BLOCK_M ≠ BLOCK_N the dQ pass walks a second block mask
 /// made at the swapped sizes (built from the mask function as in Auto; none with BlockMaskMode::Off). Keys that no query sees get zero dk and dv.
+/// P = exp(score − lse) is recomputed from the forward's f32 lse, so it is as exact as lse: where |lse| reaches
+/// 2^24 (a row whose every score is a soft mask such as −1e10 or −1e30) lse no longer holds log(l), and each key
+/// tied with the row's largest score gets P = 1 rather than 1/(keys tied) — finite, as FlexAttention's, but dv
+/// then takes such a row's dO once per tied key; the row's dq and the mod's gradient there are unaffected when
+/// the mod's derivative is 0 (a constant soft mask).
 /// Errors (TraceError): everything flex_forward rejects (a block mask made for another mask, band, layout,
 /// shape or block sizes among them), a block mask without its status bytes (BlockMask), a gradient starting at
 /// the address of an input or of another gradient, a paged cache, which the backward does not take, and

@@ -60,6 +60,8 @@ std::vector<detail::ArgValue> backward_args(const flex::Plan &p, const FlexShape
   a[bVarlen] = int_arg(p.varlen);
   a[bAtomics] = int_arg(opt.atomics);
   a[bSmallPositions] = int_arg(small_positions(s));
+  // The backward traces the mods as functions; captured scalars at their values now, as the forward's frame.
+  a[bExactFrames] = int_arg(score_frame(opt, /*mods_as_functions=*/true).kind == ScoreFrame::AnyFinite);
   return a;
 }
 

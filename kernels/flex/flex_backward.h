@@ -26,6 +26,7 @@ enum BackwardParam : int {
   bNumQBlocks, bNumKBlocks, bListsStrideB, bListsStrideH, bTListsStrideB, bTListsStrideH,
   // constexprs
   bBlockM, bBlockN, bDimQK, bDimV, bPadQK, bPadV, bHasBand, bLarge, bVarlen, bAtomics, bUseBlockMask, bSmallPositions,
+  bExactFrames,
   kNumBackwardParams
 };
 

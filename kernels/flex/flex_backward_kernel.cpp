@@ -60,7 +60,7 @@ ParamTable backward_params(DType dt) {
                         "tlists_stride_h"})
     t.add(n, K::I32, DType::i32, /*specialize=*/false);
   if (add_tile_params(t) != bBlockM) throw TraceError("internal: flex backward parameters");
-  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "ATOMICS", "USE_BLOCK_MASK", "SMALL_POSITIONS"})
+  for (const char *n : {"HAS_BAND", "LARGE", "VARLEN", "ATOMICS", "USE_BLOCK_MASK", "SMALL_POSITIONS", "EXACT_FRAMES"})
     t.add(n, K::ConstBool, DType::i1);
   return t;
 }
@@ -73,7 +73,7 @@ struct Tracer {
   const Mask &mask;
   std::span<const detail::ArgValue> a;
   int BM, BN, DQK, DV, PQK, PV;
-  bool has_band, large, varlen, atomics, use_block_mask, small_positions;
+  bool has_band, large, varlen, atomics, use_block_mask, small_positions, exact_frames;
   // The program's sequence (bind_sequence): its lengths, its first query / key token in the packed layout
   // (varlen; 0 for dense layouts, whose batch stride moves b) and the band's offset.
   Tile seqlen_q, seqlen_k, q_start, k_start;
@@ -90,6 +90,7 @@ struct Tracer {
     atomics = C(bAtomics);
     use_block_mask = C(bUseBlockMask);
     small_positions = C(bSmallPositions);
+    exact_frames = C(bExactFrames);
     dq_cols = arange(0, PQK);
     dv_cols = arange(0, PV);
     if (DQK != PQK) kq_cols = (dq_cols < DQK)(None, _);  // padded head dim: lanes past DIM_QK read 0
@@ -229,7 +230,16 @@ struct Tracer {
     // one fma and an exp2 (the scale folds into the fma's factor). A row that saw no key in the forward (lse
     // −inf: a mod made every score −inf) gets p = exp2(z·log2e − ∞) = 0 in the unmasked arm; the masked arm
     // zeroes it.
-    Tile neg_lse_log2 = where(lse > neg_inf, lse, std::numeric_limits<float>::infinity()) * -kLog2e;
+    // EXACT_FRAMES (the mod may return any finite score, e.g. a soft mask of −1e30 over a whole row): where
+    // |lse| ≥ 2^24 the rounding of lse·log2e exceeds 1, so z·log2e − lse·log2e for the row's largest z could be
+    // far above 0 and exp2 overflow. There p = 2^(z − lse) instead (factor 1: the subtraction exact for scores
+    // near lse, p ≤ 1 as lse ≥ max z). Such a row's lse cannot carry log(l) below its rounding (2 and more), so
+    // its p are as inexact in either base; a row of equal scores (a soft mask everywhere) gets p = 1 per key, not
+    // 1/keys — the gradient its f32 lse allows, FlexAttention's too.
+    Tile to_log2 = Tile(kLog2e);
+    if (exact_frames) to_log2 = where(abs(lse) < 0x1p24f, kLog2e, 1.f);
+    Tile neg_lse_log2 = where(lse > neg_inf, lse, std::numeric_limits<float>::infinity()) * -to_log2;
+    if (exact_frames) to_log2 = per_q(to_log2);
     Grad g{qk, qk};  // placeholders of the arms' types, reassigned in both
     auto arm = [&](bool masked) {
       Tile s = qk * P(bScale);  // in the arm: vjp differentiates within one block
@@ -240,7 +250,7 @@ struct Tracer {
         Tile m = visible(mask, has_band, band, b, h, q_idx, kv_idx);
         if (m.valid()) vis = vis & m;
       }
-      Tile p = exp2(fma(z, Tile(kLog2e), per_q(neg_lse_log2)));
+      Tile p = exp2(fma(z, to_log2, per_q(neg_lse_log2)));
       if (masked) p = where(vis, p, 0.f);
       Tile dz = p * (dp - per_q(delta));
       Tile ds = score_mod ? vjp(z, s, dz, captures) : dz;

@@ -133,8 +133,10 @@ ScoreMod softcap(const Captured &cap) {
     throw TraceError("softcap: the cap capture is empty (default-constructed Captured); use capture(50.f) or "
                      "softcap(50.f)");
   return ScoreMod([cap](Tile s, Tile, Tile, Tile, Tile) {
-    // cap·tanh(s/cap) is even in cap: |cap|, kept ≥ FLT_MIN so that a cap of 0 gives scores of 0, not 0/0.
-    Tile c = maximum(abs(cap().to(DType::f32)), std::numeric_limits<float>::min());
+    // cap·tanh(s/cap) is even in cap: |cap|, kept ≥ FLT_MIN so that a cap of 0 gives scores of 0, not 0/0, and
+    // ≤ 2^126 so that 1/|cap| stays a normal f32 (the compiler divides by multiplying with it; a subnormal would be
+    // flushed to 0): beyond 2^126 the cap changes no score of f32 range by more than its rounding either way.
+    Tile c = minimum(maximum(abs(cap().to(DType::f32)), std::numeric_limits<float>::min()), 0x1p126f);
     return c * tanh(s / c);
   });
 }
