@@ -172,7 +172,8 @@ std::optional<LoopPipeline> plan_loop(const Context &C, const ir::Op &for_op) {
     if (mask && ai(mask).constancy < kChunkElems) continue;
     if (other && !is_zero_tile(other)) continue;
     if (!collect(ptr) || (mask && !collect(mask))) continue;
-    PipelinedLoad pl{&op, rows, cols, p.stage_bytes, std::nullopt};
+    PipelinedLoad pl;
+    pl.load = &op, pl.rows = rows, pl.cols = cols, pl.offset = p.stage_bytes;
     // A of wgmma dots only (all in the same row order): the wgmma reads it from the stage buffer.
     const auto order = wgmma_a_order(*us.front().first, C.use_wgmma, C.opts.num_warps, C.plan.folded);
     if (order && std::all_of(us.begin(), us.end(), [&](const auto &u) {
@@ -218,7 +219,9 @@ std::optional<LoopPipeline> plan_loop(const Context &C, const ir::Op &for_op) {
     if (!root || written.count(root) || written.count(nullptr) || !depends_on(ptr, body.arg(0), body)) continue;
     const ir::Value *mask = op.num_operands() > 1 ? op.operand(1) : nullptr;
     if (!collect(ptr) || (mask && !collect(mask))) continue;
-    staged_values.push_back(PipelinedLoad{&op, t.numel(), 1, 0, std::nullopt, /*to_registers=*/true});
+    PipelinedLoad pl;
+    pl.load = &op, pl.rows = t.numel(), pl.cols = 1, pl.to_registers = true;
+    staged_values.push_back(pl);
   }
   // A candidate that another's address turned out to depend on is re-lowered by the slice instead.
   std::erase_if(staged_values, [&](const PipelinedLoad &v) { return sliced(v.load); });

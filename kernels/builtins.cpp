@@ -1,4 +1,7 @@
+#include <fmt/format.h>
+
 #include "kernels/builtins.h"
+#include "kernels/launch_options.h"
 
 #include "tilejit/attention.h"
 #include "tilejit/error.h"
@@ -44,9 +47,11 @@ static void check_spec(const std::string &name, const BuiltinSpec &spec) {
   if (name == "attention") one_of({DType::bf16, DType::f16});
   if (name == "softmax" && (spec.cols < 1 || spec.cols > 16384))
     throw Error("softmax: --cols must be in [1, 16384], got " + std::to_string(spec.cols));
-  auto block_ok = [](int b) { return b >= 16 && b <= 256 && (b & (b - 1)) == 0; };
-  if (!block_ok(spec.block_m) || !block_ok(spec.block_n) || !block_ok(spec.block_k))
-    throw Error("block sizes must be powers of two in [16, 256]");
+  // num_warps is codegen's to check (it names it before anything looks at the dots); 1 passes here.
+  std::string bad = tile_options_error(spec.block_m, spec.block_n, 1, spec.num_stages, false);
+  if (bad.empty() && (!pow2_at_least(spec.block_k, 16) || spec.block_k > 256))
+    bad = fmt::format("BLOCK_K {} must be a power of two in [16, 256]", spec.block_k);
+  if (!bad.empty()) throw Error(fmt::format("{}: {}", name, bad));
   if (spec.block < 16 || spec.block > 65536 || (spec.block & (spec.block - 1)))
     throw Error("vector_add: block must be a power of two in [16, 65536]");
 }

@@ -131,7 +131,6 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   const double scale = 1.0 / std::sqrt(double(D));
   double err2[3] = {0, 0, 0}, ref2[3] = {0, 0, 0}, mag2[3] = {0, 0, 0};
   size_t compared = 0;  // gradient elements compared
-  const int groups = std::min(2, s.batch * Hkv);
   auto accumulate = [&](int t, const std::vector<float> &got, size_t at, int64_t stride, const std::vector<double> &want,
                         const std::vector<double> *mags, int rows) {
     compared += size_t(rows) * D;
@@ -146,8 +145,14 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
   std::vector<int> checked_heads;  // a query head of each group: their slopes' gradients are checked
   const std::vector<int> sequences =
       sequences_to_sample(s.batch, [&](int b) { return std::max(seq_len(b, false), seq_len(b, true)); });
+  // Distinct (sequence, KV head) pairs, so that the heads the report counts are the heads checked.
+  std::vector<std::pair<int, int>> pairs;
+  for (int b : sequences)
+    for (int kh = 0; kh < Hkv; ++kh) pairs.emplace_back(b, kh);
+  std::shuffle(pairs.begin(), pairs.end(), rng);
+  const int groups = int(std::min<size_t>(2, pairs.size()));
   for (int g = 0; g < groups; ++g) {
-    const int b = sequences[size_t(rng() % sequences.size())], kh = int(rng() % uint64_t(Hkv));
+    const auto [b, kh] = pairs[size_t(g)];
     if (f.learnable_slopes) {
       const int slope_head = kh * group + int(rng() % uint64_t(group));
       if (std::find(checked_heads.begin(), checked_heads.end(), slope_head) == checked_heads.end())

@@ -79,13 +79,14 @@ void add_flex_flags(CLI::App *att, FlexFlags &f) {
   att->add_option("--gqa-kv-heads", f.gqa_kv_heads, "key/value heads (grouped-query attention)")
       ->check(CLI::Range(0, 65535));
   att->add_option("--varlen", f.varlen, "variable-length batch: comma-separated sequence lengths (for `attention`, "
-                                        "replaces --batch, --seqlen-q and --seqlen-k)");
+                                        "replaces --batch, --seqlen-q and --seqlen-k)")
+      ->each([&f](const std::string &) { f.varlen_given = true; });
   att->add_flag("--bottom-right", f.bottom_right, "align causal / window masks bottom-right");
 }
 
 bool flex_requested(const FlexFlags &f) {
   return f.window_left >= 0 || f.window_right >= 0 || f.alibi || f.softcap > 0 || f.gqa_kv_heads > 0 ||
-         !f.varlen.empty() || f.bottom_right || f.band_as_mask;
+         f.varlen_given || f.bottom_right || f.band_as_mask;
 }
 
 namespace {
@@ -165,7 +166,7 @@ FlexSetup flex_setup(const FlexFlags &f, const FlexRunArgs &a, Backend be) {
   x.dt = a.dtype == "f16" ? DType::f16 : DType::bf16;
   x.s = {.batch = a.batch, .heads_q = a.heads, .heads_kv = f.gqa_kv_heads, .seqlen_q = a.seqlen_q,
          .seqlen_k = a.seqlen_k < 0 ? a.seqlen_q : a.seqlen_k, .head_dim_qk = a.head_dim};
-  if (!f.varlen.empty()) {
+  if (f.varlen_given) {
     const std::vector<int> lens = parse_lengths(f.varlen);
     double tokens = 0;
     for (int n : lens) tokens += n;
@@ -256,7 +257,7 @@ int run_flex(const FlexFlags &f, const FlexRunArgs &a) {
              a.dtype, has_band ? fmt::format("[{}, {}]{}{}", band.left, band.right, f.bottom_right ? " bottom-right" : "",
                                              f.band_as_mask ? " as a mask function" : "")
                                : "none",
-             f.alibi, f.softcap, f.varlen.empty() ? "no" : f.varlen);
+             f.alibi, f.softcap, f.varlen_given ? f.varlen : "no");
   if (be == Backend::GPU)
     fmt::print("  first call (trace+compile+run): {:.2f} ms; time: {:.3f} ms (median of {} launches)\n", first_ms, ms,
                std::max(1, a.iters));

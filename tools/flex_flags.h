@@ -20,6 +20,7 @@ struct FlexFlags {
   float softcap = 0.f;
   int gqa_kv_heads = 0;
   std::string varlen;            // comma-separated sequence lengths (q and k)
+  bool varlen_given = false;     // --varlen appeared (an empty list is an error, not the dense layout)
   bool bottom_right = false;     // causal / window aligned bottom-right
   bool band_as_mask = false;     // the causal / window band as a mask function (block mask built automatically)
 };

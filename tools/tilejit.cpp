@@ -242,7 +242,7 @@ int run_cli(int argc, char **argv) {
                  "instead of a built-in kernel, a kernel's tile IR read from this file ('-': standard input), as any "
                  "tile-IR stage prints it (a file TILEJIT_DUMP_STAGES wrote, edited or not): prints its --stage "
                  "(default optimized), the passes run from the text, the codegen stages with --arch, --num-warps, "
-                 "--num-stages and --min-ctas");
+                 "--num-stages, --min-ctas, --tma and --warp-specialize (a lowering-plan text must match them)");
   auto *ptx = app.add_subcommand("ptx", "print the PTX of a built-in kernel");
   add_spec(ptx, true);
   ptx->add_option("--arch", spec.arch, "target GPU arch")->check(arch_names);
@@ -274,7 +274,7 @@ int run_cli(int argc, char **argv) {
       const int seqlen = std::max(a.seqlen_q, a.seqlen_k);
       double total = double(a.batch) * a.heads * seqlen * a.head_dim;
       // With --varlen the lengths replace --batch and --seqlen-q/-k (flex_setup checks its tokens).
-      if (flex.varlen.empty() && total > double(1u << 31))
+      if (!flex.varlen_given && total > double(1u << 31))
         throw Error(fmt::format("--batch {} × --heads {} × {} {} × --head-dim {}: the tensors would hold {:.3g} "
                                 "elements each; at most 2^31",
                                 a.batch, a.heads, a.seqlen_k > a.seqlen_q ? "--seqlen-k" : "--seqlen-q", seqlen,

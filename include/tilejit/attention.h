@@ -54,9 +54,10 @@ struct Strides {
 Strides contiguous_strides(int heads, int seqlen, int head_dim);
 
 /// out = softmax(q·kᵀ·scale (+ causal mask)) · v, and lse = logsumexp of each query row's scaled scores
-/// (natural log). Buffers must live on the backend that runs (GPU or interpreter host memory). Any scale gives
-/// the softmax of the scores as they are, however large (a huge scale makes it one-hot on each row's largest
-/// q·k, shared equally among ties), as long as the scaled scores stay below FLT_MAX/log2(e) in magnitude.
+/// (natural log). Buffers must live on the backend that runs (GPU or interpreter host memory). The softmax is
+/// FlashAttention-2's: each row's largest q·k·scale must stay below 2^30/log2(e) ≈ 7.4e8 in magnitude (bf16;
+/// 1.9e8 for f16; Options::softmax_scale), past which the row's result is undefined (NaN or inf) — the scale
+/// itself may be anything up to FLT_MAX/log2(e) as long as the scores it gives stay within that bound.
 /// Throws TraceError on unsupported shapes (head_dim must be a power of two ≥ 16; causal needs
 /// seqlen_q == seqlen_k; sizes must be > 0), DriverError on driver failures.
 void forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out, Buffer &lse, const Shape &shape,

@@ -54,8 +54,8 @@
 // else the exact one. Without a score_mod, and with the built-in alibi(), the loop keeps FlashAttention-2's
 // softmax with nothing added: each row's largest scaled score must stay below 2^30/log2(e) ≈ 7.4e8 in magnitude
 // (bf16; 1.9e8 for f16), far beyond the q·k of normalized activations and ordinary ALiBi slopes; past it the
-// row's result is undefined (write such a
-// mod as a score_mod lambda to get the exact handling). Offsets are 64-bit when some
+// row's result is undefined. The bound holds for the scaled q·k a score_mod receives too: the exact handling
+// covers what a mod returns beyond it (soft masks), not a scale that puts q·k·scale itself there. Offsets are 64-bit when some
 // tensor spans more than 2^31 elements. Errors (TraceError): heads_q not a multiple of heads_kv, head dims
 // outside [16, 256], dtype other than bf16/f16, non-contiguous last dimension, null pointers, a softmax_scale
 // that is negative, not finite or above FLT_MAX/log2(e).
