@@ -10,6 +10,9 @@
 // (q·kᵀ·softmax_scale, natural units) and returns the modified scores (same shape). mask functions
 // (b, h, q_idx, kv_idx) return i1, true = visible. b and h are i32 scalars (h is the *query* head),
 // q_idx is i32 [BLOCK_M, 1] and kv_idx i32 [1, BLOCK_N] (positions inside the sequence; they broadcast).
+// Each element is computed from its own position: trans, reshape, reductions and dot of values derived from the
+// arguments (which would mix a block's elements, whose size the kernel chooses) are a TraceError naming the op
+// and line, as are program_id() and num_programs().
 // Indices handed to the mods are clamped to [0, seqlen-1], so a mod that loads from a per-token table
 // never reads out of range; results at padded positions are discarded. Inside a mod,
 // mod_seqlen_q() / mod_seqlen_k() give this sequence's lengths (i32 scalars; per sequence with varlen).
@@ -345,8 +348,10 @@ std::string flex_backward_ptx(const FlexShape &shape, const FlexOptions &opt);
 /// Evaluates `mask` over every (batch, query head, query block, key block) tile on the device (DSL kernels)
 /// and returns the lists of non-empty key blocks; once for all batches / heads where the function's value does
 /// not depend on b / h (BlockMask::shared_batches / shared_heads). Uses opt's block sizes, cu_seqlens,
-/// backend and stream. Throws TraceError for inconsistent cu_seqlens, block sizes that are not powers of two
-/// ≥ 16, negative sizes, a function that does not return a mask or calls program_id().
+/// backend and stream. Throws TraceError for cu_seqlens given for q and not k (or the reverse; their values live
+/// on the device and are not checked, see FlexShape), block sizes that are not powers of two ≥ 16, negative
+/// sizes, a function that does not return a mask, calls program_id() or applies trans, reshape, a reduction or
+/// dot to values of its position.
 BlockMask create_block_mask(const Mask &mask, const FlexShape &shape, const FlexOptions &opt);
 
 /// Tile IR of the flex kernel for this shape and options (no launch; placeholder pointers).
