@@ -313,6 +313,33 @@ inline void check_decode_plan_reuse(Backend be, int head_dim, int long_len, int 
   }
 }
 
+/// Lengths a cache cannot hold: a seq_lens entry beyond max_pages_per_seq·page_size attends to the tokens the
+/// sequence's block-table row holds (not past it), a negative one to none.
+inline void check_decode_lengths_beyond_capacity(Backend be) {
+  HostCacheSpec spec = paged_spec({32, 20}, 16, 2, 32);
+  spec.spare_columns = 0;  // the rows hold exactly the longest sequence's pages: 32 tokens
+  DeviceCache d = make_device_cache(be, spec);
+  REQUIRE(d.cache.max_pages_per_seq * d.cache.page_size == 32);
+  DecodeOptions o = decode_options();
+  o.backend = be;
+  attention::DecodeShape shape{.batch = 2, .heads_q = 4, .seqlen_q = 1};
+  attention::DecodePlan plan(shape, d.cache, o);
+  DecodeRun run = prepare_decode(be, d, 4, 1);
+  auto out_bits = [&] {
+    run.out.fill_bytes(0xff);
+    plan.run(device_ptr(run.q.buffer), device_ptr(run.out), device_ptr(run.lse), d.cache);
+    return run.out.download_as<uint16_t>(run.layout.out_elements);
+  };
+  const std::vector<uint16_t> want = out_bits();  // lengths 32 (the capacity) and 20
+  d.lens.upload(std::vector<int32_t>{1000, 20});
+  CHECK(out_bits() == want);
+  d.lens.upload(std::vector<int32_t>{32, -5});
+  const std::vector<uint16_t> none = out_bits();
+  const size_t per_seq = run.layout.out_elements / 2;
+  for (size_t i = 0; i < per_seq; ++i) REQUIRE(none[i] == want[i]);
+  for (size_t i = per_seq; i < none.size(); ++i) REQUIRE((none[i] & 0x7fff) == 0);  // rows seeing no key: 0
+}
+
 /// What DecodePlan rejects, each error naming the field and value; and a cache of another layout at run().
 inline void check_decode_errors(Backend be) {
   DeviceCache d = make_device_cache(be, paged_spec({10, 20}, 16, 4, 32));

@@ -62,6 +62,11 @@ TEST_CASE("paged decode: a plan runs again on new contents at the same addresses
   check_decode_plan_reuse(kBe, 32, 300);
 }
 
+TEST_CASE("paged decode: lengths beyond the cache's capacity attend to what it holds, negative ones to nothing",
+          "[paged][decode][cpu]") {
+  check_decode_lengths_beyond_capacity(kBe);
+}
+
 TEST_CASE("paged decode: bad shapes, caches and options named with their values", "[paged][decode][cpu]") {
   check_decode_errors(kBe);
 }

@@ -52,7 +52,9 @@ namespace tilejit::attention {
 struct PagedKVCache {
   DevicePtr k_pages, v_pages;  // dtype elements
   DevicePtr block_table;       // i32 [batch, max_pages_per_seq] (row stride block_table_stride)
-  DevicePtr seq_lens;          // i32 [batch]: tokens in each sequence, the new ones included
+  DevicePtr seq_lens;          // i32 [batch]: tokens in each sequence, the new ones included; at most
+                               // max_pages_per_seq·page_size (attention takes a longer one as that many, and
+                               // a negative one as 0, rather than read past the sequence's block-table row)
   DType dtype = DType::bf16;   // bf16 or f16
   int num_pages = 0;
   int page_size = 16;          // a power of two, 1 … 256

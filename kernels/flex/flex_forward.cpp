@@ -234,6 +234,7 @@ std::vector<detail::ArgValue> kernel_args(const Plan &p, const FlexShape &s, con
   a[kNumQBlocks] = int_arg(bm ? bm->num_q_blocks : p.nqb);
   a[kNumKBlocks] = int_arg(bm ? bm->num_k_blocks : p.nkb);
   a[kBtStride] = int_arg(p.cache.bt_stride);
+  a[kMaxSeqLen] = int_arg(std::min<int64_t>(p.cache.max_seq_len, std::numeric_limits<int32_t>::max()));
   a[kNumSplits] = int_arg(p.num_splits);
   a[kPartStrideO] = int_arg(p.part_stride_o);
   a[kPartStrideL] = int_arg(p.part_stride_l);

@@ -72,9 +72,11 @@ class ModScope {
 struct Sequence {
   Tile seqlen_q, seqlen_k, q_start, k_start;
 };
-/// With `seq_lens` (a paged cache's lengths), seqlen_k = seq_lens[b] and k_start = b·seqlen_k.
+/// With `seq_lens` (a paged cache's lengths), seqlen_k = seq_lens[b] clamped to [0, max_seq_len] (the cache's
+/// capacity per sequence: a length beyond it must not send the kernel past its block-table row) and k_start =
+/// b·seqlen_k.
 Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &seqlen_k, const Tile &cu_q,
-                  const Tile &cu_k, const Tile &seq_lens = Tile());
+                  const Tile &cu_k, const Tile &seq_lens = Tile(), const Tile &max_seq_len = Tile());
 
 /// Positions below this bound convert to f32 exactly (2^24).
 constexpr int64_t kSmallPositionLimit = int64_t(1) << 24;
@@ -145,7 +147,7 @@ enum FlexParam : int {
   kScale, kBmStrideB, kBmStrideH, kGroup, kSeqlenQ, kSeqlenK,
   kQb, kQh, kQs, kKb, kKh, kKs, kVb, kVh, kVs, kOb, kOh, kOs, kLb, kLh, kLs,
   kBandLeft, kBandRight, kBandBottomRight, kNumQBlocks, kNumKBlocks,
-  kBtStride, kNumSplits, kPartStrideO, kPartStrideL, kScoreRef,
+  kBtStride, kNumSplits, kPartStrideO, kPartStrideL, kScoreRef, kMaxSeqLen,
   // constexprs
   kBlockM, kBlockN, kDimQK, kDimV, kPadQK, kPadV, kVarlen, kHasBand, kUseBlockMask, kLarge, kScoreFrame,
   kPaged, kPageSize, kPackGqa, kSplit, kSmallPositions,

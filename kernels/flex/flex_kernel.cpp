@@ -57,6 +57,7 @@ ParamTable flex_params(DType dt) {
   t.add("num_splits", K::I32, DType::i32, kNoSpec);
   for (const char *n : {"part_stride_o", "part_stride_l"}) t.add(n, K::I64, DType::i64, kNoSpec);
   t.add("score_ref", K::F32, DType::f32);  // ScoreFrame::reference
+  t.add("max_seq_len", K::I32, DType::i32, kNoSpec);  // paged: tokens a sequence's block-table row holds
   if (add_tile_params(t) != kBlockM) throw TraceError("internal: flex parameters");
   for (const char *n : {"VARLEN", "HAS_BAND", "USE_BLOCK_MASK", "LARGE"}) t.add(n, K::ConstBool, DType::i1);
   t.add("SCORE_FRAME", K::ConstInt);
@@ -83,7 +84,8 @@ void trace_flex(DType dt, const ScoreMod &score_mod, const Mask &mask, std::span
     split_id = pid_m % P(kNumSplits);
     pid_m = pid_m / P(kNumSplits);
   }
-  Sequence sq = sequence(varlen, b, P(kSeqlenQ), P(kSeqlenK), P(kCuQ), P(kCuK), paged ? P(kSeqLens) : Tile());
+  Sequence sq = sequence(varlen, b, P(kSeqlenQ), P(kSeqlenK), P(kCuQ), P(kCuK), paged ? P(kSeqLens) : Tile(),
+                         paged ? P(kMaxSeqLen) : Tile());
   ModScope scope(sq.seqlen_q, sq.seqlen_k, sq.q_start, sq.k_start);
   // The kernel's own offsets are the packed token's (varlen) or 0 (dense: the batch stride moves b; paged:
   // the block table does).

@@ -121,7 +121,7 @@ BandArgs band_args(const std::optional<Band> &band) {
 LaunchConfig launch_config(const FlexOptions &opt) { return kernels::launch_config_of(opt); }
 
 Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &seqlen_k, const Tile &cu_q,
-                  const Tile &cu_k, const Tile &seq_lens) {
+                  const Tile &cu_k, const Tile &seq_lens, const Tile &max_seq_len) {
   Sequence s;
   if (varlen) {
     s.q_start = load(cu_q + b);
@@ -131,7 +131,7 @@ Sequence sequence(bool varlen, const Tile &b, const Tile &seqlen_q, const Tile &
     s.q_start = b * seqlen_q;
   }
   if (seq_lens.valid()) {  // a paged cache: the lengths are the cache's; keys laid out as [batch, seqlen_k]
-    s.seqlen_k = load(seq_lens + b);
+    s.seqlen_k = minimum(maximum(load(seq_lens + b), 0), max_seq_len);
     s.k_start = b * seqlen_k;
   } else if (varlen) {
     s.k_start = load(cu_k + b);

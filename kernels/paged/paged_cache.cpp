@@ -97,6 +97,7 @@ CacheLayout cache_layout(const PagedKVCache &c, const char *op) {
   fill(l.head_dim, l.page_stride, l.token_stride, l.head_stride, l.last_k, "K");
   fill(l.head_dim_v, l.v_page_stride, l.v_token_stride, l.v_head_stride, l.last_v, "V");
   l.bt_stride = c.block_table_stride == 0 ? c.max_pages_per_seq : c.block_table_stride;
+  l.max_seq_len = int64_t(c.max_pages_per_seq) * c.page_size;
   if (c.num_pages > 0)
     for (auto [name, p] : {std::pair{"k_pages", c.k_pages}, std::pair{"v_pages", c.v_pages}})
       if (p.address == 0) throw fail(fmt::format("{} is null", name));

@@ -13,6 +13,7 @@ struct CacheLayout {
   int64_t page_stride = 0, token_stride = 0, head_stride = 0;        // K's
   int64_t v_page_stride = 0, v_token_stride = 0, v_head_stride = 0;  // V's (K's unless contiguous, dims differ)
   int64_t bt_stride = 0;
+  int64_t max_seq_len = 0;           // max_pages_per_seq·page_size: the tokens one block-table row holds
   int64_t last_k = -1, last_v = -1;  // the furthest element of the pages addressed (−1: no pages)
   bool large = false;                // some element offset needs 64 bits
 };
