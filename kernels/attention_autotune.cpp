@@ -44,9 +44,7 @@ size_t span_bytes(const Strides &st, int seqlen, const Shape &s) {
   return size_t(last + 1) * 2;
 }
 
-// Winners already applied in this process, by (key, arch): skips building the Tunable on every call.
-std::mutex g_mutex;
-std::unordered_map<std::string, autotune::Config> g_fast;
+autotune::WinnerMemo g_winners;
 
 }  // namespace
 
@@ -56,11 +54,8 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
   if (opt.arch.empty()) opt.arch = runtime::device_arch();
   std::string key = shape_key(s, opt);
   std::string fast_key = autotune::memo_key(key, opt.arch, settings);
-  if (!result && settings.use_cache) {
-    std::lock_guard lock(g_mutex);
-    if (auto it = g_fast.find(fast_key); it != g_fast.end())
-      return kernels::with_tuned_config(opt, it->second);
-  }
+  if (!result && settings.use_cache)
+    if (auto known = g_winners.find(fast_key)) return kernels::with_tuned_config(opt, *known);
 
   autotune::Tunable t;
   t.kernel = "attention_fwd";
@@ -101,10 +96,7 @@ Options tuned_options(const Pointers &p, const Shape &s, const Layout &L, const 
 
   autotune::Result r = autotune::tune(t, settings);
   autotune::Config best = r.best;
-  {
-    std::lock_guard lock(g_mutex);
-    g_fast[fast_key] = best;
-  }
+  g_winners.remember(fast_key, best);
   if (result) *result = std::move(r);
   return kernels::with_tuned_config(opt, best);
 }

@@ -15,8 +15,7 @@
 namespace tilejit::kernels {
 namespace {
 
-std::mutex g_mutex;
-std::unordered_map<std::string, autotune::Config> g_fast;  // (key, arch) → winner, skips rebuilding the Tunable
+autotune::WinnerMemo g_winners;
 
 MatmulBlocks blocks(const autotune::Config &c) { return {c.get("BLOCK_M"), c.get("BLOCK_N"), c.get("BLOCK_K")}; }
 
@@ -55,10 +54,8 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   std::string key = fmt::format("{} M<={} N<={} K<={}", dtype_name(dtype), m_bucket, n_bucket, k_bucket);
   std::string fast_key = autotune::memo_key(key, arch, settings);
   if (!result && settings.use_cache) {
-    std::unique_lock lock(g_mutex);
-    if (auto it = g_fast.find(fast_key); it != g_fast.end()) {
-      autotune::Config best = it->second;
-      lock.unlock();
+    if (auto known = g_winners.find(fast_key)) {
+      const autotune::Config &best = *known;
       if (chosen) *chosen = best;
       matmul(a, b, c, M, N, K, dtype, matmul_launch_config(best, arch, stream), blocks(best));
       return;
@@ -102,10 +99,7 @@ void matmul_autotuned(DevicePtr a, DevicePtr b, DevicePtr c, int M, int N, int K
   };
   autotune::Result r = autotune::tune(t, settings);
   autotune::Config best = r.best;
-  {
-    std::lock_guard lock(g_mutex);
-    g_fast[fast_key] = best;
-  }
+  g_winners.remember(fast_key, best);
   if (chosen) *chosen = best;
   if (result) {
     *result = std::move(r);

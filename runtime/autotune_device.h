@@ -4,7 +4,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/runtime.h"
@@ -23,6 +26,25 @@ inline Compiled compiled_of(const runtime::LoadedKernel &k) {
 /// and the registered environment that changes code or candidates (runtime::env_tuning_key), so a winner found
 /// under other settings is never reused.
 std::string memo_key(const std::string &key, const std::string &arch, const Settings &s);
+
+/// A kernel's in-process memo: the winner applied for each memo_key, so that later calls skip building their
+/// Tunable (and the tuner's disk look-up). Thread-safe.
+class WinnerMemo {
+ public:
+  std::optional<Config> find(const std::string &memo) const {
+    std::lock_guard lock(mu_);
+    auto it = winners_.find(memo);
+    return it == winners_.end() ? std::nullopt : std::optional<Config>(it->second);
+  }
+  void remember(const std::string &memo, const Config &winner) {
+    std::lock_guard lock(mu_);
+    winners_[memo] = winner;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Config> winners_;
+};
 
 /// Copies `bytes` bytes between device addresses, asynchronously on `stream` (null: default stream).
 /// Throws DriverError naming cuMemcpyDtoDAsync.

@@ -85,8 +85,7 @@ kernels::FlexBandClass band_class(const FlexOptions &opt) {
 
 namespace {
 
-std::mutex g_mutex;
-std::unordered_map<std::string, autotune::Config> g_fast;  // key + arch → winner, applied in this process
+autotune::WinnerMemo g_winners;
 
 }  // namespace
 
@@ -118,10 +117,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
   Plan p = plan(s, opt);
   std::string key = flex_shape_key(s, opt, p);
   std::string fast_key = autotune::memo_key(key, opt.arch, {});
-  {
-    std::lock_guard lock(g_mutex);
-    if (auto it = g_fast.find(fast_key); it != g_fast.end()) return kernels::with_tuned_config(opt, it->second);
-  }
+  if (auto known = g_winners.find(fast_key)) return kernels::with_tuned_config(opt, *known);
   std::vector<int> bms{64, 128}, bns{32, 64, 128};
   if (opt.block_mask) bms = {opt.block_mask->block_m}, bns = {opt.block_mask->block_n};
 
@@ -154,10 +150,7 @@ FlexOptions tuned_flex_options(DevicePtr q, DevicePtr k, DevicePtr v, DevicePtr 
     flex_forward(q, k, v, out, lse, s, masks.with_mask(kernels::with_tuned_config(opt, c)));
   };
   autotune::Result r = autotune::tune(t, {});
-  {
-    std::lock_guard lock(g_mutex);
-    g_fast[fast_key] = r.best;
-  }
+  g_winners.remember(fast_key, r.best);
   return kernels::with_tuned_config(opt, r.best);
 }
 

@@ -78,8 +78,7 @@ autotune::Compiled compile_backward(const FlexShape &s, const FlexOptions &o, st
   return autotune::compiled_of(runtime::get_kernel(*fns[2], cfg));
 }
 
-std::mutex g_mutex;
-std::unordered_map<std::string, autotune::Config> g_fast;  // key + arch → winner, applied in this process
+autotune::WinnerMemo g_winners;
 
 }  // namespace
 
@@ -108,10 +107,7 @@ FlexOptions tuned_flex_backward_options(DevicePtr q, DevicePtr k, DevicePtr v, D
     if (c->grad->bytes == 0) return opt;
   const std::string key = backward_tuning_key(s, opt, p, !learnable.empty());
   const std::string fast_key = autotune::memo_key(key, opt.arch, {});
-  {
-    std::lock_guard lock(g_mutex);
-    if (auto it = g_fast.find(fast_key); it != g_fast.end()) return kernels::with_tuned_config(opt, it->second);
-  }
+  if (auto known = g_winners.find(fast_key)) return kernels::with_tuned_config(opt, *known);
 
   autotune::Tunable t;
   t.kernel = "flex_attention_bwd";
@@ -134,10 +130,7 @@ FlexOptions tuned_flex_backward_options(DevicePtr q, DevicePtr k, DevicePtr v, D
     flex_backward(q, k, v, out, lse, dout, dq, dk, dv, s, masks.with_mask(kernels::with_tuned_config(opt, c)));
   };
   autotune::Result r = autotune::tune(t, {});
-  {
-    std::lock_guard lock(g_mutex);
-    g_fast[fast_key] = r.best;
-  }
+  g_winners.remember(fast_key, r.best);
   return kernels::with_tuned_config(opt, r.best);
 }
 
