@@ -70,3 +70,26 @@ TEST_CASE("flex: a score_mod written for the kernel's tile shape runs, its range
   ref.score = [](double s, int, int, int, int) { return s; };
   require_matches(run_flex_case(Backend::Interpreter, c, o, ref), DType::bf16);
 }
+
+TEST_CASE("flex: a score_mod that returns +inf for every score is rejected at the launch, naming it", "[flex]") {
+  attention::FlexShape shape{.batch = 1, .heads_q = 2, .seqlen_q = 40, .seqlen_k = 40, .head_dim_qk = 32};
+  auto rejects = [&](attention::ScoreMod mod) {
+    attention::FlexOptions o;
+    o.score_mod = std::move(mod);
+    std::string what;
+    try {
+      (void)attention::flex_forward_ir(shape, o);
+    } catch (const TraceError &e) {
+      what = e.what();
+    }
+    return what.find("the score_mod returns +inf for every score") != std::string::npos;
+  };
+  CHECK(rejects([](Tile s, Tile, Tile, Tile, Tile) { return full_like(s, std::numeric_limits<float>::infinity()); }));
+  auto c = capture(std::numeric_limits<float>::infinity());
+  CHECK(rejects([c](Tile s, Tile, Tile, Tile, Tile) { return s * 0.f + c(); }));
+  // −inf (masked) and huge finite soft masks are scores.
+  CHECK_FALSE(rejects([](Tile s, Tile, Tile, Tile q, Tile kv) {
+    return where(kv <= q, s, -std::numeric_limits<float>::infinity());
+  }));
+  CHECK_FALSE(rejects([](Tile s, Tile, Tile, Tile, Tile) { return full_like(s, 3e38f); }));
+}

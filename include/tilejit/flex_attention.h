@@ -47,7 +47,9 @@
 // zero-length sequences are no-ops; out-of-range rows/cols are never read. A score_mod may return any finite
 // f32 score, however large ("soft masks" such as −1e10, −1e30 or −FLT_MAX, and positive ones), or −inf
 // (masked): each row gets the softmax of its scores as they are; a row whose every score is the same huge
-// value averages its keys' v (kernels/online_softmax.h). At each launch the score_mod's output is bounded by
+// value averages its keys' v (kernels/online_softmax.h). A mod that returns +inf for every score at a launch
+// (by its traced range with the captures' values) is a TraceError; +inf or NaN produced by arithmetic at run
+// time is not caught. At each launch the score_mod's output is bounded by
 // interval arithmetic over its traced IR with its captured scalars at their current values
 // (kernels/flex/score_range.h), which picks the softmax: in bf16, scores within a range of 2·55·log2e log2 units
 // (cap·tanh(score/cap) with |cap| ≤ 55, a sigmoid) drop the running max for a fixed reference p = exp2(score·log2e

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "dsl/trace_context.h"
 #include "ir/ir.h"
 #include "kernels/flex/flex_internal.h"
@@ -113,6 +115,13 @@ ScoreFrame score_frame(const FlexOptions &opt, bool mods_as_functions, bool capt
   // The score a mod receives lies in the ordinary frame's range (natural units: c = log2e after a mod).
   const double bound = OnlineSoftmax::ordinary_bound(opt.dtype) / kernels::kLog2e;
   const Interval r = score_mod_range(opt.score_mod, {-bound, bound}, capture_values);
+  // Scores are finite or −inf (masked): a mod whose every result is +inf or NaN at this launch is an error, not
+  // a softmax of NaNs.
+  if (std::isnan(r.lo) || std::isnan(r.hi) || r.lo == INFINITY)
+    throw TraceError(fmt::format("flex attention: the score_mod returns {} for every score (its traced range is [{}, "
+                                 "{}] with the captured values of this launch); a score_mod returns finite scores, or "
+                                 "−inf where a key is masked",
+                                 std::isnan(r.lo) || std::isnan(r.hi) ? "NaN" : "+inf", r.lo, r.hi));
   const double lo = r.lo * kernels::kLog2e, hi = r.hi * kernels::kLog2e;  // log2 units
   ScoreFrame f;
   if (opt.dtype == DType::bf16 && std::max(std::fabs(lo), std::fabs(hi)) <= kMaxFixedReferenceMagnitude &&
