@@ -102,7 +102,7 @@ TEST_CASE("flex options and built-in mods are validated before anything runs", "
   expect(o, "num_stages 0");
   // A mask function must return a rank ≤ 2 boolean tile.
   o = {};
-  o.mask = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return expand_dims(q >= kv, 0); });
+  o.mask = attention::Mask([](Tile, Tile, Tile q, Tile kv) { return reshape(q >= kv, {1, 16, 16}); });
   o.block_m = o.block_n = 16;
   o.block_mask_mode = attention::BlockMaskMode::Off;
   expect(o, "the mask function returned i1[1x16x16]");

@@ -10,9 +10,10 @@
 // (q·kᵀ·softmax_scale, natural units) and returns the modified scores (same shape). mask functions
 // (b, h, q_idx, kv_idx) return i1, true = visible. b and h are i32 scalars (h is the *query* head),
 // q_idx is i32 [BLOCK_M, 1] and kv_idx i32 [1, BLOCK_N] (positions inside the sequence; they broadcast).
-// Each element is computed from its own position: trans, reshape, reductions and dot of values derived from the
-// arguments (which would mix a block's elements, whose size the kernel chooses) are a TraceError naming the op
-// and line, as are program_id() and num_programs().
+// Each element is computed from its own position: a reduction or dot over an axis that varies with q_idx,
+// kv_idx or the score, trans of such a value, or a reshape that moves such an axis (which would mix a block's
+// elements, whose size the kernel chooses) is a TraceError naming the op and line, as are program_id() and
+// num_programs(); reductions over axes the mod adds itself (features, a table) are fine.
 // Indices handed to the mods are clamped to [0, seqlen-1], so a mod that loads from a per-token table
 // never reads out of range; results at padded positions are discarded. Inside a mod,
 // mod_seqlen_q() / mod_seqlen_k() give this sequence's lengths (i32 scalars; per sequence with varlen).
@@ -328,11 +329,12 @@ void flex_forward(const Buffer &q, const Buffer &k, const Buffer &v, Buffer &out
 /// blocks, and its transposed lists, built on the device per call, give the dK/dV kernel each key block's
 /// query blocks: wholly masked tiles are skipped. When BLOCK_M ≠ BLOCK_N the dQ pass walks a second block mask
 /// made at the swapped sizes (built from the mask function as in Auto; none with BlockMaskMode::Off). Keys that no query sees get zero dk and dv.
-/// P = exp(score − lse) is recomputed from the forward's f32 lse, so it is as exact as lse: where |lse| reaches
-/// 2^24 (a row whose every score is a soft mask such as −1e10 or −1e30) lse no longer holds log(l), and each key
-/// tied with the row's largest score gets P = 1 rather than 1/(keys tied) — finite, as FlexAttention's, but dv
-/// then takes such a row's dO once per tied key; the row's dq and the mod's gradient there are unaffected when
-/// the mod's derivative is 0 (a constant soft mask).
+/// P = exp(score − lse) is recomputed from the forward's f32 lse, so it is as exact as lse: past |lse| ≈ 2^20
+/// lse's rounding shows in P, and in rows the forward took in its exact frame (|lse| beyond 2^30/log2(e) in
+/// bf16, 2^28/log2(e) in f16: a row whose every score is a soft mask such as −1e10 or −1e30) lse no longer holds
+/// log(l), so each key tied with the row's largest score gets P = 1 rather than 1/(keys tied) — finite, as
+/// FlexAttention's, but dv then takes such a row's dO once per tied key; the row's dq and the mod's gradient
+/// there are unaffected when the mod's derivative is 0 (a constant soft mask).
 /// Errors (TraceError): everything flex_forward rejects (a block mask made for another mask, band, layout,
 /// shape or block sizes among them), a block mask without its status bytes (BlockMask), a gradient starting at
 /// the address of an input or of another gradient, a paged cache, which the backward does not take, and
@@ -352,8 +354,8 @@ std::string flex_backward_ptx(const FlexShape &shape, const FlexOptions &opt);
 /// not depend on b / h (BlockMask::shared_batches / shared_heads). Uses opt's block sizes, cu_seqlens,
 /// backend and stream. Throws TraceError for cu_seqlens given for q and not k (or the reverse; their values live
 /// on the device and are not checked, see FlexShape), block sizes that are not powers of two ≥ 16, negative
-/// sizes, a function that does not return a mask, calls program_id() or applies trans, reshape, a reduction or
-/// dot to values of its position.
+/// sizes, a function that does not return a mask, calls program_id() or mixes positions (see the top of this
+/// file).
 BlockMask create_block_mask(const Mask &mask, const FlexShape &shape, const FlexOptions &opt);
 
 /// Tile IR of the flex kernel for this shape and options (no launch; placeholder pointers).

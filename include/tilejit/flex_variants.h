@@ -48,8 +48,8 @@ ScoreMod alibi(const Captured &slopes, std::source_location loc = std::source_lo
 std::vector<float> alibi_slopes(int heads);
 /// tanh soft-capping (Gemma 2): cap·tanh(score / cap), an ordinary lambda: the same code written by a user runs
 /// as fast. cap is an f32 (or integer) capture; its sign does not matter (the function is even in cap) and |cap|
-/// is taken in [FLT_MIN, 2^126], so a cap of 0 gives scores of 0 and a cap beyond 2^126 (no capping of any
-/// realistic score) keeps 1/|cap| a normal f32. The compiler folds the softmax scale and 1/|cap| into
+/// is taken in [FLT_MIN, 2^64], so a cap of 0 gives scores of 0 and a cap beyond 2^64 (no capping of any score
+/// below 2^52) keeps scale/|cap| a normal f32. The compiler folds the softmax scale and 1/|cap| into
 /// one multiplication before tanh and |cap| into the softmax's fma (ir reassociate_scalar_factors); in bf16,
 /// with |cap| ≤ 55 at the launch, the scores' bound [−|cap|, |cap|] replaces the softmax's running max (the
 /// fixed reference of any mod whose range is that narrow; flex_attention.h). Throws TraceError for an empty

@@ -31,6 +31,7 @@
 #include "kernels/flex/flex_backward.h"
 #include "kernels/flex/kernel_lru.h"
 #include "kernels/log2_units.h"
+#include "kernels/online_softmax.h"
 #include "tilejit/autodiff.h"
 #include "tilejit/error.h"
 #include "tilejit/ops.h"
@@ -230,14 +231,17 @@ struct Tracer {
     // one fma and an exp2 (the scale folds into the fma's factor). A row that saw no key in the forward (lse
     // −inf: a mod made every score −inf) gets p = exp2(z·log2e − ∞) = 0 in the unmasked arm; the masked arm
     // zeroes it.
-    // EXACT_FRAMES (the mod may return any finite score, e.g. a soft mask of −1e30 over a whole row): where
-    // |lse| ≥ 2^24 the rounding of lse·log2e exceeds 1, so z·log2e − lse·log2e for the row's largest z could be
-    // far above 0 and exp2 overflow. There p = 2^(z − lse) instead (factor 1: the subtraction exact for scores
-    // near lse, p ≤ 1 as lse ≥ max z). Such a row's lse cannot carry log(l) below its rounding (2 and more), so
-    // its p are as inexact in either base; a row of equal scores (a soft mask everywhere) gets p = 1 per key, not
-    // 1/keys — the gradient its f32 lse allows, FlexAttention's too.
+    // EXACT_FRAMES (the mod may return any finite score, e.g. a soft mask of −1e30 over a whole row): rows the
+    // forward took in its exact frame (|lse|·log2e past the ordinary bound, online_softmax.h) are where the
+    // rounding of lse·log2e can exceed 2^7, so z·log2e − lse·log2e for the row's largest z could be far above 0
+    // and exp2 overflow. There p = 2^(z − lse) instead (factor 1: the subtraction exact for scores near lse, p ≤ 1
+    // as lse ≥ max z); the base does not matter there, as the forward's exact frame found: scores differ by at
+    // least their spacing (2^7), where e^−d and 2^−d are both 0 in f32. Ties get p = 1 each, not 1/ties: lse
+    // cannot carry log(ties) at that magnitude (FlexAttention's gradient too). Below the bound the fma form
+    // stays, its p off by at most 2^32 through lse·log2e's rounding, as lse's own rounding already makes it.
     Tile to_log2 = Tile(kLog2e);
-    if (exact_frames) to_log2 = where(abs(lse) < 0x1p24f, kLog2e, 1.f);
+    if (exact_frames)
+      to_log2 = where(abs(lse) < float(OnlineSoftmax::ordinary_bound(dt) / kLog2e), kLog2e, 1.f);
     Tile neg_lse_log2 = where(lse > neg_inf, lse, std::numeric_limits<float>::infinity()) * -to_log2;
     if (exact_frames) to_log2 = per_q(to_log2);
     Grad g{qk, qk};  // placeholders of the arms' types, reassigned in both

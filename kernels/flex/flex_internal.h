@@ -94,10 +94,11 @@ Tile mod_position(const Tile &position, bool small_positions);
 /// The band's runtime parameters inside a kernel: left/right (kUnbounded when open) and the offset
 /// (0 or seqlen_k − seqlen_q).
 /// Calls f, which traces a user's score_mod or mask function on `args` (its arguments), and throws TraceError
-/// naming `what` when the ops it added call program_id() or num_programs(), or apply trans, reshape, a reduction
-/// or dot to a value computed from args (naming that op and its line): a mod sees its position only through its
-/// arguments (b, h, q_idx, kv_idx) and computes each element from its own, since the kernels that trace it
-/// (attention, block masks, the range and mask analyses) run on different grids and block sizes.
+/// naming `what` when the ops it added call program_id() or num_programs(), or contract or move an axis that
+/// varies with the position (a reduction or dot over it, trans, a reshape moving it; naming that op and its
+/// line): a mod sees its position only through its arguments (b, h, q_idx, kv_idx) and computes each element
+/// from its own, since the kernels that trace it (attention, block masks, the range and mask analyses) run on
+/// different grids and block sizes.
 Tile traced_user_fn(const char *what, const std::vector<Tile> &args, const std::function<Tile()> &f);
 /// The user's score_mod on the score tile s (through traced_user_fn), as f32. Throws TraceError starting with
 /// `op` when it returns nothing, another shape than s's, or a non-float.

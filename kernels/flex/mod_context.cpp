@@ -1,6 +1,8 @@
 // The context a mod sees while traced (mod_seqlen_q/k) and the visibility test band ∧ fn.
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "dsl/trace_context.h"
@@ -33,44 +35,159 @@ Tile mod_position(const Tile &position, bool small_positions) {
   return small_positions ? minimum(maximum(position, 0), int(kSmallPositionLimit - 1)) : position;
 }
 
+namespace {
+
+/// Which axes of each value carry the position of a score (bit i: axis i varies with q_idx, kv_idx or, packed,
+/// the query head): the mod's tile arguments' axes longer than 1, followed through the ops a mod traces. An op
+/// that contracts or moves such an axis (a reduction or dot over it, trans, a reshape that is more than adding
+/// or dropping 1s) makes a score depend on its neighbours in the block, so on the block sizes the kernel chose.
+class PositionAxes {
+ public:
+  explicit PositionAxes(const std::vector<Tile> &args) {
+    for (const Tile &a : args)
+      if (a.valid() && !a.is_literal()) mark(dsl::TileAccess::value(a), own_axes(dsl::TileAccess::value(a)));
+  }
+  /// The first op (in trace order) of `ops` that mixes positions, or null.
+  const ir::Op *first_mixing(const std::vector<const ir::Op *> &ops) {
+    for (const ir::Op *op : ops)
+      if (const ir::Op *m = visit(*op)) return m;
+    return nullptr;
+  }
+
+ private:
+  using Mask = uint32_t;
+  std::unordered_map<const ir::Value *, Mask> axes_;
+
+  static Mask own_axes(const ir::Value *v) {  // the axes longer than 1
+    Mask m = 0;
+    for (size_t i = 0; i < v->type.shape.size(); ++i)
+      if (v->type.shape[i] > 1) m |= Mask(1) << i;
+    return m;
+  }
+  Mask of(const ir::Value *v) const {
+    auto it = axes_.find(v);
+    return it == axes_.end() ? 0 : it->second;
+  }
+  void mark(const ir::Value *v, Mask m) {
+    if (m) axes_[v] |= m & own_axes(v);
+  }
+  /// v's axes in a result of rank `rank`, aligned from the right (broadcasting).
+  Mask aligned(const ir::Value *v, size_t rank) const {
+    const size_t r = v->type.shape.size();
+    return r <= rank ? of(v) << (rank - r) : 0;
+  }
+  /// Whether anything in `ops` (recursively) reads a value with position axes.
+  bool reads_position(const ir::Block &blk) const {
+    for (const auto &op : blk.ops) {
+      for (const ir::Value *v : op->operands)
+        if (of(v)) return true;
+      for (const auto &r : op->regions)
+        if (reads_position(*r)) return true;
+    }
+    return false;
+  }
+
+  const ir::Op *visit(const ir::Op &o) {
+    using K = ir::OpKind;
+    const ir::Value *res = o.num_results() ? o.result() : nullptr;
+    const size_t rank = res ? res->type.shape.size() : 0;
+    switch (o.kind) {
+      case K::Reduce: case K::ArgReduce: {
+        const Mask in = of(o.operand(0));
+        if (in & (Mask(1) << o.attrs.axis)) return &o;
+        const Mask low = in & ((Mask(1) << o.attrs.axis) - 1), high = in >> (o.attrs.axis + 1) << o.attrs.axis;
+        mark(res, low | high);
+        return nullptr;
+      }
+      case K::Dot: {
+        const Mask a = of(o.operand(0)), b = of(o.operand(1));
+        if ((a & 2) || (b & 1)) return &o;  // the contracted axis K varies with the position
+        mark(res, (a & 1) | (b & 2) | of(o.operand(2)));
+        return nullptr;
+      }
+      case K::Trans:
+        if (of(o.operand(0))) return &o;
+        return nullptr;
+      case K::Reshape: {
+        // Adding or dropping axes of 1 keeps every element where it is: the long axes stay in order.
+        const ir::Value *in = o.operand(0);
+        const Mask m = of(in);
+        if (!m) return nullptr;
+        std::vector<int64_t> long_in, long_out;
+        for (int64_t d : in->type.shape)
+          if (d > 1) long_in.push_back(d);
+        for (int64_t d : res->type.shape)
+          if (d > 1) long_out.push_back(d);
+        if (long_in != long_out) return &o;
+        Mask out = 0;
+        size_t j = 0;  // the k-th long axis of the input is the k-th long axis of the result
+        for (size_t i = 0; i < in->type.shape.size(); ++i) {
+          if (in->type.shape[i] <= 1) continue;
+          while (res->type.shape[j] <= 1) ++j;
+          if (m & (Mask(1) << i)) out |= Mask(1) << j;
+          ++j;
+        }
+        mark(res, out);
+        return nullptr;
+      }
+      case K::ExpandDims: {
+        const Mask m = of(o.operand(0)), a = Mask(o.attrs.axis);
+        mark(res, (m & ((Mask(1) << a) - 1)) | ((m >> a) << (a + 1)));
+        return nullptr;
+      }
+      case K::For: case K::If: {
+        // Control flow: conservatively, every result and region argument varies along all its long axes when
+        // anything it reads does.
+        bool reads = false;
+        for (const ir::Value *v : o.operands) reads |= of(v) != 0;
+        for (const auto &r : o.regions) reads |= reads_position(*r);
+        if (reads) {
+          for (const auto &r : o.regions)
+            for (const auto &a : r->args) mark(a.get(), own_axes(a.get()));
+          for (const auto &r : o.results) mark(r.get(), own_axes(r.get()));
+        }
+        for (const auto &r : o.regions)
+          for (const auto &op : r->ops)
+            if (const ir::Op *m = visit(*op)) return m;
+        return nullptr;
+      }
+      default: {
+        // Elementwise ops, loads, broadcasts, casts: each result element reads its operands' elements at the
+        // same position (broadcast from the right).
+        Mask m = 0;
+        for (const ir::Value *v : o.operands) m |= aligned(v, rank);
+        for (const auto &r : o.results) mark(r.get(), m);
+        return nullptr;
+      }
+    }
+  }
+};
+
+}  // namespace
+
 Tile traced_user_fn(const char *what, const std::vector<Tile> &args, const std::function<Tile()> &f) {
   ir::Block *block = dsl::TraceContext::current()->builder.block();
   std::unordered_set<const ir::Op *> before;
   for (const auto &op : block->ops) before.insert(op.get());
   Tile out = f();
-  // Values that vary with the position (computed from the mod's arguments): an op that moves or combines elements
-  // of such a value (trans, reshape, a reduction, dot) would make a score depend on its neighbours in the block,
-  // so on the block sizes the kernel was tuned to.
-  std::unordered_set<const ir::Value *> positional;
-  for (const Tile &a : args)
-    if (a.valid() && !a.is_literal()) positional.insert(dsl::TileAccess::value(a));
+  std::vector<const ir::Op *> added;
   bool program_ids = false;
-  const ir::Op *mixing = nullptr;
-  auto check = [&](ir::Op &o) {
-    program_ids |= o.kind == ir::OpKind::ProgramId || o.kind == ir::OpKind::NumPrograms;
-    bool reads_position = false;
-    for (const ir::Value *v : o.operands) reads_position |= positional.count(v) != 0;
-    if (!reads_position) return;
-    for (const auto &r : o.results) positional.insert(r.get());
-    using K = ir::OpKind;
-    if (!mixing && (o.kind == K::Trans || o.kind == K::Reshape || o.kind == K::Reduce || o.kind == K::ArgReduce ||
-                    o.kind == K::Dot))
-      mixing = &o;
-  };
   for (const auto &op : block->ops) {
     if (before.count(op.get())) continue;
+    added.push_back(op.get());
+    auto check = [&](ir::Op &o) { program_ids |= o.kind == ir::OpKind::ProgramId || o.kind == ir::OpKind::NumPrograms; };
     check(*op);
     for (auto &region : op->regions) ir::walk(*region, check);
   }
   if (program_ids)
     throw TraceError(fmt::format("flex attention: the {} calls program_id() or num_programs(); a mod sees its "
                                  "position only through its arguments b, h, q_idx and kv_idx", what));
-  if (mixing)
-    throw TraceError(fmt::format("flex attention: the {} applies {} to a value computed from its arguments at {}: a "
-                                 "mod computes each score from its own position (b, h, q_idx, kv_idx) and what it "
-                                 "loads, while {} combines or moves the elements of a block, whose size the kernel "
-                                 "chooses",
-                                 what, ir::op_name(mixing->kind), mixing->loc.str(), ir::op_name(mixing->kind)));
+  if (const ir::Op *mixing = PositionAxes(args).first_mixing(added))
+    throw TraceError(fmt::format("flex attention: the {} applies {} at {} across an axis that varies with the "
+                                 "position (q_idx, kv_idx, the score): a mod computes each score from its own position "
+                                 "and what it loads, while this combines or moves the elements of a block, whose "
+                                 "size the kernel chooses",
+                                 what, ir::op_name(mixing->kind), mixing->loc.str()));
   return out;
 }
 

@@ -134,9 +134,10 @@ ScoreMod softcap(const Captured &cap) {
                      "softcap(50.f)");
   return ScoreMod([cap](Tile s, Tile, Tile, Tile, Tile) {
     // cap·tanh(s/cap) is even in cap: |cap|, kept ≥ FLT_MIN so that a cap of 0 gives scores of 0, not 0/0, and
-    // ≤ 2^126 so that 1/|cap| stays a normal f32 (the compiler divides by multiplying with it; a subnormal would be
-    // flushed to 0): beyond 2^126 the cap changes no score of f32 range by more than its rounding either way.
-    Tile c = minimum(maximum(abs(cap().to(DType::f32)), std::numeric_limits<float>::min()), 0x1p126f);
+    // ≤ 2^64 so that the factor the compiler folds into one multiplication, softmax scale/|cap|, stays a normal
+    // f32 for any scale ≥ 2^-50 (a subnormal is flushed to 0 on the GPU, which would zero every score). Past 2^64
+    // the cap changes no score below 2^52 in magnitude (tanh(x) = x in f32 for |x| < 2^-12), far beyond q·k.
+    Tile c = minimum(maximum(abs(cap().to(DType::f32)), std::numeric_limits<float>::min()), 0x1p64f);
     return c * tanh(s / c);
   });
 }
