@@ -86,6 +86,13 @@ Tile TensorDescriptor::load(const std::vector<Tile> &offsets, SrcLoc loc) const 
 }
 
 void TensorDescriptor::store(const std::vector<Tile> &offsets, const Tile &value, SrcLoc loc) const {
+  const char *op = "TensorDescriptor::store";
+  if (!block_.empty()) {
+    dsl::require_valid(value, op, "the value", loc);
+    if (!value.is_literal() && (value.is_ptr() || value.dtype() != base_.dtype()))
+      dsl::fail(loc, fmt::format("{}: the value is {} but the tensor holds {}; cast it with .to(DType::{})", op,
+                                 dsl::describe(value), dtype_name(base_.dtype()), dtype_name(base_.dtype())));
+  }
   Tile mask;
   Tile ptr = pointers(offsets, mask, "TensorDescriptor::store", loc);
   tilejit::store(ptr, value, mask, loc);

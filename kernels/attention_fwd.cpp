@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "runtime/runtime.h"
 #include "kernels/launch_options.h"
 #include "kernels/online_softmax.h"
+#include "kernels/strided_extent.h"
 #include "tilejit/attention.h"
 #include "tilejit/error.h"
 #include "tilejit/kernel.h"
@@ -185,15 +187,12 @@ int64_t check_strides(const Strides &st, int seqlen, const Shape &s, const char 
   };
   if (st.dim != 1) throw fail("are not supported: the last dimension must be contiguous (stride 1)");
   if (st.batch < 0 || st.head < 0 || st.seq < 0) throw fail("must not be negative");
-  // Each product and sum checked: strides near INT64_MAX must not wrap around to a small offset.
-  int64_t last = s.head_dim - 1;
-  bool overflow = false;
-  for (auto [count, stride] : {std::pair{s.batch, st.batch}, std::pair{s.heads, st.head}, std::pair{seqlen, st.seq}}) {
-    int64_t part = 0;
-    overflow |= __builtin_mul_overflow(int64_t(std::max(count - 1, 0)), stride, &part) ||
-                __builtin_add_overflow(last, part, &last);
-  }
-  if (overflow) throw fail("address an element past 2^63, beyond the kernel's int32 indexing");
+  // Computed exactly (strides near INT64_MAX must not wrap around to a small offset).
+  const std::optional<int64_t> reach =
+      kernels::last_offset({{std::max(s.batch, 1), st.batch}, {std::max(s.heads, 1), st.head},
+                            {std::max(seqlen, 1), st.seq}, {s.head_dim, 1}});
+  if (!reach) throw fail("address an element past 2^62, beyond the kernel's int32 indexing");
+  const int64_t last = *reach;
   if (last > std::numeric_limits<int32_t>::max())
     throw fail(fmt::format("address element {}, beyond the kernel's int32 indexing", last));
   return last;

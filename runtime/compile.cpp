@@ -191,7 +191,8 @@ const LoadedKernel &get_kernel(const ir::Function &fn, const LaunchConfig &cfg) 
         auto tc = Clock::now();
         codegen::PtxResult r = codegen::compile_to_ptx(fn, opts);
         stats.codegen_ms = ms_since(tc);
-        ptx = KernelArtifact{r.entry, r.shared_bytes, r.num_threads, std::move(r.ptx), -1, -1, std::move(r.tensor_maps)};
+        ptx = KernelArtifact{.entry = r.entry, .shared_bytes = r.shared_bytes, .num_threads = r.num_threads,
+                             .code = std::move(r.ptx), .tensor_maps = std::move(r.tensor_maps)};
         write_artifact(dir, key, "ptx", *ptx);
         if (dumping_stages()) dump_codegen_stages(fn, opts, ptx->code);
         stats.source = "compiled";

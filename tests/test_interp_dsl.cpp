@@ -14,11 +14,6 @@ using namespace tilejit::interp_testing;
 namespace {
 const LaunchConfig kInterp{.backend = Backend::Interpreter};
 
-Buffer host_buffer(const std::vector<float> &v) {
-  Buffer b(v.size() * 4, Backend::Interpreter);
-  b.upload(v);
-  return b;
-}
 }  // namespace
 
 TEST_CASE("DSL: row sums of a matrix with a carried loop accumulator", "[interp][dsl]") {

@@ -14,6 +14,7 @@
 #include "kernel_args.h"
 #include "ir/builder.h"
 #include "ir/ir.h"
+#include "tilejit/buffer.h"
 #include "tilejit/error.h"
 
 namespace tilejit::interp_testing {
@@ -136,6 +137,13 @@ struct Rng {
     return v;
   }
 };
+
+/// An interpreter (host) buffer holding `v`.
+inline Buffer host_buffer(const std::vector<float> &v) {
+  Buffer b(v.size() * 4, Backend::Interpreter);
+  b.upload(v);
+  return b;
+}
 
 // Reference 16-bit conversions independent of interp/numerics.h.
 /// float → bf16 bits, round to nearest even (the classic integer trick; NaN handled separately).

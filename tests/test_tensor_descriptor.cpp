@@ -18,18 +18,13 @@ namespace {
 const LaunchConfig kInterp{.backend = Backend::Interpreter};
 constexpr float kPoison = -12345.f;
 
-Buffer host_buffer(const std::vector<float> &v) {
-  Buffer b(v.size() * 4, Backend::Interpreter);
-  b.upload(v);
-  return b;
-}
 }  // namespace
 
 TEST_CASE("tensor descriptor: blocks of a strided matrix, edges read as 0 and not written", "[interp][dsl][descriptor]") {
   Rng rng;
   INFO("seed " << rng.seed);
-  // x: R x C in rows of LD elements; out: the same R x C doubled plus the block's count of in-range neighbours... kept
-  // simple: out = 2·x written column-major (element (r, c) at c·R + r), with a poisoned tail that must stay as is.
+  // x: R x C in rows of LD elements; out = 2·x written column-major (element (r, c) at c·R + r), with a poisoned
+  // tail that must stay as is.
   constexpr int R = 37, C = 50, LD = 64, BR = 16, BC = 32, kTail = 100;
   auto x = rng.floats(size_t(R) * LD);
   Buffer bx = host_buffer(x);
@@ -121,7 +116,7 @@ TEST_CASE("tensor descriptor: bad arguments name the op, the values and the call
   CHECK(contains(fails([](Ptr<f32> x, I32 n) {
           make_tensor_descriptor(x, {n, n}, {n, 1}, {16, 16}).store({0, 0}, zeros({16, 16}, DType::bf16));
         }),
-        "store"));
+        "TensorDescriptor::store: the value is 16x16 (bf16) but the tensor holds f32"));
   CHECK(contains(fails([](Ptr<f32>, I32) { TensorDescriptor().load({0}); }), "was not made by make_tensor_descriptor"));
 }
 

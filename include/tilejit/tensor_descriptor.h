@@ -18,7 +18,10 @@ namespace tilejit {
 
 /// A tensor of rank 1 to 5 in global memory: element (i_0, …, i_{r−1}) lies at base + Σ_d i_d·strides[d] (strides in
 /// elements) and exists where i_d < shape[d] for every d. Read and written in blocks of block_shape() elements.
-/// Made by make_tensor_descriptor while a kernel is traced; copies describe the same tensor.
+/// Made by make_tensor_descriptor while a kernel is traced; copies describe the same tensor. The offsets i_d·stride
+/// are computed in the integer type of the offsets, shape and strides (i32 for I32 arguments and literals): a
+/// tensor whose elements lie 2^31 or more apart needs I64 strides, as load() with i32 offsets would. A
+/// default-constructed descriptor describes nothing: its load and store throw TraceError saying so.
 class TensorDescriptor {
  public:
   /// The block whose first element is at `offsets` (one scalar integer per dim, in elements, each ≥ 0): a tile of
@@ -28,8 +31,9 @@ class TensorDescriptor {
   /// scalar integer per dim.
   Tile load(const std::vector<Tile> &offsets, std::source_location loc = std::source_location::current()) const;
   /// Writes `value` (the tensor's dtype, or a literal; broadcast to block_shape()) to the block at `offsets` (as
-  /// load), skipping the elements past the shape. Throws TraceError as load, and when value's dtype is not the
-  /// tensor's or its shape does not broadcast to the block's.
+  /// load, each ≥ 0: a block starting below 0 writes memory before the tensor), skipping the elements past the
+  /// shape. Throws TraceError as load, and (naming TensorDescriptor::store) when value's dtype is not the
+  /// tensor's; a shape that does not broadcast to the block's is store()'s error.
   void store(const std::vector<Tile> &offsets, const Tile &value,
              std::source_location loc = std::source_location::current()) const;
   /// The block's extent along each dim (powers of two).
