@@ -187,9 +187,9 @@ int run_flex_backward(const FlexFlags &f, const FlexRunArgs &a) {
     ok = ok && rel <= tol;
     line += fmt::format("{}{} {:.3e}", t ? ", " : "", names[t], rel);
   }
-  fmt::print("  check ({} KV heads with their query heads vs float64, seed {}): errors {} (relative Frobenius, "
-             "or against the terms' magnitudes where they cancel; bound {:.0e}): {}\n", groups, seed, line, tol,
-             ok ? "PASS" : "FAIL");
+  fmt::print("  check ({} KV head{} with {} query heads vs float64, seed {}): errors {} (relative Frobenius, "
+             "or against the terms' magnitudes where they cancel; bound {:.0e}): {}\n", groups, groups == 1 ? "" : "s",
+             groups == 1 ? "its" : "their", seed, line, tol, ok ? "PASS" : "FAIL");
   if (!f.learnable_slopes) return ok ? 0 : 1;
 
   // The slopes' gradient: d slope[h] = Σ over every sequence's visible scores of dZ · ∂z/∂slope, where

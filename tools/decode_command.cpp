@@ -174,8 +174,8 @@ int run_decode_command() {
     auto t0 = Clock::now();
     paged_kv_append(cache, ptr(kn), ptr(vn), ptr(slots), tokens.tokens, {.backend = be, .stream = s});
     sync();
-    fmt::print("append: {} tokens, and {} padding slots (negative: skipped) in {:.2f} ms{}\n", tokens.tokens - a.batch,
-               a.batch, ms_since(t0),
+    fmt::print("append: {} tokens, and {} padding slot{} (negative: skipped) in {:.2f} ms{}\n",
+               tokens.tokens - a.batch, a.batch, a.batch == 1 ? "" : "s", ms_since(t0),
                gpu ? " (first call: trace + compile + run)" : " (trace + one run on the CPU interpreter)");
   }
 
