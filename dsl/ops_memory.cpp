@@ -25,17 +25,6 @@ void check_mask(const Tile &mask, const char *op, const SrcLoc &loc) {
     dsl::fail(loc, fmt::format("{}: the mask must be i1 (a comparison), got {}", op, dsl::describe(mask)));
 }
 
-/// A value stored/loaded through a pointer must have the pointee dtype (literals adapt).
-void check_value_dtype(const Tile &value, DType pointee, const ir::Type &ptr_type, const char *op,
-                       const char *what, const SrcLoc &loc) {
-  dsl::require_valid(value, op, what, loc);
-  if (value.is_literal()) return;
-  if (value.is_ptr() || value.dtype() != pointee)
-    dsl::fail(loc, fmt::format("{}: {} is {} but the pointer {} holds {}; cast it with .to(DType::{})", op,
-                               what, dsl::describe(value), dsl::describe(ptr_type), dtype_name(pointee),
-                               dtype_name(pointee)));
-}
-
 /// The broadcast shape of the pointer and the given (valid, non-literal) tiles.
 dsl::Shape common_shape(const ir::Value *p, std::initializer_list<const Tile *> others, const char *op,
                         const SrcLoc &loc) {
@@ -56,7 +45,7 @@ std::vector<ir::Value *> write_operands(TraceContext &ctx, const Tile &ptr, cons
                                         const char *op, const SrcLoc &loc) {
   ir::Value *p = pointer_operand(ptr, op, loc);
   DType pointee = p->type.dtype();
-  check_value_dtype(value, pointee, p->type, op, "the value", loc);
+  dsl::check_value_dtype(value, pointee, p->type, op, "the value", loc);
   check_mask(mask, op, loc);
   dsl::Shape shape = common_shape(p, {&value, &mask}, op, loc);
   std::vector<ir::Value *> ops = {dsl::broadcast_value(ctx, p, shape, op, loc),
@@ -74,7 +63,7 @@ Tile load(const Tile &ptr, const Tile &mask, const Tile &other, SrcLoc loc) {
   if (other.valid() && !mask.valid())
     dsl::fail(loc, fmt::format("load: 'other' ({}) is only meaningful with a mask", dsl::describe(other)));
   check_mask(mask, "load", loc);
-  if (other.valid()) check_value_dtype(other, pointee, p->type, "load", "'other'", loc);
+  if (other.valid()) dsl::check_value_dtype(other, pointee, p->type, "load", "'other'", loc);
   dsl::Shape shape = common_shape(p, {&mask, &other}, "load", loc);
   std::vector<ir::Value *> ops = {dsl::broadcast_value(ctx, p, shape, "load", loc)};
   if (mask.valid()) ops.push_back(dsl::materialize(ctx, mask, DType::i1, shape, "load", loc));

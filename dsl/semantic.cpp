@@ -149,6 +149,15 @@ void require_valid(const Tile &t, const char *op, const char *what, const SrcLoc
   if (!t.valid()) fail(loc, fmt::format("{}: {} is an empty Tile (no value was assigned to it)", op, what));
 }
 
+void check_value_dtype(const Tile &value, DType pointee, const ir::Type &ptr_type, const char *op, const char *what,
+                       const SrcLoc &loc) {
+  require_valid(value, op, what, loc);
+  if (value.is_literal()) return;
+  if (value.is_ptr() || value.dtype() != pointee)
+    fail(loc, fmt::format("{}: {} is {} but the pointer {} holds {}; cast it with .to(DType::{})", op, what,
+                          describe(value), describe(ptr_type), dtype_name(pointee), dtype_name(pointee)));
+}
+
 namespace {
 ir::Value *literal_constant(TraceContext &ctx, const Tile &t, const ir::Type &type, const SrcLoc &loc) {
   if (TileAccess::is_float_literal(t)) {

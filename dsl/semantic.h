@@ -50,6 +50,10 @@ DType literal_dtype(const Tile &t);
 
 /// Fails if t is an empty handle ("<op>: <what> is an empty Tile").
 void require_valid(const Tile &t, const char *op, const char *what, const SrcLoc &loc);
+/// A value stored or loaded through a pointer must have the pointee dtype (literals adapt); fails naming the op,
+/// `what` (e.g. "the value"), both types and the cast to write.
+void check_value_dtype(const Tile &value, DType pointee, const ir::Type &ptr_type, const char *op, const char *what,
+                       const SrcLoc &loc);
 /// The IR value of t; a literal becomes a scalar constant of literal_dtype().
 ir::Value *to_value(TraceContext &ctx, const Tile &t, const char *op, const char *what, const SrcLoc &loc);
 /// t as dtype `dt` and shape `shape`: literals become constants; values are cast and broadcast.

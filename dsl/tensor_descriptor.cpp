@@ -87,14 +87,10 @@ Tile TensorDescriptor::load(const std::vector<Tile> &offsets, SrcLoc loc) const 
 
 void TensorDescriptor::store(const std::vector<Tile> &offsets, const Tile &value, SrcLoc loc) const {
   const char *op = "TensorDescriptor::store";
-  if (!block_.empty()) {
-    dsl::require_valid(value, op, "the value", loc);
-    if (!value.is_literal() && (value.is_ptr() || value.dtype() != base_.dtype()))
-      dsl::fail(loc, fmt::format("{}: the value is {} but the tensor holds {}; cast it with .to(DType::{})", op,
-                                 dsl::describe(value), dtype_name(base_.dtype()), dtype_name(base_.dtype())));
-  }
   Tile mask;
-  Tile ptr = pointers(offsets, mask, "TensorDescriptor::store", loc);
+  Tile ptr = pointers(offsets, mask, op, loc);
+  const ir::Type &base = TileAccess::value(base_)->type;
+  dsl::check_value_dtype(value, base.dtype(), base, op, "the value", loc);  // named as this op, before store's check
   tilejit::store(ptr, value, mask, loc);
 }
 

@@ -3,6 +3,7 @@
 // the values and the caller's line; and, written this way, matmul's operand loads copied by TMA on sm_90a.
 #include <catch2/catch.hpp>
 
+#include "descriptor_matmul_kernel.h"
 #include "test_codegen_util.h"
 #include "test_interp_helpers.h"
 #include "tilejit/buffer.h"
@@ -116,21 +117,14 @@ TEST_CASE("tensor descriptor: bad arguments name the op, the values and the call
   CHECK(contains(fails([](Ptr<f32> x, I32 n) {
           make_tensor_descriptor(x, {n, n}, {n, 1}, {16, 16}).store({0, 0}, zeros({16, 16}, DType::bf16));
         }),
-        "TensorDescriptor::store: the value is 16x16 (bf16) but the tensor holds f32"));
+        "TensorDescriptor::store: the value is 16x16 (bf16) but the pointer scalar (ptr<f32>) holds f32; cast it with "
+        ".to(DType::f32)"));
   CHECK(contains(fails([](Ptr<f32>, I32) { TensorDescriptor().load({0}); }), "was not made by make_tensor_descriptor"));
 }
 
 TEST_CASE("tensor descriptor: a matmul written with descriptors copies both operands by TMA on sm_90a",
           "[codegen][tma][descriptor]") {
-  auto k = Kernel("descriptor_matmul", [](Ptr<bf16> a, Ptr<bf16> b, Ptr<bf16> c, I32 M, I32 N, I32 K, I32 lda, I32 ldb,
-                                          I32 ldc, Constexpr<int> BM, Constexpr<int> BN, Constexpr<int> BK) {
-    auto a_desc = make_tensor_descriptor(a, {M, K}, {lda, 1}, {BM, BK});
-    auto b_desc = make_tensor_descriptor(b, {K, N}, {ldb, 1}, {BK, BN});
-    auto m0 = program_id(0) * BM, n0 = program_id(1) * BN;
-    auto acc = zeros({BM, BN}, DType::f32);
-    for_range(0, K, BK, [&](I32 k0) { acc = dot(a_desc.load({m0, k0}), b_desc.load({k0, n0}), acc); });
-    make_tensor_descriptor(c, {M, N}, {ldc, 1}, {BM, BN}).store({m0, n0}, acc.to(DType::bf16));
-  });
+  auto &k = testing::descriptor_matmul_kernel();
   LaunchConfig cfg;
   cfg.num_warps = 8, cfg.num_stages = 3, cfg.arch = "sm_90a";
   cfg.tma = true;

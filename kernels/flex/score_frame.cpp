@@ -117,11 +117,12 @@ ScoreFrame score_frame(const FlexOptions &opt, bool mods_as_functions, bool capt
   const Interval r = score_mod_range(opt.score_mod, {-bound, bound}, capture_values);
   // Scores are finite or −inf (masked): a mod whose every result is +inf or NaN at this launch is an error, not
   // a softmax of NaNs.
-  if (std::isnan(r.lo) || std::isnan(r.hi) || r.lo == INFINITY)
+  const bool nan = std::isnan(r.lo) || std::isnan(r.hi);
+  if (nan || r.lo == INFINITY)
     throw TraceError(fmt::format("flex attention: the score_mod returns {} for every score (its traced range is [{}, "
                                  "{}] with the captured values of this launch); a score_mod returns finite scores, or "
                                  "−inf where a key is masked",
-                                 std::isnan(r.lo) || std::isnan(r.hi) ? "NaN" : "+inf", r.lo, r.hi));
+                                 nan ? "NaN" : "+inf", r.lo, r.hi));
   const double lo = r.lo * kernels::kLog2e, hi = r.hi * kernels::kLog2e;  // log2 units
   ScoreFrame f;
   if (opt.dtype == DType::bf16 && std::max(std::fabs(lo), std::fabs(hi)) <= kMaxFixedReferenceMagnitude &&
