@@ -9,14 +9,13 @@
 #include <array>
 #include <cstring>
 
+#include "descriptor_matmul_kernel.h"
 #include "kernel_test_util.h"
 #include "tilejit/attention.h"
 #include "tilejit/capture.h"
 #include "tilejit/flex_attention.h"
 #include "tilejit/flex_variants.h"
-#include "tilejit/kernel.h"
 #include "tilejit/kernels.h"
-#include "tilejit/ops.h"
 
 using namespace tilejit;
 using namespace tilejit::testing;
@@ -243,15 +242,7 @@ TEST_CASE("flex backward with TMA copies on the GPU: bit for bit the cp.async ke
 
 TEST_CASE("a matmul written with tensor descriptors on the GPU: float64, and bit for bit with and without TMA",
           "[gpu][tma][descriptor]") {
-  auto k = Kernel("descriptor_matmul_gpu", [](Ptr<bf16> a, Ptr<bf16> b, Ptr<bf16> c, I32 M, I32 N, I32 K, Constexpr<int> BM,
-                                              Constexpr<int> BN, Constexpr<int> BK) {
-    auto a_desc = make_tensor_descriptor(a, {M, K}, {K, 1}, {BM, BK});
-    auto b_desc = make_tensor_descriptor(b, {K, N}, {N, 1}, {BK, BN});
-    auto m0 = program_id(0) * BM, n0 = program_id(1) * BN;
-    auto acc = zeros({BM, BN}, DType::f32);
-    for_range(0, K, BK, [&](I32 k0) { acc = dot(a_desc.load({m0, k0}), b_desc.load({k0, n0}), acc); });
-    make_tensor_descriptor(c, {M, N}, {N, 1}, {BM, BN}).store({m0, n0}, acc.to(DType::bf16));
-  });
+  auto &k = descriptor_matmul_kernel();
   const DType dt = DType::bf16;
   for (auto [M, N, K] : {std::array<int, 3>{512, 512, 512}, std::array<int, 3>{1000, 528, 272}}) {
     INFO(M << "x" << N << "x" << K);
@@ -264,7 +255,8 @@ TEST_CASE("a matmul written with tensor descriptors on the GPU: float64, and bit
       out.fill_bytes(0xff);
       LaunchConfig cfg{.num_warps = 8, .num_stages = 3, .backend = Backend::GPU};
       cfg.tma = tma;
-      k.launch(Grid{uint32_t((M + 127) / 128), uint32_t((N + 127) / 128)}, cfg, ba, bb, out, M, N, K, 128, 128, 64);
+      k.launch(Grid{uint32_t((M + 127) / 128), uint32_t((N + 127) / 128)}, cfg, ba, bb, out, M, N, K, K, N, N, 128, 128,
+               64);
       results[tma] = bytes_of(out, out_bytes);
       auto got = download_as_float(out, size_t(M) * N, dt);
       const double err = rel_error(got, ref_matmul(a, b, M, N, K));
